@@ -1,0 +1,19 @@
+"""vitpos: position encodings for vision transformers, in four composable slots."""
+
+from . import encodings  # noqa: F401  (fills the slot registries before any config is built)
+from .config import ModelConfig, PositionConfig
+from .models import VisionTransformer, create_model, get_config, list_models
+from .spec import SlotSpec, SpecError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ModelConfig",
+    "PositionConfig",
+    "SlotSpec",
+    "SpecError",
+    "VisionTransformer",
+    "create_model",
+    "get_config",
+    "list_models",
+]

@@ -1,0 +1,7 @@
+"""``python -m vitpos`` == ``vitpos``."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,165 @@
+"""Serialisable configuration dataclasses: one field per position slot, and the model."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from .registry import ABSOLUTE, CONDITIONAL, JOIN, RELATIVE, Registry
+from .spec import SlotSpec
+
+__all__ = ["PositionConfig", "ModelConfig", "SLOT_NAMES"]
+
+SLOT_NAMES = ("absolute", "join", "conditional", "relative")
+_SLOT_REGISTRIES: dict[str, Registry] = {
+    "absolute": ABSOLUTE,
+    "join": JOIN,
+    "conditional": CONDITIONAL,
+    "relative": RELATIVE,
+}
+
+
+@dataclass
+class PositionConfig:
+    """The four orthogonal position slots, each named by its short string form."""
+
+    absolute: str = "learned"
+    """A signal per grid cell: none, learned, sincos1d, sincos2d, learnable_sincos, fourier."""
+    join: str = "input"
+    """Where the absolute signal enters the blocks (input = once, before block 0)."""
+    conditional: str = "none"
+    """Generators that look at the tokens between blocks (PEG)."""
+    relative: str = "none"
+    """Terms inside attention that depend on the query-key offset."""
+
+    def __post_init__(self) -> None:
+        for slot in SLOT_NAMES:
+            spec = SlotSpec.parse(getattr(self, slot))
+            entry = _SLOT_REGISTRIES[slot].get(spec.name)
+            entry.validate(spec)
+            setattr(self, slot, str(spec))
+        for slot in SLOT_NAMES:
+            self.entry(slot).check_combination(self)
+
+    def spec(self, slot: str) -> SlotSpec:
+        """The parsed spec of ``slot``."""
+        return SlotSpec.parse(getattr(self, slot))
+
+    def entry(self, slot: str) -> Any:
+        """The registered class that implements the value of ``slot``."""
+        return _SLOT_REGISTRIES[slot].get(self.spec(slot).name)
+
+    def to_dict(self) -> dict[str, str]:
+        """Plain dict, for YAML/JSON."""
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class ModelConfig:
+    """Everything needed to build a model; presets are instances of this class."""
+
+    arch: str = "vit"
+    """Host architecture (registered in ``vitpos.registry.ARCHITECTURES``)."""
+    img_size: int | tuple[int, int] = 224
+    """Training image size; sets the native grid of learned tables."""
+    patch_size: int = 16
+    in_chans: int = 3
+    num_classes: int = 1000
+    """Output classes (or regression targets); 0 gives features only."""
+    embed_dim: int = 192
+    depth: int = 12
+    num_heads: int = 3
+    mlp_ratio: float = 4.0
+    qkv_bias: bool = True
+    head: str = "cls"
+    """'cls': classify from the class token; 'gap': average the patch tokens."""
+    class_token: bool | None = None
+    """Prepend a class token; defaults to True for head='cls' and False for head='gap'."""
+    reg_tokens: int = 0
+    """Extra learned prefix tokens (registers) after the class token."""
+    drop_rate: float = 0.0
+    attn_drop_rate: float = 0.0
+    drop_path_rate: float = 0.0
+    pad_to_patch: bool = False
+    """Zero-pad inputs whose size is not a multiple of the patch size instead of raising."""
+    position: PositionConfig = field(default_factory=PositionConfig)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.position, dict):
+            self.position = PositionConfig(**self.position)
+        if isinstance(self.img_size, list):
+            self.img_size = tuple(self.img_size)
+        if self.head not in ("cls", "gap"):
+            raise ValueError(f"head must be 'cls' or 'gap', got {self.head!r}")
+        if self.class_token is None:
+            self.class_token = self.head == "cls"
+        if self.head == "cls" and not self.class_token:
+            raise ValueError("head='cls' needs class_token=True; use head='gap' for a model without one")
+        for name in ("patch_size", "in_chans", "embed_dim", "depth", "num_heads"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.num_classes < 0 or self.reg_tokens < 0:
+            raise ValueError("num_classes and reg_tokens must be >= 0")
+        if self.embed_dim % self.num_heads:
+            raise ValueError(
+                f"embed_dim={self.embed_dim} is not divisible by num_heads={self.num_heads}; "
+                "choose a head count that divides the width"
+            )
+        h, w = self.image_hw
+        if not self.pad_to_patch and (h % self.patch_size or w % self.patch_size):
+            raise ValueError(
+                f"img_size {self.img_size} is not divisible by patch_size {self.patch_size}; "
+                "change the size or set pad_to_patch=True"
+            )
+
+    @property
+    def image_hw(self) -> tuple[int, int]:
+        """The training image size as (height, width)."""
+        size = self.img_size
+        return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """The native token grid (H, W) in patches."""
+        h, w = self.image_hw
+        p = self.patch_size
+        return (-(-h // p), -(-w // p))
+
+    @property
+    def num_prefix_tokens(self) -> int:
+        """Class token plus registers."""
+        return int(bool(self.class_token)) + self.reg_tokens
+
+    def replace(self, **overrides: Any) -> "ModelConfig":
+        """A copy with fields replaced; slot names (absolute, join, ...) update ``position``."""
+        fields = {f.name for f in dataclasses.fields(self)}
+        slots = {k: overrides.pop(k) for k in list(overrides) if k in SLOT_NAMES}
+        unknown = sorted(set(overrides) - fields)
+        if unknown:
+            valid = ", ".join(sorted(fields | set(SLOT_NAMES)))
+            raise TypeError(f"unknown model option(s) {', '.join(unknown)}; valid options: {valid}")
+        position = overrides.pop("position", self.position)
+        if isinstance(position, dict):
+            position = PositionConfig(**position)
+        if slots:
+            position = PositionConfig(**{**position.to_dict(), **slots})
+        if "head" in overrides and "class_token" not in overrides:
+            overrides["class_token"] = None
+        return dataclasses.replace(self, position=position, **overrides)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict, for YAML/JSON."""
+        out = dataclasses.asdict(self)
+        if isinstance(self.img_size, tuple):
+            out["img_size"] = list(self.img_size)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
+        """Inverse of :meth:`to_dict`; unknown keys are an error."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - fields)
+        if unknown:
+            raise ValueError(f"unknown model config key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(fields))}")
+        return cls(**data)

@@ -1,0 +1,202 @@
+"""Absolute encodings: one signal per grid cell, ``forward(grid) -> (1, H*W, D)`` at any grid.
+
+Prefix (class/register) tokens are never part of the grid; an encoding may own a separate
+learned vector per prefix token (DeiT's class-token position embedding), exposed by
+:meth:`AbsoluteEncoding.prefix`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ..grid import Grid, grid_coords, resample_table
+from ..registry import ABSOLUTE
+from ..spec import SlotSpec
+from .base import SlotContext, SlotEntry
+from .cache import GridCache
+from .sincos import interleave_sin_cos, sincos_1d, sincos_2d, sincos_frequencies
+
+__all__ = [
+    "AbsoluteEncoding",
+    "NoAbsolute",
+    "LearnedPosition",
+    "SinCos1dPosition",
+    "SinCos2dPosition",
+    "LearnableSinCosPosition",
+    "FourierPosition",
+]
+
+
+class AbsoluteEncoding(SlotEntry, nn.Module):
+    """Base class: a per-cell position signal of width ``embed_dim`` for any grid."""
+
+    learned_table = False
+    """True for encodings that own a free (H*W, D) table, which per-layer joins can copy."""
+
+    def __init__(self, ctx: SlotContext) -> None:
+        super().__init__()
+        self.embed_dim = ctx.embed_dim
+        self.native_grid: Grid = tuple(ctx.grid)
+        self.num_prefix_tokens = ctx.num_prefix_tokens
+        # follows .to(): gives fixed tables their device and dtype
+        self.register_buffer("_anchor", torch.empty(0), persistent=False)
+        self._cache = GridCache()
+
+    def forward(self, grid: Grid) -> torch.Tensor:  # 1, H*W, D
+        """The encoding of every cell of ``grid`` in row-major order."""
+        raise NotImplementedError
+
+    def prefix(self) -> torch.Tensor | None:  # 1, P, D
+        """Learned vectors for the prefix tokens, or ``None`` if prefix tokens get no signal."""
+        return None
+
+    def with_prefix(self, grid: Grid) -> torch.Tensor:  # 1, P + H*W, D
+        """The encoding for the whole token sequence; prefix rows are zero unless learned."""
+        cells = self(grid)
+        if self.num_prefix_tokens == 0:
+            return cells
+        prefix = self.prefix()
+        if prefix is None:
+            prefix = cells.new_zeros(1, self.num_prefix_tokens, cells.shape[-1])
+        return torch.cat([prefix, cells], dim=1)
+
+    def _fixed(self, grid: Grid, table_fn) -> torch.Tensor:
+        """Cache a parameter-free float64 table per (grid, device, dtype)."""
+        anchor = self._anchor
+        key = (tuple(grid), anchor.device, anchor.dtype)
+        return self._cache.get(key, lambda: table_fn(grid).to(anchor)[None])
+
+
+@ABSOLUTE.register("none")
+class NoAbsolute(SlotEntry):
+    """No absolute signal."""
+
+    @classmethod
+    def from_spec(cls, spec: SlotSpec, ctx: SlotContext) -> None:
+        return None
+
+
+@ABSOLUTE.register("learned")
+class LearnedPosition(AbsoluteEncoding):
+    """A free table (ViT/DeiT): trunc-normal std 0.02; each prefix token has its own vector.
+
+    At a grid other than the native one the table is resampled bicubically.
+    """
+
+    learned_table = True
+
+    def __init__(self, ctx: SlotContext) -> None:
+        super().__init__(ctx)
+        h, w = self.native_grid
+        self.table = nn.Parameter(torch.empty(1, h * w, ctx.embed_dim))
+        nn.init.trunc_normal_(self.table, std=0.02)
+        if ctx.num_prefix_tokens:
+            self.prefix_table = nn.Parameter(torch.empty(1, ctx.num_prefix_tokens, ctx.embed_dim))
+            nn.init.trunc_normal_(self.prefix_table, std=0.02)
+        else:
+            self.prefix_table = None
+
+    def forward(self, grid: Grid) -> torch.Tensor:
+        if tuple(grid) == self.native_grid:
+            return self.table
+        return self._cache.get(
+            tuple(grid), lambda: resample_table(self.table, self.native_grid, grid), [self.table]
+        )
+
+    def prefix(self) -> torch.Tensor | None:
+        return self.prefix_table
+
+
+@ABSOLUTE.register("sincos1d")
+class SinCos1dPosition(AbsoluteEncoding):
+    """Vaswani et al.'s fixed 1-D encoding over the row-major patch index."""
+
+    def forward(self, grid: Grid) -> torch.Tensor:
+        return self._fixed(grid, lambda g: sincos_1d(torch.arange(g[0] * g[1]), self.embed_dim))
+
+
+@ABSOLUTE.register("sincos2d")
+class SinCos2dPosition(AbsoluteEncoding):
+    """The thesis's fixed 2-D encoding (Eq. 1): x in the first half, y in the second."""
+
+    def forward(self, grid: Grid) -> torch.Tensor:
+        return self._fixed(grid, lambda g: sincos_2d(g, self.embed_dim))
+
+
+@ABSOLUTE.register("learnable_sincos")
+class LearnableSinCosPosition(AbsoluteEncoding):
+    """The thesis §5.2: raw (x, y) through a trained W in R^{D/2 x 2}, then sin/cos interleaved.
+
+    W starts at the ``sincos2d`` frequencies (Eq. 6), so at initialisation the output equals
+    ``sincos2d`` exactly.
+    """
+
+    def __init__(self, ctx: SlotContext) -> None:
+        super().__init__(ctx)
+        if ctx.embed_dim % 4:
+            raise ValueError(f"learnable_sincos needs an embedding width divisible by 4, got {ctx.embed_dim}")
+        quarter = ctx.embed_dim // 4
+        freqs = sincos_frequencies(quarter, 4.0 / ctx.embed_dim).float()
+        weight = torch.zeros(2 * quarter, 2)
+        weight[:quarter, 0] = freqs
+        weight[quarter:, 1] = freqs
+        self.weight = nn.Parameter(weight)
+
+    def forward(self, grid: Grid) -> torch.Tensor:
+        coords = grid_coords(grid, device=self.weight.device, dtype=self.weight.dtype)
+        return interleave_sin_cos(coords @ self.weight.t())[None]
+
+
+def _fourier_init(mode: str) -> str:
+    if mode not in ("variance", "std"):
+        raise ValueError("init must be 'variance' (paper) or 'std' (reference code)")
+    return mode
+
+
+@ABSOLUTE.register("fourier")
+class FourierPosition(AbsoluteEncoding):
+    """Learnable Fourier features (Li et al., NeurIPS 2021), as the thesis uses them (Eq. 3).
+
+    r = 1/sqrt(F) * [cos(x Wr^T) || sin(x Wr^T)] over raw patch coordinates x = (col, row),
+    Wr in R^{F/2 x 2}, then an MLP (Linear F->hidden, GELU, Linear hidden->D).
+
+    We read N(0, gamma^-2) as a *variance* of gamma^-2 (std 1/gamma), which makes r_x . r_y
+    approximate a Gaussian kernel of width ~gamma in patches (thesis Eq. 4). Li et al.'s
+    released code uses gamma^-2 as the standard deviation instead: ``fourier:init=std``.
+    Options: ``gamma`` (default 10), ``dim`` = F (default D), ``hidden`` (default 32).
+    """
+
+    _schema = {"gamma": float, "dim": int, "hidden": int, "init": _fourier_init}
+
+    def __init__(self, ctx: SlotContext, gamma: float = 10.0, dim: int | None = None, hidden: int = 32, init: str = "variance") -> None:
+        super().__init__(ctx)
+        dim = dim or ctx.embed_dim
+        if dim % 2 or dim <= 0 or gamma <= 0 or hidden <= 0:
+            raise ValueError(f"fourier needs an even dim > 0, gamma > 0 and hidden > 0 (dim={dim}, gamma={gamma}, hidden={hidden})")
+        self.gamma, self.fourier_dim, self.init_mode = gamma, dim, init
+        self.wr = nn.Linear(2, dim // 2, bias=False)
+        std = 1.0 / gamma if init == "variance" else gamma**-2
+        nn.init.normal_(self.wr.weight, mean=0.0, std=std)
+        self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, ctx.embed_dim))
+
+    @classmethod
+    def validate(cls, spec: SlotSpec) -> None:
+        spec.check_no_placement()
+        spec.check_flags(set())
+        spec.typed_options(cls._schema)
+
+    @classmethod
+    def from_spec(cls, spec: SlotSpec, ctx: SlotContext) -> "FourierPosition":
+        return cls(ctx, **spec.typed_options(cls._schema))
+
+    def features(self, grid: Grid) -> torch.Tensor:  # H*W, F
+        """The Fourier features r of every cell (before the MLP)."""
+        coords = grid_coords(grid, device=self.wr.weight.device, dtype=self.wr.weight.dtype)
+        proj = self.wr(coords)
+        return torch.cat([proj.cos(), proj.sin()], dim=-1) / math.sqrt(self.fourier_dim)
+
+    def forward(self, grid: Grid) -> torch.Tensor:
+        return self.mlp(self.features(grid))[None]

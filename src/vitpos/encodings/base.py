@@ -1,0 +1,50 @@
+"""What every slot module is built from and the small interface each slot kind implements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..spec import SlotSpec
+
+if TYPE_CHECKING:
+    from ..config import PositionConfig
+
+__all__ = ["SlotContext", "SlotEntry"]
+
+
+@dataclass(frozen=True)
+class SlotContext:
+    """The model facts a slot module needs to build itself."""
+
+    embed_dim: int
+    num_heads: int
+    depth: int
+    grid: tuple[int, int]
+    """The native (training) grid (H, W), counted in patches."""
+    num_prefix_tokens: int
+
+    @property
+    def head_dim(self) -> int:
+        """Channels per attention head."""
+        return self.embed_dim // self.num_heads
+
+
+class SlotEntry:
+    """Mixin for registered slot classes: option checks, cross-slot checks and construction."""
+
+    @classmethod
+    def validate(cls, spec: SlotSpec) -> None:
+        """Raise :class:`~vitpos.spec.SpecError` if ``spec`` has options this class does not take."""
+        spec.check_no_placement()
+        spec.check_flags(set())
+        spec.typed_options({})
+
+    @classmethod
+    def check_combination(cls, position: "PositionConfig") -> None:
+        """Raise ``ValueError`` if this value cannot be combined with the other slots."""
+
+    @classmethod
+    def from_spec(cls, spec: SlotSpec, ctx: SlotContext):
+        """Build the module for ``spec`` (``None`` where the slot adds nothing)."""
+        return cls(ctx)

@@ -1,0 +1,47 @@
+"""The interface a relative encoding implements for :class:`vitpos.models.layers.Attention`."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ...grid import Grid
+from ...registry import RELATIVE
+from ...spec import SlotSpec
+from ..base import SlotContext, SlotEntry
+
+__all__ = ["RelativePosition", "NoRelative"]
+
+
+class RelativePosition(SlotEntry, nn.Module):
+    """Base class; one instance per attention layer. Shapes: q, k, v are (B, heads, N, head_dim)
+    with N = num_prefix_tokens + H*W.
+
+    Attention calls, in order: :meth:`rotate` on q and k; :meth:`logit_bias`, whose result
+    (broadcastable to (B, heads, N, N), in logit units, i.e. after the 1/sqrt(d) scale) is
+    added to the logits; and, when :attr:`needs_attention_weights` is true, computes the
+    attention weights explicitly and adds :meth:`value_term` to the output.
+    """
+
+    needs_attention_weights: bool = False
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Transform queries and keys before the dot product (rotary encodings)."""
+        return q, k
+
+    def logit_bias(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> torch.Tensor | None:
+        """Additive logit term, or None."""
+        return None
+
+    def value_term(self, attn: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor | None:
+        """Term added to ``attn @ v`` given the attention weights (B, heads, N, N), or None."""
+        return None
+
+
+@RELATIVE.register("none")
+class NoRelative(SlotEntry):
+    """No relative encoding."""
+
+    @classmethod
+    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0) -> None:
+        return None

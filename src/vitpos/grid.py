@@ -1,0 +1,64 @@
+"""Token grids: sizes, coordinates, offsets and resampling of per-cell tables (pure functions)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["Grid", "patch_grid", "grid_coords", "grid_offsets", "resample_table", "tokens_to_map", "map_to_tokens"]
+
+Grid = tuple[int, int]
+"""(H, W): rows then columns, counted in patches."""
+
+
+def patch_grid(image_hw: tuple[int, int], patch_size: int, *, pad: bool = False) -> Grid:
+    """The grid of an image of size ``image_hw``; raises if not divisible and ``pad`` is off."""
+    h, w = image_hw
+    if not pad and (h % patch_size or w % patch_size):
+        raise ValueError(
+            f"image size {h}x{w} is not divisible by the patch size {patch_size}; resize the input "
+            f"to a multiple of {patch_size} or build the model with pad_to_patch=True"
+        )
+    return (-(-h // patch_size), -(-w // patch_size))
+
+
+def grid_coords(grid: Grid, *, device=None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Cell coordinates (x, y) = (column, row) in row-major token order; shape (H*W, 2)."""
+    h, w = grid
+    ys, xs = torch.meshgrid(
+        torch.arange(h, device=device, dtype=dtype), torch.arange(w, device=device, dtype=dtype), indexing="ij"
+    )
+    return torch.stack([xs.reshape(-1), ys.reshape(-1)], dim=-1)
+
+
+def grid_offsets(grid: Grid, *, device=None) -> torch.Tensor:
+    """Integer offsets (dy, dx) from key j to query i; shape (N, N, 2) with N = H*W."""
+    h, w = grid
+    ys, xs = torch.meshgrid(torch.arange(h, device=device), torch.arange(w, device=device), indexing="ij")
+    pos = torch.stack([ys.reshape(-1), xs.reshape(-1)], dim=-1)
+    return pos[:, None, :] - pos[None, :, :]
+
+
+def tokens_to_map(x: torch.Tensor, grid: Grid) -> torch.Tensor:
+    """(B, H*W, C) tokens -> (B, C, H, W) map."""
+    b, n, c = x.shape
+    h, w = grid
+    if n != h * w:
+        raise ValueError(f"{n} tokens do not fill a {h}x{w} grid")
+    return x.transpose(1, 2).reshape(b, c, h, w)
+
+
+def map_to_tokens(x: torch.Tensor) -> torch.Tensor:
+    """(B, C, H, W) map -> (B, H*W, C) tokens."""
+    return x.flatten(2).transpose(1, 2)
+
+
+def resample_table(table: torch.Tensor, old_grid: Grid, new_grid: Grid) -> torch.Tensor:
+    """Resize a (1, H*W, D) per-cell table bicubically (no antialias, so it exports); identity if equal."""
+    if tuple(old_grid) == tuple(new_grid):
+        return table
+    maps = tokens_to_map(table, old_grid)
+    # interpolate in float32 at least: bicubic is not implemented for half on every backend
+    work_dtype = torch.promote_types(table.dtype, torch.float32)
+    out = F.interpolate(maps.to(work_dtype), size=tuple(new_grid), mode="bicubic", align_corners=False)
+    return map_to_tokens(out).to(table.dtype)

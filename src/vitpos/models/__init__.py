@@ -1,0 +1,7 @@
+"""Model hosts, presets and the factory."""
+
+from . import presets, vit  # noqa: F401  (registration)
+from .factory import create_model, get_config, list_models
+from .vit import VisionTransformer
+
+__all__ = ["create_model", "get_config", "list_models", "VisionTransformer"]

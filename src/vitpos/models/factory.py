@@ -1,0 +1,36 @@
+"""create_model / list_models / get_config: presets by name, with slot and field overrides."""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+from typing import Any
+
+from torch import nn
+
+from ..config import ModelConfig
+from ..registry import ARCHITECTURES, MODELS
+
+__all__ = ["create_model", "list_models", "get_config"]
+
+
+def get_config(name: str | ModelConfig, **overrides: Any) -> ModelConfig:
+    """The config of preset ``name`` (a fresh copy) with ``overrides`` applied."""
+    base = name if isinstance(name, ModelConfig) else MODELS.get(name)
+    cfg = copy.deepcopy(base)
+    return cfg.replace(**overrides) if overrides else cfg
+
+
+def create_model(name: str | ModelConfig, **overrides: Any) -> nn.Module:
+    """Build a model from a preset name or a config.
+
+    ``overrides`` are model fields (``num_classes=10``, ``head="gap"``) or slot values by their
+    short string (``absolute="sincos2d"``, ``relative="irpe:product:ctx:k"``).
+    """
+    cfg = get_config(name, **overrides)
+    return ARCHITECTURES.get(cfg.arch)(cfg)
+
+
+def list_models(pattern: str = "*") -> list[str]:
+    """Preset names matching a shell-style ``pattern``."""
+    return [n for n in MODELS.names() if fnmatch.fnmatch(n, pattern)]

@@ -1,0 +1,166 @@
+"""Building blocks of the plain ViT host: patch embedding, attention, MLP, block."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..encodings.relative.base import RelativePosition
+from ..grid import Grid, patch_grid
+
+__all__ = ["PatchEmbed", "Attention", "Mlp", "DropPath", "Block", "init_linear"]
+
+
+def init_linear(layer: nn.Linear) -> nn.Linear:
+    """ViT initialisation: trunc-normal weights (std 0.02), zero bias."""
+    nn.init.trunc_normal_(layer.weight, std=0.02)
+    if layer.bias is not None:
+        nn.init.zeros_(layer.bias)
+    return layer
+
+
+class PatchEmbed(nn.Module):
+    """Non-overlapping k x k patches -> tokens; returns (B, H*W, D) and the grid (H, W)."""
+
+    def __init__(self, patch_size: int, in_chans: int, embed_dim: int, pad: bool = False) -> None:
+        super().__init__()
+        self.patch_size = patch_size
+        self.in_chans = in_chans
+        self.pad = pad
+        self.proj = nn.Conv2d(in_chans, embed_dim, kernel_size=patch_size, stride=patch_size)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Grid]:
+        if x.ndim != 4 or x.shape[1] != self.in_chans:
+            raise ValueError(
+                f"expected images of shape (B, {self.in_chans}, H, W), got {tuple(x.shape)}"
+            )
+        h, w = x.shape[-2:]
+        grid = patch_grid((h, w), self.patch_size, pad=self.pad)
+        p = self.patch_size
+        if self.pad and (h % p or w % p):
+            x = F.pad(x, (0, (-w) % p, 0, (-h) % p))
+        x = self.proj(x)  # B, D, H, W
+        return x.flatten(2).transpose(1, 2), grid
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention with an optional relative-position term.
+
+    Without a relative term, or when it only adds logits, attention runs through
+    ``scaled_dot_product_attention`` (the logits as a float mask). With a value term, or when
+    :attr:`fused` is False, the weights are computed explicitly and pass through
+    ``attn_drop``, where a forward hook can read them.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        qkv_bias: bool = True,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        relative: RelativePosition | None = None,
+    ) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.scale = self.head_dim**-0.5
+        self.fused = True
+        self.qkv = init_linear(nn.Linear(dim, dim * 3, bias=qkv_bias))
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.proj = init_linear(nn.Linear(dim, dim))
+        self.proj_drop = nn.Dropout(proj_drop)
+        self.relative = relative
+
+    def forward(self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:
+        b, n, c = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)  # B, heads, N, head_dim
+        rel = self.relative
+        bias = None
+        if rel is not None:
+            q, k = rel.rotate(q, k, grid, num_prefix_tokens)
+            bias = rel.logit_bias(q, k, grid, num_prefix_tokens, self.scale)
+        if self.fused and (rel is None or not rel.needs_attention_weights):
+            if bias is not None:
+                bias = bias.to(q.dtype)
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=bias, dropout_p=self.attn_drop.p if self.training else 0.0, scale=self.scale
+            )
+        else:
+            logits = (q * self.scale) @ k.transpose(-2, -1)
+            if bias is not None:
+                logits = logits + bias
+            attn = self.attn_drop(logits.softmax(dim=-1))
+            out = attn @ v
+            if rel is not None and rel.needs_attention_weights:
+                extra = rel.value_term(attn, grid, num_prefix_tokens)
+                if extra is not None:
+                    out = out + extra
+        out = out.transpose(1, 2).reshape(b, n, c)
+        return self.proj_drop(self.proj(out))
+
+
+class Mlp(nn.Module):
+    """Linear -> GELU -> Linear."""
+
+    def __init__(self, dim: int, hidden: int, drop: float = 0.0) -> None:
+        super().__init__()
+        self.fc1 = init_linear(nn.Linear(dim, hidden))
+        self.act = nn.GELU()
+        self.fc2 = init_linear(nn.Linear(hidden, dim))
+        self.drop = nn.Dropout(drop)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
+
+
+class DropPath(nn.Module):
+    """Stochastic depth: drop the whole residual branch per sample with probability ``p``."""
+
+    def __init__(self, p: float = 0.0) -> None:
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.p == 0.0 or not self.training:
+            return x
+        keep = 1.0 - self.p
+        mask = x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(keep)
+        return x * mask / keep
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block; ``pos`` (if given) is added to the normalised attention input."""
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        mlp_ratio: float = 4.0,
+        qkv_bias: bool = True,
+        drop: float = 0.0,
+        attn_drop: float = 0.0,
+        drop_path: float = 0.0,
+        relative: RelativePosition | None = None,
+    ) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = Attention(dim, num_heads, qkv_bias, attn_drop, drop, relative)
+        self.drop_path1 = DropPath(drop_path)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio), drop)
+        self.drop_path2 = DropPath(drop_path)
+
+    def forward(
+        self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int, pos: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        h = self.norm1(x)
+        if pos is not None:
+            h = h + pos
+        x = x + self.drop_path1(self.attn(h, grid, num_prefix_tokens))
+        return x + self.drop_path2(self.mlp(self.norm2(x)))
