@@ -8,6 +8,7 @@ from torch import nn
 from ..grid import Grid
 from ..registry import JOIN
 from .base import SlotContext, SlotEntry
+from .relative.base import RelativePosition
 
 __all__ = ["Join", "InputJoin"]
 
@@ -17,7 +18,8 @@ class Join(SlotEntry, nn.Module):
 
     The host calls :meth:`enter` once before block 0, then for every block ``i``
     :meth:`before_block` on the residual stream and :meth:`attention_pos`, whose result is
-    added to the block's normalised attention input.
+    added to the block's normalised attention input. At construction the host passes each
+    block's relative encoding through :meth:`adapt_relative`.
     """
 
     def __init__(self, ctx: SlotContext) -> None:
@@ -35,6 +37,10 @@ class Join(SlotEntry, nn.Module):
     def attention_pos(self, index: int, pe: torch.Tensor | None, grid: Grid) -> torch.Tensor | None:
         """A term added to block ``index``'s normalised attention input, or None."""
         return None
+
+    def adapt_relative(self, index: int, relative: RelativePosition | None) -> RelativePosition | None:
+        """The relative encoding block ``index`` should use (e.g. wrapped); unchanged by default."""
+        return relative
 
 
 @JOIN.register("input")

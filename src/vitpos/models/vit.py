@@ -51,7 +51,7 @@ class VisionTransformer(nn.Module):
         self.blocks = nn.ModuleList(
             Block(
                 cfg.embed_dim, cfg.num_heads, cfg.mlp_ratio, cfg.qkv_bias, cfg.drop_rate, cfg.attn_drop_rate, rate,
-                relative=relative_entry.from_spec(relative_spec, ctx, layer=i),
+                relative=self.join.adapt_relative(i, relative_entry.from_spec(relative_spec, ctx, layer=i)),
             )
             for i, rate in enumerate(rates)
         )

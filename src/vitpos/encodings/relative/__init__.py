@@ -1,5 +1,5 @@
 """The relative slot: terms inside attention that depend on the query-key offset."""
 
-from .base import NoRelative, RelativePosition
+from .base import NoRelative, RelativeBias, RelativePosition
 
-__all__ = ["RelativePosition", "NoRelative"]
+__all__ = ["RelativePosition", "RelativeBias", "NoRelative"]

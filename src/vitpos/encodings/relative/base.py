@@ -10,7 +10,7 @@ from ...registry import RELATIVE
 from ...spec import SlotSpec
 from ..base import SlotContext, SlotEntry
 
-__all__ = ["RelativePosition", "NoRelative"]
+__all__ = ["RelativePosition", "RelativeBias", "NoRelative"]
 
 
 class RelativePosition(SlotEntry, nn.Module):
@@ -36,6 +36,21 @@ class RelativePosition(SlotEntry, nn.Module):
     def value_term(self, attn: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor | None:
         """Term added to ``attn @ v`` given the attention weights (B, heads, N, N), or None."""
         return None
+
+
+class RelativeBias(RelativePosition):
+    """A relative encoding whose whole effect is a content-independent logit bias.
+
+    Subclasses implement :meth:`position_bias`; joins such as LaPE may transform that bias
+    (see :meth:`vitpos.encodings.join.Join.adapt_relative`).
+    """
+
+    def position_bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # heads or 1, N, N
+        """The bias added to the logits of every (query, key) pair, in logit units."""
+        raise NotImplementedError
+
+    def logit_bias(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> torch.Tensor:
+        return self.position_bias(grid, num_prefix_tokens).unsqueeze(0)
 
 
 @RELATIVE.register("none")
