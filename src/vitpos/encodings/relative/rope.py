@@ -1,0 +1,117 @@
+"""2-D rotary position embeddings (Heo et al., "Rotary Position Embedding for Vision Transformer",
+ECCV 2024): queries and keys are rotated by angles that depend on the patch position, so their
+dot product depends on the offset only and attention stays fused.
+
+Slot string ``rope2d[:axial|:mixed][:theta=T]``:
+
+* ``axial`` (default, theta 100) — channel pair t of the first half turns by x * f_t, of the
+  second half by y * f_t, with f_t = theta^(-4t/d), t < d/4 (RoPE-Axial);
+* ``mixed`` (theta 10) — pair t turns by x * fx_t + y * fy_t with learnable per-head, per-layer
+  frequencies, initialised to the axial magnitudes at a random direction per head (RoPE-Mixed).
+
+Channel pairs are adjacent (2t, 2t+1). Positions are integer patch coordinates (x = column,
+y = row), so other grids extrapolate; prefix tokens are not rotated.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ...grid import Grid, grid_coords
+from ...registry import RELATIVE
+from ...spec import SlotSpec, SpecError
+from ..base import SlotContext
+from ..cache import GridCache
+from .base import RelativePosition
+
+__all__ = ["Rope2d", "rotate_pairs"]
+
+VARIANTS = ("axial", "mixed")
+DEFAULT_THETA = {"axial": 100.0, "mixed": 10.0}
+
+
+def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate channel pairs (2t, 2t+1) of x (..., d) by angles with cos/sin of shape (..., d/2)."""
+    even, odd = x.unflatten(-1, (-1, 2)).unbind(-1)
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+
+
+def _cos_sin(angles: torch.Tensor) -> torch.Tensor:
+    return torch.stack([angles.cos(), angles.sin()])
+
+
+def _theta(text: str) -> float:
+    value = float(text)
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError("theta must be a positive number")
+    return value
+
+
+@RELATIVE.register("rope2d")
+class Rope2d(RelativePosition):
+    """RoPE-Axial or RoPE-Mixed on every attention layer; see the module docstring."""
+
+    def __init__(self, ctx: SlotContext, variant: str = "axial", theta: float | None = None) -> None:
+        super().__init__()
+        d = ctx.head_dim
+        if d % 4:
+            raise ValueError(f"rope2d rotates x and y channel pairs and needs a head width divisible by 4, got {d}")
+        self.variant = variant
+        self.theta = DEFAULT_THETA[variant] if theta is None else theta
+        magnitudes = self.theta ** (-torch.arange(0, d, 4, dtype=torch.float64)[: d // 4] / d)
+        zeros = torch.zeros_like(magnitudes)
+        if variant == "mixed":
+            direction = torch.rand(ctx.num_heads, 1, dtype=torch.float64) * 2 * math.pi
+            fx = torch.cat([magnitudes * direction.cos(), magnitudes * (direction + math.pi / 2).cos()], dim=-1)
+            fy = torch.cat([magnitudes * direction.sin(), magnitudes * (direction + math.pi / 2).sin()], dim=-1)
+            self.freqs = nn.Parameter(torch.stack([fx, fy]).float())  # 2, heads, d/2
+        else:
+            axial = torch.stack([torch.cat([magnitudes, zeros]), torch.cat([zeros, magnitudes])])[:, None]
+            self.register_buffer("freqs", axial.float(), persistent=False)  # 2, 1, d/2
+        self._cache = GridCache()
+
+    @classmethod
+    def validate(cls, spec: SlotSpec) -> None:
+        cls._parse(spec)
+
+    @classmethod
+    def _parse(cls, spec: SlotSpec) -> tuple[str, float | None]:
+        spec.check_no_placement()
+        spec.check_flags(set(VARIANTS))
+        if len(spec.flags) > 1:
+            raise SpecError(f"'{spec}': choose one of {', '.join(VARIANTS)}")
+        theta = spec.typed_options({"theta": _theta}).get("theta")
+        return (spec.flags[0] if spec.flags else "axial"), theta
+
+    @classmethod
+    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0) -> "Rope2d":
+        variant, theta = cls._parse(spec)
+        return cls(ctx, variant, theta)
+
+    def angles(self, grid: Grid) -> torch.Tensor:  # heads or 1, H*W, d/2
+        """The rotation angle of every channel pair at every cell of ``grid``."""
+        coords = grid_coords(grid, device=self.freqs.device, dtype=self.freqs.dtype)  # H*W, (x, y)
+        fx, fy = self.freqs.unbind(0)
+        return coords[:, :1] * fx[:, None, :] + coords[:, 1:] * fy[:, None, :]
+
+    def _cos_sin(self, grid: Grid) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = self.freqs
+        key = (tuple(grid), freqs.device, freqs.dtype)
+        params = [freqs] if isinstance(freqs, nn.Parameter) else []
+        cos_sin = self._cache.get(key, lambda: _cos_sin(self.angles(grid)), params)
+        return cos_sin[0], cos_sin[1]
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+        cos, sin = self._cos_sin(grid)
+        p = num_prefix_tokens
+        rotated = []
+        for x in (q, k):
+            cells = rotate_pairs(x[..., p:, :], cos.to(x.dtype), sin.to(x.dtype))
+            rotated.append(torch.cat([x[..., :p, :], cells], dim=-2) if p else cells)
+        return rotated[0], rotated[1]
+
+    def extra_repr(self) -> str:
+        return f"variant={self.variant}, theta={self.theta}"
