@@ -76,7 +76,7 @@ class IRPEOptions:
             elif flag in MODES:
                 kind = "mode"
             elif set(flag) <= set(TARGETS):
-                kind = "targets"
+                kind = "target set"
                 if flag != "".join(t for t in TARGETS if t in flag):
                     raise SpecError(f"'{spec}': write the targets {flag!r} in q, k, v order without repeats, e.g. 'qk'")
             elif flag in SWITCHES:
@@ -96,7 +96,7 @@ class IRPEOptions:
         options = cls(
             method=picked.get("method", cls.method),
             mode=picked.get("mode", cls.mode),
-            on=picked.get("targets", cls.on),
+            on=picked.get("target set", cls.on),
             shared="unshared" not in switches,
             index="clip" if "clip" in switches else "piecewise",
             quant="squared" if "squared" in switches else "rank",

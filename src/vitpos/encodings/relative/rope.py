@@ -27,7 +27,7 @@ from ..base import SlotContext
 from ..cache import GridCache
 from .base import RelativePosition
 
-__all__ = ["Rope2d", "rotate_pairs"]
+__all__ = ["Rope2d", "rotate_pairs", "axial_magnitudes"]
 
 VARIANTS = ("axial", "mixed")
 DEFAULT_THETA = {"axial": 100.0, "mixed": 10.0}
@@ -37,6 +37,11 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     """Rotate channel pairs (2t, 2t+1) of x (..., d) by angles with cos/sin of shape (..., d/2)."""
     even, odd = x.unflatten(-1, (-1, 2)).unbind(-1)
     return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+
+
+def axial_magnitudes(head_dim: int, theta: float, device=None) -> torch.Tensor:
+    """f_t = theta^(-4t/d) for t < d/4, in float64."""
+    return theta ** (-torch.arange(0, head_dim, 4, dtype=torch.float64, device=device)[: head_dim // 4] / head_dim)
 
 
 def _cos_sin(angles: torch.Tensor) -> torch.Tensor:
@@ -60,17 +65,16 @@ class Rope2d(RelativePosition):
         if d % 4:
             raise ValueError(f"rope2d rotates x and y channel pairs and needs a head width divisible by 4, got {d}")
         self.variant = variant
+        self.head_dim = d
         self.theta = DEFAULT_THETA[variant] if theta is None else theta
-        magnitudes = self.theta ** (-torch.arange(0, d, 4, dtype=torch.float64)[: d // 4] / d)
-        zeros = torch.zeros_like(magnitudes)
         if variant == "mixed":
+            magnitudes = axial_magnitudes(d, self.theta)
             direction = torch.rand(ctx.num_heads, 1, dtype=torch.float64) * 2 * math.pi
             fx = torch.cat([magnitudes * direction.cos(), magnitudes * (direction + math.pi / 2).cos()], dim=-1)
             fy = torch.cat([magnitudes * direction.sin(), magnitudes * (direction + math.pi / 2).sin()], dim=-1)
-            self.freqs = nn.Parameter(torch.stack([fx, fy]).float())  # 2, heads, d/2
+            self.mixed_freqs = nn.Parameter(torch.stack([fx, fy]).float())  # 2, heads, d/2
         else:
-            axial = torch.stack([torch.cat([magnitudes, zeros]), torch.cat([zeros, magnitudes])])[:, None]
-            self.register_buffer("freqs", axial.float(), persistent=False)  # 2, 1, d/2
+            self.mixed_freqs = None
         self._cache = GridCache()
 
     @classmethod
@@ -91,25 +95,31 @@ class Rope2d(RelativePosition):
         variant, theta = cls._parse(spec)
         return cls(ctx, variant, theta)
 
-    def angles(self, grid: Grid) -> torch.Tensor:  # heads or 1, H*W, d/2
+    def frequencies(self, device=None) -> torch.Tensor:  # 2, heads or 1, d/2
+        """(fx, fy) of every channel pair: learned (mixed) or the fixed axial ones in float64."""
+        if self.mixed_freqs is not None:
+            return self.mixed_freqs
+        magnitudes = axial_magnitudes(self.head_dim, self.theta, device)
+        zeros = torch.zeros_like(magnitudes)
+        return torch.stack([torch.cat([magnitudes, zeros]), torch.cat([zeros, magnitudes])])[:, None]
+
+    def angles(self, grid: Grid, device=None) -> torch.Tensor:  # heads or 1, H*W, d/2
         """The rotation angle of every channel pair at every cell of ``grid``."""
-        coords = grid_coords(grid, device=self.freqs.device, dtype=self.freqs.dtype)  # H*W, (x, y)
-        fx, fy = self.freqs.unbind(0)
+        fx, fy = self.frequencies(device).unbind(0)
+        coords = grid_coords(grid, device=fx.device, dtype=fx.dtype)  # H*W, (x, y)
         return coords[:, :1] * fx[:, None, :] + coords[:, 1:] * fy[:, None, :]
 
-    def _cos_sin(self, grid: Grid) -> tuple[torch.Tensor, torch.Tensor]:
-        freqs = self.freqs
-        key = (tuple(grid), freqs.device, freqs.dtype)
-        params = [freqs] if isinstance(freqs, nn.Parameter) else []
-        cos_sin = self._cache.get(key, lambda: _cos_sin(self.angles(grid)), params)
-        return cos_sin[0], cos_sin[1]
+    def _cos_sin(self, grid: Grid, device, dtype: torch.dtype) -> torch.Tensor:  # 2, heads or 1, H*W, d/2
+        params = [] if self.mixed_freqs is None else [self.mixed_freqs]
+        key = (tuple(grid), torch.device(device), dtype)
+        return self._cache.get(key, lambda: _cos_sin(self.angles(grid, device)).to(dtype), params)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
-        cos, sin = self._cos_sin(grid)
+        cos, sin = self._cos_sin(grid, q.device, q.dtype)
         p = num_prefix_tokens
         rotated = []
         for x in (q, k):
-            cells = rotate_pairs(x[..., p:, :], cos.to(x.dtype), sin.to(x.dtype))
+            cells = rotate_pairs(x[..., p:, :], cos, sin)
             rotated.append(torch.cat([x[..., :p, :], cells], dim=-2) if p else cells)
         return rotated[0], rotated[1]
 
