@@ -109,21 +109,17 @@ class TransformerXLRelative(_ClippedEncoding, BucketLookup, RelativePosition):
         super().__init__()
         self.init_buckets(_clipped_product(max_dist), ctx.num_prefix_tokens)
         d = ctx.head_dim
-        self.max_dist = max_dist
+        # kept exact in float64 and cast to the projection's dtype at use
+        self.register_buffer("sinusoids", offset_sinusoids(max_dist, d), persistent=False)
         self.u = nn.Parameter(torch.zeros(d))
         self.v = nn.Parameter(torch.zeros(d))
         self.proj = nn.Linear(d, d, bias=False)  # W^R
         nn.init.trunc_normal_(self.proj.weight, std=0.02)
         self.prefix_key = nn.Parameter(torch.zeros(1, d)) if self.prefix_bucket else None
-        self._sinusoids = GridCache()
-        offset_sinusoids(max_dist, d)  # fail at construction on a head width it cannot encode
 
     def position_keys(self) -> torch.Tensor:  # K, d
         """s W^R for every bucket, then the prefix bucket's key."""
-        weight = self.proj.weight
-        key = (weight.device, weight.dtype)
-        sinusoids = self._sinusoids.get(key, lambda: offset_sinusoids(self.max_dist, weight.shape[1]).to(weight))
-        keys = self.proj(sinusoids)
+        keys = self.proj(self.sinusoids.to(self.proj.weight.dtype))
         return keys if self.prefix_key is None else torch.cat([keys, self.prefix_key], dim=0)
 
     def logit_bias(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> torch.Tensor:
