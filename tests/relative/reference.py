@@ -141,12 +141,12 @@ def reference_attention(attn: Attention, spec_text: str, x: torch.Tensor, grid, 
             bias = sum(_per_pair_scalar(getattr(rel, f"bias_{t}"), maps) for t in on)
             logits_extra = bias * (d**-0.5 if scaled else 1.0)
         else:
+            per_pair = {t: _per_pair(getattr(rel, f"table_{t}"), maps).expand(heads, -1, -1, -1) for t in on}
             if "k" in on:  # Eq. 15: q_i r^K_ij
-                logits_extra = logits_extra + scale * torch.einsum("bhid,hijd->bhij", q, _per_pair(rel.table_k, maps).expand(heads, -1, -1, -1))
+                logits_extra = logits_extra + scale * torch.einsum("bhid,hijd->bhij", q, per_pair["k"])
             if "q" in on:  # Eq. 16: k_j r^Q_ij
-                logits_extra = logits_extra + scale * torch.einsum("bhjd,hijd->bhij", k, _per_pair(rel.table_q, maps).expand(heads, -1, -1, -1))
-            if "v" in on:
-                value_extra = _per_pair(rel.table_v, maps).expand(heads, -1, -1, -1)
+                logits_extra = logits_extra + scale * torch.einsum("bhjd,hijd->bhij", k, per_pair["q"])
+            value_extra = per_pair.get("v")
     elif spec.name == "huang":  # Eq. 11
         maps = reference_ids("product", grid, prefix, AxisIndex("clip", bound=int(options.get("max_dist", 3))))
         p = _per_pair(rel.table, maps)[0]  # N, N, d

@@ -184,10 +184,10 @@ class Bucketing:
             maps = [(rows(dy) + rows.bound) * cols.size + cols(dx) + cols.bound]
         elif self.method == "cross":
             maps = [rows(dy) + rows.bound, cols(dx) + cols.bound]
+        elif self.method == "euclidean":
+            maps = [rows((dy**2 + dx**2).to(torch.float64).sqrt()) + rows.bound]
         else:
-            squared = dy**2 + dx**2
-            distance = squared.to(torch.float64).sqrt() if self.method == "euclidean" else quantize_distance(squared, self.quant)
-            maps = [rows(distance) + rows.bound]
+            maps = [rows(quantize_distance(dy**2 + dx**2, self.quant)) + rows.bound]
         sizes, start, out = self.axis_sizes(num_prefix_tokens), 0, []
         for ids, size in zip(maps, sizes):
             out.append(_add_prefix_bucket(ids, size - 1, num_prefix_tokens) + start)

@@ -134,7 +134,11 @@ class IRPE(SlotEntry):
 
 
 class IRPEBias(BucketLookup, RelativeBias):
-    """Bias mode: b_ij = r_{I(i,j)} with a learnable scalar per bucket (per head if unshared)."""
+    """Bias mode: b_ij = r_{I(i,j)} with a learnable scalar per bucket (per head if unshared).
+
+    A scalar meets neither query nor key, so "on q" and "on k" each add one table indexed by
+    the same I(i, j); both together sum two tables.
+    """
 
     def __init__(self, ctx: SlotContext, options: IRPEOptions = IRPEOptions(mode="bias")) -> None:
         super().__init__()
@@ -148,19 +152,19 @@ class IRPEBias(BucketLookup, RelativeBias):
             self.register_parameter(f"bias_{target}", table)
         self._cache = GridCache()
 
+    def tables(self) -> list[torch.Tensor]:
+        """The bias tables of the targets (q and/or k)."""
+        return [t for t in (self.bias_q, self.bias_k) if t is not None]
+
     def position_bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # heads or 1, N, N
-        tables = [t for t in (self.bias_q, self.bias_k) if t is not None]
+        tables = self.tables()
         key = (tuple(grid), num_prefix_tokens, tables[0].device, tables[0].dtype)
         return self._cache.get(key, lambda: self._bias(grid, num_prefix_tokens), tables)
 
     def _bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:
-        device = (self.bias_k if self.bias_k is not None else self.bias_q).device
-        out = 0.0
-        if self.bias_k is not None:
-            out = out + bias_term(self.bias_k, self.bucket_ids(grid, num_prefix_tokens, device))
-        if self.bias_q is not None:
-            out = out + bias_term(self.bias_q, self.bucket_ids(grid, num_prefix_tokens, device, transposed=True)).transpose(-2, -1)
-        return out * self.scale
+        tables = self.tables()
+        ids = self.bucket_ids(grid, num_prefix_tokens, tables[0].device)
+        return sum(bias_term(table, ids) for table in tables) * self.scale
 
     def extra_repr(self) -> str:
         return f"{self.options}, num_buckets={self.num_buckets}"
