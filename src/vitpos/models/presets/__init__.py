@@ -1,3 +1,3 @@
 """Named model configurations, one file per family; importing registers them."""
 
-from . import deit  # noqa: F401  (registration)
+from . import deit, thesis  # noqa: F401  (registration)
