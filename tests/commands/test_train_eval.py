@@ -38,8 +38,11 @@ def test_help_explains_every_option(capsys):
 
 
 def test_option_types():
-    args = build_parser().parse_args(["train", "--betas=0.8,0.9", "--hflip=none", "--img-size=16,32", "--no-compile", "--epochs=3"])
-    assert args.betas == (0.8, 0.9) and args.hflip is None and args.img_size == (16, 32)
+    args = build_parser().parse_args(
+        ["train", "--betas=0.8,0.9", "--hflip=none", "--img-size=16,32", "--no-compile", "--epochs=3", "--class-token=false"]
+    )
+    assert args.betas == (0.8, 0.9) and args.hflip is None and args.img_size == (16, 32) and args.class_token is False
+    assert build_parser().parse_args(["train", "--img-size=48", "--class-token=none"]).img_size == 48
     assert args.compile is False and args.epochs == 3 and not hasattr(args, "lr")  # untouched options stay unset
     assert parse_size_list("32,48x64") == [32, (48, 64)]
 

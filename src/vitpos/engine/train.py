@@ -140,6 +140,11 @@ class _Trainer:
                 raise CheckpointError(f"checkpoint {ckpt.path} has no EMA weights; resume with ema_decay=0")
             load_weights(self.ema.module, ckpt.ema, ckpt.path)
         state = ckpt.state
+        if state["batch"] and ckpt.train_config.get("batch_size") != self.cfg.batch_size:
+            raise CheckpointError(
+                f"checkpoint {ckpt.path} was taken mid-epoch with batch_size {ckpt.train_config.get('batch_size')}; "
+                "resume with the same batch size"
+            )
         self.optimizer.load_state_dict(state["optimizer"])
         self.epoch, self.batch, self.step = state["epoch"], state["batch"], state["step"]
         self.history = list(state["history"])
