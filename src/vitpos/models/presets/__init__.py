@@ -2,3 +2,4 @@
 
 from . import deit  # noqa: F401  (registration)
 from . import cpvt  # noqa: F401  (registration)
+from . import pvt  # noqa: F401  (registration)
