@@ -1,0 +1,164 @@
+"""Both pyramid hosts: stage shapes at many sizes, every slot per stage, heads, training, errors."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import vitpos
+from vitpos import PyramidConfig
+from vitpos.registry import ABSOLUTE
+
+from .conftest import TINY_PVT, TINY_SWIN
+
+HOSTS = {"pvt": TINY_PVT, "swin": TINY_SWIN}
+SIZES = [(32, 32), (48, 16), (16, 80), (64, 48)]
+
+
+def tiny(arch: str, **slots) -> torch.nn.Module:
+    return vitpos.create_model(PyramidConfig(**HOSTS[arch]), **slots)
+
+
+def expected_maps(cfg, batch, size):
+    return [(batch, cfg.embed_dims[s], *cfg.stage_grid(s, size)) for s in range(cfg.num_stages)]
+
+
+@pytest.mark.parametrize("name", ["pvt_tiny", "pvt_small", "pvt_tiny_peg_gap", "pvt_small_peg_gap"])
+@pytest.mark.parametrize("size", [(224, 224), (256, 320), (96, 160)])
+def test_full_size_stage_shapes(name, size):
+    cfg = vitpos.get_config(name)
+    with torch.device("meta"):
+        model = vitpos.create_model(name)
+        maps = model.forward_features(torch.empty(2, 3, *size))
+        logits = model(torch.empty(2, 3, *size))
+    assert [m.shape for m in maps] == expected_maps(cfg, 2, size)
+    assert logits.shape == (2, 1000)
+
+
+@pytest.mark.parametrize("arch", HOSTS)
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("batch", [1, 3])
+def test_stage_shapes_at_every_size(arch, size, batch):
+    model = tiny(arch, absolute="learned", conditional="peg@0")
+    maps = model.forward_features(torch.randn(batch, 3, *size))
+    assert [m.shape for m in maps] == expected_maps(model.cfg, batch, size)
+    assert model(torch.randn(batch, 3, *size)).shape == (batch, 5)
+
+
+@pytest.mark.parametrize("arch", HOSTS)
+@pytest.mark.parametrize("absolute", ABSOLUTE.names())
+def test_every_absolute_encoding_per_stage(arch, absolute):
+    model = tiny(arch, absolute=absolute)
+    for stage, width in zip(model.stages, model.embed_dims):
+        if absolute == "none":
+            assert stage.absolute is None
+        else:
+            assert stage.absolute.embed_dim == width
+            assert stage.position_encoding((3, 5)).shape == (1, 15, width)
+    model(torch.randn(2, 3, 48, 16)).sum().backward()  # off the native grids
+
+
+def test_learned_tables_per_stage_grid_and_class_token_row():
+    model = vitpos.create_model(PyramidConfig(**TINY_PVT, head="cls"))
+    tables = [tuple(s.absolute.table.shape) for s in model.stages]
+    assert tables == [(1, 256, 8), (1, 64, 16), (1, 16, 24), (1, 4, 32)]
+    assert [s.absolute.prefix_table is not None for s in model.stages] == [False, False, False, True]
+    feats = model.forward_stages(torch.randn(2, 3, 32, 32))[1]
+    assert feats.shape == (2, 1 + 4, 32)
+    assert torch.allclose(model.forward_head(feats, pre_logits=True), feats[:, 0])
+
+
+@pytest.mark.parametrize("arch", HOSTS)
+def test_peg_after_the_first_block_of_every_stage(arch):
+    model = tiny(arch, absolute="none", conditional="peg@0")
+    for stage, width in zip(model.stages, model.embed_dims):
+        assert stage.conditional.positions == (0,)
+        conv = stage.conditional.generators["0"].proj[0]
+        assert (conv.in_channels, conv.groups, conv.kernel_size) == (width, width, (3, 3))
+    calls = []
+    for s, stage in enumerate(model.stages):
+        stage.conditional.register_forward_hook(lambda mod, args, out, s=s: calls.append((s, args[0], args[2])))
+    model(torch.randn(1, 3, 48, 32))
+    assert calls == [(s, 0, model.cfg.stage_grid(s, (48, 32))) for s in range(4)]
+
+
+@pytest.mark.parametrize("arch", HOSTS)
+def test_placements_are_checked_against_each_stage_depth(arch):
+    with pytest.raises(ValueError, match=r"stage 0 \(width 8, depth \d\):.*do not exist in a model of depth"):
+        tiny(arch, absolute="none", conditional="peg@0-5")
+
+
+@pytest.mark.parametrize("arch", HOSTS)
+def test_gap_head_averages_the_last_map(arch):
+    model = tiny(arch).eval()
+    x = torch.randn(2, 3, 32, 32)
+    last = model.forward_features(x)[-1]
+    pooled = model.forward_head(model.forward_stages(x)[1], pre_logits=True)
+    assert torch.allclose(pooled, last.mean(dim=(2, 3)), atol=1e-6)
+
+
+@pytest.mark.parametrize("arch", HOSTS)
+def test_inputs_must_be_multiples_of_the_total_stride(arch):
+    model = tiny(arch)
+    with pytest.raises(ValueError, match="not divisible by this pyramid's total stride 16"):
+        model(torch.randn(1, 3, 40, 32))
+    with pytest.raises(ValueError, match=r"expected images of shape \(B, 3, H, W\)"):
+        model(torch.randn(1, 1, 32, 32))
+
+
+@pytest.mark.parametrize("arch", HOSTS)
+def test_fused_and_explicit_attention_agree(arch):
+    model = tiny(arch, absolute="sincos2d").eval()
+    x = torch.randn(2, 3, 48, 32)
+    fused = model(x)
+    for module in model.modules():
+        if hasattr(module, "fused"):
+            module.fused = False
+    assert torch.allclose(fused, model(x), atol=1e-5)
+
+
+def test_no_weight_decay_names_position_parameters():
+    model = vitpos.create_model(PyramidConfig(**TINY_PVT, head="cls"), conditional="peg@0")
+    names = model.no_weight_decay()
+    assert "cls_token" in names and "stages.3.absolute.prefix_table" in names
+    assert "stages.2.conditional.generators.0.proj.0.weight" in names
+    assert not any("qkv" in n or "downsamples" in n for n in names)
+    assert len(names) == 1 + 4 * 1 + 1 + 4 * 2  # class token, 4 tables, 1 prefix row, 4 PEGs (weight, bias)
+
+
+def train_steps(model: torch.nn.Module, steps: int = 8) -> list[float]:
+    """A short AdamW loop on a fixed synthetic batch: the class is the quadrant of a bright square."""
+    gen = torch.Generator().manual_seed(0)
+    images = torch.zeros(16, 3, 32, 32)
+    labels = torch.randint(0, 4, (16,), generator=gen)
+    for i, label in enumerate(labels.tolist()):
+        y, x = 16 * (label // 2), 16 * (label % 2)
+        images[i, :, y + 4 : y + 12, x + 4 : x + 12] = 1.0
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(steps):
+        loss = F.cross_entropy(model(images), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize(
+    "arch,slots",
+    [
+        ("pvt", dict(absolute="learned")),
+        ("pvt", dict(absolute="none", conditional="peg@0")),
+        ("pvt", dict(absolute="fourier", join="input", conditional="peg@-1")),
+        ("swin", dict(absolute="none", conditional="peg@0")),
+        ("swin", dict(absolute="sincos2d")),
+    ],
+)
+def test_variants_train_on_a_synthetic_task(arch, slots):
+    model = tiny(arch, **slots)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    losses = train_steps(model)
+    assert all(torch.isfinite(torch.tensor(losses)))
+    assert losses[-1] < losses[0]
+    moved = {n for n, p in model.named_parameters() if not torch.equal(p, before[n])}
+    assert model.no_weight_decay() <= moved  # every position parameter learned
