@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 import vitpos
 from vitpos import PyramidConfig
-from vitpos.registry import ABSOLUTE
+from vitpos.registry import ABSOLUTE, JOIN
 
 from .conftest import TINY_PVT, TINY_SWIN
 
@@ -55,6 +55,25 @@ def test_every_absolute_encoding_per_stage(arch, absolute):
             assert stage.absolute.embed_dim == width
             assert stage.position_encoding((3, 5)).shape == (1, 15, width)
     model(torch.randn(2, 3, 48, 16)).sum().backward()  # off the native grids
+
+
+@pytest.mark.parametrize("arch", HOSTS)
+@pytest.mark.parametrize("join", JOIN.names())
+def test_every_join_per_stage(arch, join):
+    model = tiny(arch, absolute="learned", join=join)
+    assert all(stage.join.depth == depth for stage, depth in zip(model.stages, model.cfg.depths))
+    assert model(torch.randn(2, 3, 16, 48)).shape == (2, 5)
+
+
+@pytest.mark.parametrize("arch", HOSTS)
+def test_lape_adds_one_layernorm_per_block_at_the_stage_width(arch):
+    def count(**slots):
+        return sum(p.numel() for p in tiny(arch, absolute="learned", **slots).parameters())
+
+    cfg = PyramidConfig(**HOSTS[arch])
+    per_block = sum(2 * width * depth for width, depth in zip(cfg.embed_dims, cfg.depths))
+    assert count(join="lape") - count() == per_block
+    assert count(join="lape:eta=1") - count() == sum(2 * width for width in cfg.embed_dims)  # eta counts per stage
 
 
 def test_learned_tables_per_stage_grid_and_class_token_row():
