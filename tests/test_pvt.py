@@ -43,6 +43,8 @@ def test_pvt_tiny_layout():
     assert type(model.stages[3].blocks[0].attn) is Attention  # ratio 1: plain attention, no reduction layers
     assert [len(s.blocks) for s in model.stages] == [2, 2, 2, 2]
     assert [s.blocks[0].mlp.fc1.out_features for s in model.stages] == [512, 1024, 1280, 2048]
+    rates = [b.drop_path1.p for s in model.stages for b in s.blocks]
+    assert rates == pytest.approx([0.1 * i / 7 for i in range(8)])  # linear over all 8 blocks
 
 
 def reference_sra(attn: SpatialReductionAttention, x: torch.Tensor, grid, prefix: int) -> torch.Tensor:

@@ -79,13 +79,14 @@ class PyramidVisionTransformer(PyramidTransformer):
             return NormedPatchEmbed(cfg.patch_size, cfg.in_chans, cfg.embed_dims[0])
         return NormedPatchEmbed(2, cfg.embed_dims[stage - 1], cfg.embed_dims[stage])
 
-    def make_block(self, stage: int, index: int, drop_path: float, relative: RelativePosition | None) -> Block:
+    def make_block(self, stage: int, index: int, relative: RelativePosition | None) -> Block:
         cfg = self.cfg
         dim, heads = cfg.embed_dims[stage], cfg.num_heads[stage]
         ratio = cfg.sr_ratios[stage] if cfg.sr_ratios else 1
         attn = None
         if ratio > 1:  # the config rejects relative encodings here
             attn = SpatialReductionAttention(dim, heads, ratio, cfg.qkv_bias, cfg.attn_drop_rate, cfg.drop_rate)
+        drop_path = self.drop_path_rates[stage][index]
         return Block(
             dim, heads, cfg.mlp_ratios[stage], cfg.qkv_bias, cfg.drop_rate, cfg.attn_drop_rate, drop_path,
             relative=relative, attn=attn,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 
@@ -49,17 +51,14 @@ class PyramidTransformer(nn.Module):
         if self.cls_token is not None:
             nn.init.trunc_normal_(self.cls_token, std=0.02)
 
-        total = sum(cfg.depths)
+        total, starts = sum(cfg.depths), [sum(cfg.depths[:s]) for s in range(cfg.num_stages)]
+        # stochastic depth rises linearly over all blocks of all stages, as in PVT and Swin
         rates = [cfg.drop_path_rate * i / max(total - 1, 1) for i in range(total)]
-        stages, first = [], 0
+        self.drop_path_rates = [rates[start : start + depth] for start, depth in zip(starts, cfg.depths)]
+        stages = []
         for s, depth in enumerate(cfg.depths):
             ctx = SlotContext(cfg.embed_dims[s], cfg.num_heads[s], depth, cfg.stage_grid(s), cfg.stage_prefix_tokens(s))
-            stage_rates = rates[first : first + depth]
-            first += depth
-
-            def make_block(i: int, relative: RelativePosition | None, s: int = s, stage_rates=stage_rates) -> Block:
-                return self.make_block(s, i, stage_rates[i], relative)
-
+            make_block = functools.partial(self.make_block, s)
             stages.append(Stage(s, cfg.position, ctx, self.relative_context(ctx), make_block, cfg.drop_rate))
         self.stages = nn.ModuleList(stages)
         self.norm = nn.LayerNorm(self.num_features, eps=1e-6)
@@ -70,8 +69,8 @@ class PyramidTransformer(nn.Module):
         """The module that maps the previous map (the image for stage 0) to this stage's tokens and grid."""
         raise NotImplementedError
 
-    def make_block(self, stage: int, index: int, drop_path: float, relative: RelativePosition | None) -> Block:
-        """Block ``index`` of ``stage`` around its relative encoding."""
+    def make_block(self, stage: int, index: int, relative: RelativePosition | None) -> Block:
+        """Block ``index`` of ``stage`` around its relative encoding (drop path: ``drop_path_rates``)."""
         raise NotImplementedError
 
     def relative_context(self, ctx: SlotContext) -> SlotContext:

@@ -57,11 +57,12 @@ class SwinTransformer(PyramidTransformer):
         size = self.cfg.window_size
         return SlotContext(ctx.embed_dim, ctx.num_heads, ctx.depth, (size, size), 0)
 
-    def make_block(self, stage: int, index: int, drop_path: float, relative: RelativePosition | None) -> Block:
+    def make_block(self, stage: int, index: int, relative: RelativePosition | None) -> Block:
         cfg = self.cfg
         dim, heads = cfg.embed_dims[stage], cfg.num_heads[stage]
         attn = WindowAttention(
             dim, heads, cfg.window_size, shifted=index % 2 == 1, qkv_bias=cfg.qkv_bias,
             attn_drop=cfg.attn_drop_rate, proj_drop=cfg.drop_rate, relative=relative,
         )
+        drop_path = self.drop_path_rates[stage][index]
         return Block(dim, heads, cfg.mlp_ratios[stage], cfg.qkv_bias, cfg.drop_rate, cfg.attn_drop_rate, drop_path, attn=attn)
