@@ -22,7 +22,7 @@ def expected_maps(cfg, batch, size):
     return [(batch, cfg.embed_dims[s], *cfg.stage_grid(s, size)) for s in range(cfg.num_stages)]
 
 
-@pytest.mark.parametrize("name", ["pvt_tiny", "pvt_small", "pvt_tiny_peg_gap", "pvt_small_peg_gap"])
+@pytest.mark.parametrize("name", ["pvt_tiny", "pvt_small_peg_gap"])
 @pytest.mark.parametrize("size", [(224, 224), (256, 320), (96, 160)])
 def test_full_size_stage_shapes(name, size):
     cfg = vitpos.get_config(name)
@@ -144,22 +144,27 @@ def test_no_weight_decay_names_position_parameters():
     assert len(names) == 1 + 4 * 1 + 1 + 4 * 2  # class token, 4 tables, 1 prefix row, 4 PEGs (weight, bias)
 
 
-def train_steps(model: torch.nn.Module, steps: int = 8) -> list[float]:
+def train_steps(model: torch.nn.Module, steps: int = 5) -> list[float]:
     """A short AdamW loop on a fixed synthetic batch: the class is the quadrant of a bright square."""
     gen = torch.Generator().manual_seed(0)
-    images = torch.zeros(16, 3, 32, 32)
-    labels = torch.randint(0, 4, (16,), generator=gen)
+    images = torch.zeros(8, 3, 32, 32)
+    labels = torch.randint(0, 4, (8,), generator=gen)
     for i, label in enumerate(labels.tolist()):
         y, x = 16 * (label // 2), 16 * (label % 2)
         images[i, :, y + 4 : y + 12, x + 4 : x + 12] = 1.0
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     losses = []
-    for _ in range(steps):
-        loss = F.cross_entropy(model(images), labels)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # many tiny ops: extra threads only contend with the other test workers
+    try:
+        for _ in range(steps):
+            loss = F.cross_entropy(model(images), labels)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    finally:
+        torch.set_num_threads(threads)
     return losses
 
 
