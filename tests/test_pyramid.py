@@ -186,3 +186,12 @@ def test_variants_train_on_a_synthetic_task(arch, slots):
     assert losses[-1] < losses[0]
     moved = {n for n, p in model.named_parameters() if not torch.equal(p, before[n])}
     assert model.no_weight_decay() <= moved  # every position parameter learned
+
+
+def test_models_command_lists_the_pyramids_with_counts(capsys):
+    from vitpos.cli import main
+
+    assert main(["models", "*_tiny*"]) == 0
+    out = capsys.readouterr().out
+    assert "pvt_tiny_peg_gap" in out and "12,849,640" in out and "none / input / peg@0 / none" in out
+    assert "swin_tiny" in out and "28,288,354" in out and "none / input / none / swin" in out
