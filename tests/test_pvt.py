@@ -85,12 +85,13 @@ def test_full_attention_without_reduction_ratios():
     assert model(torch.randn(1, 3, 32, 48)).shape == (1, 5)
 
 
-@pytest.mark.parametrize("relative", ["swin", "irpe:product:ctx:qkv", "irpe:product:bias:k", "rope2d"])
-@pytest.mark.parametrize("head", ["gap", "cls"])
+@pytest.mark.parametrize(
+    "relative,head", [("swin", "cls"), ("irpe:product:ctx:qkv", "cls"), ("irpe:product:bias:k", "gap"), ("rope2d", "cls")]
+)
 def test_relative_encodings_under_full_attention(relative, head):
     """Without spatial reduction keys sit on the query grid, so every relative encoding applies,
     with the class token of the last stage included."""
     model = vitpos.create_model(PyramidConfig(**{**TINY_PVT, "sr_ratios": None}), head=head, relative=relative)
     assert all(b.attn.relative is not None for s in model.stages for b in s.blocks)
-    model(torch.randn(2, 3, 32, 48)).sum().backward()
+    model(torch.randn(2, 3, 16, 32)).sum().backward()
     assert all(p.grad is not None for n, p in model.named_parameters() if ".relative." in n)

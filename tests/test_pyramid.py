@@ -11,7 +11,7 @@ from vitpos.registry import ABSOLUTE, JOIN
 from .conftest import TINY_PVT, TINY_SWIN
 
 HOSTS = {"pvt": TINY_PVT, "swin": TINY_SWIN}
-SIZES = [(32, 32), (48, 16), (16, 80), (64, 48)]
+SIZES = [(32, 32), (48, 16), (16, 80)]
 
 
 def tiny(arch: str, **slots) -> torch.nn.Module:
@@ -35,8 +35,7 @@ def test_full_size_stage_shapes(name, size):
 
 
 @pytest.mark.parametrize("arch", HOSTS)
-@pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("size,batch", list(zip(SIZES, [1, 3, 2])))
 def test_stage_shapes_at_every_size(arch, size, batch):
     model = tiny(arch, absolute="learned", conditional="peg@0")
     maps = model.forward_features(torch.randn(batch, 3, *size))

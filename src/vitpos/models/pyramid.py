@@ -90,8 +90,8 @@ class PyramidTransformer(nn.Module):
 
     def forward_stages(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
         """Images -> (every stage's map (B, C, H, W), the last stage's normalised tokens (B, P + H*W, C))."""
-        if x.ndim == 4:
-            self.stage_grids(tuple(x.shape[-2:]))
+        if x.ndim == 4:  # other shapes get the patch embedding's message
+            self.stage_grids(tuple(x.shape[-2:]))  # raises for sizes the stages cannot halve
         maps: list[torch.Tensor] = []
         last = len(self.stages) - 1
         feature = x
