@@ -2,10 +2,11 @@
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import vitpos
 from vitpos import PyramidConfig
+from vitpos.engine import TrainConfig, train
+from vitpos.engine.checkpoint import load_model
 from vitpos.registry import ABSOLUTE, JOIN
 
 from .conftest import TINY_PVT, TINY_SWIN
@@ -143,48 +144,49 @@ def test_no_weight_decay_names_position_parameters():
     assert len(names) == 1 + 4 * 1 + 1 + 4 * 2  # class token, 4 tables, 1 prefix row, 4 PEGs (weight, bias)
 
 
-def train_steps(model: torch.nn.Module, steps: int = 5) -> list[float]:
-    """A short AdamW loop on a fixed synthetic batch: the class is the quadrant of a bright square."""
-    gen = torch.Generator().manual_seed(0)
-    images = torch.zeros(8, 3, 32, 32)
-    labels = torch.randint(0, 4, (8,), generator=gen)
-    for i, label in enumerate(labels.tolist()):
-        y, x = 16 * (label // 2), 16 * (label % 2)
-        images[i, :, y + 4 : y + 12, x + 4 : x + 12] = 1.0
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    losses = []
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # many tiny ops: extra threads only contend with the other test workers
-    try:
-        for _ in range(steps):
-            loss = F.cross_entropy(model(images), labels)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-    finally:
-        torch.set_num_threads(threads)
-    return losses
+VARIANTS = [
+    ("pvt_tiny", {}),
+    ("pvt_tiny_peg_gap", {}),
+    ("pvt_tiny", dict(absolute="fourier", conditional="peg@-1", join="lape")),
+    ("swin_tiny", {}),
+    ("swin_tiny_peg_gap", {}),
+    ("swin_tiny_irpe_bias", {}),
+    ("swin_tiny_irpe_ctx", {}),
+    ("swin_tiny_lape", {}),
+    ("swin_tiny", dict(relative="rope2d", absolute="learned", join="shared")),
+]
+"""Every pyramid preset's slots (and a few other combinations) on a tiny host of its kind."""
 
 
-@pytest.mark.parametrize(
-    "arch,slots",
-    [
-        ("pvt", dict(absolute="learned")),
-        ("pvt", dict(absolute="none", conditional="peg@0")),
-        ("pvt", dict(absolute="fourier", join="input", conditional="peg@-1")),
-        ("swin", dict(absolute="none", conditional="peg@0")),
-        ("swin", dict(absolute="sincos2d")),
-    ],
-)
-def test_variants_train_on_a_synthetic_task(arch, slots):
-    model = tiny(arch, **slots)
-    before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    losses = train_steps(model)
-    assert all(torch.isfinite(torch.tensor(losses)))
-    assert losses[-1] < losses[0]
-    moved = {n for n, p in model.named_parameters() if not torch.equal(p, before[n])}
-    assert model.no_weight_decay() <= moved  # every position parameter learned
+@pytest.fixture
+def one_thread():
+    """Tiny models run many small ops: extra threads only contend with the other test workers."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("name,slots", VARIANTS)
+def test_variants_train_through_the_engine(name, slots, tmp_path, one_thread):
+    sizes = {**HOSTS[vitpos.get_config(name).arch], "num_classes": 2}
+    cfg = vitpos.get_config(name, **sizes, **slots)
+    options = TrainConfig(
+        data="synthetic:direction:img=32:train=96:val=32:test=32", epochs=3, batch_size=32, lr=3e-3, warmup_epochs=0,
+        progress=False, run_dir=str(tmp_path),
+    )
+    result = train(cfg, options)
+    losses = [row["train_loss"] for row in result.history]
+    assert all(torch.isfinite(torch.tensor(losses))) and losses[-1] < losses[0]
+    torch.manual_seed(options.seed)  # the engine's initialisation
+    initial = dict(vitpos.create_model(cfg).named_parameters())
+    trained = dict(result.model.named_parameters())
+    position = result.model.no_weight_decay()
+    assert position and all(not torch.equal(trained[n].cpu(), initial[n]) for n in position)  # all learned
+    rebuilt, ckpt = load_model(tmp_path)  # the checkpoint holds the pyramid config
+    assert ckpt.model_config == cfg
+    x = torch.randn(2, 3, 32, 64)
+    assert torch.allclose(rebuilt(x), result.model.cpu().eval()(x))
 
 
 def test_models_command_lists_the_pyramids_with_counts(capsys):

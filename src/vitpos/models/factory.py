@@ -8,10 +8,10 @@ from typing import Any
 
 from torch import nn
 
-from ..config import HostConfig
+from ..config import HostConfig, ModelConfig
 from ..registry import ARCHITECTURES, MODELS
 
-__all__ = ["create_model", "list_models", "get_config"]
+__all__ = ["create_model", "list_models", "get_config", "config_from_dict"]
 
 
 def get_config(name: str | HostConfig, **overrides: Any) -> HostConfig:
@@ -34,3 +34,10 @@ def create_model(name: str | HostConfig, **overrides: Any) -> nn.Module:
 def list_models(pattern: str = "*") -> list[str]:
     """Preset names matching a shell-style ``pattern``."""
     return [n for n in MODELS.names() if fnmatch.fnmatch(n, pattern)]
+
+
+def config_from_dict(data: dict[str, Any]) -> HostConfig:
+    """A model config from its ``to_dict()`` form, of the class its host reads (``config_class``,
+    ``ModelConfig`` by default)."""
+    host = ARCHITECTURES.get(data.get("arch", "vit"))
+    return getattr(host, "config_class", ModelConfig).from_dict(data)

@@ -39,6 +39,8 @@ class PyramidTransformer(nn.Module):
     classifies. Any input whose sides are multiples of ``cfg.stride`` works.
     """
 
+    config_class = PyramidConfig
+
     def __init__(self, cfg: PyramidConfig) -> None:
         super().__init__()
         self.cfg = cfg
