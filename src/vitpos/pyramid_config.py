@@ -29,24 +29,33 @@ class PyramidConfig(HostConfig):
     patch_size: int = 4
     """Stride of the stem; each later stage halves the grid."""
     in_chans: int = 3
+    """Input image channels."""
     num_classes: int = 1000
     """Output classes (or regression targets); 0 gives features only."""
     embed_dims: tuple[int, ...] = (64, 128, 320, 512)
+    """Token width of each stage."""
     depths: tuple[int, ...] = (2, 2, 2, 2)
+    """Blocks per stage."""
     num_heads: tuple[int, ...] = (1, 2, 5, 8)
+    """Attention heads per block, per stage."""
     mlp_ratios: tuple[float, ...] = (8.0, 8.0, 4.0, 4.0)
+    """MLP hidden width as a multiple of the token width, per stage."""
     sr_ratios: tuple[int, ...] | None = None
     """PVT only: spatial-reduction ratio of keys and values per stage; None = no reduction."""
     window_size: int | None = None
     """Swin only (required there): side of the attention windows, in tokens."""
     qkv_bias: bool = True
+    """Biases on the query, key and value projections."""
     head: str = "gap"
     """'gap': average the last stage's patch tokens; 'cls' (PVT only): a class token joins the last stage."""
     class_token: bool | None = None
     """Prepend a class token to the last stage; defaults to True for head='cls'."""
     drop_rate: float = 0.0
+    """Dropout on tokens, MLP outputs and the head input."""
     attn_drop_rate: float = 0.0
+    """Dropout on attention weights."""
     drop_path_rate: float = 0.0
+    """Stochastic depth: drop rate of the last block, rising linearly from 0 over all stages."""
     position: PositionConfig = field(default_factory=PositionConfig)
 
     def __post_init__(self) -> None:
