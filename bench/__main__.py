@@ -20,7 +20,10 @@ from .timing import Timing, build, image_side, interleaved_throughput, peak_memo
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("--models", default="deit_tiny_patch16_224,deit_small_patch16_224", help="comma-separated presets")
-    p.add_argument("--tokens", default="196,784", help="comma-separated patch-token counts (square grids)")
+    p.add_argument(
+        "--tokens", default="196,784",
+        help="comma-separated patch-token counts (square grids); for pyramids the last stage's (49 = 224x224 at stride 32)",
+    )
     p.add_argument("--threads", type=int, default=2, help="torch intra-op threads (fixed for every case)")
     p.add_argument("--batch", type=int, default=8, help="images per step at 196 tokens (scaled down at more tokens)")
     p.add_argument("--warmup", type=int, default=2)
@@ -55,17 +58,21 @@ def run_group(model: str, tokens: int, cases: list[Case], args: argparse.Namespa
     """Benchmark every case for one (model, tokens) pair; returns markdown table rows."""
     batch = max(1, args.batch * 196 // tokens)
     side = image_side(model, tokens)
+    unfit = {c.label: c.fits(model, side) for c in cases}
+    rows = [f"| {model} | {tokens} | {label} | — | — | — | — | — | does not build: {why} |" for label, why in unfit.items() if why]
+    for row in rows:
+        print(row, flush=True)
+    cases = [c for c in cases if not unfit[c.label]]
     images = torch.randn(batch, 3, side, side)
     results: dict[str, dict[str, Timing]] = {}
     for mode in ("train", "infer"):
         torch.manual_seed(0)
-        steps = {c.label: step_fn(build(model, c.slots, tokens), images, mode) for c in cases}
+        steps = {c.label: step_fn(build(model, c.position, tokens), images, mode) for c in cases}
         results[mode] = interleaved_throughput(steps, batch, warmup=args.warmup, repeats=args.repeats, iters=args.iters)
         del steps
     memory = {}
     if not args.no_memory:
-        memory = {c.label: peak_memory(model, c.slots, tokens, batch) for c in cases}
-    rows = []
+        memory = {c.label: peak_memory(model, c.position, tokens, batch) for c in cases}
     base_train, base_infer = results["train"][BASELINE.label].median, results["infer"][BASELINE.label].median
     for c in cases:
         tr, inf = results["train"][c.label], results["infer"][c.label]
