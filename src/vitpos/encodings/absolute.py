@@ -14,7 +14,7 @@ from torch import nn
 
 from ..grid import Grid, grid_coords, resample_table
 from ..registry import ABSOLUTE
-from ..spec import SlotSpec
+from ..spec import SlotSpec, one_of, positive_float, positive_int
 from .base import SlotContext, SlotEntry
 from .cache import GridCache
 from .sincos import interleave_sin_cos, sincos_1d, sincos_2d, sincos_frequencies
@@ -150,12 +150,6 @@ class LearnableSinCosPosition(AbsoluteEncoding):
         return interleave_sin_cos(coords @ self.weight.t())[None]
 
 
-def _fourier_init(mode: str) -> str:
-    if mode not in ("variance", "std"):
-        raise ValueError("init must be 'variance' (paper) or 'std' (reference code)")
-    return mode
-
-
 @ABSOLUTE.register("fourier")
 class FourierPosition(AbsoluteEncoding):
     """Learnable Fourier features (Li et al., NeurIPS 2021), as the thesis uses them (Eq. 3).
@@ -169,7 +163,7 @@ class FourierPosition(AbsoluteEncoding):
     Options: ``gamma`` (default 10), ``dim`` = F (default D), ``hidden`` (default 32).
     """
 
-    _schema = {"gamma": float, "dim": int, "hidden": int, "init": _fourier_init}
+    _schema = {"gamma": positive_float, "dim": positive_int, "hidden": positive_int, "init": one_of("variance", "std")}
 
     def __init__(self, ctx: SlotContext, gamma: float = 10.0, dim: int | None = None, hidden: int = 32, init: str = "variance") -> None:
         super().__init__(ctx)

@@ -35,7 +35,7 @@ from torch import nn
 
 from ..grid import Grid, map_to_tokens, tokens_to_map
 from ..registry import CONDITIONAL
-from ..spec import SlotSpec, SpecError
+from ..spec import SlotSpec, SpecError, one_of
 from .base import SlotContext
 from .conditional import ConditionalEncoding, check_depth, format_positions, parse_positions
 
@@ -52,12 +52,6 @@ def _kernel_size(text: str) -> int:
     if k < 1 or k % 2 == 0:
         raise ValueError("k must be a positive odd integer so that the grid keeps its size")
     return k
-
-
-def _pad_mode(text: str) -> str:
-    if text not in PAD_MODES:
-        raise ValueError(f"valid padding modes: {', '.join(PAD_MODES)}")
-    return text
 
 
 @dataclass(frozen=True)
@@ -78,7 +72,7 @@ class PegForm:
     @classmethod
     def from_spec(cls, spec: SlotSpec) -> "PegForm":
         """Read flags ``dw``/``dense``/``dw*N``/``dense*N``/``frozen`` and options ``k``, ``pad``."""
-        options = spec.typed_options({"k": _kernel_size, "pad": _pad_mode})
+        options = spec.typed_options({"k": _kernel_size, "pad": one_of(*PAD_MODES)})
         conv, stacked, frozen, function_flags = "dw", 0, False, []
         for flag in spec.flags:
             match = _FUNCTION_FLAG.match(flag)
