@@ -50,7 +50,9 @@ class Attention(nn.Module):
     Without a relative term, or when it only adds logits, attention runs through
     ``scaled_dot_product_attention`` (the logits as a float mask). With a value term, or when
     :attr:`fused` is False, the weights are computed explicitly and pass through
-    ``attn_drop``, where a forward hook can read them.
+    ``attn_drop``, where a forward hook can read them. A relative encoding may compute the whole
+    attention itself (:meth:`RelativePosition.attend`: query chunks on long sequences) when
+    :attr:`fused` is True and no attention dropout is active.
     """
 
     def __init__(
@@ -77,29 +79,38 @@ class Attention(nn.Module):
         b, n, c = x.shape
         qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)  # B, heads, N, head_dim
+        out = self.attend(q, k, v, grid, num_prefix_tokens)
+        out = out.transpose(1, 2).reshape(b, n, c)
+        return self.proj_drop(self.proj(out))
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:
+        """Attention of q over (k, v) with the relative terms; (B, heads, N, head_dim)."""
         rel = self.relative
         bias = None
         if rel is not None:
             q, k = rel.rotate(q, k, grid, num_prefix_tokens)
+            # the encoding may attend itself (query chunks on long sequences); it applies no dropout
+            if self.fused and not (self.training and self.attn_drop.p > 0):
+                out = rel.attend(q, k, v, grid, num_prefix_tokens, self.scale)
+                if out is not None:
+                    return out
             bias = rel.logit_bias(q, k, grid, num_prefix_tokens, self.scale)
         if self.fused and (rel is None or not rel.needs_attention_weights):
             if bias is not None:
                 bias = bias.to(q.dtype)
-            out = F.scaled_dot_product_attention(
+            return F.scaled_dot_product_attention(
                 q, k, v, attn_mask=bias, dropout_p=self.attn_drop.p if self.training else 0.0, scale=self.scale
             )
-        else:
-            logits = (q * self.scale) @ k.transpose(-2, -1)
-            if bias is not None:
-                logits = logits + bias
-            attn = self.attn_drop(logits.softmax(dim=-1))
-            out = attn @ v
-            if rel is not None and rel.needs_attention_weights:
-                extra = rel.value_term(attn, grid, num_prefix_tokens)
-                if extra is not None:
-                    out = out + extra
-        out = out.transpose(1, 2).reshape(b, n, c)
-        return self.proj_drop(self.proj(out))
+        logits = (q * self.scale) @ k.transpose(-2, -1)
+        if bias is not None:
+            logits = logits + bias
+        attn = self.attn_drop(logits.softmax(dim=-1))
+        out = attn @ v
+        if rel is not None and rel.needs_attention_weights:
+            extra = rel.value_term(attn, grid, num_prefix_tokens)
+            if extra is not None:
+                out = out + extra
+        return out
 
 
 class Mlp(nn.Module):
