@@ -164,14 +164,16 @@ def test_gradients_reach_every_table(text):
 
 
 class LargestAllocation(TorchDispatchMode):
-    """Records the largest storage (in elements) any operator returns."""
+    """Records the largest new storage (in elements) any operator returns; views and in-place
+    results, which share an input's storage, allocate nothing."""
 
     largest = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        given = {t.untyped_storage().data_ptr() for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)}
         for t in tree_flatten(out)[0]:
-            if isinstance(t, torch.Tensor) and t.device.type != "meta":
+            if isinstance(t, torch.Tensor) and t.device.type != "meta" and t.untyped_storage().data_ptr() not in given:
                 self.largest = max(self.largest, t.untyped_storage().nbytes() // t.element_size())
         return out
 

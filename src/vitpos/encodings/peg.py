@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..grid import Grid, map_to_tokens, tokens_to_map
@@ -121,13 +122,11 @@ class PEG(nn.Module):
 
     def forward(self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # B, P + H*W, C
         self._check_padding(grid)
-        patches = x[:, num_prefix_tokens:]
-        # tokens_to_map / map_to_tokens are views (channels-last strides), so the only new
-        # tensors are F's output, the residual sum and, with prefix tokens, one concatenation
-        pos = map_to_tokens(self.proj(tokens_to_map(patches, grid)))
-        if num_prefix_tokens == 0:
-            return x + pos
-        return torch.cat([x[:, :num_prefix_tokens], patches + pos], dim=1)
+        # tokens_to_map / map_to_tokens are views (channels-last strides); prefix tokens get zero
+        # rows instead of being split off and concatenated back, so the residual's gradient
+        # reaches x as it is
+        pos = map_to_tokens(self.proj(tokens_to_map(x[:, num_prefix_tokens:], grid)))
+        return x + (F.pad(pos, (0, 0, num_prefix_tokens, 0)) if num_prefix_tokens else pos)
 
     def _check_padding(self, grid: Grid) -> None:
         radius, side = self.form.kernel // 2, min(grid)

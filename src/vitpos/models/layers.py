@@ -56,7 +56,9 @@ class Attention(nn.Module):
     Without a relative term, or when it only adds logits, attention runs through
     ``scaled_dot_product_attention`` (the logits as a float mask). With a value term, or when
     :attr:`fused` is False, the weights are computed explicitly and pass through
-    ``attn_drop``, where a forward hook can read them.
+    ``attn_drop``, where a forward hook can read them. A relative encoding may compute the whole
+    attention itself (:meth:`RelativePosition.attend`: query chunks on long sequences) when
+    :attr:`fused` is True and no attention dropout is active.
     """
 
     def __init__(
@@ -104,6 +106,12 @@ class Attention(nn.Module):
         bias = mask
         if rel is not None:
             q, k = rel.rotate(q, k, grid, num_prefix_tokens)
+            # the encoding may attend itself (query chunks on long sequences); it applies no dropout
+            # and takes no extra mask
+            if mask is None and self.fused and not (self.training and self.attn_drop.p > 0):
+                out = rel.attend(q, k, v, grid, num_prefix_tokens, self.scale)
+                if out is not None:
+                    return out
             rel_bias = rel.logit_bias(q, k, grid, num_prefix_tokens, self.scale)
             if rel_bias is not None:
                 bias = rel_bias if bias is None else rel_bias + bias
