@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import time
 
 import torch
 
@@ -113,6 +114,7 @@ def run_group(model: str, tokens: int, cases: list[Case], args: argparse.Namespa
 
 
 def main(argv: list[str] | None = None) -> int:
+    start = time.perf_counter()
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     wanted = {s.strip() for s in args.cases.split(",") if s.strip()}
@@ -139,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         command = shlex.join(["python", "-m", "bench", *(argv if argv is not None else sys.argv[1:])])
         text = render(
-            command=command, threads=args.threads, note=args.note, table=header + rows,
-            misses=misses, skipped=skipped, reference=reference,
+            command=command, threads=args.threads, minutes=(time.perf_counter() - start) / 60, note=args.note,
+            table=header + rows, misses=misses, skipped=skipped, reference=reference,
         )  # fmt: skip
         with open(args.out, "w") as f:
             f.write(text)

@@ -95,6 +95,7 @@ def render(
     *,
     command: str,
     threads: int,
+    minutes: float,
     note: str,
     table: list[str],
     misses: list[Miss],
@@ -108,7 +109,7 @@ def render(
     lines += [
         f"- Machine: {machine()}",
         f"- Date: {datetime.date.today().isoformat()}",
-        f"- Command: `{command}`",
+        f"- Command: `{command}` ({minutes:.0f} minutes)",
         f"- Settings: threads {threads}, float32; overheads are per image against no PE measured in the same "
         "run (median of interleaved repeated timings, min–max in brackets); memory is the exact peak of "
         "tensor storage in two training steps (activations, gradients, AdamW state).",

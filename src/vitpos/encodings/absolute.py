@@ -146,6 +146,10 @@ class LearnableSinCosPosition(AbsoluteEncoding):
         self.weight = nn.Parameter(weight)
 
     def forward(self, grid: Grid) -> torch.Tensor:
+        # recomputed while autograd records; cached per grid in inference
+        return self._cache.get(tuple(grid), lambda: self._compute(grid), [self.weight])
+
+    def _compute(self, grid: Grid) -> torch.Tensor:
         coords = grid_coords(grid, device=self.weight.device, dtype=self.weight.dtype)
         return interleave_sin_cos(coords @ self.weight.t())[None]
 
@@ -193,4 +197,5 @@ class FourierPosition(AbsoluteEncoding):
         return torch.cat([proj.cos(), proj.sin()], dim=-1) / math.sqrt(self.fourier_dim)
 
     def forward(self, grid: Grid) -> torch.Tensor:
-        return self.mlp(self.features(grid))[None]
+        # recomputed while autograd records; cached per grid in inference
+        return self._cache.get(tuple(grid), lambda: self.mlp(self.features(grid))[None], self.parameters())

@@ -23,9 +23,9 @@ Two modes, the same arithmetic:
   q . k^T and exp per chunk.
 
 Policy (:func:`attention_mode`): chunked from :data:`MEMORY_EFFICIENT_MIN_TOKENS` tokens on,
-where the stored N x N tensors would outweigh the rest of a block's activations; below it,
-stored when a gradient is needed, and otherwise nothing (the host's fused
-``scaled_dot_product_attention`` with the terms as a float mask is faster for inference).
+where the stored weights would add over 30% to a block's activations; below it, stored when a
+gradient is needed, and otherwise nothing (the host's fused ``scaled_dot_product_attention``
+with the terms as a float mask is faster for inference).
 """
 
 from __future__ import annotations
@@ -41,10 +41,11 @@ __all__ = [
 ]
 
 MEMORY_EFFICIENT_MIN_TOKENS = 320
-"""From this sequence length on (e.g. an 18 x 18 grid) attention with relative terms runs in query
-chunks: a pre-norm block with MLP ratio 4 keeps about 16 token-sized (B, N, D) activations for
-backward, and the explicit path adds about three (B, heads, N, N) ones, which at head width 64
-outweigh them from N ~ 16 * 64 / 3 on."""
+"""From this sequence length on (e.g. an 18 x 18 grid plus a class token) attention with relative
+terms runs in query chunks. A pre-norm block with MLP ratio 4 keeps about 16 token-sized (B, N, D)
+activations for backward; the stored (B, heads, N, N) weights add N / (16 d) of that: a fifth at
+197 tokens, where chunking's recomputation (about a fifth of the attention's time) is not worth it,
+three quarters at 785. From 320 tokens on (d = 64, as in every ViT preset) they would add over 30%."""
 
 MIN_CHUNK = 16
 """The fewest queries per chunk: below it the per-chunk overhead outweighs the saving."""

@@ -14,8 +14,10 @@ Slot string ``irpe[:METHOD][:MODE][:ON][:unshared][:clip][:squared][:unscaled][:
 * ``ratio`` — alpha : beta : gamma = 1 : 2 : 8 with alpha = ratio (default 1.9, which gives
   Product 7 x 7 = 49 buckets, 50 with the prefix bucket).
 
-Tables start at zero (supplement §2). Terms on q or k are additive logits, so they reach
-``scaled_dot_product_attention`` as a float mask; a term on v needs the attention weights.
+Tables start at zero (supplement §2). Terms on q or k are additive logits, so in inference they
+reach ``scaled_dot_product_attention`` as a float mask; a term on v needs the attention weights.
+In training every term goes through :mod:`.chunked` (bucket lookups on the N x N logits, query
+chunks on long sequences).
 Following Eq. 16 literally, the encoding on queries uses r^Q_ij = p^Q_{I(i,j)}; the released
 code indexes it with I(j, i), a permutation of the same table.
 """
