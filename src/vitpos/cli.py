@@ -9,7 +9,7 @@ from typing import Sequence
 
 __all__ = ["main", "build_parser"]
 
-COMMANDS = ("models", "demo")
+COMMANDS = ("models", "demo", "probe", "similarity", "attention", "equivariance", "awareness")
 """Subcommand modules under ``vitpos.commands``; each defines ``add_parser(subparsers)``."""
 
 
