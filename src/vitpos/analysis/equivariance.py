@@ -41,9 +41,9 @@ def translate(x: torch.Tensor, shift: tuple[int, int], mode: str = "roll") -> to
     return out
 
 
-def interior_mask(grid: Grid, shift: tuple[int, int], margin: int = 1) -> torch.Tensor:
-    """(H, W) bool: cells t whose source t - shift lies in the grid without wrapping, and both
-    t and its source are at least ``margin`` cells from every edge."""
+def interior_mask(grid: Grid, shift: tuple[int, int], margin: int = 1, mode: str = "roll") -> torch.Tensor:
+    """(H, W) bool: cells t whose source t - shift (cyclic for ``roll``; inside the grid for
+    ``zero``) and t itself are both at least ``margin`` cells from every edge."""
     h, w = grid
     rows = torch.arange(h)[:, None]
     cols = torch.arange(w)[None, :]
@@ -51,7 +51,10 @@ def interior_mask(grid: Grid, shift: tuple[int, int], margin: int = 1) -> torch.
     def inside(r: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         return (r >= margin) & (r < h - margin) & (c >= margin) & (c < w - margin)
 
-    return inside(rows, cols) & inside(rows - shift[0], cols - shift[1])
+    src_rows, src_cols = rows - shift[0], cols - shift[1]
+    if mode == "roll":
+        src_rows, src_cols = src_rows % h, src_cols % w
+    return inside(rows, cols) & inside(src_rows, src_cols)
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,7 @@ def equivariance_error(
     finally:
         model.train(was_training)
     expected = translate(maps, shift, mode)
-    mask = interior_mask(tuple(maps.shape[-2:]), shift, margin)
+    mask = interior_mask(tuple(maps.shape[-2:]), shift, margin, mode)
     if not mask.any():
         raise ValueError(f"no interior cells left for shift {shift} and margin {margin} on grid {tuple(maps.shape[-2:])}")
     diff = (shifted_maps - expected)[..., mask]
