@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TORCH_VERSION := 2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: test study install clean
+.PHONY: test study bench install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ test: $(STAMP)
 
 study: $(STAMP)
 	$(BIN)/vitpos study
+
+# the performance tables of BENCHMARKS.md (tens of minutes on 2 cores; run on a quiet machine)
+bench: $(STAMP)
+	$(BIN)/python -m bench --out bench/latest.md
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

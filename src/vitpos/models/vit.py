@@ -99,5 +99,5 @@ class VisionTransformer(nn.Module):
 
     def no_weight_decay(self) -> set[str]:
         """Parameter names exempt from weight decay: prefix tokens and position parameters."""
-        exempt = ("cls_token", "reg_token", "absolute.", "join.")
+        exempt = ("cls_token", "reg_token", "absolute.", "join.", "conditional.")
         return {n for n, _ in self.named_parameters() if n.startswith(exempt) or ".attn.relative." in n}
