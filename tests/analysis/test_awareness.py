@@ -33,3 +33,12 @@ def test_a_fixed_table_makes_position_readable_and_no_encoding_does_not():
 def test_needs_two_images():
     with pytest.raises(ValueError, match="at least 2 images"):
         position_awareness(tiny_model({"absolute": "none"}), torch.randn(1, 3, 32, 32))
+
+
+def test_zero_padded_peg_makes_position_readable_and_circular_padding_does_not():
+    # CPVT §3.2 / appendix B.3: the zeros a PEG pads with mark the border cells wherever the
+    # tokens have a non-zero mean, and the mixing spreads that to all cells; wrap-around marks nothing
+    images = 1 + 0.3 * torch.randn(24, 3, 32, 32)
+    zero_padded = position_awareness(tiny_model({"absolute": "none", "conditional": "peg@0"}), images)
+    circular = position_awareness(tiny_model({"absolute": "none", "conditional": "peg@0:pad=circular"}), images)
+    assert circular.r2 < 0.1 and zero_padded.r2 > 0.4

@@ -43,6 +43,18 @@ def test_no_position_gap_model_is_exactly_equivariant_and_invariant():
     assert result.interior_cells == 5 * 6
 
 
+def test_circular_peg_gap_model_is_equivariant_and_zero_padding_breaks_it_at_the_border():
+    images = torch.randn(2, 3, 40, 48, dtype=torch.float64)
+    circular = _float64(tiny_model({"absolute": "none", "conditional": "peg@0-2:pad=circular"}, head="gap"))
+    result = equivariance_error(circular, images, (2, -3), margin=0)
+    assert result.feature_error < 1e-10 and result.logit_change < 1e-10
+    zeros = _float64(tiny_model({"absolute": "none", "conditional": "peg@0-2"}, head="gap"))
+    with torch.no_grad():
+        for p in zeros.conditional.parameters():
+            p.normal_(0, 0.5)  # a strong PEG, as after training
+    assert equivariance_error(zeros, images, (2, -3), margin=0).feature_error > 1e-3
+
+
 def test_learned_position_model_is_not_equivariant():
     model = _float64(tiny_model({"absolute": "learned"}, head="gap"))
     with torch.no_grad():
