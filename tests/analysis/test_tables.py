@@ -52,3 +52,23 @@ def test_model_without_table_is_a_clear_error():
         absolute_table(model)
     with pytest.raises(ValueError, match="no absolute position table"):
         layer_position_encodings(model)
+
+
+def test_lape_gives_each_block_its_normalised_encoding():
+    model = tiny_model({"absolute": "learned", "join": "lape:eta=1"})
+    with torch.no_grad():
+        model.join.pe_norm.weight.normal_()  # distinct per-layer affine, as after training
+    grid = (4, 4)
+    tables = layer_position_encodings(model, grid)
+    assert list(tables) == ["absolute", "block 0"]  # eta=1: block 1 gets no position term
+    pe = model.position_encoding(grid)
+    expected = torch.nn.functional.layer_norm(pe, (32,), eps=model.join.pe_norm.eps)
+    expected = expected * model.join.pe_norm.weight[0] + model.join.pe_norm.bias[0]
+    assert torch.allclose(tables["block 0"], expected[0, 1:], atol=1e-5)
+
+
+def test_unshared_join_gives_each_block_its_own_table():
+    model = tiny_model({"absolute": "learned", "join": "unshared"})
+    tables = layer_position_encodings(model)
+    assert list(tables) == ["absolute", "block 0", "block 1"]
+    assert torch.equal(tables["block 1"], model.join.layer_table(1, (4, 4))[0, 1:].detach())
