@@ -9,7 +9,8 @@ import torch
 from ..analysis.attention import attention_maps, mean_attention_distance, patch_attention, query_maps, uniform_attention_distance
 from ..analysis.plots import save_heatmaps
 from ..analysis.similarity import default_references, parse_references
-from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images, write_json
+from ..files import write_json
+from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images
 
 
 def run(args: argparse.Namespace) -> int:

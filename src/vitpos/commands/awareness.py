@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ..analysis.awareness import position_awareness
-from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images, write_json
+from ..files import write_json
+from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,9 +1,8 @@
-"""Options shared by the analysis commands: which model to build, which inputs, where to write."""
+"""Options shared by the analysis commands: which model to build, on which inputs, and where to write."""
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ from torch import nn
 from ..config import SLOT_NAMES
 from ..models.factory import create_model
 
-__all__ = ["add_model_arguments", "build_model", "add_input_arguments", "sample_images", "add_output_argument", "write_json"]
+__all__ = ["add_model_arguments", "build_model", "add_input_arguments", "sample_images", "add_output_argument"]
 
 
 def add_model_arguments(p: argparse.ArgumentParser, default_model: str = "vit_lite_7_4") -> None:
@@ -55,10 +54,3 @@ def sample_images(model: nn.Module, args: argparse.Namespace) -> torch.Tensor:
 def add_output_argument(p: argparse.ArgumentParser, command: str) -> None:
     """--out: the folder for figures and JSON."""
     p.add_argument("--out", type=Path, default=Path("runs") / command, help=f"output folder (default runs/{command})")
-
-
-def write_json(path: Path, data: Any) -> Path:
-    """Write ``data`` as indented JSON, creating the folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2) + "\n")
-    return path

@@ -6,7 +6,8 @@ import argparse
 
 from ..analysis.probes import SPLITS, probe_table
 from ..analysis.tables import layer_position_encodings, native_grid
-from .model_args import add_model_arguments, add_output_argument, build_model, write_json
+from ..files import write_json
+from .model_args import add_model_arguments, add_output_argument, build_model
 
 
 def run(args: argparse.Namespace) -> int:

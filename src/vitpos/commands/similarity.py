@@ -9,7 +9,8 @@ import torch
 from ..analysis.plots import save_heatmaps
 from ..analysis.similarity import default_references, locality, parse_references, similarity_maps
 from ..analysis.tables import layer_position_encodings, native_grid
-from .model_args import add_model_arguments, add_output_argument, build_model, write_json
+from ..files import write_json
+from .model_args import add_model_arguments, add_output_argument, build_model
 
 
 def run(args: argparse.Namespace) -> int:

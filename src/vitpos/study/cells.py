@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ..files import write_json
 
 __all__ = ["Cell", "CellStore"]
 
@@ -45,20 +45,9 @@ class CellStore:
         path = self.path(cell)
         try:
             return json.loads(path.read_text())
-        except FileNotFoundError:
-            return None
-        except json.JSONDecodeError:
+        except (FileNotFoundError, json.JSONDecodeError):
             return None
 
     def save(self, cell: Cell, result: dict[str, Any]) -> None:
-        """Write ``result`` to a temporary file and rename it, so an interrupt leaves no half file."""
-        path = self.path(cell)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{cell.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump(result, handle)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        """Store ``result``; written atomically, so an interrupt leaves no half file."""
+        write_json(self.path(cell), result, indent=None)
