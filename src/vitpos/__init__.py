@@ -2,6 +2,7 @@
 
 from . import encodings  # noqa: F401  (fills the slot registries before any config is built)
 from .config import ModelConfig, PositionConfig
+from .encodings.relative import relative_buckets
 from .models import VisionTransformer, create_model, get_config, list_models
 from .spec import SlotSpec, SpecError
 
@@ -16,4 +17,5 @@ __all__ = [
     "create_model",
     "get_config",
     "list_models",
+    "relative_buckets",
 ]

@@ -1,5 +1,7 @@
 """The relative slot: terms inside attention that depend on the query-key offset."""
 
+from . import classic, irpe, rope  # noqa: F401  (registration)
 from .base import NoRelative, RelativeBias, RelativePosition
+from .index import relative_buckets
 
-__all__ = ["RelativePosition", "RelativeBias", "NoRelative"]
+__all__ = ["RelativePosition", "RelativeBias", "NoRelative", "relative_buckets"]

@@ -1,0 +1,208 @@
+"""iRPE (Wu et al., ICCV 2021): bias and contextual relative position encodings for ViTs.
+
+Slot string ``irpe[:METHOD][:MODE][:ON][:unshared][:clip][:squared][:unscaled][:ratio=R]``:
+
+* METHOD — ``euclidean``, ``quant``, ``cross`` or ``product`` (default; Eq. 19-25);
+* MODE — ``bias`` (a learnable scalar per bucket, Eq. 14) or ``ctx`` (default; a learnable
+  vector per bucket that meets the query, key or value, Eq. 15-17);
+* ON — the targets, a subsequence of ``qkv`` (default ``k``); bias mode acts on q and/or k only;
+* ``unshared`` — one table per head instead of one shared by the heads (Table 2);
+* ``clip`` — the clip function h instead of the piecewise g (Table 3);
+* ``squared`` — Quantization on squared distances, as the released code does (see ``index.py``);
+* ``unscaled`` — bias tables enter the logits as they are; Eq. 13 divides b_ij by sqrt(d_z)
+  (the default here), the released code does not;
+* ``ratio`` — alpha : beta : gamma = 1 : 2 : 8 with alpha = ratio (default 1.9, which gives
+  Product 7 x 7 = 49 buckets, 50 with the prefix bucket).
+
+Tables start at zero (supplement §2). Terms on q or k are additive logits, so they reach
+``scaled_dot_product_attention`` as a float mask; a term on v needs the attention weights.
+Following Eq. 16 literally, the encoding on queries uses r^Q_ij = p^Q_{I(i,j)}; the released
+code indexes it with I(j, i), a permutation of the same table.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ...grid import Grid
+from ...registry import RELATIVE
+from ...spec import SlotSpec, SpecError
+from ..base import SlotContext, SlotEntry
+from ..cache import GridCache
+from .base import RelativeBias, RelativePosition
+from .index import METHODS, Bucketing, IndexFunction
+from .lookup import BucketLookup, bias_term, key_term, query_term, value_term
+
+__all__ = ["IRPE", "IRPEOptions", "IRPEBias", "IRPEContextual"]
+
+MODES = ("bias", "ctx")
+TARGETS = "qkv"
+SWITCHES = ("unshared", "clip", "squared", "unscaled")
+
+
+def _ratio(text: str) -> float:
+    value = float(text)
+    if not (0.5 <= value and math.isfinite(value)):
+        raise ValueError("ratio must be a finite number >= 0.5, so that beta = 2 * ratio gives more than one bucket")
+    return value
+
+
+@dataclass(frozen=True)
+class IRPEOptions:
+    """The parsed choices of one iRPE slot value."""
+
+    method: str = "product"
+    mode: str = "ctx"
+    on: str = "k"
+    shared: bool = True
+    index: str = "piecewise"
+    quant: str = "rank"
+    ratio: float = 1.9
+    scaled: bool = True
+
+    @classmethod
+    def from_spec(cls, spec: SlotSpec) -> "IRPEOptions":
+        """Read ``spec``; every invalid combination raises :class:`SpecError` saying what to change."""
+        spec.check_no_placement()
+        picked: dict[str, str] = {}
+        switches: set[str] = set()
+        for flag in spec.flags:
+            if flag in METHODS:
+                kind = "method"
+            elif flag in MODES:
+                kind = "mode"
+            elif set(flag) <= set(TARGETS):
+                kind = "target set"
+                if flag != "".join(t for t in TARGETS if t in flag):
+                    raise SpecError(f"'{spec}': write the targets {flag!r} in q, k, v order without repeats, e.g. 'qk'")
+            elif flag in SWITCHES:
+                if flag in switches:
+                    raise SpecError(f"'{spec}': flag {flag!r} is given twice")
+                switches.add(flag)
+                continue
+            else:
+                raise SpecError(
+                    f"'{spec}': unknown flag {flag!r}; valid flags: a method ({', '.join(METHODS)}), a mode "
+                    f"({', '.join(MODES)}), targets (a subsequence of 'qkv') and {', '.join(SWITCHES)}"
+                )
+            if kind in picked:
+                raise SpecError(f"'{spec}': more than one {kind} ({picked[kind]!r} and {flag!r}); give one")
+            picked[kind] = flag
+        ratio = spec.typed_options({"ratio": _ratio}).get("ratio", cls.ratio)
+        options = cls(
+            method=picked.get("method", cls.method),
+            mode=picked.get("mode", cls.mode),
+            on=picked.get("target set", cls.on),
+            shared="unshared" not in switches,
+            index="clip" if "clip" in switches else "piecewise",
+            quant="squared" if "squared" in switches else "rank",
+            ratio=ratio,
+            scaled="unscaled" not in switches,
+        )
+        if options.mode == "bias" and "v" in options.on:
+            raise SpecError(
+                f"'{spec}': bias mode adds a scalar to the attention logits (Eq. 14) and cannot act on values; "
+                "use 'ctx' for v (e.g. irpe:product:ctx:qkv) or drop v from the targets"
+            )
+        if "squared" in switches and options.method != "quant":
+            raise SpecError(f"'{spec}': 'squared' changes the Quantization method only; use it with 'quant'")
+        if "unscaled" in switches and options.mode != "bias":
+            raise SpecError(f"'{spec}': 'unscaled' applies to bias mode; contextual terms are scaled like q.k")
+        return options
+
+    def bucketing(self) -> Bucketing:
+        """The bucket mapping these options describe."""
+        return Bucketing(self.method, IndexFunction.from_ratio(self.index, self.ratio), quant=self.quant)
+
+
+@RELATIVE.register("irpe")
+class IRPE(SlotEntry):
+    """The ``irpe`` slot value: builds :class:`IRPEBias` or :class:`IRPEContextual`."""
+
+    @classmethod
+    def validate(cls, spec: SlotSpec) -> None:
+        IRPEOptions.from_spec(spec)
+
+    @classmethod
+    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0) -> RelativePosition:
+        options = IRPEOptions.from_spec(spec)
+        return (IRPEBias if options.mode == "bias" else IRPEContextual)(ctx, options)
+
+
+class IRPEBias(BucketLookup, RelativeBias):
+    """Bias mode: b_ij = r_{I(i,j)} with a learnable scalar per bucket (per head if unshared).
+
+    A scalar meets neither query nor key, so "on q" and "on k" each add one table indexed by
+    the same I(i, j); both together sum two tables.
+    """
+
+    def __init__(self, ctx: SlotContext, options: IRPEOptions = IRPEOptions(mode="bias")) -> None:
+        super().__init__()
+        self.options = options
+        self.init_buckets(options.bucketing(), ctx.num_prefix_tokens)
+        rows = 1 if options.shared else ctx.num_heads
+        # Eq. 13 divides b_ij by sqrt(d_z) like the dot product; position_bias is in logit units
+        self.scale = ctx.head_dim**-0.5 if options.scaled else 1.0
+        for target in ("q", "k"):
+            table = nn.Parameter(torch.zeros(rows, self.num_buckets)) if target in options.on else None
+            self.register_parameter(f"bias_{target}", table)
+        self._cache = GridCache()
+
+    def tables(self) -> list[torch.Tensor]:
+        """The bias tables of the targets (q and/or k)."""
+        return [t for t in (self.bias_q, self.bias_k) if t is not None]
+
+    def position_bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # heads or 1, N, N
+        tables = self.tables()
+        key = (tuple(grid), num_prefix_tokens, tables[0].device, tables[0].dtype)
+        return self._cache.get(key, lambda: self._bias(grid, num_prefix_tokens), tables)
+
+    def _bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:
+        tables = self.tables()
+        ids = self.bucket_ids(grid, num_prefix_tokens, tables[0].device)
+        return sum(bias_term(table, ids) for table in tables) * self.scale
+
+    def extra_repr(self) -> str:
+        return f"{self.options}, num_buckets={self.num_buckets}"
+
+
+class IRPEContextual(BucketLookup, RelativePosition):
+    """Contextual mode: learnable vectors r_ij = p_{I(i,j)} on queries, keys and/or values.
+
+    Tables are (K, head_dim), or (heads, K, head_dim) when unshared. Terms on q and k are
+    computed as (q . P^T) onto the K buckets and then gathered by bucket id (Eq. 27-28); the
+    term on v sums the attention weights per bucket and multiplies once by the value table.
+    """
+
+    def __init__(self, ctx: SlotContext, options: IRPEOptions = IRPEOptions()) -> None:
+        super().__init__()
+        self.options = options
+        self.init_buckets(options.bucketing(), ctx.num_prefix_tokens)
+        shape = (self.num_buckets, ctx.head_dim) if options.shared else (ctx.num_heads, self.num_buckets, ctx.head_dim)
+        for target in TARGETS:
+            table = nn.Parameter(torch.zeros(shape)) if target in options.on else None
+            self.register_parameter(f"table_{target}", table)
+        self.needs_attention_weights = "v" in options.on
+
+    def logit_bias(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> torch.Tensor | None:
+        out = None
+        if self.table_k is not None:
+            out = key_term(q, self.table_k, self.bucket_ids(grid, num_prefix_tokens, q.device), scale)
+        if self.table_q is not None:
+            ids = self.bucket_ids(grid, num_prefix_tokens, k.device, transposed=True)
+            term = query_term(k, self.table_q, ids, scale)
+            out = term if out is None else out + term
+        return out
+
+    def value_term(self, attn: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor | None:
+        if self.table_v is None:
+            return None
+        ids = self.bucket_ids(grid, num_prefix_tokens, attn.device)
+        return value_term(attn, self.table_v, ids, self.num_buckets)
+
+    def extra_repr(self) -> str:
+        return f"{self.options}, num_buckets={self.num_buckets}"
