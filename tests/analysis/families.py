@@ -11,12 +11,15 @@ from ..conftest import TINY
 CANDIDATES: dict[str, dict[str, str]] = {
     **{f"absolute={name}": {"absolute": name} for name in ABSOLUTE.names()},
     "peg": {"absolute": "none", "conditional": "peg"},
+    "peg circular before block 0": {"absolute": "none", "conditional": "peg@-1:pad=circular"},
     "irpe product": {"absolute": "none", "relative": "irpe:product:ctx:k"},
-    "irpe bias": {"absolute": "none", "relative": "irpe:product:bias:qk"},
-    "swin": {"absolute": "none", "relative": "swin"},
-    "rope2d": {"absolute": "none", "relative": "rope2d"},
+    "irpe cross qkv": {"absolute": "none", "relative": "irpe:cross:ctx:qkv"},
+    "irpe euclidean bias": {"absolute": "none", "relative": "irpe:euclidean:bias:qk"},
+    **{name: {"absolute": "none", "relative": name} for name in ("shaw", "xl", "huang", "sasa", "swin", "rope2d")},
     "lape": {"absolute": "learned", "join": "lape"},
+    "lape swin": {"absolute": "sincos2d", "join": "lape", "relative": "swin"},
     "shared": {"absolute": "sincos2d", "join": "shared"},
+    "unshared": {"absolute": "learned", "join": "unshared"},
 }
 """Family label -> slot overrides; families whose slot value is not registered are skipped."""
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from vitpos.analysis.relative_maps import bias_maps, reference_lattice, relative_logit_bias
+from vitpos.analysis.relative_maps import bias_maps, bucket_maps, reference_lattice, relative_logit_bias
 from vitpos.encodings.relative.base import RelativeBias, RelativePosition
 from vitpos.grid import grid_offsets
 
@@ -64,3 +64,21 @@ def test_model_without_relative_encoding_is_a_clear_error():
 def test_reference_lattice_spreads_over_the_grid():
     assert reference_lattice((14, 14)) == [(r, c) for r in (0, 3, 6, 10, 13) for c in (0, 3, 6, 10, 13)]
     assert reference_lattice((2, 3), 5) == [(r, c) for r in (0, 1) for c in (0, 1, 2)]
+
+
+def test_bucket_maps_follow_the_methods_directions():
+    grid, centre = (7, 7), (3, 3)
+    product, count = bucket_maps("product", grid, [centre])
+    assert product.shape == (1, 7, 7) and count == 49
+    # ratio 1.9: g(2) = 2 and g(3) = round(1.9 + ln(3 / 1.9) / ln 8 * 1.9) = 2, so offsets -3..3 use 5 ids per axis
+    assert product[0].unique().numel() == 25
+    assert product[0, 3, 0] == product[0, 3, 1] != product[0, 3, 2]
+    assert product[0, 3, 2] != product[0, 3, 4]  # directed: left and right neighbours differ
+    euclidean, _ = bucket_maps("euclidean", grid, [centre])
+    assert euclidean[0, 3, 2] == euclidean[0, 3, 4] == euclidean[0, 2, 3]  # undirected: same distance, same bucket
+    cross, _ = bucket_maps("cross", grid, [centre, (0, 0)])
+    assert cross.shape == (2, 2, 7, 7)
+    assert (cross[0, 0] == cross[0, 0, :, :1]).all()  # row buckets depend on the row offset only
+    assert (cross[1, 0] == cross[1, 0, :1, :]).all()
+    with pytest.raises(ValueError, match="product"):
+        bucket_maps("manhattan", grid, [centre])

@@ -58,3 +58,30 @@ def test_awareness(tmp_path, capsys):
     result = json.loads((tmp_path / "awareness.json").read_text())
     assert set(result) == {"block 0", "final"}
     assert 0.0 <= result["final"]["cell_accuracy"] <= 1.0
+
+
+def test_buckets(tmp_path, capsys):
+    assert main(["buckets", "--grid", "9x7", "--methods", "product,cross", "--refs", "4,3", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "product" in out and "cross" in out
+    assert_png(tmp_path / "buckets.png")
+    counts = json.loads((tmp_path / "buckets.json").read_text())["methods"]
+    assert counts["product"]["buckets"] == 49 and counts["cross"]["buckets"] == 14
+
+
+def test_buckets_bad_grid(capsys):
+    with pytest.raises(SystemExit):
+        main(["buckets", "--grid", "14by14"])
+    assert "must look like '14x14'" in capsys.readouterr().err
+
+
+def test_relative_bias(tmp_path, capsys):
+    args = ["relative-bias", *TINY_ARGS, "--relative", "swin", "--absolute", "none", "--images", "2", "--per-side", "3"]
+    assert main([*args, "--out", str(tmp_path)]) == 0
+    assert_png(tmp_path / "relative_bias_block0.png")
+    assert "block 0" in json.loads((tmp_path / "relative_bias.json").read_text())["blocks"]
+
+
+def test_relative_bias_without_relative_encoding(tmp_path, capsys):
+    assert main(["relative-bias", *TINY_ARGS, "--relative", "none", "--images", "2", "--out", str(tmp_path)]) == 2
+    assert "no relative encoding" in capsys.readouterr().err

@@ -11,11 +11,16 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import torch
+from matplotlib import colormaps
+from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
 __all__ = ["save_heatmaps", "save_curves"]
 
 Array = np.ndarray | torch.Tensor
+
+# 60 distinct colours for bucket ids (iRPE's product method alone has 49 buckets)
+BUCKET_COLOURS = ListedColormap([c for name in ("tab20", "tab20b", "tab20c") for c in colormaps[name].colors], name="buckets")
 
 
 def _numpy(x: Array) -> np.ndarray:
@@ -29,6 +34,16 @@ def _save(fig: Figure, path: str | Path) -> Path:
     return path
 
 
+def _marker(markers: Sequence, row: int, col: int) -> tuple[int, int] | None:
+    """The star of map (row, col): per column, or per map when ``markers`` is nested."""
+    if not markers:
+        return None
+    nested = any(m is not None and isinstance(m[0], (list, tuple)) for m in markers)
+    if nested:
+        return markers[row][col] if row < len(markers) and col < len(markers[row]) else None
+    return markers[col] if col < len(markers) else None
+
+
 def save_heatmaps(
     path: str | Path,
     maps: Array,
@@ -39,35 +54,39 @@ def save_heatmaps(
     cmap: str = "viridis",
     vmin: float | None = None,
     vmax: float | None = None,
-    markers: Sequence[tuple[int, int] | None] = (),
+    markers: Sequence = (),
     categorical: bool = False,
 ) -> Path:
     """A grid of heatmaps from ``maps`` of shape (rows, cols, H, W) with one shared colour scale.
 
-    ``markers[c]`` puts a star on cell (row, col) of every map in column ``c`` (the reference
-    patch). ``categorical`` draws integer ids (bucket maps) with a qualitative colour map.
+    ``markers[c] = (row, col)`` puts a star on that cell of every map in column ``c`` (the
+    reference patch); ``markers[r][c]`` gives one per map instead. ``categorical`` draws integer
+    ids (bucket maps) with a qualitative colour map.
     """
     data = _numpy(maps)
     if data.ndim != 4:
         raise ValueError(f"maps must have shape (rows, cols, H, W), got {data.shape}")
     rows, cols, h, w = data.shape
     if categorical:
-        cmap = "tab20"
+        cmap, colours = BUCKET_COLOURS, BUCKET_COLOURS.N
     vmin = float(np.nanmin(data)) if vmin is None else vmin
     vmax = float(np.nanmax(data)) if vmax is None else vmax
     size = 1.6 + 0.08 * max(h, w)
-    fig = Figure(figsize=(cols * size + 0.8, rows * size + (0.4 if title else 0)))
+    fig = Figure(figsize=(cols * size + 0.8, rows * size + (0.4 if title else 0)), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False)
     image = None
     for r in range(rows):
         for c in range(cols):
             ax = axes[r][c]
-            values = data[r, c] % 20 if categorical else data[r, c]
-            image = ax.imshow(values, cmap=cmap, vmin=0 if categorical else vmin, vmax=19 if categorical else vmax, interpolation="nearest")
+            if categorical:
+                image = ax.imshow(data[r, c] % colours, cmap=cmap, vmin=0, vmax=colours - 1, interpolation="nearest")
+            else:
+                image = ax.imshow(data[r, c], cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest")
             ax.set_xticks([])
             ax.set_yticks([])
-            if c < len(markers) and markers[c] is not None:
-                ax.plot(markers[c][1], markers[c][0], marker="*", color="red", markersize=9, markeredgecolor="white")
+            marker = _marker(markers, r, c)
+            if marker is not None:
+                ax.plot(marker[1], marker[0], marker="*", color="red", markersize=9, markeredgecolor="white")
             if r == 0 and c < len(col_labels):
                 ax.set_title(col_labels[c], fontsize=8)
             if c == 0 and r < len(row_labels):
@@ -93,7 +112,7 @@ def save_curves(
 
     NaN means (a value that does not apply) leave a gap in the line.
     """
-    fig = Figure(figsize=(5.2, 3.6))
+    fig = Figure(figsize=(5.2, 3.6), layout="constrained")
     ax = fig.subplots()
     xs = np.asarray(x, dtype=float)
     for name, (means, stds) in series.items():

@@ -1,5 +1,7 @@
 """Maps of relative encodings around reference patches (iRPE Fig. 5 and supplement Fig. 6-9).
 
+* :func:`bucket_maps` — which bucket each key cell falls in, seen from a reference query cell,
+  for each iRPE mapping method (cells of one colour share one encoding).
 * :func:`relative_logit_bias` — the extra logits b_ij a block's relative encoding adds to
   attention. A content-independent bias (:class:`RelativeBias`) needs no input; any other
   relative encoding (iRPE contextual modes, Shaw, ...) is evaluated on the queries and keys of
@@ -13,10 +15,11 @@ import torch
 from torch import nn
 
 from ..encodings.relative.base import RelativeBias
+from ..encodings.relative.index import relative_buckets
 from ..grid import Grid
 from ..models.layers import Attention
 
-__all__ = ["reference_lattice", "relative_attention_layers", "relative_logit_bias", "bias_maps"]
+__all__ = ["bucket_maps", "reference_lattice", "relative_attention_layers", "relative_logit_bias", "bias_maps"]
 
 
 def reference_lattice(grid: Grid, per_side: int = 5) -> list[tuple[int, int]]:
@@ -25,6 +28,18 @@ def reference_lattice(grid: Grid, per_side: int = 5) -> list[tuple[int, int]]:
     rows = torch.linspace(0, h - 1, min(per_side, h)).round().long().unique().tolist()
     cols = torch.linspace(0, w - 1, min(per_side, w)).round().long().unique().tolist()
     return [(r, c) for r in rows for c in cols]
+
+
+def bucket_maps(method: str, grid: Grid, references: list[tuple[int, int]], **options) -> tuple[torch.Tensor, int]:
+    """(R, H, W) bucket ids of every key cell for each reference query cell, and the bucket count.
+
+    ``cross`` gives (2, R, H, W): the row-offset buckets, then the column-offset buckets.
+    ``options`` go to :func:`vitpos.relative_buckets` (``ratio``, ``index``, ``quant``).
+    """
+    h, w = grid
+    ids, count = relative_buckets(method, grid, **options)
+    rows = torch.tensor([r * w + c for r, c in references], dtype=torch.long)
+    return ids[..., rows, :].reshape(*ids.shape[:-2], len(references), h, w), count
 
 
 def relative_attention_layers(model: nn.Module) -> list[Attention]:
