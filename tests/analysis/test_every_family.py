@@ -9,7 +9,7 @@ from vitpos.analysis.attention import attention_maps, mean_attention_distance, u
 from vitpos.analysis.awareness import position_awareness
 from vitpos.analysis.equivariance import equivariance_error
 from vitpos.analysis.probes import probe_table
-from vitpos.analysis.relative_maps import bias_maps, relative_attention_layers, relative_logit_bias
+from vitpos.analysis.relative_maps import bias_maps, relative_logit_bias
 from vitpos.analysis.similarity import locality, similarity_maps
 from vitpos.analysis.tables import NoPositionTableError, layer_position_encodings
 
@@ -46,7 +46,7 @@ def test_every_tool_on_family(family):
         assert maps.shape == (2, 4, 5) and maps.abs().max() <= 1 + 1e-5
         assert -2.0 <= locality(table, grid) <= 2.0
 
-    if relative_attention_layers(model):
+    if FAMILIES[family].get("relative", "none") != "none":
         try:
             bias = relative_logit_bias(model, 0, images)
         except ValueError as err:  # rotary encodings add no logit term

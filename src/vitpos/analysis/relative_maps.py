@@ -43,14 +43,15 @@ def bucket_maps(method: str, grid: Grid, references: list[tuple[int, int]], **op
 
 
 def relative_attention_layers(model: nn.Module) -> list[Attention]:
-    """The attention layers of ``model`` that carry a relative encoding, in forward order."""
-    return [m for m in model.modules() if isinstance(m, Attention) and m.relative is not None]
+    """The attention layers of ``model`` that carry a relative encoding, in forward order; raises if none."""
+    layers = [m for m in model.modules() if isinstance(m, Attention) and m.relative is not None]
+    if not layers:
+        raise ValueError(f"this model has no relative encoding (relative={model.cfg.position.relative!r})")
+    return layers
 
 
 def _layer(model: nn.Module, block: int) -> Attention:
     layers = relative_attention_layers(model)
-    if not layers:
-        raise ValueError(f"this model has no relative encoding (relative={model.cfg.position.relative!r})")
     if not -len(layers) <= block < len(layers):
         raise ValueError(f"block {block} does not exist; the model has {len(layers)} layers with a relative encoding")
     return layers[block]
