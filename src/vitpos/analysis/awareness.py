@@ -3,7 +3,7 @@
 Tokens of a model without any position signal carry only content, so on inputs whose content
 says nothing about position the probe scores R² ~0; an absolute table makes position linearly
 readable, and CPVT argues zero padding lets a PEG model learn it too (CPVT §3.2, appendix B.3).
-The probe is a linear regression from a token's features to its (column, row); folds split
+The probe is a linear regression (least squares) from a token's features to its (column, row); folds split
 the images, so it is scored on images it never saw.
 """
 
@@ -18,7 +18,7 @@ from sklearn.model_selection import GroupKFold
 from torch import nn
 
 from ..grid import grid_coords
-from .fitting import linear_regressor, single_threaded
+from .fitting import ridge_predictions, single_threaded
 
 __all__ = ["AwarenessResult", "token_features", "position_awareness"]
 
@@ -77,6 +77,6 @@ def position_awareness(
     predicted = np.zeros_like(y)
     with single_threaded():
         for train, test in GroupKFold(n_splits=folds).split(x, y, groups):
-            predicted[test] = linear_regressor().fit(x[train], y[train]).predict(x[test])
+            predicted[test] = ridge_predictions(x[train], y[train], x[test], [0.0])[0]
     hits = (np.rint(predicted) == y).all(axis=1)
     return AwarenessResult(float(r2_score(y, predicted)), float(hits.mean()))
