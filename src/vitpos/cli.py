@@ -9,7 +9,10 @@ from typing import Sequence
 
 __all__ = ["main", "build_parser"]
 
-COMMANDS = ("models", "demo", "probe", "similarity", "attention", "equivariance", "awareness", "buckets", "relative-bias")
+COMMANDS = (
+    "models", "demo", "train", "eval",
+    "probe", "similarity", "attention", "equivariance", "awareness", "buckets", "relative-bias",
+)
 """Subcommands; each is the module ``vitpos.commands.<name with - as _>`` and defines ``add_parser(subparsers)``."""
 
 

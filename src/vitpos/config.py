@@ -64,14 +64,21 @@ class ModelConfig:
     img_size: int | tuple[int, int] = 224
     """Training image size; sets the native grid of learned tables."""
     patch_size: int = 16
+    """Side of the square, non-overlapping patches, in pixels."""
     in_chans: int = 3
+    """Input image channels."""
     num_classes: int = 1000
     """Output classes (or regression targets); 0 gives features only."""
     embed_dim: int = 192
+    """Token width D."""
     depth: int = 12
+    """Number of encoder blocks."""
     num_heads: int = 3
+    """Attention heads per block."""
     mlp_ratio: float = 4.0
+    """MLP hidden width as a multiple of the token width."""
     qkv_bias: bool = True
+    """Biases on the query, key and value projections."""
     head: str = "cls"
     """'cls': classify from the class token; 'gap': average the patch tokens."""
     class_token: bool | None = None
@@ -79,8 +86,11 @@ class ModelConfig:
     reg_tokens: int = 0
     """Extra learned prefix tokens (registers) after the class token."""
     drop_rate: float = 0.0
+    """Dropout on tokens, MLP outputs and the head input."""
     attn_drop_rate: float = 0.0
+    """Dropout on attention weights."""
     drop_path_rate: float = 0.0
+    """Stochastic depth: drop rate of the last block, rising linearly from 0."""
     pad_to_patch: bool = False
     """Zero-pad inputs whose size is not a multiple of the patch size instead of raising."""
     position: PositionConfig = field(default_factory=PositionConfig)

@@ -1,0 +1,119 @@
+"""Command-line options generated from config dataclasses: one ``--flag`` per field, its
+docstring as help, its type hint as parser.
+
+Every generated option defaults to "not given" (absent from the parsed namespace), so a
+command can tell the user's choices from the dataclass defaults and layer them over a config
+file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import inspect
+import textwrap
+import types
+import typing
+from typing import Any, Callable
+
+__all__ = ["field_docs", "add_dataclass_options", "given_options", "parse_size_list"]
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring under each field of a dataclass (read from its source)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError):  # no source available: options go without help text
+        return {}
+    docs: dict[str, str] = {}
+    body = tree.body[0].body
+    for node, nxt in zip(body, body[1:]):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def _tuple_parser(item: Callable[[str], Any], length: int | None) -> Callable[[str], tuple]:
+    def parse(text: str) -> tuple:
+        values = tuple(item(v) for v in text.split(","))
+        if length is not None and len(values) != length:
+            raise argparse.ArgumentTypeError(f"expected {length} comma-separated values, got {text!r}")
+        return values
+
+    return parse
+
+
+def _parser_for(hint: Any) -> tuple[Callable[[str], Any] | None, str]:
+    """(parser, metavar) for a type hint; parser None means a boolean switch."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        if len(args) == 1:
+            inner, metavar = _parser_for(args[0])
+            return (lambda text: None if text.lower() == "none" else inner(text)), metavar
+        if int in args and any(typing.get_origin(a) is tuple for a in args):  # e.g. img_size: 32 or 32,48
+            return _tuple_or_int, "N[,N]"
+    if origin is tuple:
+        length = None if (len(args) == 2 and args[1] is Ellipsis) else len(args)
+        return _tuple_parser(args[0], length), "X,Y"
+    if hint is bool:
+        return None, ""
+    if hint in (int, float, str):
+        return hint, {int: "N", float: "X", str: "TEXT"}[hint]
+    raise TypeError(f"no command-line parser for type {hint!r}")
+
+
+def _tuple_or_int(text: str) -> int | tuple[int, ...]:
+    values = tuple(int(v) for v in text.split(","))
+    return values[0] if len(values) == 1 else values
+
+
+def add_dataclass_options(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    cls: type,
+    *,
+    skip: tuple[str, ...] = (),
+    extra_help: dict[str, str] | None = None,
+) -> list[str]:
+    """Add ``--field-name`` for every field of ``cls`` not in ``skip``; returns the field names."""
+    hints = typing.get_type_hints(cls)
+    docs = {**field_docs(cls), **(extra_help or {})}
+    names = []
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        parse, metavar = _parser_for(hints[f.name])
+        help_text = docs.get(f.name, f.name.replace("_", " "))
+        help_text = f"{help_text} (default: {default})".replace("%", "%%")
+        flag = "--" + f.name.replace("_", "-")
+        if parse is None:
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)
+        else:
+            parser.add_argument(flag, dest=f.name, type=parse, metavar=metavar, default=argparse.SUPPRESS, help=help_text)
+        names.append(f.name)
+    return names
+
+
+def given_options(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
+    """The options among ``names`` that the user actually gave."""
+    return {name: getattr(args, name) for name in names if hasattr(args, name)}
+
+
+def parse_size_list(text: str) -> list[int | tuple[int, int]]:
+    """``32,48,64`` or ``32,48x64``: image sizes, square unless written HxW."""
+    sizes: list[int | tuple[int, int]] = []
+    for part in text.split(","):
+        h, x, w = part.strip().partition("x")
+        try:
+            sizes.append((int(h), int(w)) if x else int(h))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"cannot read image size {part!r}; write 32 or 32x48") from None
+    return sizes

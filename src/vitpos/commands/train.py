@@ -1,0 +1,75 @@
+"""``vitpos train``: train a model on a data set; runs as is under ``torchrun``.
+
+Settings come in layers, later ones winning: the dataclass defaults, the run's saved
+``config.yaml`` (with ``--resume``), a ``--config`` YAML file, then the options given here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from pathlib import Path
+
+from ..config import ModelConfig, PositionConfig
+from ..engine.config import TrainConfig
+from ..engine.records import CONFIG_FILE
+from ..engine.setup import RunRequest
+from ..engine.train import train
+from .options import add_dataclass_options, given_options
+
+def default_run_dir(request: RunRequest) -> str:
+    """``runs/<preset>-<data>`` with the data spec made file-name safe."""
+    data = request.train.get("data", TrainConfig.data)
+    slug = re.sub(r"[^A-Za-z0-9_.]+", "-", f"{request.preset or 'model'}-{data}").strip("-")
+    return str(Path("runs") / slug)
+
+
+def build_request(args: argparse.Namespace) -> RunRequest:
+    """Stack the saved run config (on resume), the config file and the command-line options."""
+    names = args.option_names
+    cli = RunRequest(args.model, given_options(args, names["model"] + names["slots"]), given_options(args, names["train"]))
+    request = (RunRequest.from_yaml(args.config) if args.config else RunRequest()).merged(cli)
+    run_dir = request.train.get("run_dir")
+    if args.resume:
+        if not run_dir:
+            raise ValueError("--resume needs --run-dir (the folder of the run to continue)")
+        saved = Path(run_dir) / CONFIG_FILE
+        if saved.is_file():
+            base = RunRequest.from_yaml(saved)
+            if request.preset:  # a model named anew is checked against the checkpoint, not merged into it
+                base = RunRequest(train=base.train)
+            request = base.merged(request)
+    elif not run_dir:
+        request.train["run_dir"] = default_run_dir(request)
+    return request
+
+
+def run(args: argparse.Namespace) -> int:
+    model_cfg, train_cfg, data = build_request(args).resolve()
+    result = train(model_cfg, train_cfg, data, resume=args.resume)
+    if int(os.environ.get("RANK", "0")) == 0:
+        metrics = "  ".join(f"{k} {v:.4g}" for k, v in result.test.items())
+        print(f"run folder {result.run_dir}: test {metrics}")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a model (any preset, any position slots) on synthetic or real data",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", metavar="FILE", help="YAML file with 'model' and 'train' sections")
+    p.add_argument("--model", metavar="NAME", help="model preset to start from (see `vitpos models`)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its newest checkpoint; its saved config.yaml is the "
+                   "base for every option (a --model given again must match the checkpoint)")
+    names = {"train": add_dataclass_options(p.add_argument_group("training options"), TrainConfig)}
+    model_group = p.add_argument_group(
+        "model options", "override fields of the preset; num_classes, in_chans and img_size follow the data unless given"
+    )
+    names["model"] = add_dataclass_options(model_group, ModelConfig, skip=("position",))
+    slot_group = p.add_argument_group("position slots", "slot values by their short strings, e.g. --absolute fourier:gamma=10")
+    names["slots"] = add_dataclass_options(slot_group, PositionConfig)
+    p.set_defaults(func=run, option_names=names)

@@ -1,0 +1,149 @@
+"""Data sets that hand out whole batches: ``dataset[indices] -> (uint8 images, targets)``.
+
+Every source (synthetic, CIFAR, digits, image folders) yields uint8 images of shape
+(B, C, H, W) and either integer class labels (B,) or float regression targets (B, K).
+Conversion to float, augmentation and normalisation happen later, on the training device
+(:mod:`vitpos.data.transforms`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from .transforms import resize
+
+__all__ = ["DataInfo", "ImageDataset", "TensorImages", "DataSplits", "SPLITS", "as_size", "iterate_batches"]
+
+SPLITS = ("train", "val", "test")
+
+Size = tuple[int, int]
+
+
+def as_size(size: int | tuple[int, int] | list[int]) -> Size:
+    """An image size as (height, width)."""
+    if isinstance(size, int):
+        return (size, size)
+    h, w = size
+    return (int(h), int(w))
+
+
+@dataclass(frozen=True)
+class DataInfo:
+    """What a model and a trainer need to know about a data set, shared by its splits."""
+
+    spec: str
+    """The data spec it was opened from, e.g. ``synthetic:direction``."""
+    task: Literal["classification", "regression"]
+    classes: tuple[str, ...] = ()
+    """Class names (classification) in label order."""
+    target_names: tuple[str, ...] = ()
+    """Names of the regression targets, e.g. ('dx', 'dy')."""
+    channels: int = 3
+    mean: tuple[float, ...] = (0.0, 0.0, 0.0)
+    """Per-channel mean on the [0, 1] scale, subtracted before the model."""
+    std: tuple[float, ...] = (1.0, 1.0, 1.0)
+    position_sensitive: bool = False
+    """Labels depend on where things are: flips and crops would change them."""
+    photographic: bool = False
+    """Natural photographs: random resized crops and flips are on by default."""
+
+    @property
+    def num_outputs(self) -> int:
+        """Classes for classification, targets for regression: the model's ``num_classes``."""
+        return len(self.classes) if self.task == "classification" else len(self.target_names)
+
+
+class ImageDataset(Dataset):
+    """Base class: a split of a data set, indexed by a 1-D tensor of sample indices."""
+
+    def __init__(self, info: DataInfo, image_size: Size | None) -> None:
+        self.info = info
+        self.image_size = image_size
+        """Size (H, W) of every image this split hands out; None until :meth:`at_size`."""
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def __getitem__(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def at_size(self, size: int | tuple[int, int]) -> "ImageDataset":
+        """This split handing out images of ``size`` (resized; synthetic tasks re-render)."""
+        raise NotImplementedError
+
+
+class TensorImages(ImageDataset):
+    """A split held in memory as a uint8 tensor; other sizes are resized batch by batch."""
+
+    def __init__(
+        self, images: torch.Tensor, targets: torch.Tensor, info: DataInfo, size: Size | None = None
+    ) -> None:
+        if images.dtype != torch.uint8 or images.ndim != 4:
+            raise ValueError(f"images must be a uint8 tensor (N, C, H, W), got {images.dtype} {tuple(images.shape)}")
+        if len(images) != len(targets):
+            raise ValueError(f"{len(images)} images but {len(targets)} targets")
+        native = (images.shape[-2], images.shape[-1])
+        super().__init__(info, size or native)
+        self.images = images
+        self.targets = targets
+        self._native = native
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        images = self.images[index]
+        if self.image_size != self._native:
+            images = resize(images, self.image_size)
+        return images, self.targets[index]
+
+    def at_size(self, size: int | tuple[int, int]) -> "TensorImages":
+        size = as_size(size)
+        if size == self.image_size:
+            return self
+        view = copy.copy(self)  # shares the stored tensors
+        view.image_size = size
+        return view
+
+
+@dataclass
+class DataSplits:
+    """The train / val / test splits of one data set."""
+
+    train: ImageDataset
+    val: ImageDataset
+    test: ImageDataset
+
+    @property
+    def info(self) -> DataInfo:
+        """The facts shared by every split."""
+        return self.train.info
+
+    @property
+    def image_size(self) -> Size | None:
+        """The native image size (H, W) of the data, or None where images vary (folders)."""
+        return self.train.image_size
+
+    def split(self, name: str) -> ImageDataset:
+        """The split called ``name`` (train, val or test)."""
+        if name not in SPLITS:
+            raise ValueError(f"unknown split {name!r}; valid splits: {', '.join(SPLITS)}")
+        return getattr(self, name)
+
+    def at_size(self, size: int | tuple[int, int]) -> "DataSplits":
+        """Every split at image size ``size``."""
+        return dataclasses.replace(self, **{name: self.split(name).at_size(size) for name in SPLITS})
+
+
+def iterate_batches(dataset: ImageDataset, batches: list[torch.Tensor], workers: int = 0, pin_memory: bool = False):
+    """Yield ``dataset[b]`` for each index batch ``b``, decoded in ``workers`` processes if > 0."""
+    if workers == 0:
+        return (dataset[b] for b in batches)
+    # batch_size=None: the sampler yields whole index batches and the dataset builds each batch
+    return iter(DataLoader(dataset, sampler=batches, batch_size=None, num_workers=workers, pin_memory=pin_memory))

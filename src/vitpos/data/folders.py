@@ -1,0 +1,111 @@
+"""Image folders: one sub-folder per class, images decoded with Pillow when a batch is drawn.
+
+``ROOT`` either holds ``train/`` plus ``val/`` and/or ``test/`` (each with the same class
+folders, the ImageNet layout), or the class folders themselves, which are then split
+80 / 10 / 10 at random with a fixed seed. Each image is resized on its shorter side and
+centre-cropped to the requested size.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image, UnidentifiedImageError
+
+from .dataset import DataInfo, DataSplits, ImageDataset, Size, as_size
+
+__all__ = ["ImageFiles", "load_folder_splits", "IMAGE_EXTENSIONS", "IMAGENET_MEAN", "IMAGENET_STD"]
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm")
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+class ImageFiles(ImageDataset):
+    """Labelled image files; :meth:`at_size` must set the size before batches are drawn."""
+
+    def __init__(self, samples: list[tuple[Path, int]], info: DataInfo, size: Size | None = None) -> None:
+        super().__init__(info, size)
+        self.samples = samples
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.image_size is None:
+            raise RuntimeError("image folders have no native size; call at_size(size) first")
+        picked = [self.samples[i] for i in index.tolist()]
+        images = torch.stack([decode_image(path, self.image_size) for path, _ in picked])
+        return images, torch.tensor([label for _, label in picked], dtype=torch.int64)
+
+    def at_size(self, size: int | tuple[int, int]) -> "ImageFiles":
+        return ImageFiles(self.samples, self.info, as_size(size))
+
+
+def decode_image(path: Path, size: Size) -> torch.Tensor:
+    """RGB uint8 (3, H, W): resized on its shorter side, then centre-cropped to ``size``."""
+    try:
+        with Image.open(path) as img:
+            img = img.convert("RGB")
+            h, w = size
+            scale = max(h / img.height, w / img.width)
+            new_w, new_h = max(w, round(img.width * scale)), max(h, round(img.height * scale))
+            img = img.resize((new_w, new_h), Image.Resampling.BICUBIC)
+            left, top = (new_w - w) // 2, (new_h - h) // 2
+            img = img.crop((left, top, left + w, top + h))
+            pixels = np.asarray(img, dtype=np.uint8)
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
+        raise ValueError(f"cannot read image {path} ({err}); remove or replace the file") from None
+    return torch.from_numpy(pixels.copy()).permute(2, 0, 1)
+
+
+def _class_folders(root: Path) -> dict[str, list[Path]]:
+    """Class name -> its image files; an empty class folder is an error."""
+    classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not classes:
+        raise ValueError(f"{root} holds no class folders; expected one sub-folder of images per class")
+    found = {}
+    for folder in classes:
+        files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file())
+        if not files:
+            raise ValueError(
+                f"class folder {folder} holds no images ({', '.join(IMAGE_EXTENSIONS)}); "
+                "add images or remove the folder"
+            )
+        found[folder.name] = files
+    return found
+
+
+def _samples(root: Path, classes: tuple[str, ...]) -> list[tuple[Path, int]]:
+    found = _class_folders(root)
+    unknown = sorted(set(found) - set(classes))
+    if unknown:
+        raise ValueError(f"{root} has class folders absent from the training split: {', '.join(unknown)}")
+    return [(path, classes.index(name)) for name, files in found.items() for path in files]
+
+
+def load_folder_splits(path: str | Path, seed: int = 0) -> DataSplits:
+    """Train / val / test splits of the image folder ``path`` (see the module docstring)."""
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        raise FileNotFoundError(f"image folder {root} does not exist (or is not a folder)")
+    info_args = dict(spec=f"folder:{path}", task="classification", mean=IMAGENET_MEAN, std=IMAGENET_STD, photographic=True)
+    if (root / "train").is_dir():
+        classes = tuple(_class_folders(root / "train"))
+        info = DataInfo(classes=classes, **info_args)
+        held = [root / name for name in ("val", "test") if (root / name).is_dir()]
+        if not held:
+            raise FileNotFoundError(f"{root} has train/ but neither val/ nor test/; add one of them")
+        train = _samples(root / "train", classes)
+        val = _samples(held[0], classes)
+        test = _samples(held[-1], classes)
+    else:
+        classes = tuple(_class_folders(root))
+        info = DataInfo(classes=classes, **info_args)
+        samples = _samples(root, classes)
+        order = np.random.default_rng(seed).permutation(len(samples))
+        n_held = max(1, len(samples) // 10)
+        val, test, train = ([samples[i] for i in part] for part in np.split(order, [n_held, 2 * n_held]))
+    return DataSplits(ImageFiles(train, info), ImageFiles(val, info), ImageFiles(test, info))

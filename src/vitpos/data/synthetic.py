@@ -1,0 +1,167 @@
+"""The red-green tasks of the thesis (Zhang 2022, §4 and §5.1), generated from a seed.
+
+A black image holds one red and one green square of equal size at random, non-overlapping
+places. The tasks ask for different location information:
+
+``direction``            is the green square left (0) or right (1) of the red one? (§4.1)
+``direction4``           left/right x above/below, four classes (the pretraining task of §5.1)
+``distance``             regress the offset (dx, dy) from the green to the red square (§4.1, R²)
+``absolute``             are both squares in the upper (0) or the lower (1) half? (§4.2)
+``absolute_colorshift``  the same, but the test split paints the squares in colours never
+                         seen in training (§4.3)
+
+By default squares sit on the lattice of their own size, so with squares one patch wide each
+square fills exactly one patch. Offsets are measured in square widths, so a label means the
+same at every image size: :meth:`SyntheticTask.render` draws any task at any size, for
+resolution-generalisation tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .dataset import DataInfo, DataSplits, Size, TensorImages, as_size
+
+__all__ = ["TASKS", "SyntheticTask", "SyntheticImages", "TRAIN_COLOURS", "SHIFTED_COLOURS"]
+
+TASKS = ("direction", "direction4", "distance", "absolute", "absolute_colorshift")
+
+TRAIN_COLOURS = ((255, 0, 0), (0, 255, 0))
+"""(red, green): the colours of the first and second square."""
+SHIFTED_COLOURS = ((0, 0, 255), (255, 255, 0))
+"""(blue, yellow): the test colours of ``absolute_colorshift``."""
+
+_CLASSES = {
+    "direction": ("green_left", "green_right"),
+    "direction4": ("green_left_above", "green_right_above", "green_left_below", "green_right_below"),
+    "absolute": ("both_upper", "both_lower"),
+    "absolute_colorshift": ("both_upper", "both_lower"),
+}
+_SPLIT_STREAM = {"train": 0, "val": 1, "test": 2}
+
+
+@dataclass(frozen=True)
+class SyntheticTask:
+    """One red-green task; every split is a pure function of these fields."""
+
+    task: str = "direction"
+    img_size: int | tuple[int, int] = 32
+    square_size: int = 4
+    """Side of each square in pixels; one patch wide by default (the model's patch size)."""
+    train: int = 5000
+    val: int = 1000
+    test: int = 1000
+    seed: int = 0
+    aligned: bool = True
+    """Place squares on the lattice of their own size; False allows any pixel offset."""
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"unknown synthetic task {self.task!r}; valid tasks: {', '.join(TASKS)}")
+        if self.square_size <= 0 or min(self.train, self.val, self.test) <= 0:
+            raise ValueError("square_size and every split size must be positive")
+        h, w = as_size(self.img_size)
+        if min(h, w) < 2 * self.square_size:
+            raise ValueError(
+                f"a {h}x{w} image has no room for two {self.square_size}-pixel squares; "
+                "use a larger image or smaller squares"
+            )
+
+    @property
+    def info(self) -> DataInfo:
+        """Classes or targets of this task."""
+        spec = f"synthetic:{self.task}"
+        if self.task == "distance":
+            return DataInfo(spec, "regression", target_names=("dx", "dy"), position_sensitive=True)
+        return DataInfo(spec, "classification", classes=_CLASSES[self.task], position_sensitive=True)
+
+    def splits(self) -> DataSplits:
+        """Train, val and test splits at the task's image size."""
+        return DataSplits(*(self.render(name) for name in ("train", "val", "test")))
+
+    def render(self, split: str, img_size: int | tuple[int, int] | None = None) -> "SyntheticImages":
+        """Draw ``split`` at ``img_size`` (default: the task's); squares keep their pixel size."""
+        size = as_size(self.img_size if img_size is None else img_size)
+        task = dataclasses.replace(self, img_size=size)  # validates the new size
+        rng = np.random.default_rng([self.seed, _SPLIT_STREAM[split]])
+        n = getattr(self, split)
+        red, green = task._sample(rng, n, size)
+        colours = SHIFTED_COLOURS if (self.task == "absolute_colorshift" and split == "test") else TRAIN_COLOURS
+        images = _paint(size, self.square_size, [red, green], colours)
+        return SyntheticImages(images, task._targets(red, green, size), self, split)
+
+    def _sample(self, rng: np.random.Generator, n: int, size: Size) -> tuple[np.ndarray, np.ndarray]:
+        """Top-left corners (n, 2) as (x, y) of the red and the green square, by rejection."""
+        h, w = size
+        s = self.square_size
+        red, green = np.empty((0, 2), np.int64), np.empty((0, 2), np.int64)
+        for _ in range(1000):
+            if len(red) >= n:
+                return red[:n], green[:n]
+            r, g = self._corners(rng, 2 * n, h, w), self._corners(rng, 2 * n, h, w)
+            keep = self._valid(r, g, h)
+            red, green = np.concatenate([red, r[keep]]), np.concatenate([green, g[keep]])
+        raise ValueError(f"{self.task} has (almost) no valid scenes at {h}x{w} with {s}-pixel squares; use a larger image")
+
+    def _corners(self, rng: np.random.Generator, n: int, h: int, w: int) -> np.ndarray:
+        s = self.square_size
+        if self.aligned:
+            return np.stack([rng.integers(0, w // s, n), rng.integers(0, h // s, n)], axis=1) * s
+        return np.stack([rng.integers(0, w - s + 1, n), rng.integers(0, h - s + 1, n)], axis=1)
+
+    def _valid(self, red: np.ndarray, green: np.ndarray, height: int) -> np.ndarray:
+        s = self.square_size
+        dx, dy = green[:, 0] - red[:, 0], green[:, 1] - red[:, 1]
+        ok = (np.abs(dx) >= s) | (np.abs(dy) >= s)  # no overlap
+        if self.task in ("direction", "direction4"):
+            ok &= dx != 0  # a left/right answer exists
+        if self.task == "direction4":
+            ok &= dy != 0
+        if self.task.startswith("absolute"):
+            ys = np.stack([red[:, 1], green[:, 1]], axis=1)
+            upper = (ys + s <= height / 2).all(axis=1)
+            lower = (ys >= height / 2).all(axis=1)
+            ok &= upper | lower
+        return ok
+
+    def _targets(self, red: np.ndarray, green: np.ndarray, size: Size) -> torch.Tensor:
+        right = green[:, 0] > red[:, 0]
+        below = green[:, 1] > red[:, 1]
+        if self.task == "direction":
+            return torch.from_numpy(right.astype(np.int64))
+        if self.task == "direction4":
+            return torch.from_numpy((2 * below + right).astype(np.int64))
+        if self.task == "distance":
+            return torch.from_numpy(((red - green) / self.square_size).astype(np.float32))
+        return torch.from_numpy((red[:, 1] >= size[0] / 2).astype(np.int64))
+
+
+class SyntheticImages(TensorImages):
+    """A rendered split; :meth:`at_size` draws the split anew at the other size."""
+
+    def __init__(self, images: torch.Tensor, targets: torch.Tensor, task: SyntheticTask, split: str) -> None:
+        super().__init__(images, targets, task.info)
+        self.task = task
+        self.split = split
+
+    def at_size(self, size: int | tuple[int, int]) -> "SyntheticImages":
+        size = as_size(size)
+        return self if size == self.image_size else self.task.render(self.split, size)
+
+
+def _paint(size: Size, side: int, corners: list[np.ndarray], colours) -> torch.Tensor:
+    """uint8 images (n, 3, H, W): black, with a ``side``-pixel square of each colour at its corner."""
+    h, w = size
+    n = len(corners[0])
+    images = torch.zeros(n, 3, h, w, dtype=torch.uint8)
+    rows, cols = torch.arange(h), torch.arange(w)
+    for xy, colour in zip(corners, colours):
+        x, y = torch.from_numpy(xy[:, :1]), torch.from_numpy(xy[:, 1:])
+        inside = ((rows >= y) & (rows < y + side))[:, :, None] & ((cols >= x) & (cols < x + side))[:, None, :]
+        paint = torch.tensor(colour, dtype=torch.uint8).view(1, 3, 1, 1)
+        images = torch.where(inside[:, None], paint, images)
+    return images

@@ -1,0 +1,159 @@
+"""Batch transforms in plain torch, run on the training device: resize, random resized crop,
+horizontal flip, normalisation, mixup / cutmix and label smoothing.
+
+Each random transform draws a separate value per sample from torch's global generator, which
+the trainer reseeds every step, so a resumed run sees the same augmentations.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "to_float",
+    "resize",
+    "normalize",
+    "random_resized_crop",
+    "random_hflip",
+    "mixup",
+    "cutmix",
+    "smooth_one_hot",
+    "soft_cross_entropy",
+    "Augment",
+]
+
+
+def to_float(images: torch.Tensor) -> torch.Tensor:
+    """uint8 images in [0, 255] -> float32 in [0, 1]."""
+    return images.float().div_(255.0) if images.dtype == torch.uint8 else images.float()
+
+
+def resize(images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """Bilinear resize of a batch (antialiased when shrinking); uint8 stays uint8."""
+    size = (int(size[0]), int(size[1]))
+    if tuple(images.shape[-2:]) == size:
+        return images
+    shrink = size[0] < images.shape[-2] or size[1] < images.shape[-1]
+    out = F.interpolate(to_float(images), size=size, mode="bilinear", align_corners=False, antialias=shrink)
+    if images.dtype == torch.uint8:
+        return out.mul_(255.0).round_().clamp_(0, 255).to(torch.uint8)
+    return out
+
+
+def normalize(images: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ...]) -> torch.Tensor:
+    """(x - mean) / std per channel."""
+    mean_t = torch.tensor(mean, device=images.device, dtype=images.dtype).view(1, -1, 1, 1)
+    std_t = torch.tensor(std, device=images.device, dtype=images.dtype).view(1, -1, 1, 1)
+    return (images - mean_t) / std_t
+
+
+def random_resized_crop(
+    images: torch.Tensor,
+    size: tuple[int, int],
+    scale: tuple[float, float] = (0.08, 1.0),
+    ratio: tuple[float, float] = (3 / 4, 4 / 3),
+) -> torch.Tensor:
+    """Crop a random area fraction in ``scale`` with aspect ratio in ``ratio``, resize to ``size``.
+
+    One crop per sample, sampled bilinearly through an affine grid. A crop too wide or tall
+    for the image is clamped to it (torchvision instead retries ten times, then centre-crops).
+    """
+    b = images.shape[0]
+    dev = images.device
+    area = torch.empty(b, device=dev).uniform_(*scale)
+    log_ratio = torch.empty(b, device=dev).uniform_(math.log(ratio[0]), math.log(ratio[1]))
+    aspect = log_ratio.exp() * images.shape[-2] / images.shape[-1]  # pixel aspect -> aspect of fractions
+    width = (area * aspect).sqrt().clamp(max=1.0)  # fractions of the image width / height
+    height = (area / aspect).sqrt().clamp(max=1.0)
+    cx = width / 2 + torch.rand(b, device=dev) * (1 - width)
+    cy = height / 2 + torch.rand(b, device=dev) * (1 - height)
+    theta = torch.zeros(b, 2, 3, device=dev)
+    theta[:, 0, 0], theta[:, 0, 2] = width, 2 * cx - 1
+    theta[:, 1, 1], theta[:, 1, 2] = height, 2 * cy - 1
+    grid = F.affine_grid(theta, [b, images.shape[1], *size], align_corners=False)
+    return F.grid_sample(images, grid, mode="bilinear", padding_mode="border", align_corners=False)
+
+
+def random_hflip(images: torch.Tensor, p: float = 0.5) -> torch.Tensor:
+    """Mirror each image left-right with probability ``p``."""
+    flip = torch.rand(images.shape[0], device=images.device) < p
+    return torch.where(flip.view(-1, 1, 1, 1), images.flip(-1), images)
+
+
+def smooth_one_hot(labels: torch.Tensor, num_classes: int, smoothing: float = 0.0) -> torch.Tensor:
+    """One-hot targets with ``smoothing`` spread uniformly over all classes (Szegedy et al. 2016)."""
+    off = smoothing / num_classes
+    out = torch.full((labels.shape[0], num_classes), off, device=labels.device)
+    return out.scatter_(1, labels.view(-1, 1), 1.0 - smoothing + off)
+
+
+def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross entropy against probability targets."""
+    return -(targets * logits.float().log_softmax(dim=-1)).sum(dim=-1).mean()
+
+
+def mixup(images: torch.Tensor, targets: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """Blend each sample with its mirror in the batch: lam * x + (1 - lam) * x[::-1] (Zhang et al. 2018)."""
+    lam = float(torch.distributions.Beta(alpha, alpha).sample())
+    mixed = images.mul(lam).add_(images.flip(0), alpha=1.0 - lam)
+    return mixed, targets.mul(lam).add_(targets.flip(0), alpha=1.0 - lam), lam
+
+
+def cutmix(images: torch.Tensor, targets: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """Paste a box from each sample's mirror in the batch; targets mix by pasted area (Yun et al. 2019)."""
+    lam = float(torch.distributions.Beta(alpha, alpha).sample())
+    h, w = images.shape[-2:]
+    cut = math.sqrt(1.0 - lam)
+    ch, cw = int(h * cut), int(w * cut)
+    cy, cx = int(torch.randint(h, ())), int(torch.randint(w, ()))
+    y0, y1 = max(cy - ch // 2, 0), min(cy + ch - ch // 2, h)
+    x0, x1 = max(cx - cw // 2, 0), min(cx + cw - cw // 2, w)
+    mixed = images.clone()
+    mixed[..., y0:y1, x0:x1] = images.flip(0)[..., y0:y1, x0:x1]
+    lam = 1.0 - (y1 - y0) * (x1 - x0) / (h * w)  # the box may have been clipped at the border
+    return mixed, targets.mul(lam).add_(targets.flip(0), alpha=1.0 - lam), lam
+
+
+@dataclass
+class Augment:
+    """The training-time pipeline: crop, flip, normalise, then mixup or cutmix with soft targets.
+
+    Called with uint8 images on the device and hard labels (or regression targets); returns
+    float images and either the targets unchanged or soft class targets when mixing or
+    smoothing labels.
+    """
+
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    num_classes: int = 0
+    """Classes of a classification task; 0 for regression (no label transforms)."""
+    crop_scale: float | None = None
+    """Smallest area fraction of the random resized crop; None leaves images uncropped."""
+    hflip: float = 0.0
+    mixup_alpha: float = 0.0
+    cutmix_alpha: float = 0.0
+    label_smoothing: float = 0.0
+
+    @property
+    def mixes(self) -> bool:
+        """Whether targets come out soft (mixup or cutmix on)."""
+        return self.mixup_alpha > 0 or self.cutmix_alpha > 0
+
+    def __call__(self, images: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = to_float(images)
+        if self.crop_scale is not None:
+            x = random_resized_crop(x, tuple(x.shape[-2:]), scale=(self.crop_scale, 1.0))
+        if self.hflip > 0:
+            x = random_hflip(x, self.hflip)
+        x = normalize(x, self.mean, self.std)
+        if not self.mixes:
+            return x, targets
+        soft = smooth_one_hot(targets, self.num_classes, self.label_smoothing)
+        # with both on, pick one per batch with equal odds (as DeiT / timm do)
+        use_cutmix = self.cutmix_alpha > 0 and (self.mixup_alpha <= 0 or bool(torch.rand(()) < 0.5))
+        x, soft, _ = cutmix(x, soft, self.cutmix_alpha) if use_cutmix else mixup(x, soft, self.mixup_alpha)
+        return x, soft

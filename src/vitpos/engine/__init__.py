@@ -1,0 +1,23 @@
+"""Training and evaluation: ``train(model_cfg, train_cfg, data)``, ``evaluate(model, dataset)``, checkpoints."""
+
+from .checkpoint import Checkpoint, CheckpointError, find_checkpoint, load_checkpoint, load_model
+from .config import TrainConfig
+from .evaluate import evaluate, evaluate_resolutions, resolution_table
+from .setup import RunRequest, fit_model_to_data
+from .train import TrainResult, train
+
+__all__ = [
+    "Checkpoint",
+    "CheckpointError",
+    "RunRequest",
+    "TrainConfig",
+    "TrainResult",
+    "evaluate",
+    "evaluate_resolutions",
+    "find_checkpoint",
+    "fit_model_to_data",
+    "load_checkpoint",
+    "load_model",
+    "resolution_table",
+    "train",
+]

@@ -1,0 +1,109 @@
+"""Evaluation: loss and top-1/top-5 or R² on a split, at one or several input resolutions.
+
+At another resolution the model runs as trained, without fine-tuning: learned position tables
+are resampled to the new grid, fixed ones recomputed, everything else as is (CPVT §4.2).
+Synthetic tasks are drawn anew at the new size; other data are resized.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..data.dataset import ImageDataset, as_size, iterate_batches
+from ..data.transforms import normalize, soft_cross_entropy, to_float
+from .distributed import Dist, eval_batches
+from .metrics import RunningMetrics, primary_metric
+
+__all__ = ["task_loss", "evaluate", "evaluate_resolutions", "resolution_table"]
+
+
+def task_loss(outputs: torch.Tensor, targets: torch.Tensor, task: str, label_smoothing: float = 0.0) -> torch.Tensor:
+    """Cross entropy (hard or soft targets) for classification, mean squared error for regression."""
+    outputs = outputs.float()
+    if task == "regression":
+        return F.mse_loss(outputs, targets.float())
+    if targets.is_floating_point():
+        return soft_cross_entropy(outputs, targets)
+    return F.cross_entropy(outputs, targets, label_smoothing=label_smoothing)
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module,
+    dataset: ImageDataset,
+    *,
+    batch_size: int = 256,
+    device: torch.device | str | None = None,
+    ctx: Dist = Dist(),
+    amp: bool = False,
+    workers: int = 0,
+) -> dict[str, float]:
+    """Loss and acc1/acc5 (percent) or r2 of ``model`` on ``dataset``, over all processes."""
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    info = dataset.info
+    was_training = model.training
+    model.eval()
+    metrics = RunningMetrics(info.task, info.num_outputs, device)
+    batches = eval_batches(len(dataset), batch_size, ctx)
+    for images, targets in iterate_batches(dataset, batches, workers, pin_memory=device.type == "cuda"):
+        x = normalize(to_float(images.to(device, non_blocking=True)), info.mean, info.std)
+        targets = targets.to(device, non_blocking=True)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp and device.type == "cuda"):
+            outputs = model(x).float()
+        metrics.add_loss(task_loss(outputs, targets, info.task), len(x))
+        metrics.add_predictions(outputs, targets)
+    model.train(was_training)
+    return metrics.reduced(ctx).compute()
+
+
+def evaluate_resolutions(
+    model: nn.Module, dataset: ImageDataset, sizes: Sequence[int | tuple[int, int]], **kwargs
+) -> dict[tuple[int, int], dict[str, float]]:
+    """:func:`evaluate` at every image size in ``sizes`` (each a multiple of the patch size)."""
+    patch = getattr(getattr(model, "cfg", None), "patch_size", 1)
+    pad = getattr(getattr(model, "cfg", None), "pad_to_patch", False)
+    results = {}
+    for size in sizes:
+        hw = as_size(size)
+        if not pad and (hw[0] % patch or hw[1] % patch):
+            raise ValueError(f"resolution {hw[0]}x{hw[1]} is not a multiple of the patch size {patch}; pick multiples of {patch}")
+        results[hw] = evaluate(model, dataset.at_size(hw), **kwargs)
+    return results
+
+
+def _size_label(hw: tuple[int, int]) -> str:
+    return str(hw[0]) if hw[0] == hw[1] else f"{hw[0]}x{hw[1]}"
+
+
+def _params(n: int) -> str:
+    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.1f}K"
+
+
+def resolution_table(rows: list[tuple[str, int, dict[tuple[int, int], dict[str, float]]]], task: str) -> str:
+    """A markdown table like CPVT's Table 2: one row per model, one column per resolution.
+
+    ``rows`` holds (name, parameter count, results of :func:`evaluate_resolutions`). Rows after
+    the first show their difference to the first row in parentheses, as CPVT does.
+    """
+    metric = primary_metric(task)
+    unit = "(%)" if metric == "acc1" else "(R²)"
+    sizes = list(dict.fromkeys(hw for _, _, results in rows for hw in results))
+    header = ["Model", "Params", *(f"{_size_label(hw)}{unit}" for hw in sizes)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    base = rows[0][2] if rows else {}
+    fmt = "{:.1f}" if metric == "acc1" else "{:.3f}"
+    for i, (name, params, results) in enumerate(rows):
+        cells = [name, _params(params)]
+        for hw in sizes:
+            value = results.get(hw, {}).get(metric)
+            cell = "—" if value is None else fmt.format(value)
+            ref = base.get(hw, {}).get(metric)
+            if i > 0 and value is not None and ref is not None:
+                cell += f"({'+' if value >= ref else ''}{fmt.format(value - ref)})"
+            cells.append(cell)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

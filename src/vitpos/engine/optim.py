@@ -1,0 +1,82 @@
+"""AdamW with decay-free groups, a warm-up + cosine learning-rate schedule, and a weight EMA."""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+__all__ = ["param_groups", "build_optimizer", "WarmupCosine", "ModelEma"]
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Two AdamW groups: decayed weights, and everything exempt from decay.
+
+    Exempt: every parameter with fewer than two dimensions (norm scales, biases) and the names
+    the model lists in ``no_weight_decay()`` (prefix tokens, position tables), as in DeiT.
+    """
+    exempt_names = set(model.no_weight_decay()) if hasattr(model, "no_weight_decay") else set()
+    decay, exempt = [], []
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        (exempt if param.ndim <= 1 or name in exempt_names else decay).append(param)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": exempt, "weight_decay": 0.0},
+    ]
+
+
+def build_optimizer(model: nn.Module, lr: float, weight_decay: float, betas: tuple[float, float]) -> torch.optim.AdamW:
+    """AdamW over :func:`param_groups`."""
+    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=betas)
+
+
+@dataclass(frozen=True)
+class WarmupCosine:
+    """Linear warm-up from 0 to ``peak`` over ``warmup`` steps, then cosine decay to ``floor`` at ``total``.
+
+    Stateless: the learning rate is a function of the step alone, so the step counter saved in a
+    checkpoint is the whole scheduler state.
+    """
+
+    peak: float
+    floor: float
+    warmup: int
+    total: int
+
+    def __call__(self, step: int) -> float:
+        """The learning rate for optimiser step ``step`` (counted from 0)."""
+        if step < self.warmup:
+            return self.peak * (step + 1) / self.warmup
+        span = max(self.total - self.warmup, 1)
+        progress = min((step - self.warmup) / span, 1.0)
+        return self.floor + 0.5 * (self.peak - self.floor) * (1.0 + math.cos(math.pi * progress))
+
+    def apply(self, optimizer: torch.optim.Optimizer, step: int) -> float:
+        """Set every group's learning rate for ``step``; returns it."""
+        lr = self(step)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+
+class ModelEma(nn.Module):
+    """An exponential moving average of a model's parameters; buffers are copied as they are."""
+
+    def __init__(self, model: nn.Module, decay: float) -> None:
+        super().__init__()
+        self.module = copy.deepcopy(model).eval()
+        self.module.requires_grad_(False)
+        self.decay = decay
+
+    @torch.no_grad()
+    def update(self, model: nn.Module) -> None:
+        """ema <- decay * ema + (1 - decay) * model."""
+        for ema_p, p in zip(self.module.parameters(), model.parameters()):
+            ema_p.lerp_(p.detach(), 1.0 - self.decay)
+        for ema_b, b in zip(self.module.buffers(), model.buffers()):
+            ema_b.copy_(b)

@@ -1,0 +1,134 @@
+"""From layered settings (a run's saved config, a YAML file, command-line options) to the
+model config, the training config and the data.
+
+A YAML config has two sections; ``model`` is a preset name or a mapping of model fields and
+slot values, optionally with ``preset:`` to start from::
+
+    model:
+      preset: thesis_vit
+      absolute: sincos2d
+    train:
+      data: synthetic:direction
+      epochs: 30
+
+Fields the user leaves open are filled from the data: ``num_classes`` (classes, or regression
+targets), ``in_chans`` and ``img_size``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..config import SLOT_NAMES, ModelConfig
+from ..data.dataset import DataInfo, DataSplits
+from ..data.spec import open_data
+from ..models.factory import get_config
+from .config import TrainConfig
+
+__all__ = ["RunRequest", "fit_model_to_data", "check_model_fits_data", "MODEL_KEYS"]
+
+MODEL_KEYS = frozenset(f.name for f in dataclasses.fields(ModelConfig)) | frozenset(SLOT_NAMES)
+"""Every model field and slot name a request may set."""
+
+
+@dataclass
+class RunRequest:
+    """One layer of settings; :meth:`merged` stacks layers, later ones winning."""
+
+    preset: str | None = None
+    model: dict[str, Any] = field(default_factory=dict)
+    """Model fields and slot values (``absolute`` ...) to override on the preset."""
+    train: dict[str, Any] = field(default_factory=dict)
+    """Training options."""
+
+    def __post_init__(self) -> None:
+        position = self.model.pop("position", None) or {}
+        self.model = {**position, **self.model}
+        unknown = sorted(set(self.model) - MODEL_KEYS)
+        if unknown:
+            raise ValueError(f"unknown model option(s) {', '.join(unknown)}; valid: {', '.join(sorted(MODEL_KEYS))}")
+        unknown = sorted(set(self.train) - set(TrainConfig.field_names()))
+        if unknown:
+            raise ValueError(f"unknown training option(s) {', '.join(unknown)}; valid: {', '.join(TrainConfig.field_names())}")
+
+    def merged(self, later: "RunRequest") -> "RunRequest":
+        """This layer overridden by ``later``."""
+        return RunRequest(later.preset or self.preset, {**self.model, **later.model}, {**self.train, **later.train})
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any], source: str = "config") -> "RunRequest":
+        """Parse the two-section mapping described in the module docstring."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{source} must be a mapping with 'model' and 'train' sections")
+        unknown = sorted(set(data) - {"model", "train"})
+        if unknown:
+            raise ValueError(f"{source}: unknown section(s) {', '.join(unknown)}; expected 'model' and 'train'")
+        model = data.get("model") or {}
+        if isinstance(model, str):
+            return cls(preset=model, train=dict(data.get("train") or {}))
+        if not isinstance(model, dict):
+            raise ValueError(f"{source}: 'model' must be a preset name or a mapping of model fields")
+        model = dict(model)
+        return cls(preset=model.pop("preset", None), model=model, train=dict(data.get("train") or {}))
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> "RunRequest":
+        """Read a YAML config file."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"config file {path} does not exist")
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as err:
+            raise ValueError(f"config file {path} is not valid YAML: {err}") from None
+        return cls.from_mapping(data or {}, str(path))
+
+    def resolve(self) -> tuple[ModelConfig, TrainConfig, DataSplits]:
+        """Build the training config, open the data, and fit the model config to it."""
+        train_cfg = TrainConfig.from_dict(self.train)
+        if self.preset is None and not self.model:
+            raise ValueError("no model chosen: pass --model NAME (see `vitpos models`) or a config with a model section")
+        base = get_config(self.preset) if self.preset else ModelConfig()
+        patch = self.model.get("patch_size", base.patch_size)
+        data = open_data(train_cfg.data, patch_size=patch)
+        model_cfg = fit_model_to_data(base, data, overrides=self.model)
+        return model_cfg, train_cfg, data
+
+
+def fit_model_to_data(base: ModelConfig, data: DataSplits, overrides: dict[str, Any] | None = None) -> ModelConfig:
+    """``base`` with ``overrides`` applied and the fields they leave open taken from ``data``.
+
+    ``num_classes`` and ``in_chans`` follow the data; ``img_size`` follows it where the data
+    has a native size. An override that contradicts the data is an error.
+    """
+    overrides = dict(overrides or {})
+    info = data.info
+    facts: dict[str, Any] = {"num_classes": info.num_outputs, "in_chans": info.channels}
+    if data.image_size is not None:
+        h, w = data.image_size
+        facts["img_size"] = h if h == w else (h, w)
+    filled = {k: v for k, v in facts.items() if k not in overrides}
+    try:
+        cfg = base.replace(**overrides, **filled)
+    except TypeError as err:
+        raise ValueError(str(err)) from None
+    except ValueError as err:
+        if "img_size" in filled and "divisible" in str(err):
+            raise ValueError(f"{err}; the data's images are {data.image_size}: pass --img-size to resize them") from None
+        raise
+    check_model_fits_data(cfg, info)
+    return cfg
+
+
+def check_model_fits_data(cfg: ModelConfig, info: DataInfo) -> None:
+    """Raise if the model's outputs or input channels do not match the data."""
+    if cfg.num_classes != info.num_outputs:
+        what = f"{info.num_outputs} classes" if info.task == "classification" else f"{info.num_outputs} regression targets"
+        raise ValueError(f"the model has num_classes={cfg.num_classes} but {info.spec} has {what}; set num_classes={info.num_outputs}")
+    if cfg.in_chans != info.channels:
+        raise ValueError(f"the model takes in_chans={cfg.in_chans} but {info.spec} has {info.channels}-channel images")

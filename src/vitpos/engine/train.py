@@ -1,0 +1,279 @@
+"""The trainer: ``train(model_cfg, train_cfg, data) -> TrainResult``.
+
+AdamW with warm-up + cosine, gradient clipping, optional EMA, bf16 autocast on CUDA, optional
+``torch.compile``, data parallelism under ``torchrun``, checkpoints and ``resume``.
+
+Every optimiser step reseeds torch's generator from (seed, step, rank), and batch order is a
+function of (seed, epoch): a run resumed from any checkpoint continues exactly as the
+uninterrupted run would have.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from tqdm.auto import tqdm
+
+from ..config import ModelConfig
+from ..data.dataset import DataInfo, DataSplits, iterate_batches
+from ..data.spec import open_data
+from ..data.transforms import Augment
+from ..models.factory import create_model
+from . import distributed
+from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_checkpoint, load_weights, save_checkpoint
+from .config import TrainConfig
+from .distributed import Dist, epoch_batches, steps_per_epoch
+from .evaluate import evaluate, task_loss
+from .metrics import RunningMetrics, primary_metric
+from .optim import ModelEma, WarmupCosine, build_optimizer
+from .records import write_history, write_run_config, write_summary
+from .setup import check_model_fits_data
+
+__all__ = ["train", "TrainResult", "build_augment"]
+
+
+@dataclass
+class TrainResult:
+    """What a finished run hands back."""
+
+    model: nn.Module
+    """The trained model (eval mode, on the training device)."""
+    ema: nn.Module | None
+    history: list[dict[str, Any]]
+    """One row per epoch: epoch, step, lr, train_*, val_*, time_s, images_per_s."""
+    test: dict[str, float]
+    """Final metrics on the test split (``ema_*`` keys for the EMA model)."""
+    run_dir: Path | None
+    checkpoint: Path | None
+
+
+def build_augment(cfg: TrainConfig, info: DataInfo) -> Augment:
+    """The training augmentation for ``info``; refuses ones that would falsify its labels."""
+    if info.position_sensitive:
+        moving = [n for n in ("crop_scale", "hflip", "cutmix") if getattr(cfg, n)]
+        if moving:
+            raise ValueError(
+                f"{', '.join(moving)} move things within the image and would change the labels of "
+                f"{info.spec}; leave them off for synthetic tasks"
+            )
+    if info.task == "regression" and (cfg.mixup or cfg.cutmix or cfg.label_smoothing):
+        raise ValueError(f"mixup, cutmix and label_smoothing need a classification task; {info.spec} is regression")
+    default_on = info.photographic
+    return Augment(
+        info.mean,
+        info.std,
+        num_classes=info.num_outputs if info.task == "classification" else 0,
+        crop_scale=cfg.crop_scale if cfg.crop_scale is not None else (0.08 if default_on else None),
+        hflip=cfg.hflip if cfg.hflip is not None else (0.5 if default_on else 0.0),
+        mixup_alpha=cfg.mixup,
+        cutmix_alpha=cfg.cutmix,
+        label_smoothing=cfg.label_smoothing,
+    )
+
+
+def _step_seed(seed: int, step: int, rank: int) -> int:
+    return (seed * 1_000_003 + step) * 4096 + rank
+
+
+class _Trainer:
+    """One run; built (and every input checked) before anything is written."""
+
+    def __init__(self, model_cfg: ModelConfig, cfg: TrainConfig, data: DataSplits, ctx: Dist, device: torch.device, resume: bool) -> None:
+        self.cfg, self.model_cfg, self.ctx, self.device = cfg, model_cfg, ctx, device
+        self.info = data.info
+        check_model_fits_data(model_cfg, self.info)
+        self.augment = build_augment(cfg, self.info)
+        size = model_cfg.image_hw
+        self.train_set, self.val_set, self.test_set = (data.split(s).at_size(size) for s in ("train", "val", "test"))
+        steps = steps_per_epoch(len(self.train_set), cfg.batch_size, ctx)
+        self.schedule = WarmupCosine(cfg.lr, cfg.min_lr, round(cfg.warmup_epochs * steps), cfg.epochs * steps)
+
+        torch.manual_seed(cfg.seed)
+        self.model = create_model(model_cfg).to(device)
+        self.optimizer = build_optimizer(self.model, cfg.lr, cfg.weight_decay, cfg.betas)
+        self.ema = ModelEma(self.model, cfg.ema_decay) if cfg.ema_decay else None
+        self.run_dir = Path(cfg.run_dir) if cfg.run_dir else None
+        self.epoch, self.batch, self.step = 0, 0, 0
+        self.history: list[dict[str, Any]] = []
+        self.running = RunningMetrics(self.info.task, self.info.num_outputs, device)
+        self.last_checkpoint: Path | None = None
+        self._check_run_dir(resume)
+
+        self.net: nn.Module = self.model
+        if ctx.enabled:
+            # static_graph: the same parameters take part in every step, used or not
+            self.net = DistributedDataParallel(self.model, device_ids=[device.index] if device.type == "cuda" else None, static_graph=True)
+        if cfg.compile:
+            self.net = torch.compile(self.net)
+
+    def _check_run_dir(self, resume: bool) -> None:
+        if self.run_dir is None:
+            if resume:
+                raise ValueError("resume needs a run folder (run_dir)")
+            return
+        found = latest_checkpoint(self.run_dir)
+        if found is not None and not resume:
+            raise ValueError(
+                f"run folder {self.run_dir} already holds checkpoint {found.name}; pass --resume to "
+                "continue it, or choose another --run-dir"
+            )
+        if found is not None:
+            self._restore(found)
+
+    def _restore(self, path: Path) -> None:
+        ckpt = load_checkpoint(path)
+        check_same_model(ckpt.model_config, self.model_cfg, ckpt.path)
+        trained_on = ckpt.train_config.get("data")
+        if trained_on != self.cfg.data:
+            raise CheckpointError(f"checkpoint {ckpt.path} was trained on {trained_on!r}, not {self.cfg.data!r}; resume with the same --data")
+        load_weights(self.model, ckpt.weights, ckpt.path)
+        if self.ema is not None:
+            if ckpt.ema is None:
+                raise CheckpointError(f"checkpoint {ckpt.path} has no EMA weights; resume with ema_decay=0")
+            load_weights(self.ema.module, ckpt.ema, ckpt.path)
+        state = ckpt.state
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.epoch, self.batch, self.step = state["epoch"], state["batch"], state["step"]
+        self.history = list(state["history"])
+        if self.ctx.is_main:  # the saved sums are already totals over all processes
+            self.running.load_state(state["running"])
+        self.last_checkpoint = ckpt.path
+
+    def _log(self, text: str) -> None:
+        if self.ctx.is_main and self.cfg.progress:
+            tqdm.write(text)
+
+    def fit(self) -> TrainResult:
+        cfg, ctx = self.cfg, self.ctx
+        if self.run_dir is not None and ctx.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            write_run_config(self.run_dir, self.model_cfg, cfg)
+            write_history(self.run_dir, self.history)
+        start = time.perf_counter()
+        while self.epoch < cfg.epochs:
+            self._train_epoch()
+        test = self._evaluate(self.test_set, "")
+        if self.run_dir is not None and ctx.is_main:
+            write_summary(self.run_dir, {
+                "test": test,
+                "params": sum(p.numel() for p in self.model.parameters()),
+                "train_time_s": time.perf_counter() - start,
+                "checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
+            })
+        self._log("test: " + "  ".join(f"{k} {v:.4g}" for k, v in test.items()))
+        return TrainResult(self.model.eval(), self.ema.module if self.ema else None, self.history, test, self.run_dir, self.last_checkpoint)
+
+    def _train_epoch(self) -> None:
+        cfg, ctx, device, info = self.cfg, self.ctx, self.device, self.info
+        batches = epoch_batches(len(self.train_set), cfg.batch_size, cfg.seed, self.epoch, ctx)
+        self.model.train()
+        amp = cfg.amp and device.type == "cuda"
+        bar = tqdm(total=len(batches), initial=self.batch, desc=f"epoch {self.epoch + 1}/{cfg.epochs}", leave=False,
+                   disable=not (ctx.is_main and cfg.progress), dynamic_ncols=True)
+        began, first = time.perf_counter(), self.batch
+        loader = iterate_batches(self.train_set, batches[self.batch:], cfg.workers, pin_memory=device.type == "cuda")
+        for images, targets in loader:
+            torch.manual_seed(_step_seed(cfg.seed, self.step, ctx.rank))
+            images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+            x, y = self.augment(images, targets)
+            lr = self.schedule.apply(self.optimizer, self.step)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+                outputs = self.net(x).float()
+            loss = task_loss(outputs, y, info.task, cfg.label_smoothing)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip:
+                nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+            self.optimizer.step()
+            if self.ema is not None:
+                self.ema.update(self.model)
+            self.running.add_loss(loss, len(x))
+            if not self.augment.mixes:
+                self.running.add_predictions(outputs.detach(), targets)
+            self.step += 1
+            self.batch += 1
+            bar.update(1)
+            if bar.n % 10 == 0 or bar.n == len(batches):
+                seen = (self.batch - first) * cfg.batch_size
+                bar.set_postfix(self.running.compute() | {"img/s": seen / (time.perf_counter() - began)}, refresh=False)
+            if cfg.save_every and self.step % cfg.save_every == 0 and self.batch < len(batches):
+                self._save(lr)
+        bar.close()
+        elapsed = time.perf_counter() - began
+        row = {"epoch": self.epoch + 1, "step": self.step, "lr": lr}
+        row |= {f"train_{k}": v for k, v in self.running.reduced(ctx).compute().items()}
+        if (self.epoch + 1) % cfg.eval_every == 0 or self.epoch + 1 == cfg.epochs:
+            row |= self._evaluate(self.val_set, "val_")
+        row |= {"time_s": elapsed, "images_per_s": (self.batch - first) * cfg.batch_size / elapsed}
+        self.history.append(row)
+        self.epoch, self.batch = self.epoch + 1, 0
+        self.running = RunningMetrics(info.task, info.num_outputs, device)
+        if self.run_dir is not None and ctx.is_main:
+            write_history(self.run_dir, self.history)
+        self._save(lr)
+        self._log(f"epoch {row['epoch']}/{cfg.epochs}  " + "  ".join(
+            f"{k} {v:.4g}" for k, v in row.items() if k.startswith(("train_", "val_", "ema_")) or k == "images_per_s"
+        ))
+
+    def _evaluate(self, dataset, prefix: str) -> dict[str, float]:
+        kw = dict(batch_size=self.cfg.batch_size, device=self.device, ctx=self.ctx, amp=self.cfg.amp, workers=self.cfg.workers)
+        out = {prefix + k: v for k, v in evaluate(self.model, dataset, **kw).items()}
+        if self.ema is not None:
+            out |= {f"ema_{prefix}{k}": v for k, v in evaluate(self.ema.module, dataset, **kw).items()}
+        return out
+
+    def _save(self, lr: float) -> None:
+        """Checkpoint the current position (called on every process; rank 0 writes)."""
+        if self.run_dir is None:
+            return
+        running = self.running.reduced(self.ctx).state()
+        if self.ctx.is_main:
+            meta = {
+                "model_config": self.model_cfg.to_dict(),
+                "train_config": self.cfg.to_dict(),
+                "data": dataclasses.asdict(self.info),
+                "epoch": self.epoch,
+                "step": self.step,
+            }
+            state = {
+                "optimizer": self.optimizer.state_dict(),
+                "epoch": self.epoch,
+                "batch": self.batch,
+                "step": self.step,
+                "lr": lr,
+                "history": self.history,
+                "running": running,
+            }
+            self.last_checkpoint = save_checkpoint(
+                self.run_dir, self.step, self.model, meta, state, self.ema.module if self.ema else None, self.cfg.keep_checkpoints
+            )
+        self.ctx.barrier()
+
+
+def train(model_cfg: ModelConfig, cfg: TrainConfig, data: DataSplits | None = None, *, resume: bool = False) -> TrainResult:
+    """Train a model built from ``model_cfg`` on ``data`` (default: ``open_data(cfg.data)``).
+
+    Under ``torchrun`` every process calls this with the same arguments. With ``resume`` the
+    run continues from the newest checkpoint in ``cfg.run_dir`` (or starts if there is none).
+    """
+    if data is None:
+        data = open_data(cfg.data, patch_size=model_cfg.patch_size)
+    if cfg.deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS needs it to be deterministic
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = False
+    owns_group = not (torch.distributed.is_available() and torch.distributed.is_initialized())
+    ctx, device = distributed.setup(cfg.device)
+    try:
+        return _Trainer(model_cfg, cfg, data, ctx, device, resume).fit()
+    finally:
+        if owns_group:
+            distributed.teardown()

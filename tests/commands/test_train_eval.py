@@ -1,0 +1,121 @@
+"""`vitpos train` and `vitpos eval`: options from the config dataclasses, YAML layering, errors."""
+
+import dataclasses
+import json
+
+import pytest
+import torch
+import yaml
+from PIL import Image
+
+from vitpos.cli import build_parser, main
+from vitpos.commands.options import field_docs, parse_size_list
+from vitpos.config import ModelConfig, PositionConfig
+from vitpos.engine import TrainConfig
+
+from vitpos.commands.train import build_request
+
+from ..engine.conftest import TINY_MODEL
+
+DATA = "synthetic:direction:img=16:train=128:val=64:test=64"
+FAST = ["--epochs=1", "--batch-size=32", "--lr=3e-3", "--warmup-epochs=0", "--no-progress"]
+MODEL = ["--model=thesis_vit", *(f"--{k.replace('_', '-')}={v}" for k, v in TINY_MODEL.items())]
+
+
+def test_help_explains_every_option(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for cls in (TrainConfig, ModelConfig, PositionConfig):
+        docs = field_docs(cls)
+        for f in dataclasses.fields(cls):
+            if f.name == "position":
+                continue
+            assert f"--{f.name.replace('_', '-')}" in text, f.name
+            assert docs.get(f.name), f"{cls.__name__}.{f.name} has no docstring"
+            assert " ".join(docs[f.name].split())[:40] in text, f.name
+    assert "Global batch size" in text and "--no-amp" in text
+
+
+def test_option_types():
+    args = build_parser().parse_args(["train", "--betas=0.8,0.9", "--hflip=none", "--img-size=16,32", "--no-compile", "--epochs=3"])
+    assert args.betas == (0.8, 0.9) and args.hflip is None and args.img_size == (16, 32)
+    assert args.compile is False and args.epochs == 3 and not hasattr(args, "lr")  # untouched options stay unset
+    assert parse_size_list("32,48x64") == [32, (48, 64)]
+
+
+def test_default_run_folder_names_model_and_data():
+    args = build_parser().parse_args(["train", "--model=thesis_vit", "--data=synthetic:distance:img=48"])
+    assert build_request(args).train["run_dir"] == "runs/thesis_vit-synthetic-distance-img-48"
+
+
+def test_yaml_config_with_command_line_overrides(tmp_path, capsys):
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({
+        "model": {"preset": "thesis_vit", **TINY_MODEL},
+        "train": {"data": DATA, "epochs": 5, "batch_size": 32, "lr": 3e-3, "progress": False},
+    }))
+    run_dir = tmp_path / "a"
+    assert main(["train", f"--config={config}", "--epochs=2", f"--run-dir={run_dir}"]) == 0
+    assert "test loss" in capsys.readouterr().out
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in rows] == [1, 2]
+    assert (run_dir / "metrics.csv").read_text().splitlines()[0].startswith("epoch,step,lr,train_loss,train_acc1,val_loss")
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert saved["train"]["epochs"] == 2 and saved["model"]["embed_dim"] == 64 and saved["model"]["num_classes"] == 2
+    # the resolved config alone reproduces the run
+    assert main(["train", f"--config={run_dir / 'config.yaml'}", f"--run-dir={tmp_path / 'b'}"]) == 0
+    again = [json.loads(line) for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["val_loss"] for r in again] == [r["val_loss"] for r in rows]
+
+
+def test_eval_prints_a_resolution_table(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert main(["train", *MODEL, f"--data={DATA}", *FAST, f"--run-dir={run_dir}"]) == 0
+    capsys.readouterr()
+    assert main(["eval", f"--checkpoint={run_dir}", "--resolutions=16,24,16x32"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "| Model | Params | 16(%) | 24(%) | 16x32(%) |"
+    assert lines[2].startswith("| run | 53.4K | ")
+    assert main(["eval", f"--checkpoint={run_dir}", "--data=synthetic:direction4:img=16"]) == 2
+    assert "num_classes=2 but synthetic:direction4 has 4 classes" in capsys.readouterr().err
+
+
+def _fails(args, capsys) -> str:
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vitpos ") and err.count("\n") == 1, err
+    return err
+
+
+def test_bad_input_is_one_clear_line(tmp_path, capsys):
+    assert "image folder" in _fails(["train", *MODEL, f"--data=folder:{tmp_path / 'none'}", *FAST], capsys)
+    (tmp_path / "imgs" / "cat").mkdir(parents=True)
+    (tmp_path / "imgs" / "dog").mkdir()
+    Image.new("RGB", (8, 8)).save(tmp_path / "imgs" / "cat" / "0.png")
+    assert "class folder" in _fails(["train", *MODEL, f"--data=folder:{tmp_path / 'imgs'}", *FAST], capsys)
+    assert "not divisible by patch_size 4" in _fails(["train", *MODEL, "--img-size=18", f"--data={DATA}", *FAST], capsys)
+    assert "--resume needs --run-dir" in _fails(["train", *MODEL, f"--data={DATA}", "--resume"], capsys)
+    assert "no model chosen" in _fails(["train", f"--data={DATA}", *FAST], capsys)
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("model: thesis_vit\ntrain: {epoch: 3}\n")
+    assert "unknown training option(s) epoch" in _fails(["train", f"--config={bad_yaml}"], capsys)
+    assert "unknown absolute encoding 'sincos3d'" in _fails(["train", *MODEL, "--absolute=sincos3d", f"--data={DATA}"], capsys)
+
+
+def test_unreadable_image_fails_and_keeps_the_earlier_checkpoint(tmp_path, capsys):
+    root = tmp_path / "imgs"
+    for name in ("cat", "dog"):
+        (root / name).mkdir(parents=True)
+        for i in range(16):
+            Image.new("RGB", (10, 10), (20 * i, 0, 0)).save(root / name / f"{i}.png")
+    run_dir = tmp_path / "run"
+    common = [*MODEL, f"--data=folder:{root}", "--batch-size=8", "--no-progress", f"--run-dir={run_dir}"]
+    assert main(["train", *common, "--epochs=1"]) == 0
+    checkpoint = run_dir / "checkpoints" / "step-00000003"
+    before = {p.name: p.read_bytes() for p in checkpoint.iterdir()}
+    (root / "dog" / "3.png").write_bytes(b"\x89PNG but then nothing")
+    err = _fails(["train", *common, "--epochs=2", "--resume"], capsys)
+    assert "cannot read image" in err and "3.png" in err
+    assert {p.name: p.read_bytes() for p in checkpoint.iterdir()} == before
+    assert torch.load(checkpoint / "state.pt", weights_only=True)["epoch"] == 1

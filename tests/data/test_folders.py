@@ -1,0 +1,59 @@
+"""Image folders with Pillow: both layouts, and a clear error for each kind of bad input."""
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from vitpos.data import open_data
+
+
+def make_folder(root, classes=("cat", "dog"), per_class=5, size=(20, 12)):
+    for c, name in enumerate(classes):
+        (root / name).mkdir(parents=True)
+        for i in range(per_class):
+            pixels = np.full((size[1], size[0], 3), 40 * c + i, dtype=np.uint8)
+            Image.fromarray(pixels).save(root / name / f"{i}.png")
+    return root
+
+
+def test_train_val_layout(tmp_path):
+    make_folder(tmp_path / "train")
+    make_folder(tmp_path / "val", per_class=2)
+    splits = open_data(f"folder:{tmp_path}")
+    assert splits.info.classes == ("cat", "dog") and splits.image_size is None
+    assert (len(splits.train), len(splits.val), len(splits.test)) == (10, 4, 4)
+    images, labels = splits.train.at_size(8)[torch.tensor([0, 9])]
+    assert images.shape == (2, 3, 8, 8) and images.dtype == torch.uint8
+    assert labels.tolist() == [0, 1] and images[1].unique().tolist() == [44]
+
+
+def test_class_folders_are_split_deterministically(tmp_path):
+    make_folder(tmp_path, per_class=10)
+    a, b = open_data(f"folder:{tmp_path}"), open_data(f"folder:{tmp_path}")
+    assert (len(a.train), len(a.val), len(a.test)) == (16, 2, 2)
+    assert a.test.samples == b.test.samples
+    assert not {p for p, _ in a.train.samples} & {p for p, _ in a.test.samples}
+
+
+def test_missing_path(tmp_path):
+    with pytest.raises(FileNotFoundError, match="image folder .*nowhere does not exist"):
+        open_data(f"folder:{tmp_path / 'nowhere'}")
+
+
+def test_empty_class_folder(tmp_path):
+    make_folder(tmp_path)
+    (tmp_path / "bird").mkdir()
+    (tmp_path / "bird" / "notes.txt").write_text("no images here")
+    with pytest.raises(ValueError, match="class folder .*bird holds no images"):
+        open_data(f"folder:{tmp_path}")
+
+
+def test_unreadable_image_names_the_file(tmp_path):
+    make_folder(tmp_path / "train")
+    make_folder(tmp_path / "val", per_class=1)
+    (tmp_path / "train" / "dog" / "broken.png").write_bytes(b"not a png at all")
+    splits = open_data(f"folder:{tmp_path}").at_size(8)
+    broken = next(i for i, (p, _) in enumerate(splits.train.samples) if p.name == "broken.png")
+    with pytest.raises(ValueError, match=r"cannot read image .*broken\.png"):
+        splits.train[torch.tensor([broken])]

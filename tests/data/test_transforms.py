@@ -1,0 +1,100 @@
+"""Batch transforms against exact references."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from vitpos.data.transforms import (
+    Augment,
+    cutmix,
+    mixup,
+    normalize,
+    random_hflip,
+    random_resized_crop,
+    resize,
+    smooth_one_hot,
+    soft_cross_entropy,
+)
+
+
+def test_full_crop_is_the_identity():
+    x = torch.rand(3, 3, 12, 20)
+    out = random_resized_crop(x, (12, 20), scale=(1.0, 1.0), ratio=(20 / 12, 20 / 12))
+    assert torch.allclose(out, x, atol=1e-5)
+
+
+@pytest.mark.parametrize("h,w,ratio", [(32, 32, 1.0), (16, 32, 2.0), (16, 32, 0.5)])
+def test_crop_takes_the_asked_area_and_aspect(h, w, ratio):
+    # ramps along x and y: each output row (column) is linear with slope crop size / image size
+    xs = ((torch.arange(w) + 0.5) / w).expand(4, 1, h, w)
+    ys = ((torch.arange(h) + 0.5) / h).view(h, 1).expand(4, 1, h, w)
+    torch.manual_seed(0)
+    out_x = random_resized_crop(xs.clone(), (h, w), scale=(0.25, 0.25), ratio=(ratio, ratio))
+    torch.manual_seed(0)
+    out_y = random_resized_crop(ys.clone(), (h, w), scale=(0.25, 0.25), ratio=(ratio, ratio))
+    # interior samples only: at the image border bilinear sampling clamps to the edge pixel
+    crop_w = (out_x[..., 3:-2] - out_x[..., 2:-3]).mean(dim=(1, 2, 3)) * w * w  # in input pixels
+    crop_h = (out_y[..., 3:-2, :] - out_y[..., 2:-3, :]).mean(dim=(1, 2, 3)) * h * h
+    expected_w = min((0.25 * h * w * ratio) ** 0.5, w)
+    expected_h = min((0.25 * h * w / ratio) ** 0.5, h)
+    assert torch.allclose(crop_w, torch.full((4,), expected_w), rtol=1e-4)
+    assert torch.allclose(crop_h, torch.full((4,), expected_h), rtol=1e-4)
+    assert out_x.min() >= 0 and out_x.max() <= 1
+
+
+def test_crop_to_another_size():
+    assert random_resized_crop(torch.rand(2, 3, 16, 16), (24, 8)).shape == (2, 3, 24, 8)
+
+
+def test_hflip_probability_extremes():
+    x = torch.rand(5, 3, 4, 6)
+    assert torch.equal(random_hflip(x, 1.0), x.flip(-1))
+    assert torch.equal(random_hflip(x, 0.0), x)
+
+
+def test_resize_keeps_uint8_and_constant_images():
+    x = torch.full((2, 3, 8, 8), 200, dtype=torch.uint8)
+    for size in ((16, 16), (4, 6)):
+        out = resize(x, size)
+        assert out.dtype == torch.uint8 and out.shape == (2, 3, *size) and (out == 200).all()
+    assert resize(x, (8, 8)) is x
+
+
+def test_normalize_per_channel():
+    x = torch.ones(1, 2, 3, 3)
+    out = normalize(x, (0.5, 1.0), (0.25, 2.0))
+    assert torch.allclose(out[0, 0], torch.full((3, 3), 2.0)) and torch.allclose(out[0, 1], torch.zeros(3, 3))
+
+
+def test_label_smoothing_matches_torch():
+    logits, labels = torch.randn(6, 5), torch.randint(5, (6,))
+    soft = smooth_one_hot(labels, 5, 0.1)
+    assert torch.allclose(soft.sum(-1), torch.ones(6))
+    assert torch.allclose(soft_cross_entropy(logits, soft), F.cross_entropy(logits, labels, label_smoothing=0.1))
+
+
+def test_mixup_blends_with_the_mirrored_batch():
+    x, t = torch.rand(4, 3, 8, 8), smooth_one_hot(torch.tensor([0, 1, 2, 3]), 4)
+    mixed, targets, lam = mixup(x, t, alpha=0.4)
+    assert torch.allclose(mixed, lam * x + (1 - lam) * x.flip(0))
+    assert torch.allclose(targets[:, 0], torch.tensor([lam, 0, 0, 1 - lam]))
+    assert torch.allclose(targets.sum(-1), torch.ones(4))
+
+
+def test_cutmix_target_weight_is_the_pasted_area():
+    x = torch.arange(4.0).view(4, 1, 1, 1).expand(4, 3, 16, 16).clone()  # constant, distinct images
+    t = smooth_one_hot(torch.arange(4), 4)
+    for _ in range(5):
+        mixed, targets, lam = cutmix(x, t, alpha=1.0)
+        pasted = (mixed[0, 0] == 3.0).float().mean().item()
+        assert pasted == pytest.approx(1 - lam)
+        assert targets[0, 0].item() == pytest.approx(lam) and targets[0, 3].item() == pytest.approx(1 - lam)
+
+
+def test_augment_without_mixing_keeps_hard_labels():
+    aug = Augment((0.5,) * 3, (0.5,) * 3, num_classes=3, crop_scale=0.5, hflip=0.5)
+    x, y = aug(torch.randint(0, 256, (4, 3, 8, 8), dtype=torch.uint8), torch.tensor([0, 1, 2, 0]))
+    assert x.dtype == torch.float32 and x.min() >= -1 and x.max() <= 1 and torch.equal(y, torch.tensor([0, 1, 2, 0]))
+    mixing = Augment((0.0,) * 3, (1.0,) * 3, num_classes=3, mixup_alpha=0.2, cutmix_alpha=1.0, label_smoothing=0.1)
+    _, soft = mixing(torch.zeros(4, 3, 8, 8, dtype=torch.uint8), torch.tensor([0, 1, 2, 0]))
+    assert soft.shape == (4, 3) and torch.allclose(soft.sum(-1), torch.ones(4))

@@ -1,0 +1,48 @@
+"""Optimiser groups, the learning-rate schedule and the weight EMA."""
+
+import math
+
+import pytest
+import torch
+
+import vitpos
+from vitpos.engine.optim import ModelEma, WarmupCosine, build_optimizer, param_groups
+
+from ..conftest import TINY
+
+
+@pytest.mark.parametrize("absolute", ["learned", "fourier", "learnable_sincos"])
+def test_no_decay_on_norms_biases_tokens_and_position_parameters(absolute):
+    model = vitpos.create_model("vit_lite_7_4", **TINY, absolute=absolute)
+    decay, exempt = param_groups(model, 0.05)
+    assert decay["weight_decay"] == 0.05 and exempt["weight_decay"] == 0.0
+    names = {id(p): n for n, p in model.named_parameters()}
+    exempt_names = {names[id(p)] for p in exempt["params"]}
+    decay_names = {names[id(p)] for p in decay["params"]}
+    assert not exempt_names & decay_names and len(exempt_names | decay_names) == len(names)
+    assert {"cls_token", "norm.weight", "norm.bias", "head.bias", "blocks.0.attn.qkv.bias"} <= exempt_names
+    assert {n for n in names.values() if n.startswith("absolute.")} <= exempt_names
+    assert {"blocks.0.attn.qkv.weight", "blocks.0.mlp.fc1.weight", "head.weight", "patch_embed.proj.weight"} <= decay_names
+    assert isinstance(build_optimizer(model, 1e-3, 0.05, (0.9, 0.999)), torch.optim.AdamW)
+
+
+def test_warmup_then_cosine():
+    s = WarmupCosine(peak=1e-3, floor=1e-5, warmup=10, total=110)
+    assert [s(i) for i in range(3)] == pytest.approx([1e-4, 2e-4, 3e-4])
+    assert s(9) == pytest.approx(1e-3)
+    assert s(10) == pytest.approx(1e-3)
+    assert s(60) == pytest.approx(1e-5 + 0.5 * (1e-3 - 1e-5))  # half way down the cosine
+    assert s(35) == pytest.approx(1e-5 + 0.5 * (1e-3 - 1e-5) * (1 + math.cos(math.pi / 4)))
+    assert s(110) == pytest.approx(1e-5) and s(500) == pytest.approx(1e-5)
+    assert WarmupCosine(1.0, 0.0, 0, 10)(0) == 1.0
+
+
+def test_ema_follows_the_formula():
+    model = torch.nn.Linear(3, 2)
+    ema = ModelEma(model, decay=0.9)
+    start = ema.module.weight.clone()
+    with torch.no_grad():
+        model.weight.add_(1.0)
+    ema.update(model)
+    assert torch.allclose(ema.module.weight, 0.9 * start + 0.1 * model.weight)
+    assert not ema.module.weight.requires_grad
