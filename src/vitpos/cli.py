@@ -11,7 +11,7 @@ __all__ = ["main", "build_parser"]
 
 COMMANDS = (
     "models", "demo", "train", "eval",
-    "probe", "similarity", "attention", "equivariance", "awareness", "buckets", "relative-bias",
+    "study", "probe", "similarity", "attention", "equivariance", "awareness", "buckets", "relative-bias",
 )
 """Subcommands; each is the module ``vitpos.commands.<name with - as _>`` and defines ``add_parser(subparsers)``."""
 

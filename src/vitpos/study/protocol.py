@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import ModelConfig
+from ..models.factory import get_config
 from .cells import Cell
 from .families import DEFAULT_FAMILIES, Family
 
@@ -19,8 +20,8 @@ EFFICIENCY_TASKS = ("direction", "distance")
 
 
 def study_model() -> ModelConfig:
-    """The thesis's simplified ViT (one encoder block, otherwise a plain ViT with a class token), CPU-sized."""
-    return ModelConfig(img_size=32, patch_size=4, embed_dim=64, depth=1, num_heads=4, mlp_ratio=2.0)
+    """The ``thesis_vit`` preset: the thesis's one-block ViT with a class token, CPU-sized."""
+    return get_config("thesis_vit")
 
 
 @dataclass
@@ -33,24 +34,31 @@ class StudyConfig:
     val_size: int = 200
     test_size: int = 500
     efficiency_sizes: tuple[int, ...] = (100, 300)
-    """Extra training-set sizes for the learning curves; ``train_size`` is the last point."""
+    """Extra training-set sizes for the learning curves; ``train_size`` is the last point. Every
+    size gets the same number of optimiser steps, so the curves measure data, not training time."""
     resolutions: tuple[int, ...] = (24, 32, 48)
     """Image sizes the direction models are evaluated at (the training size is the model's)."""
     epochs: int = 12
+    """Epochs over ``train_size`` images; smaller training sets get proportionally more."""
     batch_size: int = 64
     lr: float = 2e-3
     weight_decay: float = 0.05
     pretrain_size: int = 2000
     """Images per pretraining task (direction4, then distance) for pretrained families."""
     pretrain_epochs: int = 12
+    probe_folds: int = 5
+    """Cross-validation folds of the table probes (the thesis uses 10)."""
     model: ModelConfig = field(default_factory=study_model)
 
     def __post_init__(self) -> None:
-        for name in ("seeds", "train_size", "val_size", "test_size", "epochs", "batch_size", "pretrain_size", "pretrain_epochs"):
+        for name in ("seeds", "train_size", "val_size", "test_size", "epochs", "batch_size", "pretrain_size", "pretrain_epochs", "probe_folds"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if any(n < 1 or n >= self.train_size for n in self.efficiency_sizes):
-            raise ValueError(f"efficiency sizes must lie between 1 and train_size={self.train_size}, got {self.efficiency_sizes}")
+        if any(n < self.batch_size or n >= self.train_size for n in self.efficiency_sizes):
+            raise ValueError(
+                f"efficiency sizes must lie between batch_size={self.batch_size} and train_size={self.train_size}, "
+                f"got {self.efficiency_sizes}"
+            )
         if not self.families:
             raise ValueError("a study needs at least one family")
         labels = [f.label for f in self.families]
@@ -65,8 +73,12 @@ class StudyConfig:
     def full(cls, **overrides: Any) -> "StudyConfig":
         """The thesis protocol: 10 seeds, 5000/1000/1000 images, learning curves from 500 images."""
         settings = dict(seeds=10, train_size=5000, val_size=1000, test_size=1000, efficiency_sizes=(500, 1000, 2000),
-                        resolutions=(24, 32, 48, 64), epochs=30, pretrain_size=5000, pretrain_epochs=30)
+                        resolutions=(24, 32, 48, 64), epochs=30, pretrain_size=5000, pretrain_epochs=30, probe_folds=10)
         return cls(**{**settings, **overrides})
+
+    def epochs_for(self, train_size: int) -> int:
+        """Epochs that give a training set of ``train_size`` images the steps of the full one."""
+        return max(1, round(self.epochs * self.train_size / train_size))
 
     @property
     def train_sizes(self) -> tuple[int, ...]:

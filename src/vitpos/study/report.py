@@ -197,7 +197,7 @@ def write_report(
         "",
         "## Location tasks (thesis Tables 1, 3, 4)",
         "",
-        f"Test metrics after training on each red-green task, mean ± std over {seeds} seeds: accuracy in % "
+        f"Test metrics after training on each red-green task, mean ± std over {seeds} seed(s): accuracy in % "
         "(chance 50) for left/right direction, upper/lower absolute location and absolute location under "
         "unseen test colours, R² (0 = predicting the mean, 1 = exact) for the (dx, dy) offset.",
         "",
@@ -243,12 +243,16 @@ def write_report(
             image(similarity_path, "similarity"),
             "",
         ]
-    lines += ["## Setup", "", f"- model: `{config.model.to_dict()}` with each family's slots"]
+    m = config.model
+    lines += ["## Setup", "", f"- model: {m.depth} encoder block(s), width {m.embed_dim}, {m.num_heads} heads, MLP ratio "
+              f"{m.mlp_ratio:g}, patch {m.patch_size} on {m.image_hw[0]}x{m.image_hw[1]} images, {m.head} head; "
+              "each family sets its slots on it"]
     lines += [
         f"- data: {config.train_size}/{config.val_size}/{config.test_size} train/val/test images per task, "
         f"learning curves at {', '.join(map(str, config.train_sizes))} training images",
-        f"- training: {config.epochs} epochs, batch {config.batch_size}, AdamW lr {config.lr}, weight decay {config.weight_decay}; "
-        f"{seeds} seeds (the seed sets initialisation and data)",
+        f"- training: {config.epochs} epochs of {config.train_size} images (smaller sets: the same "
+        f"{config.epochs * (config.train_size // config.batch_size)} steps), batch {config.batch_size}, AdamW lr {config.lr}, "
+        f"weight decay {config.weight_decay}; {seeds} seed(s), each setting initialisation and data",
         "- pretrained families start from a PE trained on direction4 then distance "
         f"({config.pretrain_size} images, {config.pretrain_epochs} epochs each; thesis §5.1)",
     ]
