@@ -10,8 +10,8 @@ from typing import Sequence
 __all__ = ["main", "build_parser"]
 
 COMMANDS = (
-    "models", "demo", "train", "eval",
-    "study", "probe", "similarity", "attention", "equivariance", "awareness", "buckets", "relative-bias",
+    "models", "train", "eval",
+    "study", "pretrain-pe", "probe", "similarity", "attention", "equivariance", "awareness", "buckets", "relative-bias",
 )
 """Subcommands; each is the module ``vitpos.commands.<name with - as _>`` and defines ``add_parser(subparsers)``."""
 
