@@ -35,8 +35,8 @@ class StudyConfig:
     families: tuple[Family, ...] = DEFAULT_FAMILIES
     seeds: int = 2
     train_size: int = 1000
-    val_size: int = 200
-    test_size: int = 500
+    val_size: int = 100
+    test_size: int = 400
     efficiency_sizes: tuple[int, ...] = (250,)
     """Extra training-set sizes for the learning curves; ``train_size`` is the last point. Every
     size gets the same number of optimiser steps, so the curves measure data, not training time."""

@@ -94,6 +94,24 @@ def main_table(config: StudyConfig, summary: dict) -> str:
     return _table(header, rows)
 
 
+def chance_note(config: StudyConfig, summary: dict) -> str:
+    """Which families stayed at chance on which task (accuracy within 5 points of 50%, or R² below 0.1)."""
+    parts = []
+    for task in ("direction", "distance", "absolute", "absolute_colorshift"):
+        labels = []
+        for family in config.families:
+            stat = _task(summary, family.label, task, config.train_size)
+            if stat and not math.isnan(stat["mean"]):
+                at_chance = stat["mean"] < 0.1 if task == "distance" else abs(stat["mean"] - 0.5) <= 0.05
+                if at_chance:
+                    labels.append(family.label)
+        if labels:
+            parts.append(f"{task}: {', '.join(labels)}")
+    if not parts:
+        return "Every family learned every task."
+    return ("At chance — no usable location signal learned within this budget — " + "; ".join(parts) + ".")
+
+
 def probe_table(config: StudyConfig, summary: dict) -> str:
     """Thesis Table 2: probes before and after training, families with a table only."""
     header = ["family", "left-right before", "after", "up-down before", "after", "(dx, dy) R² before", "after"]
@@ -202,6 +220,8 @@ def write_report(
         "unseen test colours, R² (0 = predicting the mean, 1 = exact) for the (dx, dy) offset.",
         "",
         main_table(config, summary),
+        "",
+        chance_note(config, summary),
         "",
         "## What the position table knows (thesis Table 2)",
         "",

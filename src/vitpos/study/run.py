@@ -68,25 +68,29 @@ def _pretrained_path(folder: Path, family: Family) -> Path:
     return folder / "pretrained" / f"{family.label}.safetensors"
 
 
-def _pretrain(folder: Path, family: Family, config: StudyConfig, device: str, log: Callable[[str], None]) -> Path:
-    """The pretrained encoding of ``family`` (seed 0), made once per folder."""
-    path = _pretrained_path(folder, family)
-    if path.is_file():
-        return path
-    log(f"pretraining the {family.absolute} encoding of {family.label} on direction4, then distance ...")
+def _pretrain(path: Path, family: Family, config: StudyConfig, device: str, threads: int | None = None) -> dict[str, Any]:
+    """Make the pretrained encoding of ``family`` (seed 0) at ``path``; returns its summary."""
+    if threads:
+        torch.set_num_threads(threads)
     start = time.perf_counter()
     model_cfg = config.model.replace(**family.slots)
     train_cfg = TrainConfig(epochs=config.pretrain_epochs, batch_size=config.batch_size, lr=config.lr,
                             weight_decay=config.weight_decay, device=device, progress=False)
     result = pretrain_position_encoding(model_cfg, path, train_cfg, size=config.pretrain_size, probe_folds=config.probe_folds)
-    write_json(path.with_suffix(".json"), result.to_dict())
-    log(f"  probes before -> after: left/right {result.before.left_right:.2f} -> {result.after.left_right:.2f}, "
-        f"R² {result.before.distance_r2:.2f} -> {result.after.distance_r2:.2f} ({time.perf_counter() - start:.0f} s)")
-    return path
+    summary = {**result.to_dict(), "seconds": time.perf_counter() - start}
+    write_json(path.with_suffix(".json"), summary)
+    return summary
 
 
-def _work(cell: Cell, family: Family, config: StudyConfig, device: str, init_pe: str | None, threads: int) -> dict[str, Any]:
-    torch.set_num_threads(threads)
+def _pretrained_line(label: str, summary: dict[str, Any]) -> str:
+    before, after = summary["before"], summary["after"]
+    return (f"pretrained {label}: probes left/right {before['left_right']:.2f} -> {after['left_right']:.2f}, "
+            f"R² {before['distance_r2']:.2f} -> {after['distance_r2']:.2f} ({summary['seconds']:.0f} s)")
+
+
+def _work(cell: Cell, family: Family, config: StudyConfig, device: str, init_pe: str | None, threads: int | None) -> dict[str, Any]:
+    if threads:
+        torch.set_num_threads(threads)
     return run_cell(cell, family, config, device=device, init_pe=init_pe)
 
 
@@ -94,6 +98,33 @@ def _describe(cell: Cell, result: dict[str, Any]) -> str:
     value = result["test"]
     shown = f"acc {100 * value:5.1f}%" if result["metric"] == "accuracy" else f"R² {value:6.3f}"
     return f"{cell}: {shown} ({result['seconds']:.0f} s)"
+
+
+class _Schedule:
+    """Cells ready to run, and cells that wait for their family's pretrained encoding."""
+
+    def __init__(self, todo: list[Cell], families: dict[str, Family], folder: Path) -> None:
+        self.init: dict[str, str] = {}
+        self.to_pretrain: list[Family] = []
+        waiting: dict[str, list[Cell]] = {}
+        for label, family in families.items():
+            if family.pretrained:
+                path = _pretrained_path(folder, family)
+                if path.is_file():
+                    self.init[label] = str(path)
+                elif any(c.family == label for c in todo):
+                    self.to_pretrain.append(family)
+                    waiting[label] = []
+        self.ready = [c for c in todo if c.family not in waiting]
+        for cell in todo:
+            if cell.family in waiting:
+                waiting[cell.family].append(cell)
+        self._waiting = waiting
+
+    def pretrained(self, family: Family, path: Path) -> None:
+        """The encoding of ``family`` exists: its cells may run."""
+        self.init[family.label] = str(path)
+        self.ready += self._waiting.pop(family.label)
 
 
 def run_study(
@@ -107,8 +138,8 @@ def run_study(
 ) -> Path:
     """Run every unfinished cell of ``config`` into ``folder`` and write the report; returns its path.
 
-    ``workers`` > 1 trains that many cells at once in separate processes (one thread each),
-    which uses several CPU cores better than threads inside one small model.
+    ``workers`` > 1 trains that many cells at once in separate processes with one thread each
+    (pretraining included), which uses several CPU cores better than threads inside one small model.
     """
     folder = Path(folder)
     available, missing = split_available(config.families)
@@ -123,28 +154,32 @@ def run_study(
     store = CellStore(folder / "cells")
     start = time.perf_counter()
     families = {f.label: f for f in runnable.families}
-    init = {f.label: str(_pretrain(folder, f, runnable, device, log)) for f in runnable.families if f.pretrained}
-
     cells = runnable.cells()
     results = {c: r for c in cells if (r := store.load(c)) is not None}
     todo = [c for c in cells if c not in results]
-    log(f"{len(cells)} training runs: {len(results)} already done, {len(todo)} to go, {workers} at a time")
-    done_seconds: list[float] = []
+    schedule = _Schedule(todo, families, folder)
+    log(f"{len(cells)} training runs: {len(results)} already done, {len(todo)} to go, {workers} at a time"
+        + (f"; first pretraining {', '.join(f.label for f in schedule.to_pretrain)}" if schedule.to_pretrain else ""))
+    seconds_per_cell: list[float] = []
 
     def finished(cell: Cell, result: dict[str, Any]) -> None:
         store.save(cell, result)
         results[cell] = result
-        done_seconds.append(result["seconds"])
-        left = len(todo) - len(done_seconds)
-        eta = sum(done_seconds) / len(done_seconds) * left / max(workers, 1)
+        seconds_per_cell.append(result["seconds"])
+        left = len(todo) - len(seconds_per_cell)
+        eta = sum(seconds_per_cell) / len(seconds_per_cell) * left / max(workers, 1)
         log(f"[{len(results):4d}/{len(cells)}] {_describe(cell, result)}  ~{eta / 60:.1f} min left")
 
     try:
         if workers <= 1:
-            for cell in todo:
-                finished(cell, run_cell(cell, families[cell.family], runnable, device=device, init_pe=init.get(cell.family)))
+            for family in list(schedule.to_pretrain):
+                path = _pretrained_path(folder, family)
+                log(_pretrained_line(family.label, _pretrain(path, family, runnable, device)))
+                schedule.pretrained(family, path)
+            for cell in schedule.ready:
+                finished(cell, run_cell(cell, families[cell.family], runnable, device=device, init_pe=schedule.init.get(cell.family)))
         else:
-            _run_parallel(todo, families, runnable, device, init, workers, finished)
+            _run_parallel(schedule, families, runnable, folder, device, workers, finished, log)
     finally:
         seconds = time.perf_counter() - start
         report = write_report(folder, runnable, results, missing=missing, seconds=seconds, command=command)
@@ -152,22 +187,29 @@ def run_study(
     return report
 
 
-def _run_parallel(todo: list[Cell], families: dict[str, Family], config: StudyConfig, device: str,
-                  init: dict[str, str], workers: int, finished: Callable[[Cell, dict[str, Any]], None]) -> None:
-    """Keep ``workers`` processes busy; results are handed to ``finished`` in completion order."""
+def _run_parallel(schedule: _Schedule, families: dict[str, Family], config: StudyConfig, folder: Path, device: str,
+                  workers: int, finished: Callable[[Cell, dict[str, Any]], None], log: Callable[[str], None]) -> None:
+    """Keep ``workers`` processes busy: pretraining first, each family's cells once its encoding exists."""
     threads = max(1, (os.cpu_count() or 1) // workers)
     context = multiprocessing.get_context("spawn")  # fork after torch has started threads can deadlock
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        pending: dict[Future, Cell] = {}
-        queue = list(todo)
+        pending: dict[Future, Cell | Family] = {}
+        for family in schedule.to_pretrain:
+            pending[pool.submit(_pretrain, _pretrained_path(folder, family), family, config, device, threads)] = family
         try:
-            while queue or pending:
-                while queue and len(pending) < workers:
-                    cell = queue.pop(0)
-                    pending[pool.submit(_work, cell, families[cell.family], config, device, init.get(cell.family), threads)] = cell
+            while schedule.ready or pending:
+                while schedule.ready and len(pending) < workers:
+                    cell = schedule.ready.pop(0)
+                    init = schedule.init.get(cell.family)
+                    pending[pool.submit(_work, cell, families[cell.family], config, device, init, threads)] = cell
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
-                    finished(pending.pop(future), future.result())
+                    job = pending.pop(future)
+                    if isinstance(job, Family):
+                        log(_pretrained_line(job.label, future.result()))
+                        schedule.pretrained(job, _pretrained_path(folder, job))
+                    else:
+                        finished(job, future.result())
         except BaseException:
             for future in pending:
                 future.cancel()
