@@ -22,9 +22,3 @@ def test_python_dash_m_entry_point():
     proc = subprocess.run([sys.executable, "-m", "vitpos", "models", "vit_lite*"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "vit_lite_7_4" in proc.stdout
-
-
-def test_demo_trains_end_to_end(capsys):
-    assert main(["demo", "--steps", "2"]) == 0
-    out = capsys.readouterr().out
-    assert "sincos2d" in out and "acc@48" in out

@@ -9,8 +9,11 @@ from typing import Sequence
 
 __all__ = ["main", "build_parser"]
 
-COMMANDS = ("models", "demo", "train", "eval")
-"""Subcommand modules under ``vitpos.commands``; each defines ``add_parser(subparsers)``."""
+COMMANDS = (
+    "models", "train", "eval",
+    "study", "pretrain-pe", "probe", "similarity", "attention", "equivariance", "awareness", "buckets", "relative-bias",
+)
+"""Subcommands; each is the module ``vitpos.commands.<name with - as _>`` and defines ``add_parser(subparsers)``."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vitpos", description="Position encodings for vision transformers.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"vitpos.commands.{name}").add_parser(sub)
+        importlib.import_module(f"vitpos.commands.{name.replace('-', '_')}").add_parser(sub)
     return parser
 
 

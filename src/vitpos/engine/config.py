@@ -49,6 +49,8 @@ class TrainConfig:
     """Compile the training forward with torch.compile."""
     seed: int = 0
     """Seeds model initialisation, data order, augmentation and dropout."""
+    init_pe: str | None = None
+    """Start the absolute position encoding from a file saved by `vitpos pretrain-pe` (same encoding and width)."""
     deterministic: bool = False
     """Use only deterministic kernels (slower on GPU); CPU runs are reproducible either way."""
     device: str = "auto"

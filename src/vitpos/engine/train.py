@@ -26,6 +26,7 @@ from ..config import ModelConfig
 from ..data.dataset import DataInfo, DataSplits, iterate_batches
 from ..data.spec import open_data
 from ..data.transforms import Augment
+from ..encodings.saved import load_position_encoding
 from ..models.factory import create_model
 from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_checkpoint, load_weights, save_checkpoint
 from .config import TrainConfig
@@ -96,7 +97,10 @@ class _Trainer:
         self.schedule = WarmupCosine(cfg.lr, cfg.min_lr, round(cfg.warmup_epochs * steps), cfg.epochs * steps)
 
         torch.manual_seed(cfg.seed)
-        self.model = create_model(model_cfg).to(device)
+        self.model = create_model(model_cfg)
+        if cfg.init_pe:
+            load_position_encoding(self.model, cfg.init_pe)
+        self.model = self.model.to(device)
         self.optimizer = build_optimizer(self.model, cfg.lr, cfg.weight_decay, cfg.betas)
         self.ema = ModelEma(self.model, cfg.ema_decay) if cfg.ema_decay else None
         self.run_dir = Path(cfg.run_dir) if cfg.run_dir else None

@@ -1,0 +1,102 @@
+"""Maps of relative encodings around reference patches (iRPE Fig. 5 and supplement Fig. 6-9).
+
+* :func:`bucket_maps` — which bucket each key cell falls in, seen from a reference query cell,
+  for each iRPE mapping method (cells of one colour share one encoding).
+* :func:`relative_logit_bias` — the extra logits b_ij a block's relative encoding adds to
+  attention. A content-independent bias (:class:`RelativeBias`) needs no input; any other
+  relative encoding (iRPE contextual modes, Shaw, ...) is evaluated on the queries and keys of
+  an input, captured at the attention layer, and averaged over the batch.
+* :func:`bias_maps` — those logits around reference query cells, laid out on the grid.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..encodings.relative.base import RelativeBias
+from ..encodings.relative.index import relative_buckets
+from ..grid import Grid
+from ..models.layers import Attention
+
+__all__ = ["bucket_maps", "reference_lattice", "relative_attention_layers", "relative_logit_bias", "bias_maps"]
+
+
+def reference_lattice(grid: Grid, per_side: int = 5) -> list[tuple[int, int]]:
+    """``per_side`` x ``per_side`` cells spread evenly over the grid (iRPE Fig. 5 uses 5x5 of 14x14)."""
+    h, w = grid
+    rows = torch.linspace(0, h - 1, min(per_side, h)).round().long().unique().tolist()
+    cols = torch.linspace(0, w - 1, min(per_side, w)).round().long().unique().tolist()
+    return [(r, c) for r in rows for c in cols]
+
+
+def bucket_maps(method: str, grid: Grid, references: list[tuple[int, int]], **options) -> tuple[torch.Tensor, int]:
+    """(R, H, W) bucket ids of every key cell for each reference query cell, and the bucket count.
+
+    ``cross`` gives (2, R, H, W): the row-offset buckets, then the column-offset buckets.
+    ``options`` go to :func:`vitpos.relative_buckets` (``ratio``, ``index``, ``quant``).
+    """
+    h, w = grid
+    ids, count = relative_buckets(method, grid, **options)
+    rows = torch.tensor([r * w + c for r, c in references], dtype=torch.long)
+    return ids[..., rows, :].reshape(*ids.shape[:-2], len(references), h, w), count
+
+
+def relative_attention_layers(model: nn.Module) -> list[Attention]:
+    """The attention layers of ``model`` that carry a relative encoding, in forward order; raises if none."""
+    layers = [m for m in model.modules() if isinstance(m, Attention) and m.relative is not None]
+    if not layers:
+        raise ValueError(f"this model has no relative encoding (relative={model.cfg.position.relative!r})")
+    return layers
+
+
+def _layer(model: nn.Module, block: int) -> Attention:
+    layers = relative_attention_layers(model)
+    if not -len(layers) <= block < len(layers):
+        raise ValueError(f"block {block} does not exist; the model has {len(layers)} layers with a relative encoding")
+    return layers[block]
+
+
+@torch.no_grad()
+def relative_logit_bias(model: nn.Module, block: int = 0, images: torch.Tensor | None = None) -> torch.Tensor:
+    """(heads or 1, N, N): the logits block ``block``'s relative encoding adds, in logit units.
+
+    ``images`` are needed unless the encoding is a pure position bias; for content-dependent
+    encodings the result is the mean over the batch.
+    """
+    attn = _layer(model, block)
+    rel = attn.relative
+    if isinstance(rel, RelativeBias):
+        grid = tuple(model.cfg.grid) if images is None else model.grid_for(tuple(images.shape[-2:]))
+        return rel.position_bias(grid, model.num_prefix_tokens).float()
+    if images is None:
+        raise ValueError(f"{type(rel).__name__} depends on the queries and keys; pass images to evaluate it on")
+    captured: list[tuple] = []
+    handle = attn.register_forward_pre_hook(lambda _m, args: captured.append(args))
+    was_training = model.training
+    model.eval()
+    try:
+        model(images)
+    finally:
+        handle.remove()
+        model.train(was_training)
+    x, grid, num_prefix_tokens = captured[0]
+    b, n, _ = x.shape
+    # the same projection Attention.forward applies before the relative terms
+    qkv = attn.qkv(x).reshape(b, n, 3, attn.num_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
+    q, k, _ = qkv.unbind(0)
+    q, k = rel.rotate(q, k, grid, num_prefix_tokens)
+    bias = rel.logit_bias(q, k, grid, num_prefix_tokens, attn.scale)
+    if bias is None:
+        raise ValueError(f"{type(rel).__name__} adds no logit term (it acts through rotation or values only)")
+    return bias.float().mean(dim=0) if bias.ndim == 4 else bias.float()  # mean over the batch
+
+
+def bias_maps(bias: torch.Tensor, grid: Grid, references: list[tuple[int, int]], num_prefix_tokens: int) -> torch.Tensor:
+    """(heads, R, H, W): the logit bias from each reference query cell to every key cell."""
+    h, w = grid
+    patches = bias[..., num_prefix_tokens:, num_prefix_tokens:]
+    if patches.shape[-1] != h * w:
+        raise ValueError(f"a bias over {patches.shape[-1]} patch tokens does not fit the {h}x{w} grid")
+    rows = torch.tensor([r * w + c for r, c in references], dtype=torch.long)
+    return patches[..., rows, :].reshape(patches.shape[0], len(references), h, w)

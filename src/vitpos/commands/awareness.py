@@ -1,0 +1,32 @@
+"""``vitpos awareness``: can a linear probe read each token's own grid cell from its features?"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..analysis.awareness import position_awareness
+from ..files import write_json
+from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images
+
+
+def run(args: argparse.Namespace) -> int:
+    model = build_model(args)
+    images = sample_images(model, args)
+    print(f"{'features':10s} {'R2':>7s} {'cell acc':>8s}")
+    results = {}
+    for block in [*range(len(model.blocks)), None]:
+        name = "final" if block is None else f"block {block}"
+        result = position_awareness(model, images, block=block, folds=args.folds)
+        results[name] = result.to_dict()
+        print(f"{name:10s} {result.r2:7.3f} {result.cell_accuracy:8.3f}")
+    print(f"wrote {write_json(args.out / 'awareness.json', results)}")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("awareness", help="probe token features for their own position", description=__doc__)
+    add_model_arguments(p)
+    add_input_arguments(p)
+    p.add_argument("--folds", type=int, default=5, help="cross-validation folds over images (default 5)")
+    add_output_argument(p, "awareness")
+    p.set_defaults(func=run)

@@ -1,0 +1,41 @@
+"""``vitpos equivariance``: how far features and logits are from translation equivariance (CPVT §3)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..analysis.equivariance import MODES, equivariance_error
+from ..files import write_json
+from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images
+
+
+def parse_shift(text: str) -> tuple[int, int]:
+    """``"dy,dx"`` in patches."""
+    try:
+        dy, dx = (int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shift {text!r} must look like 'rows,cols', e.g. '1,2'") from None
+    return dy, dx
+
+
+def run(args: argparse.Namespace) -> int:
+    model = build_model(args)
+    images = sample_images(model, args)
+    result = equivariance_error(model, images, args.shift, mode=args.mode, margin=args.margin)
+    print(f"shift {args.shift} patches ({args.mode}), {result.interior_cells} interior cells")
+    print(f"feature error  {result.feature_error:.3e}   (0 = equivariant)")
+    if result.logit_change is not None:
+        print(f"logit change   {result.logit_change:.3e}   (0 = invariant; expect 0 only with a GAP head)")
+    print(f"wrote {write_json(args.out / 'equivariance.json', result.to_dict())}")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("equivariance", help="translation equivariance of features and logits", description=__doc__)
+    add_model_arguments(p)
+    add_input_arguments(p)
+    p.add_argument("--shift", type=parse_shift, default=(1, 1), help="rows,cols in patches (default 1,1)")
+    p.add_argument("--mode", choices=MODES, default="roll", help="cyclic shift, or shift with zero fill (default roll)")
+    p.add_argument("--margin", type=int, default=1, help="border cells left out of the feature error (default 1)")
+    add_output_argument(p, "equivariance")
+    p.set_defaults(func=run)

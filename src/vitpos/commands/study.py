@@ -1,0 +1,83 @@
+"""``vitpos study``: train small ViTs with each position-encoding family on the red-green tasks
+and write a report with tables and figures (thesis §4-5; CPVT, iRPE and LaPE slots).
+
+The default finishes in minutes on a laptop CPU; ``--full`` is the thesis protocol (10 seeds,
+5000/1000/1000 images). Run the same command again to continue an interrupted study.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+from pathlib import Path
+
+from ..study import DEFAULT_FAMILIES, StudyConfig, parse_family, run_study
+from ..study.run import SETTINGS_FILE
+
+
+def _size_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} must be comma-separated integers, e.g. 100,300") from None
+
+
+def build_config(args: argparse.Namespace) -> StudyConfig:
+    """The study the options describe: the default or ``--full``, with each given option replaced."""
+    overrides = {name: getattr(args, name) for name in ("seeds", "epochs", "train_size", "efficiency_sizes", "resolutions")
+                 if getattr(args, name) is not None}
+    if args.family:
+        overrides["families"] = tuple(parse_family(text) for text in args.family)
+    return StudyConfig.full(**overrides) if args.full else StudyConfig(**overrides)
+
+
+def _start_over(folder: Path) -> None:
+    if not folder.exists():
+        return
+    if not (folder / SETTINGS_FILE).is_file():
+        raise ValueError(f"--fresh refuses to delete {folder}: it does not hold a study ({SETTINGS_FILE} is missing)")
+    shutil.rmtree(folder)
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command line that reproduces this study (for the report)."""
+    parts = ["vitpos", "study"] + (["--full"] if args.full else [])
+    for name in ("seeds", "epochs", "train_size", "efficiency_sizes", "resolutions"):
+        value = getattr(args, name)
+        if value is not None:
+            parts += [f"--{name.replace('_', '-')}", ",".join(map(str, value)) if isinstance(value, tuple) else str(value)]
+    for text in args.family or ():
+        parts += ["--family", text]
+    if args.out != Path("runs/study"):
+        parts += ["--out", str(args.out)]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = build_config(args)
+    if args.fresh:
+        _start_over(args.out)
+    run_study(config, args.out, command=_command(args), workers=args.workers, device=args.device)
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("study", help="compare position encodings on the red-green tasks and write a report",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--full", action="store_true", help="the thesis protocol: 10 seeds, 5000/1000/1000 images, 30 epochs")
+    p.add_argument("--family", action="append", metavar="FAMILY",
+                   help="a family to compare (repeatable; replaces the default list): a built-in label ("
+                        + ", ".join(f.label for f in DEFAULT_FAMILIES) + ") or 'label: slot=spec ... [pretrained]'")
+    p.add_argument("--seeds", type=int, help="seeds per cell (default 3; --full 10)")
+    p.add_argument("--epochs", type=int, help="training epochs per run")
+    p.add_argument("--train-size", type=int, help="training images per task")
+    p.add_argument("--efficiency-sizes", type=_size_list, metavar="N,N", help="smaller training sets for the learning curves")
+    p.add_argument("--resolutions", type=_size_list, metavar="PX,PX", help="evaluation image sizes of the direction models")
+    p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                   help="training runs at once, one process each (default: 2, or 1 on a single core)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu: the models are tiny)")
+    p.add_argument("--out", type=Path, default=Path("runs/study"), help="the study folder (default runs/study)")
+    p.add_argument("--fresh", action="store_true", help="delete the study folder first instead of continuing it")
+    p.set_defaults(func=run)

@@ -1,0 +1,115 @@
+"""The position-encoding families a study compares: a label, slot values, and a pretrained-PE flag."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..config import SLOT_NAMES, PositionConfig
+from ..registry import ABSOLUTE, CONDITIONAL, JOIN, RELATIVE
+from ..spec import SlotSpec
+
+__all__ = ["Family", "DEFAULT_FAMILIES", "parse_family", "split_available"]
+
+_REGISTRIES = {"absolute": ABSOLUTE, "join": JOIN, "conditional": CONDITIONAL, "relative": RELATIVE}
+
+
+@dataclass(frozen=True)
+class Family:
+    """One arm of the comparison."""
+
+    label: str
+    """Name in tables and figures; also the folder name of its cells."""
+    slots: dict[str, str] = field(default_factory=dict)
+    """Slot overrides on the study model (unset slots keep their defaults: learned, input, none, none)."""
+    pretrained: bool = False
+    """Start the absolute encoding from a PE pretrained on direction4 then distance (thesis §5.1)."""
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9_.+-]+", self.label):
+            raise ValueError(f"family label {self.label!r} may only use letters, digits and _ . + -")
+        unknown = sorted(set(self.slots) - set(SLOT_NAMES))
+        if unknown:
+            raise ValueError(f"family {self.label!r}: unknown slot(s) {', '.join(unknown)}; slots: {', '.join(SLOT_NAMES)}")
+
+    @property
+    def absolute(self) -> str:
+        """The absolute slot value (``learned`` when not overridden, the host's default)."""
+        return self.slots.get("absolute", PositionConfig().absolute)
+
+    @property
+    def has_table(self) -> bool:
+        """True when the family has an absolute position table the probes can read."""
+        return SlotSpec.parse(self.absolute).name != "none"
+
+    def missing(self) -> list[str]:
+        """Slot values this family needs that are not registered in this installation."""
+        return [f"{slot}={value}" for slot, value in self.slots.items() if SlotSpec.parse(value).name not in _REGISTRIES[slot]]
+
+    def validate(self) -> None:
+        """Raise a clear error if the slot values do not form a valid position config."""
+        try:
+            PositionConfig(**self.slots)
+        except ValueError as err:
+            raise ValueError(f"family {self.label!r}: {err}") from None
+
+    def to_dict(self) -> dict:
+        """Plain dict, for JSON."""
+        return {"label": self.label, "slots": dict(self.slots), "pretrained": self.pretrained}
+
+
+DEFAULT_FAMILIES: tuple[Family, ...] = (
+    Family("none", {"absolute": "none"}),
+    Family("learned", {"absolute": "learned"}),
+    Family("sincos2d", {"absolute": "sincos2d"}),
+    Family("learnable_sincos", {"absolute": "learnable_sincos"}),
+    Family("fourier", {"absolute": "fourier"}),
+    Family("fourier_pretrained", {"absolute": "fourier"}, pretrained=True),
+    Family("irpe_product", {"absolute": "none", "relative": "irpe:product:ctx:k"}),
+    # before block 0: in a one-block model a PEG after the block would reach no attention
+    Family("peg", {"absolute": "none", "conditional": "peg@-1"}),
+    Family("lape_learned", {"absolute": "learned", "join": "lape"}),
+)
+"""The thesis's comparison (none, learned, sinusoidal, Fourier, relative) plus the thesis's own
+proposals (learnable sinusoidal, pretrained Fourier) and the CPVT and LaPE slots."""
+
+
+def parse_family(text: str) -> Family:
+    """A default family by label, or ``"label: slot=spec slot=spec [pretrained]"``.
+
+    Example: ``"swin: absolute=none relative=swin"``, ``"fourier16p: absolute=fourier:gamma=16 pretrained"``.
+    """
+    label, colon, rest = text.partition(":")
+    label = label.strip()
+    if not colon:
+        for family in DEFAULT_FAMILIES:
+            if family.label == label:
+                return family
+        valid = ", ".join(f.label for f in DEFAULT_FAMILIES)
+        raise ValueError(
+            f"unknown family {label!r}; built-in families: {valid}; or define one as "
+            "'label: slot=spec ...', e.g. 'swin: absolute=none relative=swin'"
+        )
+    slots: dict[str, str] = {}
+    pretrained = False
+    for word in rest.split():
+        if word == "pretrained":
+            pretrained = True
+            continue
+        slot, eq, value = word.partition("=")
+        if not eq or not value:
+            raise ValueError(f"family {label!r}: {word!r} must look like slot=spec, e.g. relative=swin")
+        slots[slot] = value
+    return Family(label, slots, pretrained)
+
+
+def split_available(families: list[Family] | tuple[Family, ...]) -> tuple[list[Family], dict[str, list[str]]]:
+    """Families whose slot values are all registered, and the missing values of the others."""
+    available, missing = [], {}
+    for family in families:
+        absent = family.missing()
+        if absent:
+            missing[family.label] = absent
+        else:
+            available.append(family)
+    return available, missing

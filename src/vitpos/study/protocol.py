@@ -1,0 +1,110 @@
+"""What a study runs: the model, the tasks, the data sizes, the seeds — and the list of cells."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import ModelConfig
+from ..models.factory import get_config
+from .cells import Cell
+from .families import DEFAULT_FAMILIES, Family
+
+__all__ = ["TASKS", "EFFICIENCY_TASKS", "StudyConfig", "study_model"]
+
+TASKS = ("direction", "distance", "absolute", "absolute_colorshift")
+"""Thesis §4.1 (Table 1), §4.2 (Table 3) and §4.3 (Table 4)."""
+EFFICIENCY_TASKS = ("direction", "distance")
+"""The tasks of the learning curves (thesis Fig. 3)."""
+
+
+def study_model(img_size: int = 24) -> ModelConfig:
+    """The ``thesis_vit`` preset (the thesis's one-block ViT with a class token) at ``img_size``.
+
+    The default study uses 24x24 images, a 6x6 grid, so that every family has the optimiser
+    steps it needs within minutes on a CPU; ``--full`` uses the preset's 32x32 (8x8 grid).
+    """
+    return get_config("thesis_vit", img_size=img_size)
+
+
+@dataclass
+class StudyConfig:
+    """Every setting of a study; the default finishes in minutes on a laptop CPU."""
+
+    families: tuple[Family, ...] = DEFAULT_FAMILIES
+    seeds: int = 2
+    train_size: int = 1000
+    val_size: int = 100
+    test_size: int = 400
+    efficiency_sizes: tuple[int, ...] = (250,)
+    """Extra training-set sizes for the learning curves; ``train_size`` is the last point. Every
+    size gets the same number of optimiser steps, so the curves measure data, not training time."""
+    resolutions: tuple[int, ...] = (16, 24, 32)
+    """Image sizes the direction models are evaluated at (the training size is the model's)."""
+    epochs: int = 30
+    """Epochs over ``train_size`` images; smaller training sets get proportionally more."""
+    batch_size: int = 64
+    lr: float = 2e-3
+    """Peak learning rate (AdamW, warm-up then cosine decay, as the engine trains)."""
+    weight_decay: float = 0.05
+    pretrain_size: int = 1000
+    """Images per pretraining task (direction4, then distance) for pretrained families."""
+    pretrain_epochs: int = 30
+    probe_folds: int = 5
+    """Cross-validation folds of the table probes (the thesis uses 10)."""
+    model: ModelConfig = field(default_factory=study_model)
+
+    def __post_init__(self) -> None:
+        for name in ("seeds", "train_size", "val_size", "test_size", "epochs", "batch_size", "pretrain_size", "pretrain_epochs", "probe_folds"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if any(n < self.batch_size or n >= self.train_size for n in self.efficiency_sizes):
+            raise ValueError(
+                f"efficiency sizes must lie between batch_size={self.batch_size} and train_size={self.train_size}, "
+                f"got {self.efficiency_sizes}"
+            )
+        if not self.families:
+            raise ValueError("a study needs at least one family")
+        labels = [f.label for f in self.families]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"family labels must be unique, got {labels}")
+        patch = self.model.patch_size
+        bad = [r for r in self.resolutions if r % patch]
+        if bad:
+            raise ValueError(f"resolutions {bad} are not multiples of the patch size {patch}")
+
+    @classmethod
+    def full(cls, **overrides: Any) -> "StudyConfig":
+        """The thesis protocol: 10 seeds, 5000/1000/1000 images at 32x32, learning curves from 500 images."""
+        settings = dict(seeds=10, train_size=5000, val_size=1000, test_size=1000, efficiency_sizes=(500, 1000, 2000),
+                        resolutions=(24, 32, 48, 64), epochs=30, pretrain_size=5000, pretrain_epochs=30, probe_folds=10,
+                        model=study_model(32))
+        return cls(**{**settings, **overrides})
+
+    def epochs_for(self, train_size: int) -> int:
+        """Epochs that give a training set of ``train_size`` images the steps of the full one."""
+        return max(1, round(self.epochs * self.train_size / train_size))
+
+    @property
+    def train_sizes(self) -> tuple[int, ...]:
+        """Every training-set size of the learning curves, ascending."""
+        return (*sorted(self.efficiency_sizes), self.train_size)
+
+    def cells(self) -> list[Cell]:
+        """Every training run, seed by seed, so a study cut short has whole seeds for every family."""
+        out = []
+        for seed in range(self.seeds):
+            for family in self.families:
+                out += [Cell(family.label, task, self.train_size, seed) for task in TASKS]
+                out += [Cell(family.label, task, n, seed) for n in sorted(self.efficiency_sizes) for task in EFFICIENCY_TASKS]
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict, for JSON; equal dicts mean the same study."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["families"] = [f.to_dict() for f in self.families]
+        out["model"] = self.model.to_dict()
+        out["efficiency_sizes"] = list(self.efficiency_sizes)
+        out["resolutions"] = list(self.resolutions)
+        return out

@@ -1,0 +1,96 @@
+"""The study end to end at a reduced size: every default family, the report, resuming, refusing."""
+
+import json
+
+import pytest
+import torch
+
+from vitpos.models.factory import get_config
+from vitpos.study import DEFAULT_FAMILIES, StudyConfig, StudyFolderError, parse_family, run_study
+from vitpos.study import run as study_run
+
+from ..analysis.test_plots import assert_png
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # tiny models: a second thread only competes with the other test process for the cores
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def tiny(**overrides) -> StudyConfig:
+    settings = dict(seeds=1, train_size=64, val_size=32, test_size=32, efficiency_sizes=(32,), resolutions=(24, 32),
+                    epochs=1, batch_size=32, pretrain_size=64, pretrain_epochs=1, probe_folds=3,
+                    model=get_config("thesis_vit", embed_dim=32, num_heads=2, mlp_ratio=2.0))
+    return StudyConfig(**{**settings, **overrides})
+
+
+def test_default_families_end_to_end(tmp_path):
+    logs = []
+    report = run_study(tiny(), tmp_path, log=logs.append)
+    text = report.read_text()
+    for section in ("Tables 1, 3, 4", "Table 2", "Fig. 3", "Resolution generalisation", "Fig. 5", "## Setup"):
+        assert section in text
+    for family in DEFAULT_FAMILIES:
+        assert f"| {family.label} |" in text
+    for image in ("efficiency_direction", "efficiency_distance", "resolution", "similarity"):
+        assert f"figures/{image}.png" in text
+        assert_png(tmp_path / "figures" / f"{image}.png")
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["finished_cells"] == results["total_cells"] == 9 * 6
+    for label, summary in results["summary"].items():
+        direction = summary["tasks"]["direction@64"]
+        assert 0.0 <= direction["mean"] <= 1.0 and direction["n"] == 1
+        assert summary["tasks"]["distance@64"]["mean"] <= 1.0
+        assert set(summary["resolution"]) == {"24", "32"}
+        has_table = parse_family(label).has_table
+        assert bool(summary["probes"]) == has_table
+        for key, stat in summary["probes"].items():
+            assert stat["mean"] <= 1.0 and (key.endswith("distance_r2") or stat["mean"] >= 0.0)
+    assert (tmp_path / "pretrained" / "fourier_pretrained.safetensors").is_file()
+    assert any("pretraining" in line for line in logs) and any("[  54/54]" in line for line in logs)
+
+
+def test_an_interrupted_study_continues_without_redoing_cells(tmp_path, monkeypatch):
+    config = tiny(families=(parse_family("sincos2d"), parse_family("peg")))
+    real, calls, interrupted = study_run.run_cell, [], []
+
+    def flaky(cell, *args, **kwargs):
+        calls.append(cell)
+        if len(calls) == 5 and not interrupted:
+            interrupted.append(cell)
+            raise InterruptedError("stopped by the user")
+        return real(cell, *args, **kwargs)
+
+    monkeypatch.setattr(study_run, "run_cell", flaky)
+    with pytest.raises(InterruptedError):
+        run_study(config, tmp_path, log=lambda _: None)
+    assert json.loads((tmp_path / "results.json").read_text())["finished_cells"] == 4  # report of what finished
+    first = set(calls[:4])
+    calls.clear()
+    run_study(config, tmp_path, log=lambda _: None)
+    assert len(calls) == 12 - 4 and not first & set(calls)
+    assert json.loads((tmp_path / "results.json").read_text())["finished_cells"] == 12
+
+
+def test_a_folder_with_other_settings_is_refused(tmp_path):
+    config = tiny(families=(parse_family("sincos2d"),), efficiency_sizes=())
+    run_study(config, tmp_path, log=lambda _: None)
+    with pytest.raises(StudyFolderError, match="other settings \\(epochs\\)"):
+        run_study(tiny(families=config.families, efficiency_sizes=(), epochs=2), tmp_path, log=lambda _: None)
+    with pytest.raises(StudyFolderError, match="family sincos2d"):
+        run_study(tiny(families=(parse_family("sincos2d: absolute=sincos1d"),), efficiency_sizes=()), tmp_path,
+                  log=lambda _: None)
+    more = tiny(families=(*config.families, parse_family("none")), efficiency_sizes=(), seeds=2)  # may grow
+    run_study(more, tmp_path, log=lambda _: None)
+
+
+def test_missing_families_are_skipped_and_named(tmp_path):
+    logs = []
+    config = tiny(families=(parse_family("sincos2d"), parse_family("t5: relative=t5")), efficiency_sizes=())
+    report = run_study(config, tmp_path, log=logs.append)
+    assert "skipping family t5: relative=t5" in logs[0]
+    assert "t5 (relative=t5)" in report.read_text()

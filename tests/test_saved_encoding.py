@@ -1,0 +1,50 @@
+"""Saved position encodings: round trip, the checks on loading, and the trainer's init_pe."""
+
+import pytest
+import torch
+
+import vitpos
+from vitpos.data import SyntheticTask
+from vitpos.encodings.saved import load_position_encoding, read_position_metadata, save_position_encoding
+from vitpos.engine import TrainConfig, train
+
+
+@pytest.mark.parametrize("absolute", ["fourier:gamma=4", "learnable_sincos", "learned"])
+def test_round_trip_into_a_fresh_model(tmp_path, absolute):
+    source = vitpos.create_model("thesis_vit", absolute=absolute)
+    with torch.no_grad():
+        for p in source.absolute.parameters():
+            p.add_(torch.randn_like(p))
+    path = save_position_encoding(source, tmp_path / "pe.safetensors", tasks=["direction4"])
+    target = vitpos.create_model("thesis_vit", absolute=absolute, num_classes=4)
+    meta = load_position_encoding(target, path)
+    assert meta == read_position_metadata(path) and meta["notes"] == {"tasks": ["direction4"]} and meta["grid"] == (8, 8)
+    assert torch.equal(target.absolute(target.cfg.grid), source.absolute(source.cfg.grid))
+
+
+def test_fourier_weights_fit_any_grid_and_mismatches_are_clear_errors(tmp_path):
+    path = save_position_encoding(vitpos.create_model("thesis_vit", absolute="fourier"), tmp_path / "pe.safetensors")
+    load_position_encoding(vitpos.create_model("thesis_vit", absolute="fourier", img_size=48), path)
+    with pytest.raises(ValueError, match="holds absolute='fourier' of width 64, but the model has absolute='learned'"):
+        load_position_encoding(vitpos.create_model("thesis_vit", absolute="learned"), path)
+    with pytest.raises(ValueError, match="has no parameters to save or load"):
+        load_position_encoding(vitpos.create_model("thesis_vit", absolute="sincos2d"), path)
+    table = save_position_encoding(vitpos.create_model("thesis_vit", absolute="learned"), tmp_path / "t.safetensors")
+    with pytest.raises(ValueError, match="table has shape"):
+        load_position_encoding(vitpos.create_model("thesis_vit", absolute="learned", img_size=48), table)
+    with pytest.raises(FileNotFoundError, match="vitpos pretrain-pe"):
+        read_position_metadata(tmp_path / "missing.safetensors")
+    (tmp_path / "junk.safetensors").write_bytes(b"junk")
+    with pytest.raises(ValueError, match="not a readable safetensors file"):
+        read_position_metadata(tmp_path / "junk.safetensors")
+
+
+def test_trainer_starts_from_a_saved_encoding(tmp_path):
+    source = vitpos.create_model("thesis_vit", absolute="fourier", embed_dim=32, num_heads=2)
+    with torch.no_grad():
+        source.absolute.wr.weight.mul_(7.0)
+    path = save_position_encoding(source, tmp_path / "pe.safetensors")
+    data = SyntheticTask("direction", train=32, val=8, test=8).splits()
+    cfg = vitpos.get_config("thesis_vit", absolute="fourier", embed_dim=32, num_heads=2)
+    result = train(cfg, TrainConfig(epochs=1, batch_size=32, lr=0.0, min_lr=0.0, init_pe=str(path), progress=False, device="cpu"), data)
+    assert torch.equal(result.model.absolute.wr.weight, source.absolute.wr.weight)  # lr 0: exactly the saved weights
