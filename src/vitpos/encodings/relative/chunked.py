@@ -22,10 +22,10 @@ Two modes, the same arithmetic:
   so the largest tensors are a few (B, heads, chunk, N) at a time, at the price of one more
   q . k^T and exp per chunk.
 
-Policy (:func:`attention_mode`): chunked from :data:`MEMORY_EFFICIENT_MIN_TOKENS` tokens on,
-where the stored weights would add over 30% to a block's activations; below it, stored when a
-gradient is needed, and otherwise nothing (the host's fused ``scaled_dot_product_attention``
-with the terms as a float mask is faster for inference).
+Policy (:func:`attention_mode`), when a gradient is needed: chunked from
+:data:`MEMORY_EFFICIENT_MIN_TOKENS` tokens on, where the stored weights would add over 30% to a
+block's activations, stored below. Without a gradient nothing is kept for backward and the
+host's fused ``scaled_dot_product_attention`` with the terms as a float mask is faster.
 """
 
 from __future__ import annotations
@@ -54,13 +54,18 @@ MIN_CHUNK = 16
 def attention_mode(memory_efficient: bool | None, num_tokens: int, *tensors: torch.Tensor | None) -> str | None:
     """'chunked', 'stored', or None (leave attention to the host) for a call on ``tensors``.
 
-    ``memory_efficient`` True / False forces chunking on / off; None chunks from
-    :data:`MEMORY_EFFICIENT_MIN_TOKENS` tokens on.
+    ``memory_efficient`` True forces chunking, False forbids it; None chunks from
+    :data:`MEMORY_EFFICIENT_MIN_TOKENS` tokens on when a gradient is needed. Without one nothing
+    is kept for backward and the host's fused kernel is the fastest (its float mask is one
+    transient (B, heads, N, N) tensor per layer), unless chunking is forced.
     """
-    if memory_efficient or (memory_efficient is None and num_tokens >= MEMORY_EFFICIENT_MIN_TOKENS):
+    if memory_efficient:
         return "chunked"
-    needs_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
-    return "stored" if needs_grad else None
+    if not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)):
+        return None
+    if memory_efficient is None and num_tokens >= MEMORY_EFFICIENT_MIN_TOKENS:
+        return "chunked"
+    return "stored"
 
 
 def chunk_rows(num_tokens: int, head_dim: int) -> int:
