@@ -69,9 +69,17 @@ def setup(device_name: str) -> tuple[Dist, torch.device]:
     return ctx, device
 
 
-def teardown() -> None:
-    """Leave the process group, if any."""
+def teardown(wait_for_peers: bool = True) -> None:
+    """Leave the process group, if any.
+
+    With ``wait_for_peers`` (a run that ended normally) every process first reaches a barrier:
+    a rank that destroys its gloo group while a peer still uses the group's connections can
+    abort ("terminate called without an active exception"). After an error there is no
+    barrier, since the peers may never reach it.
+    """
     if dist.is_available() and dist.is_initialized():
+        if wait_for_peers:
+            dist.barrier()
         dist.destroy_process_group()
 
 

@@ -283,7 +283,11 @@ def train(model_cfg: ModelConfig, cfg: TrainConfig, data: DataSplits | None = No
     owns_group = not (torch.distributed.is_available() and torch.distributed.is_initialized())
     ctx, device = setup(cfg.device)
     try:
-        return _Trainer(model_cfg, cfg, data, ctx, device, resume).fit()
-    finally:
+        result = _Trainer(model_cfg, cfg, data, ctx, device, resume).fit()
+    except BaseException:
         if owns_group:
-            teardown()
+            teardown(wait_for_peers=False)
+        raise
+    if owns_group:
+        teardown()
+    return result
