@@ -27,7 +27,7 @@ study: $(STAMP)
 
 # the performance tables of BENCHMARKS.md (tens of minutes on 2 cores; run on a quiet machine)
 bench: $(STAMP)
-	$(BIN)/python -m bench --out bench/latest.md
+	$(BIN)/python -m bench --out BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -1,33 +1,50 @@
-"""``python -m bench``: throughput and peak memory of every slot value, as ratios to no PE.
+"""``python -m bench``: throughput and peak memory of every slot value, as ratios to no PE, and
+iRPE's efficient path against the literal reference.
 
 Every row of a table is measured in the same process run as its baseline, with a fixed thread
 count, warm-up, and the median of repeated, interleaved timings; the spread is min-max.
+``--out BENCHMARKS.md`` writes the report, with a sentence for every missed target.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import platform
+import shlex
 import sys
+import time
 
 import torch
 
 from .cases import BASELINE, CASES, MEMORY_TARGET, TARGETS, Case
+from .reference import report as reference_report
+from .report import Miss, render, target_misses
 from .timing import Timing, build, image_side, interleaved_throughput, peak_memory, step_fn
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("--models", default="deit_tiny_patch16_224,deit_small_patch16_224", help="comma-separated presets")
-    p.add_argument("--tokens", default="196,784", help="comma-separated patch-token counts (square grids)")
+    p.add_argument(
+        "--tokens", default="196,784",
+        help="comma-separated patch-token counts (square grids); for pyramids the last stage's (49 = 224x224 at stride 32)",
+    )
     p.add_argument("--threads", type=int, default=2, help="torch intra-op threads (fixed for every case)")
     p.add_argument("--batch", type=int, default=8, help="images per step at 196 tokens (scaled down at more tokens)")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--repeats", type=int, default=7, help="timings per case (median reported)")
-    p.add_argument("--iters", type=int, default=2, help="steps per timing")
+    p.add_argument("--iters", type=int, default=1, help="training steps per timing")
+    p.add_argument("--infer-iters", type=int, default=2, help="inference forwards per timing (they are short)")
     p.add_argument("--cases", default="", help="comma-separated case labels to run (default: all available)")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement")
+    p.add_argument("--reference-tokens", default="196,784,3136", help="token counts of the iRPE reference comparison ('' skips it)")
+    p.add_argument("--reference-model", default="deit_tiny_patch16_224", help="preset whose width and heads the compared layer has")
+    p.add_argument("--reference-spec", default="irpe:product:ctx:qkv", help="relative slot value of the compared layer")
+    p.add_argument("--reference-repeats", type=int, default=3)
+    p.add_argument(
+        "--reference-budget-gib", type=float, default=4.0,
+        help="run the literal reference only where its N x N x d tables fit in this many GiB",
+    )  # fmt: skip
+    p.add_argument("--note", default="", help="a line printed at the top of the report (e.g. about the machine)")
     p.add_argument("--out", default="", help="write the markdown report to this file")
     return p.parse_args(argv)
 
@@ -41,60 +58,63 @@ def fmt_timing(t: Timing) -> str:
     return f"{t.median:7.1f} ({t.low:.1f}–{t.high:.1f})"
 
 
-def verdict(label: str, model: str, tokens: int, train_oh: float, infer_oh: float) -> str:
-    """'met' / 'MISSED' against the targets (DeiT-S, 196 tokens only)."""
+def verdict(misses: list[Miss], label: str, model: str, tokens: int) -> str:
+    """'met' / 'MISSED' against the time targets (DeiT-S, 196 tokens only)."""
     if label not in TARGETS or "small" not in model or tokens != 196:
         return ""
     train_limit, infer_limit = TARGETS[label]
-    ok = train_oh <= train_limit and (infer_limit is None or infer_oh <= infer_limit)
+    ok = not any(m.what in ("train", "infer") for m in misses)
     limits = f"≤{train_limit:.0%}" + (f", infer ≤{infer_limit:.1%}" if infer_limit else "")
     return f"{'met' if ok else 'MISSED'} ({limits})"
 
 
-def run_group(model: str, tokens: int, cases: list[Case], args: argparse.Namespace) -> list[str]:
-    """Benchmark every case for one (model, tokens) pair; returns markdown table rows."""
+def noise(t: Timing) -> float:
+    """Half the min-max spread of a timing, relative to its median."""
+    return (t.high - t.low) / (2 * t.median)
+
+
+def run_group(model: str, tokens: int, cases: list[Case], args: argparse.Namespace) -> tuple[list[str], list[Miss]]:
+    """Benchmark every case for one (model, tokens) pair; returns markdown table rows and missed targets."""
     batch = max(1, args.batch * 196 // tokens)
     side = image_side(model, tokens)
+    unfit = {c.label: c.fits(model, side) for c in cases}
+    rows = [f"| {model} | {tokens} | {label} | — | — | — | — | — | does not build: {why} |" for label, why in unfit.items() if why]
+    for row in rows:
+        print(row, flush=True)
+    cases = [c for c in cases if not unfit[c.label]]
     images = torch.randn(batch, 3, side, side)
     results: dict[str, dict[str, Timing]] = {}
-    for mode in ("train", "infer"):
+    for mode, iters in (("train", args.iters), ("infer", args.infer_iters)):
         torch.manual_seed(0)
-        steps = {c.label: step_fn(build(model, c.slots, tokens), images, mode) for c in cases}
-        results[mode] = interleaved_throughput(steps, batch, warmup=args.warmup, repeats=args.repeats, iters=args.iters)
+        steps = {c.label: step_fn(build(model, c.position, tokens), images, mode) for c in cases}
+        results[mode] = interleaved_throughput(steps, batch, warmup=args.warmup, repeats=args.repeats, iters=iters)
         del steps
     memory = {}
     if not args.no_memory:
-        memory = {c.label: peak_memory(model, c.slots, tokens, batch) for c in cases}
-    rows = []
-    base_train, base_infer = results["train"][BASELINE.label].median, results["infer"][BASELINE.label].median
+        memory = {c.label: peak_memory(model, c.position, tokens, batch) for c in cases}
+    misses: list[Miss] = []
+    base_train, base_infer = results["train"][BASELINE.label], results["infer"][BASELINE.label]
+    base_noise = (noise(base_train), noise(base_infer))
     for c in cases:
         tr, inf = results["train"][c.label], results["infer"][c.label]
-        tr_oh, inf_oh = overhead(base_train, tr.median), overhead(base_infer, inf.median)
+        tr_oh, inf_oh = overhead(base_train.median, tr.median), overhead(base_infer.median, inf.median)
+        ratio = memory[c.label] / memory[BASELINE.label] if memory else None
+        row_misses = target_misses(model, tokens, c.label, tr_oh, inf_oh, base_noise, ratio)
+        misses += row_misses
         mem = ""
         if memory:
-            ratio = memory[c.label] / memory[BASELINE.label]
-            flag = " MISSED" if c.label.startswith("iRPE") and tokens == 784 and ratio > MEMORY_TARGET else ""
+            flag = " MISSED" if any(m.what == "memory" for m in row_misses) else ""
             mem = f"{memory[c.label] / 2**20:7.0f} MiB ×{ratio:.2f}{flag}"
         rows.append(
             f"| {model} | {tokens} | {c.label} | {fmt_timing(tr)} | {tr_oh:+.1%} | {fmt_timing(inf)} | {inf_oh:+.1%} "
-            f"| {mem} | {verdict(c.label, model, tokens, tr_oh, inf_oh)} |"
+            f"| {mem} | {verdict(row_misses, c.label, model, tokens)} |"
         )
         print(rows[-1], flush=True)
-    return rows
-
-
-def machine() -> str:
-    """CPU model, cores, torch version."""
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}; torch {torch.__version__}; Python {platform.python_version()}"
+    return rows, misses
 
 
 def main(argv: list[str] | None = None) -> int:
+    start = time.perf_counter()
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     wanted = {s.strip() for s in args.cases.split(",") if s.strip()}
@@ -105,23 +125,27 @@ def main(argv: list[str] | None = None) -> int:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     print("\n".join(header), flush=True)
-    rows = []
+    rows, misses = [], []
     for model in args.models.split(","):
         for tokens in (int(t) for t in args.tokens.split(",")):
-            rows += run_group(model.strip(), tokens, cases, args)
+            group_rows, group_misses = run_group(model.strip(), tokens, cases, args)
+            rows += group_rows
+            misses += group_misses
+    reference = []
+    if args.reference_tokens:
+        print(flush=True)
+        reference = reference_report(
+            args.reference_model, args.reference_spec, [int(t) for t in args.reference_tokens.split(",")],
+            repeats=args.reference_repeats, budget_gib=args.reference_budget_gib,
+        )  # fmt: skip
     if args.out:
-        command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
-        lines = [
-            f"Measured {datetime.date.today().isoformat()} on {machine()}, {args.threads} threads, float32.",
-            f"Command: `{command.strip()}`",
-            "",
-            *header,
-            *rows,
-        ]
-        if skipped:
-            lines += ["", f"Not available in this build: {', '.join(skipped)}."]
+        command = shlex.join(["python", "-m", "bench", *(argv if argv is not None else sys.argv[1:])])
+        text = render(
+            command=command, threads=args.threads, minutes=(time.perf_counter() - start) / 60, note=args.note,
+            table=header + rows, misses=misses, skipped=skipped, reference=reference,
+        )  # fmt: skip
         with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+            f.write(text)
     return 0
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
+import vitpos
 from vitpos.config import PositionConfig
 
 
@@ -21,6 +24,22 @@ class Case:
         except ValueError:
             return False
         return True
+
+    @property
+    def position(self) -> dict:
+        """All four slot values: the case's, and the defaults for the slots it leaves out, so that
+        a preset's own slots (e.g. swin_tiny's relative bias) never leak into another case."""
+        return {**PositionConfig().to_dict(), **self.slots}
+
+    def fits(self, model: str, img_size: int) -> str | None:
+        """None if ``model`` builds with this case, else why not (e.g. a PEG placement deeper than
+        a pyramid stage, a relative encoding under spatial-reduction attention)."""
+        try:
+            with torch.device("meta"):
+                vitpos.create_model(model, img_size=img_size, **self.position)
+        except ValueError as err:
+            return str(err)
+        return None
 
 
 BASELINE = Case("no PE", {"absolute": "none"})

@@ -26,12 +26,13 @@ class Timing:
 
 
 def image_side(model_name: str, tokens: int) -> int:
-    """The square image size that gives ``tokens`` patch tokens for ``model_name``."""
+    """The square image size that gives ``tokens`` patch tokens for ``model_name`` (for a
+    pyramid: tokens of the last stage, so 49 tokens are 224 x 224 for a stride of 32)."""
     cfg = vitpos.get_config(model_name)
     side = int(round(tokens**0.5))
     if side * side != tokens:
         raise ValueError(f"{tokens} tokens is not a square grid")
-    return side * cfg.patch_size
+    return side * (cfg.stride if isinstance(cfg, vitpos.PyramidConfig) else cfg.patch_size)
 
 
 def build(model_name: str, slots: dict, tokens: int) -> torch.nn.Module:

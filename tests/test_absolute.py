@@ -77,6 +77,17 @@ def test_learned_resampling_is_bicubic_and_cached():
         assert not torch.allclose(enc((8, 10)), first)
 
 
+@pytest.mark.parametrize("name", ["learnable_sincos", "fourier"])
+def test_computed_encodings_are_cached_in_inference_only(name):
+    enc = build(name)
+    assert enc((3, 4)) is not enc((3, 4))  # autograd records: recomputed, in the graph
+    with torch.no_grad():
+        first = enc((3, 4))
+        assert enc((3, 4)) is first
+        next(enc.parameters()).mul_(1.5)  # a parameter update invalidates the entry
+        assert not torch.allclose(enc((3, 4)), first)
+
+
 def test_learned_init_and_prefix_vector():
     ctx = SlotContext(embed_dim=64, num_heads=2, depth=2, grid=(32, 32), num_prefix_tokens=1)
     enc = build("learned", ctx)

@@ -4,6 +4,7 @@ from . import encodings  # noqa: F401  (fills the slot registries before any con
 from .config import ModelConfig, PositionConfig
 from .encodings.relative import relative_buckets
 from .models import VisionTransformer, create_model, get_config, list_models
+from .pyramid_config import PyramidConfig
 from .spec import SlotSpec, SpecError
 
 __version__ = "0.1.0"
@@ -11,6 +12,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ModelConfig",
     "PositionConfig",
+    "PyramidConfig",
     "SlotSpec",
     "SpecError",
     "VisionTransformer",

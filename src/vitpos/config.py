@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .registry import ABSOLUTE, CONDITIONAL, JOIN, RELATIVE, Registry
 from .spec import SlotSpec
 
-__all__ = ["PositionConfig", "ModelConfig", "SLOT_NAMES"]
+__all__ = ["PositionConfig", "HostConfig", "ModelConfig", "SLOT_NAMES"]
 
 SLOT_NAMES = ("absolute", "join", "conditional", "relative")
+_Config = TypeVar("_Config", bound="HostConfig")
 _SLOT_REGISTRIES: dict[str, Registry] = {
     "absolute": ABSOLUTE,
     "join": JOIN,
@@ -55,9 +56,77 @@ class PositionConfig:
         return dataclasses.asdict(self)
 
 
+class HostConfig:
+    """Behaviour shared by the configs of every host: image size, head, slot overrides, dicts.
+
+    Subclasses are dataclasses with at least ``img_size``, ``num_classes``, ``head``,
+    ``class_token`` and ``position`` fields; they call :meth:`_check_common` in ``__post_init__``.
+    """
+
+    def _check_common(self) -> None:
+        """Normalise loaded values (dicts, lists) and check the fields every host has."""
+        if isinstance(self.position, dict):
+            self.position = PositionConfig(**self.position)
+        if isinstance(self.img_size, list):
+            self.img_size = tuple(self.img_size)
+        if self.head not in ("cls", "gap"):
+            raise ValueError(f"head must be 'cls' or 'gap', got {self.head!r}")
+        if self.class_token is None:
+            self.class_token = self.head == "cls"
+        if self.head == "cls" and not self.class_token:
+            raise ValueError("head='cls' needs class_token=True; use head='gap' for a model without one")
+        if self.num_classes < 0:
+            raise ValueError(f"num_classes must be >= 0, got {self.num_classes}")
+
+    @property
+    def image_hw(self) -> tuple[int, int]:
+        """The training image size as (height, width)."""
+        size = self.img_size
+        return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
+
+    def replace(self: _Config, **overrides: Any) -> _Config:
+        """A copy with fields replaced; slot names (absolute, join, ...) update ``position``."""
+        fields = {f.name for f in dataclasses.fields(self)}
+        slots = {k: overrides.pop(k) for k in list(overrides) if k in SLOT_NAMES}
+        unknown = sorted(set(overrides) - fields)
+        if unknown:
+            valid = ", ".join(sorted(fields | set(SLOT_NAMES)))
+            raise TypeError(f"unknown model option(s) {', '.join(unknown)}; valid options: {valid}")
+        position = overrides.pop("position", self.position)
+        if isinstance(position, dict):
+            position = PositionConfig(**position)
+        if slots:
+            position = PositionConfig(**{**position.to_dict(), **slots})
+        if "head" in overrides and "class_token" not in overrides:
+            overrides["class_token"] = None
+        return dataclasses.replace(self, position=position, **overrides)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict, for YAML/JSON (tuples become lists)."""
+        return {k: _plain(v) for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls: type[_Config], data: dict[str, Any]) -> _Config:
+        """Inverse of :meth:`to_dict`; unknown keys are an error."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - fields)
+        if unknown:
+            raise ValueError(f"unknown model config key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(fields))}")
+        return cls(**data)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every tuple turned into a list (YAML's safe dumper has no tuples)."""
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
 @dataclass
-class ModelConfig:
-    """Everything needed to build a model; presets are instances of this class."""
+class ModelConfig(HostConfig):
+    """Everything needed to build a plain ViT; presets are instances of this class."""
 
     arch: str = "vit"
     """Host architecture (registered in ``vitpos.registry.ARCHITECTURES``)."""
@@ -96,21 +165,12 @@ class ModelConfig:
     position: PositionConfig = field(default_factory=PositionConfig)
 
     def __post_init__(self) -> None:
-        if isinstance(self.position, dict):
-            self.position = PositionConfig(**self.position)
-        if isinstance(self.img_size, list):
-            self.img_size = tuple(self.img_size)
-        if self.head not in ("cls", "gap"):
-            raise ValueError(f"head must be 'cls' or 'gap', got {self.head!r}")
-        if self.class_token is None:
-            self.class_token = self.head == "cls"
-        if self.head == "cls" and not self.class_token:
-            raise ValueError("head='cls' needs class_token=True; use head='gap' for a model without one")
+        self._check_common()
         for name in ("patch_size", "in_chans", "embed_dim", "depth", "num_heads"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.num_classes < 0 or self.reg_tokens < 0:
-            raise ValueError("num_classes and reg_tokens must be >= 0")
+        if self.reg_tokens < 0:
+            raise ValueError(f"reg_tokens must be >= 0, got {self.reg_tokens}")
         if self.embed_dim % self.num_heads:
             raise ValueError(
                 f"embed_dim={self.embed_dim} is not divisible by num_heads={self.num_heads}; "
@@ -124,12 +184,6 @@ class ModelConfig:
             )
 
     @property
-    def image_hw(self) -> tuple[int, int]:
-        """The training image size as (height, width)."""
-        size = self.img_size
-        return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
-
-    @property
     def grid(self) -> tuple[int, int]:
         """The native token grid (H, W) in patches."""
         h, w = self.image_hw
@@ -140,36 +194,3 @@ class ModelConfig:
     def num_prefix_tokens(self) -> int:
         """Class token plus registers."""
         return int(bool(self.class_token)) + self.reg_tokens
-
-    def replace(self, **overrides: Any) -> "ModelConfig":
-        """A copy with fields replaced; slot names (absolute, join, ...) update ``position``."""
-        fields = {f.name for f in dataclasses.fields(self)}
-        slots = {k: overrides.pop(k) for k in list(overrides) if k in SLOT_NAMES}
-        unknown = sorted(set(overrides) - fields)
-        if unknown:
-            valid = ", ".join(sorted(fields | set(SLOT_NAMES)))
-            raise TypeError(f"unknown model option(s) {', '.join(unknown)}; valid options: {valid}")
-        position = overrides.pop("position", self.position)
-        if isinstance(position, dict):
-            position = PositionConfig(**position)
-        if slots:
-            position = PositionConfig(**{**position.to_dict(), **slots})
-        if "head" in overrides and "class_token" not in overrides:
-            overrides["class_token"] = None
-        return dataclasses.replace(self, position=position, **overrides)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain nested dict, for YAML/JSON."""
-        out = dataclasses.asdict(self)
-        if isinstance(self.img_size, tuple):
-            out["img_size"] = list(self.img_size)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
-        """Inverse of :meth:`to_dict`; unknown keys are an error."""
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - fields)
-        if unknown:
-            raise ValueError(f"unknown model config key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(fields))}")
-        return cls(**data)

@@ -6,14 +6,42 @@ A spec parses to a :class:`SlotSpec` and prints back to the same string.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-__all__ = ["SlotSpec", "SpecError"]
+__all__ = ["SlotSpec", "SpecError", "positive_int", "positive_float", "one_of"]
 
 
 class SpecError(ValueError):
     """A slot string or option that cannot be understood."""
+
+
+def positive_int(text: str) -> int:
+    """Option converter: an integer >= 1."""
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be a positive integer")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """Option converter: a finite number > 0."""
+    value = float(text)
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError("must be a positive number")
+    return value
+
+
+def one_of(*choices: str) -> Callable[[str], str]:
+    """Option converter factory: the value must be one of ``choices``."""
+
+    def convert(text: str) -> str:
+        if text not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return text
+
+    return convert
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import torch
 from PIL import Image
 
 from vitpos.data import open_data
+from vitpos.data.dataset import iterate_batches
 
 
 def make_folder(root, classes=("cat", "dog"), per_class=5, size=(20, 12)):
@@ -57,3 +58,13 @@ def test_unreadable_image_names_the_file(tmp_path):
     broken = next(i for i, (p, _) in enumerate(splits.train.samples) if p.name == "broken.png")
     with pytest.raises(ValueError, match=r"cannot read image .*broken\.png"):
         splits.train[torch.tensor([broken])]
+
+
+def test_worker_processes_deliver_the_same_batches(tmp_path):
+    make_folder(tmp_path / "train")
+    make_folder(tmp_path / "val", per_class=1)
+    train = open_data(f"folder:{tmp_path}").train.at_size(8)
+    batches = list(torch.arange(10).split(4))
+    direct = list(iterate_batches(train, batches))
+    loaded = list(iterate_batches(train, batches, workers=1))
+    assert len(loaded) == 3 and all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(direct, loaded))

@@ -8,6 +8,7 @@ tensors are taken from the module under test.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -48,7 +49,17 @@ class AxisIndex:
     def __call__(self, x: float) -> int:
         return h(x, self.beta) if self.kind == "clip" else g(x, self.alpha, self.beta, self.gamma)
 
+    def _key(self) -> tuple:
+        return (self.kind, self.alpha, self.beta, self.gamma)
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AxisIndex) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
+@functools.lru_cache(maxsize=16)  # the pair loop is slow Python; timings should measure the attention
 def reference_ids(method: str, grid, prefix: int, rows: AxisIndex, cols: AxisIndex | None = None, quant: str = "rank"):
     """Bucket ids per pair as nested lists: one (N, N) map, or two (rows, columns) for cross."""
     cols = cols or rows

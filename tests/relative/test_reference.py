@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from vitpos.encodings.base import SlotContext
+from vitpos.encodings.relative import chunked
 from vitpos.models.layers import Attention
 from vitpos.registry import RELATIVE
 from vitpos.spec import SlotSpec
@@ -66,7 +67,8 @@ def build_attention(spec_text: str, case: dict) -> Attention:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("spec_text", SPECS)
-def test_efficient_equals_reference_forward_and_gradients(spec_text, seed):
+def test_efficient_equals_reference_forward_and_gradients(spec_text, seed, monkeypatch):
+    monkeypatch.setattr(chunked, "MIN_CHUNK", 3)  # several chunks even on small grids
     case = random_case(1000 * seed + SPECS.index(spec_text))
     attn = build_attention(spec_text, case)
     grid, prefix = case["grid"], case["prefix"]
@@ -77,8 +79,9 @@ def test_efficient_equals_reference_forward_and_gradients(spec_text, seed):
 
     expected = reference_attention(attn, spec_text, x, grid, prefix, case["native"])
     expected_grads = torch.autograd.grad((expected * weight).sum(), inputs)
-    for fused in (True, False):
-        attn.fused = fused
+    # explicit weights; the encoding's own attention keeping them ("stored"); query chunks
+    for fused, memory_efficient in ((False, None), (True, False), (True, True)):
+        attn.fused, attn.relative.memory_efficient = fused, memory_efficient
         out = attn(x, grid, prefix)
         torch.testing.assert_close(out, expected, rtol=1e-6, atol=1e-10)
         grads = torch.autograd.grad((out * weight).sum(), inputs)

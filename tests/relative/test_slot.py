@@ -164,14 +164,16 @@ def test_gradients_reach_every_table(text):
 
 
 class LargestAllocation(TorchDispatchMode):
-    """Records the largest storage (in elements) any operator returns."""
+    """Records the largest new storage (in elements) any operator returns; views and in-place
+    results, which share an input's storage, allocate nothing."""
 
     largest = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        given = {t.untyped_storage().data_ptr() for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)}
         for t in tree_flatten(out)[0]:
-            if isinstance(t, torch.Tensor) and t.device.type != "meta":
+            if isinstance(t, torch.Tensor) and t.device.type != "meta" and t.untyped_storage().data_ptr() not in given:
                 self.largest = max(self.largest, t.untyped_storage().nbytes() // t.element_size())
         return out
 
@@ -184,19 +186,21 @@ def largest_allocation(attn: Attention, text: str, grid, prefix: int, reference:
     return mode.largest
 
 
-def nnd_setup(text: str):
+def nnd_setup(text: str, fused: bool = False, memory_efficient: bool | None = None):
     heads, head_dim, grid, prefix = 2, 16, (6, 6), 1
     spec = SlotSpec.parse(text)
     ctx = SlotContext(heads * head_dim, heads, 1, grid, prefix)
     attn = Attention(heads * head_dim, heads, relative=RELATIVE.get(spec.name).from_spec(spec, ctx))
-    attn.fused = False  # the explicit path, whose N x N weights are the largest legitimate tensor
+    # fused=False: the explicit path, whose N x N weights are the largest legitimate tensor
+    attn.fused, attn.relative.memory_efficient = fused, memory_efficient
     n = prefix + grid[0] * grid[1]
     return attn, grid, prefix, n * n * head_dim
 
 
+@pytest.mark.parametrize("path", [(False, None), (True, False), (True, True)], ids=["explicit", "stored", "chunked"])
 @pytest.mark.parametrize("text", [t for t in EVERY_ENCODING if not t.startswith("rope2d")])
-def test_the_efficient_path_never_allocates_an_n_n_d_tensor(text):
-    attn, grid, prefix, limit = nnd_setup(text)
+def test_the_efficient_path_never_allocates_an_n_n_d_tensor(text, path):
+    attn, grid, prefix, limit = nnd_setup(text, *path)
     assert largest_allocation(attn, text, grid, prefix) < limit
 
 

@@ -115,13 +115,15 @@ def save_curves(
     fig = Figure(figsize=(5.2, 3.6), layout="constrained")
     ax = fig.subplots()
     xs = np.asarray(x, dtype=float)
+    plotted = False
     for name, (means, stds) in series.items():
         m, s = np.asarray(means, dtype=float), np.asarray(stds, dtype=float)
+        plotted = plotted or bool(np.isfinite(m).any())
         if len(m) != len(xs) or len(s) != len(xs):
             raise ValueError(f"series {name!r} has {len(m)} means and {len(s)} stds for {len(xs)} x values")
         (line,) = ax.plot(xs, m, marker="o", markersize=3, label=name)
         ax.fill_between(xs, m - s, m + s, color=line.get_color(), alpha=0.15, linewidth=0)
-    if logx:
+    if logx and plotted and (xs > 0).all():  # a log axis needs at least one positive point to show
         ax.set_xscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)

@@ -56,8 +56,8 @@ def _parser_for(hint: Any) -> tuple[Callable[[str], Any] | None, str]:
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         if len(args) == 1:
-            inner, metavar = _parser_for(args[0])
-            return (lambda text: None if text.lower() == "none" else inner(text)), metavar
+            inner, metavar = (_parse_bool, "BOOL") if args[0] is bool else _parser_for(args[0])
+            return (lambda text: None if text.lower() == "none" else inner(text)), metavar + "|none"
         if int in args and any(typing.get_origin(a) is tuple for a in args):  # e.g. img_size: 32 or 32,48
             return _tuple_or_int, "N[,N]"
     if origin is tuple:
@@ -70,6 +70,15 @@ def _parser_for(hint: Any) -> tuple[Callable[[str], Any] | None, str]:
     raise TypeError(f"no command-line parser for type {hint!r}")
 
 
+def _parse_bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("true", "yes", "1"):
+        return True
+    if lowered in ("false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
 def _tuple_or_int(text: str) -> int | tuple[int, ...]:
     values = tuple(int(v) for v in text.split(","))
     return values[0] if len(values) == 1 else values
@@ -80,11 +89,15 @@ def add_dataclass_options(
     cls: type,
     *,
     skip: tuple[str, ...] = (),
-    extra_help: dict[str, str] | None = None,
+    show_defaults: bool = True,
+    help_overrides: dict[str, str] | None = None,
 ) -> list[str]:
-    """Add ``--field-name`` for every field of ``cls`` not in ``skip``; returns the field names."""
+    """Add ``--field-name`` for every field of ``cls`` not in ``skip``; returns the field names.
+
+    ``help_overrides`` replaces the generated help (docstring and default) of some fields.
+    """
     hints = typing.get_type_hints(cls)
-    docs = {**field_docs(cls), **(extra_help or {})}
+    docs = field_docs(cls)
     names = []
     for f in dataclasses.fields(cls):
         if f.name in skip:
@@ -92,7 +105,9 @@ def add_dataclass_options(
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         parse, metavar = _parser_for(hints[f.name])
         help_text = docs.get(f.name, f.name.replace("_", " "))
-        help_text = f"{help_text} (default: {default})".replace("%", "%%")
+        if show_defaults:
+            help_text += f" (default: {default})"
+        help_text = (help_overrides or {}).get(f.name, help_text).replace("%", "%%")
         flag = "--" + f.name.replace("_", "-")
         if parse is None:
             parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)

@@ -65,11 +65,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", metavar="NAME", help="model preset to start from (see `vitpos models`)")
     p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its newest checkpoint; its saved config.yaml is the "
                    "base for every option (a --model given again must match the checkpoint)")
-    names = {"train": add_dataclass_options(p.add_argument_group("training options"), TrainConfig)}
+    run_dir_help = "Folder for the config, metrics and checkpoints (default: runs/<model>-<data>)."
+    names = {"train": add_dataclass_options(p.add_argument_group("training options"), TrainConfig, help_overrides={"run_dir": run_dir_help})}
     model_group = p.add_argument_group(
-        "model options", "override fields of the preset; num_classes, in_chans and img_size follow the data unless given"
+        "model options",
+        "override fields of the preset (the defaults); num_classes, in_chans and img_size follow the data unless given",
     )
-    names["model"] = add_dataclass_options(model_group, ModelConfig, skip=("position",))
-    slot_group = p.add_argument_group("position slots", "slot values by their short strings, e.g. --absolute fourier:gamma=10")
-    names["slots"] = add_dataclass_options(slot_group, PositionConfig)
+    names["model"] = add_dataclass_options(model_group, ModelConfig, skip=("position",), show_defaults=False)
+    slot_group = p.add_argument_group(
+        "position slots", "override the preset's slot values by their short strings, e.g. --absolute fourier:gamma=10"
+    )
+    names["slots"] = add_dataclass_options(slot_group, PositionConfig, show_defaults=False)
     p.set_defaults(func=run, option_names=names)

@@ -23,7 +23,7 @@ def load_digits_splits(seed: int = 0, val_fraction: float = 0.15, test_fraction:
     parts = {"val": order[:n_val], "test": order[n_val : n_val + n_test], "train": order[n_val + n_test :]}
     train_pixels = images[parts["train"]].float() / 255.0
     info = DataInfo(
-        "digits",
+        "digits" if seed == 0 else f"digits:seed={seed}",
         "classification",
         classes=tuple(str(d) for d in range(10)),
         channels=1,

@@ -12,7 +12,7 @@ from .synthetic import TASKS, SyntheticTask
 __all__ = ["open_data", "DATA_FORMS"]
 
 DATA_FORMS = {
-    "synthetic": "synthetic:TASK[:img=32][:square=PATCH][:train=5000][:val=1000][:test=1000][:seed=0][:free]",
+    "synthetic": "synthetic:TASK[:img=32|HxW][:square=PATCH][:train=5000][:val=1000][:test=1000][:seed=0][:free]",
     "folder": "folder:PATH",
     "cifar10": "cifar10:PATH",
     "cifar100": "cifar100:PATH",
@@ -20,7 +20,13 @@ DATA_FORMS = {
 }
 """Every accepted form; TASK is one of the synthetic tasks."""
 
-_SYNTHETIC_OPTIONS = {"img": int, "square": int, "train": int, "val": int, "test": int, "seed": int}
+def _image_size(text: str) -> int | tuple[int, int]:
+    """``32`` or ``32x48`` (height x width)."""
+    h, x, w = text.partition("x")
+    return (int(h), int(w)) if x else int(h)
+
+
+_SYNTHETIC_OPTIONS = {"img": _image_size, "square": int, "train": int, "val": int, "test": int, "seed": int}
 
 
 def _forms() -> str:

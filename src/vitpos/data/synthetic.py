@@ -72,9 +72,21 @@ class SyntheticTask:
             )
 
     @property
+    def spec(self) -> str:
+        """The data spec that opens exactly this task (every option that is not the default)."""
+        h, w = as_size(self.img_size)
+        parts = [f"synthetic:{self.task}"]
+        if (h, w) != (32, 32):
+            parts.append(f"img={h}" if h == w else f"img={h}x{w}")
+        parts.append(f"square={self.square_size}")  # its default follows the model, so always spelled out
+        defaults = SyntheticTask()
+        parts += [f"{k}={getattr(self, k)}" for k in ("train", "val", "test", "seed") if getattr(self, k) != getattr(defaults, k)]
+        return ":".join(parts + ([] if self.aligned else ["free"]))
+
+    @property
     def info(self) -> DataInfo:
         """Classes or targets of this task."""
-        spec = f"synthetic:{self.task}"
+        spec = self.spec
         if self.task == "distance":
             return DataInfo(spec, "regression", target_names=("dx", "dy"), position_sensitive=True)
         return DataInfo(spec, "classification", classes=_CLASSES[self.task], position_sensitive=True)

@@ -14,7 +14,7 @@ from torch import nn
 
 from ..grid import Grid, grid_coords, resample_table
 from ..registry import ABSOLUTE
-from ..spec import SlotSpec
+from ..spec import SlotSpec, one_of, positive_float, positive_int
 from .base import SlotContext, SlotEntry
 from .cache import GridCache
 from .sincos import interleave_sin_cos, sincos_1d, sincos_2d, sincos_frequencies
@@ -146,14 +146,12 @@ class LearnableSinCosPosition(AbsoluteEncoding):
         self.weight = nn.Parameter(weight)
 
     def forward(self, grid: Grid) -> torch.Tensor:
+        # recomputed while autograd records; cached per grid in inference
+        return self._cache.get(tuple(grid), lambda: self._compute(grid), [self.weight])
+
+    def _compute(self, grid: Grid) -> torch.Tensor:
         coords = grid_coords(grid, device=self.weight.device, dtype=self.weight.dtype)
         return interleave_sin_cos(coords @ self.weight.t())[None]
-
-
-def _fourier_init(mode: str) -> str:
-    if mode not in ("variance", "std"):
-        raise ValueError("init must be 'variance' (paper) or 'std' (reference code)")
-    return mode
 
 
 @ABSOLUTE.register("fourier")
@@ -169,7 +167,7 @@ class FourierPosition(AbsoluteEncoding):
     Options: ``gamma`` (default 10), ``dim`` = F (default D), ``hidden`` (default 32).
     """
 
-    _schema = {"gamma": float, "dim": int, "hidden": int, "init": _fourier_init}
+    _schema = {"gamma": positive_float, "dim": positive_int, "hidden": positive_int, "init": one_of("variance", "std")}
 
     def __init__(self, ctx: SlotContext, gamma: float = 10.0, dim: int | None = None, hidden: int = 32, init: str = "variance") -> None:
         super().__init__(ctx)
@@ -199,4 +197,5 @@ class FourierPosition(AbsoluteEncoding):
         return torch.cat([proj.cos(), proj.sin()], dim=-1) / math.sqrt(self.fourier_dim)
 
     def forward(self, grid: Grid) -> torch.Tensor:
-        return self.mlp(self.features(grid))[None]
+        # recomputed while autograd records; cached per grid in inference
+        return self._cache.get(tuple(grid), lambda: self.mlp(self.features(grid))[None], self.parameters())

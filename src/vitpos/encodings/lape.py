@@ -18,7 +18,7 @@ from torch import nn
 
 from ..grid import Grid
 from ..registry import JOIN
-from ..spec import SlotSpec
+from ..spec import SlotSpec, one_of, positive_int
 from .base import SlotContext
 from .cache import EvalMemo
 from .join import Join
@@ -90,19 +90,6 @@ class PositionNorm(nn.Module):
         return f"form={self.form}, layers={self.layers}, eps={self.eps}"
 
 
-def _positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise ValueError("must be a positive integer")
-    return number
-
-
-def _form(value: str) -> str:
-    if value not in FORMS:
-        raise ValueError(f"must be one of {', '.join(FORMS)}")
-    return value
-
-
 @JOIN.register("lape")
 class LapeJoin(Join):
     """LaPE: block l's attention input is LN_x,l(x) + LN_pe,l(pe); tokens enter without pe.
@@ -122,7 +109,7 @@ class LapeJoin(Join):
     In eval mode the per-layer encodings are computed once per grid and reused.
     """
 
-    _schema = {"eta": _positive_int, "form": _form}
+    _schema = {"eta": positive_int, "form": one_of(*FORMS)}
 
     def __init__(self, ctx: SlotContext, eta: int | None = None, form: str = "ln", chained: bool = False) -> None:
         super().__init__(ctx)

@@ -31,11 +31,12 @@ import re
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..grid import Grid, map_to_tokens, tokens_to_map
 from ..registry import CONDITIONAL
-from ..spec import SlotSpec, SpecError
+from ..spec import SlotSpec, SpecError, one_of
 from .base import SlotContext
 from .conditional import ConditionalEncoding, check_depth, format_positions, parse_positions
 
@@ -52,12 +53,6 @@ def _kernel_size(text: str) -> int:
     if k < 1 or k % 2 == 0:
         raise ValueError("k must be a positive odd integer so that the grid keeps its size")
     return k
-
-
-def _pad_mode(text: str) -> str:
-    if text not in PAD_MODES:
-        raise ValueError(f"valid padding modes: {', '.join(PAD_MODES)}")
-    return text
 
 
 @dataclass(frozen=True)
@@ -78,7 +73,7 @@ class PegForm:
     @classmethod
     def from_spec(cls, spec: SlotSpec) -> "PegForm":
         """Read flags ``dw``/``dense``/``dw*N``/``dense*N``/``frozen`` and options ``k``, ``pad``."""
-        options = spec.typed_options({"k": _kernel_size, "pad": _pad_mode})
+        options = spec.typed_options({"k": _kernel_size, "pad": one_of(*PAD_MODES)})
         conv, stacked, frozen, function_flags = "dw", 0, False, []
         for flag in spec.flags:
             match = _FUNCTION_FLAG.match(flag)
@@ -127,13 +122,11 @@ class PEG(nn.Module):
 
     def forward(self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # B, P + H*W, C
         self._check_padding(grid)
-        patches = x[:, num_prefix_tokens:]
-        # tokens_to_map / map_to_tokens are views (channels-last strides), so the only new
-        # tensors are F's output, the residual sum and, with prefix tokens, one concatenation
-        pos = map_to_tokens(self.proj(tokens_to_map(patches, grid)))
-        if num_prefix_tokens == 0:
-            return x + pos
-        return torch.cat([x[:, :num_prefix_tokens], patches + pos], dim=1)
+        # tokens_to_map / map_to_tokens are views (channels-last strides); prefix tokens get zero
+        # rows instead of being split off and concatenated back, so the residual's gradient
+        # reaches x as it is
+        pos = map_to_tokens(self.proj(tokens_to_map(x[:, num_prefix_tokens:], grid)))
+        return x + (F.pad(pos, (0, 0, num_prefix_tokens, 0)) if num_prefix_tokens else pos)
 
     def _check_padding(self, grid: Grid) -> None:
         radius, side = self.form.kernel // 2, min(grid)

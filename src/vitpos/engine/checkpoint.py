@@ -28,7 +28,7 @@ from safetensors.torch import load_file, safe_open, save_file
 from torch import nn
 
 from ..config import ModelConfig
-from ..models.factory import create_model
+from ..models.factory import config_from_dict, create_model
 from .atomic import fsync_path, write_atomic
 
 __all__ = [
@@ -180,7 +180,7 @@ def load_checkpoint(path: str | Path, *, with_state: bool = True) -> Checkpoint:
             ) from None
     return Checkpoint(
         path=folder,
-        model_config=ModelConfig.from_dict(json.loads(meta["model_config"])),
+        model_config=config_from_dict(json.loads(meta["model_config"])),
         train_config=json.loads(meta.get("train_config", "{}")),
         data=json.loads(meta.get("data", "{}")),
         weights=weights,

@@ -44,10 +44,12 @@ class Dist:
 
 
 def pick_device(name: str, local_rank: int = 0) -> torch.device:
-    """``auto`` -> this process's GPU if there is one, else CPU; anything else as given."""
+    """``auto`` -> this process's GPU if there is one, else CPU; ``cuda`` -> this process's GPU."""
     if name == "auto":
-        return torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(name)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", local_rank)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {name!r} asked for, but CUDA is not available here; use --device cpu")
     return device

@@ -47,8 +47,9 @@ class RunRequest:
     """Training options."""
 
     def __post_init__(self) -> None:
-        position = self.model.pop("position", None) or {}
-        self.model = {**position, **self.model}
+        model = dict(self.model)
+        self.model = {**(model.pop("position", None) or {}), **model}
+        self.train = dict(self.train)
         unknown = sorted(set(self.model) - MODEL_KEYS)
         if unknown:
             raise ValueError(f"unknown model option(s) {', '.join(unknown)}; valid: {', '.join(sorted(MODEL_KEYS))}")

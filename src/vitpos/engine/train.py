@@ -28,12 +28,11 @@ from ..data.spec import open_data
 from ..data.transforms import Augment
 from ..encodings.saved import load_position_encoding
 from ..models.factory import create_model
-from . import distributed
 from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_checkpoint, load_weights, save_checkpoint
 from .config import TrainConfig
-from .distributed import Dist, epoch_batches, steps_per_epoch
+from .distributed import Dist, epoch_batches, setup, steps_per_epoch, teardown
 from .evaluate import evaluate, task_loss
-from .metrics import RunningMetrics, primary_metric
+from .metrics import RunningMetrics
 from .optim import ModelEma, WarmupCosine, build_optimizer
 from .records import write_history, write_run_config, write_summary
 from .setup import check_model_fits_data
@@ -144,6 +143,11 @@ class _Trainer:
                 raise CheckpointError(f"checkpoint {ckpt.path} has no EMA weights; resume with ema_decay=0")
             load_weights(self.ema.module, ckpt.ema, ckpt.path)
         state = ckpt.state
+        if state["batch"] and ckpt.train_config.get("batch_size") != self.cfg.batch_size:
+            raise CheckpointError(
+                f"checkpoint {ckpt.path} was taken mid-epoch with batch_size {ckpt.train_config.get('batch_size')}; "
+                "resume with the same batch size"
+            )
         self.optimizer.load_state_dict(state["optimizer"])
         self.epoch, self.batch, self.step = state["epoch"], state["batch"], state["step"]
         self.history = list(state["history"])
@@ -265,19 +269,21 @@ class _Trainer:
 def train(model_cfg: ModelConfig, cfg: TrainConfig, data: DataSplits | None = None, *, resume: bool = False) -> TrainResult:
     """Train a model built from ``model_cfg`` on ``data`` (default: ``open_data(cfg.data)``).
 
+    The run records ``data.info.spec``, the full spec of the data it was given, as its data.
     Under ``torchrun`` every process calls this with the same arguments. With ``resume`` the
     run continues from the newest checkpoint in ``cfg.run_dir`` (or starts if there is none).
     """
     if data is None:
         data = open_data(cfg.data, patch_size=model_cfg.patch_size)
+    cfg = cfg.replace(data=data.info.spec)  # record the data actually used, spelled out in full
     if cfg.deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS needs it to be deterministic
         torch.use_deterministic_algorithms(True)
         torch.backends.cudnn.benchmark = False
     owns_group = not (torch.distributed.is_available() and torch.distributed.is_initialized())
-    ctx, device = distributed.setup(cfg.device)
+    ctx, device = setup(cfg.device)
     try:
         return _Trainer(model_cfg, cfg, data, ctx, device, resume).fit()
     finally:
         if owns_group:
-            distributed.teardown()
+            teardown()

@@ -8,20 +8,20 @@ from typing import Any
 
 from torch import nn
 
-from ..config import ModelConfig
+from ..config import HostConfig, ModelConfig
 from ..registry import ARCHITECTURES, MODELS
 
-__all__ = ["create_model", "list_models", "get_config"]
+__all__ = ["create_model", "list_models", "get_config", "config_from_dict"]
 
 
-def get_config(name: str | ModelConfig, **overrides: Any) -> ModelConfig:
+def get_config(name: str | HostConfig, **overrides: Any) -> HostConfig:
     """The config of preset ``name`` (a fresh copy) with ``overrides`` applied."""
-    base = name if isinstance(name, ModelConfig) else MODELS.get(name)
+    base = MODELS.get(name) if isinstance(name, str) else name
     cfg = copy.deepcopy(base)
     return cfg.replace(**overrides) if overrides else cfg
 
 
-def create_model(name: str | ModelConfig, **overrides: Any) -> nn.Module:
+def create_model(name: str | HostConfig, **overrides: Any) -> nn.Module:
     """Build a model from a preset name or a config.
 
     ``overrides`` are model fields (``num_classes=10``, ``head="gap"``) or slot values by their
@@ -34,3 +34,10 @@ def create_model(name: str | ModelConfig, **overrides: Any) -> nn.Module:
 def list_models(pattern: str = "*") -> list[str]:
     """Preset names matching a shell-style ``pattern``."""
     return [n for n in MODELS.names() if fnmatch.fnmatch(n, pattern)]
+
+
+def config_from_dict(data: dict[str, Any]) -> HostConfig:
+    """A model config from its ``to_dict()`` form, of the class its host reads (``config_class``,
+    ``ModelConfig`` by default)."""
+    host = ARCHITECTURES.get(data.get("arch", "vit"))
+    return getattr(host, "config_class", ModelConfig).from_dict(data)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Sequence
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -9,7 +11,11 @@ from torch import nn
 from ..encodings.relative.base import RelativePosition
 from ..grid import Grid, patch_grid
 
-__all__ = ["PatchEmbed", "Attention", "Mlp", "DropPath", "Block", "init_linear"]
+if TYPE_CHECKING:
+    from ..encodings.conditional import ConditionalEncoding
+    from ..encodings.join import Join
+
+__all__ = ["PatchEmbed", "Attention", "Mlp", "DropPath", "Block", "init_linear", "run_blocks"]
 
 
 def init_linear(layer: nn.Linear) -> nn.Linear:
@@ -50,7 +56,9 @@ class Attention(nn.Module):
     Without a relative term, or when it only adds logits, attention runs through
     ``scaled_dot_product_attention`` (the logits as a float mask). With a value term, or when
     :attr:`fused` is False, the weights are computed explicitly and pass through
-    ``attn_drop``, where a forward hook can read them.
+    ``attn_drop``, where a forward hook can read them. A relative encoding may compute the whole
+    attention itself (:meth:`RelativePosition.attend`: query chunks on long sequences) when
+    :attr:`fused` is True and no attention dropout is active.
     """
 
     def __init__(
@@ -73,33 +81,56 @@ class Attention(nn.Module):
         self.proj_drop = nn.Dropout(proj_drop)
         self.relative = relative
 
-    def forward(self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         b, n, c = x.shape
         qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)  # B, heads, N, head_dim
+        out = self.attend(q, k, v, grid, num_prefix_tokens, mask)
+        out = out.transpose(1, 2).reshape(b, n, c)
+        return self.proj_drop(self.proj(out))
+
+    def attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        grid: Grid,
+        num_prefix_tokens: int,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:  # B, heads, N, head_dim
+        """Attention of q over (k, v) with the relative terms; ``mask`` is an additive logit term
+        broadcastable to (B, heads, N, M) (e.g. Swin's shifted-window mask)."""
         rel = self.relative
-        bias = None
+        bias = mask
         if rel is not None:
             q, k = rel.rotate(q, k, grid, num_prefix_tokens)
-            bias = rel.logit_bias(q, k, grid, num_prefix_tokens, self.scale)
+            # the encoding may attend itself (query chunks on long sequences); it applies no dropout
+            # and takes no extra mask
+            if mask is None and self.fused and not (self.training and self.attn_drop.p > 0):
+                out = rel.attend(q, k, v, grid, num_prefix_tokens, self.scale)
+                if out is not None:
+                    return out
+            rel_bias = rel.logit_bias(q, k, grid, num_prefix_tokens, self.scale)
+            if rel_bias is not None:
+                bias = rel_bias if bias is None else rel_bias + bias
         if self.fused and (rel is None or not rel.needs_attention_weights):
             if bias is not None:
                 bias = bias.to(q.dtype)
-            out = F.scaled_dot_product_attention(
+            return F.scaled_dot_product_attention(
                 q, k, v, attn_mask=bias, dropout_p=self.attn_drop.p if self.training else 0.0, scale=self.scale
             )
-        else:
-            logits = (q * self.scale) @ k.transpose(-2, -1)
-            if bias is not None:
-                logits = logits + bias
-            attn = self.attn_drop(logits.softmax(dim=-1))
-            out = attn @ v
-            if rel is not None and rel.needs_attention_weights:
-                extra = rel.value_term(attn, grid, num_prefix_tokens)
-                if extra is not None:
-                    out = out + extra
-        out = out.transpose(1, 2).reshape(b, n, c)
-        return self.proj_drop(self.proj(out))
+        logits = (q * self.scale) @ k.transpose(-2, -1)
+        if bias is not None:
+            logits = logits + bias
+        attn = self.attn_drop(logits.softmax(dim=-1))
+        out = attn @ v
+        if rel is not None and rel.needs_attention_weights:
+            extra = rel.value_term(attn, grid, num_prefix_tokens)
+            if extra is not None:
+                out = out + extra
+        return out
 
 
 class Mlp(nn.Module):
@@ -147,10 +178,14 @@ class Block(nn.Module):
         attn_drop: float = 0.0,
         drop_path: float = 0.0,
         relative: RelativePosition | None = None,
+        attn: Attention | None = None,
     ) -> None:
         super().__init__()
+        if attn is not None and relative is not None:
+            raise ValueError("pass the relative encoding to the attention module given as attn, not to Block")
         self.norm1 = nn.LayerNorm(dim, eps=1e-6)
-        self.attn = Attention(dim, num_heads, qkv_bias, attn_drop, drop, relative)
+        # attn: a ready attention (a subclass such as windowed or spatial-reduction attention)
+        self.attn = attn if attn is not None else Attention(dim, num_heads, qkv_bias, attn_drop, drop, relative)
         self.drop_path1 = DropPath(drop_path)
         self.norm2 = nn.LayerNorm(dim, eps=1e-6)
         self.mlp = Mlp(dim, int(dim * mlp_ratio), drop)
@@ -164,3 +199,26 @@ class Block(nn.Module):
             h = h + pos
         x = x + self.drop_path1(self.attn(h, grid, num_prefix_tokens))
         return x + self.drop_path2(self.mlp(self.norm2(x)))
+
+
+def run_blocks(
+    x: torch.Tensor,
+    grid: Grid,
+    num_prefix_tokens: int,
+    blocks: Sequence[Block],
+    pe: torch.Tensor | None,
+    join: "Join",
+    conditional: "ConditionalEncoding | None",
+    pos_drop: nn.Module,
+) -> torch.Tensor:
+    """Run ``blocks`` with the slot hooks: the join's entry, conditional generators at their
+    positions (-1 = before block 0, i = after block i), and the join's per-block terms."""
+    x = pos_drop(join.enter(x, pe, grid))
+    if conditional is not None and -1 in conditional.positions:
+        x = conditional(-1, x, grid, num_prefix_tokens)
+    for i, block in enumerate(blocks):
+        x = join.before_block(i, x, pe, grid)
+        x = block(x, grid, num_prefix_tokens, join.attention_pos(i, pe, grid))
+        if conditional is not None and i in conditional.positions:
+            x = conditional(i, x, grid, num_prefix_tokens)
+    return x

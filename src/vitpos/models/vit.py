@@ -9,7 +9,7 @@ from ..config import ModelConfig
 from ..encodings.base import SlotContext
 from ..grid import Grid, patch_grid
 from ..registry import ARCHITECTURES
-from .layers import Block, PatchEmbed, init_linear
+from .layers import Block, PatchEmbed, init_linear, run_blocks
 
 __all__ = ["VisionTransformer", "slot_context"]
 
@@ -76,17 +76,8 @@ class VisionTransformer(nn.Module):
         """Images (B, C, H, W) -> normalised tokens (B, P + H*W, D)."""
         x, grid = self.patch_embed(x)
         x = self._prepend_prefix(x)
-        prefix = self.num_prefix_tokens
         pe = self.position_encoding(grid)
-        x = self.pos_drop(self.join.enter(x, pe, grid))
-        cond = self.conditional
-        if cond is not None and -1 in cond.positions:
-            x = cond(-1, x, grid, prefix)
-        for i, block in enumerate(self.blocks):
-            x = self.join.before_block(i, x, pe, grid)
-            x = block(x, grid, prefix, self.join.attention_pos(i, pe, grid))
-            if cond is not None and i in cond.positions:
-                x = cond(i, x, grid, prefix)
+        x = run_blocks(x, grid, self.num_prefix_tokens, self.blocks, pe, self.join, self.conditional, self.pos_drop)
         return self.norm(x)
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:

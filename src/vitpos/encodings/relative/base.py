@@ -9,6 +9,7 @@ from ...grid import Grid
 from ...registry import RELATIVE
 from ...spec import SlotSpec
 from ..base import SlotContext, SlotEntry
+from .chunked import attention_mode, chunked_attention
 
 __all__ = ["RelativePosition", "RelativeBias", "NoRelative"]
 
@@ -17,17 +18,26 @@ class RelativePosition(SlotEntry, nn.Module):
     """Base class; one instance per attention layer. Shapes: q, k, v are (B, heads, N, head_dim)
     with N = num_prefix_tokens + H*W.
 
-    Attention calls, in order: :meth:`rotate` on q and k; :meth:`logit_bias`, whose result
-    (broadcastable to (B, heads, N, N), in logit units, i.e. after the 1/sqrt(d) scale) is
-    added to the logits; and, when :attr:`needs_attention_weights` is true, computes the
-    attention weights explicitly and adds :meth:`value_term` to the output.
+    Attention calls, in order: :meth:`rotate` on q and k; :meth:`attend`, which may compute the
+    whole attention itself (the memory-efficient path of long sequences); otherwise
+    :meth:`logit_bias`, whose result (broadcastable to (B, heads, N, N), in logit units, i.e.
+    after the 1/sqrt(d) scale) is added to the logits, and, when :attr:`needs_attention_weights`
+    is true, it computes the attention weights explicitly and adds :meth:`value_term`.
     """
 
     needs_attention_weights: bool = False
+    memory_efficient: bool | None = None
+    """Query-chunked attention (:mod:`.chunked`): None follows its length policy, True / False force it on / off."""
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Transform queries and keys before the dot product (rotary encodings)."""
         return q, k
+
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float
+    ) -> torch.Tensor | None:
+        """The attention output (B, heads, N, d) computed by the encoding, or None to let the host do it."""
+        return None
 
     def logit_bias(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> torch.Tensor | None:
         """Additive logit term, or None."""
@@ -51,6 +61,15 @@ class RelativeBias(RelativePosition):
 
     def logit_bias(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> torch.Tensor:
         return self.position_bias(grid, num_prefix_tokens).unsqueeze(0)
+
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float
+    ) -> torch.Tensor | None:
+        """:func:`.chunked.chunked_attention` with the (heads or 1, N, N) bias where its policy picks it."""
+        mode = attention_mode(self.memory_efficient, q.shape[-2], q, k, v, *self.parameters())
+        if mode is None:
+            return None
+        return chunked_attention(q, k, v, scale, bias=self.position_bias(grid, num_prefix_tokens), mode=mode)[0]
 
 
 @RELATIVE.register("none")

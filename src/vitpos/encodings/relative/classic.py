@@ -23,7 +23,7 @@ from ..sincos import sincos_1d
 from .base import RelativeBias, RelativePosition
 from .index import Bucketing, IndexFunction
 from .irpe import IRPEContextual, IRPEOptions
-from .lookup import BucketLookup, bias_term, gather_buckets, key_term, query_term
+from .lookup import BucketLookup, BucketTerms, bias_term, bucket_scores
 
 __all__ = ["ShawRelative", "TransformerXLRelative", "HuangRelative", "SASARelative", "SwinRelativeBias"]
 
@@ -80,10 +80,11 @@ class HuangRelative(_ClippedEncoding, BucketLookup, RelativePosition):
         self.init_buckets(_clipped_product(max_dist), ctx.num_prefix_tokens)
         self.table = nn.Parameter(torch.zeros(self.num_buckets, ctx.head_dim))
 
+    def bucket_terms(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> BucketTerms:
+        return BucketTerms(row=bucket_scores(q, self.table, scale), col=bucket_scores(k, self.table, scale))
+
     def logit_bias(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> torch.Tensor:
-        ids = self.bucket_ids(grid, num_prefix_tokens, q.device)
-        ids_t = self.bucket_ids(grid, num_prefix_tokens, q.device, transposed=True)
-        return key_term(q, self.table, ids, scale) + query_term(k, self.table, ids_t, scale)
+        return self.lookup_logits(self.bucket_terms(q, k, grid, num_prefix_tokens, scale), grid, num_prefix_tokens, q.device)
 
 
 def offset_sinusoids(max_dist: int, dim: int) -> torch.Tensor:
@@ -122,10 +123,17 @@ class TransformerXLRelative(_ClippedEncoding, BucketLookup, RelativePosition):
         keys = self.proj(self.sinusoids.to(self.proj.weight.dtype))
         return keys if self.prefix_key is None else torch.cat([keys, self.prefix_key], dim=0)
 
+    def _position_terms(self, q: torch.Tensor, scale: float) -> BucketTerms:
+        return BucketTerms(row=bucket_scores(q + self.v, self.position_keys(), scale))  # (q_i + v) . s W^R
+
+    def bucket_terms(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> BucketTerms:
+        terms = self._position_terms(q, scale)
+        terms.query = q + self.u  # (q_i + u) . k_j
+        return terms
+
     def logit_bias(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> torch.Tensor:
-        ids = self.bucket_ids(grid, num_prefix_tokens, q.device)
         content = (k @ (self.u * scale)).unsqueeze(-2)  # B, heads, 1, N: u . k_j
-        return key_term(q + self.v, self.position_keys(), ids, scale) + content
+        return self.lookup_logits(self._position_terms(q, scale), grid, num_prefix_tokens, q.device) + content
 
 
 @RELATIVE.register("sasa")
@@ -149,13 +157,16 @@ class SASARelative(_ClippedEncoding, BucketLookup, RelativePosition):
         self.table_x = nn.Parameter(torch.zeros(size_x, ctx.head_dim // 2))
         self.table_y = nn.Parameter(torch.zeros(size_y, ctx.head_dim // 2))
 
-    def logit_bias(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> torch.Tensor:
+    def bucket_terms(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> BucketTerms:
         half = q.shape[-1] // 2
         # Cross ids put row (y) buckets first, column (x) buckets after them
         scores = torch.cat(
-            [q[..., half:] @ (self.table_y * scale).t(), q[..., :half] @ (self.table_x * scale).t()], dim=-1
+            [bucket_scores(q[..., half:], self.table_y, scale), bucket_scores(q[..., :half], self.table_x, scale)], dim=-1
         )
-        return gather_buckets(scores, self.bucket_ids(grid, num_prefix_tokens, q.device))
+        return BucketTerms(row=scores)
+
+    def logit_bias(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> torch.Tensor:
+        return self.lookup_logits(self.bucket_terms(q, k, grid, num_prefix_tokens, scale), grid, num_prefix_tokens, q.device)
 
 
 @RELATIVE.register("swin")
@@ -177,6 +188,9 @@ class SwinRelativeBias(BucketLookup, RelativeBias):
     @classmethod
     def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0) -> "SwinRelativeBias":
         return cls(ctx)
+
+    def bucket_terms(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> BucketTerms:
+        return BucketTerms(row=self.table[None, :, None, :])
 
     def position_bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # heads, N, N
         table = self.table

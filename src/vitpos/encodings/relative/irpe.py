@@ -14,8 +14,10 @@ Slot string ``irpe[:METHOD][:MODE][:ON][:unshared][:clip][:squared][:unscaled][:
 * ``ratio`` — alpha : beta : gamma = 1 : 2 : 8 with alpha = ratio (default 1.9, which gives
   Product 7 x 7 = 49 buckets, 50 with the prefix bucket).
 
-Tables start at zero (supplement §2). Terms on q or k are additive logits, so they reach
-``scaled_dot_product_attention`` as a float mask; a term on v needs the attention weights.
+Tables start at zero (supplement §2). Terms on q or k are additive logits, so in inference they
+reach ``scaled_dot_product_attention`` as a float mask; a term on v needs the attention weights.
+In training every term goes through :mod:`.chunked` (bucket lookups on the N x N logits, query
+chunks on long sequences).
 Following Eq. 16 literally, the encoding on queries uses r^Q_ij = p^Q_{I(i,j)}; the released
 code indexes it with I(j, i), a permutation of the same table.
 """
@@ -35,7 +37,7 @@ from ..base import SlotContext, SlotEntry
 from ..cache import GridCache
 from .base import RelativeBias, RelativePosition
 from .index import METHODS, Bucketing, IndexFunction
-from .lookup import BucketLookup, bias_term, key_term, query_term, value_term
+from .lookup import BucketLookup, BucketTerms, bias_term, bucket_scores, value_term
 
 __all__ = ["IRPE", "IRPEOptions", "IRPEBias", "IRPEContextual"]
 
@@ -162,9 +164,15 @@ class IRPEBias(BucketLookup, RelativeBias):
         return self._cache.get(key, lambda: self._bias(grid, num_prefix_tokens), tables)
 
     def _bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:
-        tables = self.tables()
-        ids = self.bucket_ids(grid, num_prefix_tokens, tables[0].device)
-        return sum(bias_term(table, ids) for table in tables) * self.scale
+        table = self.bucket_table()
+        return bias_term(table, self.bucket_ids(grid, num_prefix_tokens, table.device))
+
+    def bucket_table(self) -> torch.Tensor:  # heads or 1, K
+        """The summed tables of the targets in logit units: the bias of each bucket."""
+        return sum(self.tables()) * self.scale
+
+    def bucket_terms(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> BucketTerms:
+        return BucketTerms(row=self.bucket_table()[None, :, None, :])
 
     def extra_repr(self) -> str:
         return f"{self.options}, num_buckets={self.num_buckets}"
@@ -188,15 +196,15 @@ class IRPEContextual(BucketLookup, RelativePosition):
             self.register_parameter(f"table_{target}", table)
         self.needs_attention_weights = "v" in options.on
 
+    def bucket_terms(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> BucketTerms:
+        return BucketTerms(
+            row=None if self.table_k is None else bucket_scores(q, self.table_k, scale),
+            col=None if self.table_q is None else bucket_scores(k, self.table_q, scale),
+            value_table=self.table_v,
+        )
+
     def logit_bias(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> torch.Tensor | None:
-        out = None
-        if self.table_k is not None:
-            out = key_term(q, self.table_k, self.bucket_ids(grid, num_prefix_tokens, q.device), scale)
-        if self.table_q is not None:
-            ids = self.bucket_ids(grid, num_prefix_tokens, k.device, transposed=True)
-            term = query_term(k, self.table_q, ids, scale)
-            out = term if out is None else out + term
-        return out
+        return self.lookup_logits(self.bucket_terms(q, k, grid, num_prefix_tokens, scale), grid, num_prefix_tokens, q.device)
 
     def value_term(self, attn: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor | None:
         if self.table_v is None:

@@ -4,16 +4,32 @@ Shapes: q, k (B, heads, N, d); a contextual table (K, d) shared by the heads or 
 a bias table (heads or 1, K); ids (N, N) or, for the Cross method, (2, N, N) whose two maps are
 summed. No function here builds an N x N x d tensor: products with the table are taken onto the
 K buckets first (O(N K d)) and then gathered by bucket id (O(N^2)).
+
+An encoding states its terms once, in bucket form (:class:`BucketTerms`); the explicit path
+gathers them into (B, heads, N, N) logits (:func:`bucket_logits`), and on long sequences
+:meth:`BucketLookup.attend` hands them to the query-chunked attention of :mod:`.chunked`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ...grid import Grid
+from .chunked import attention_mode, chunked_attention
 from .index import Bucketing
 
-__all__ = ["BucketLookup", "bucket_maps", "gather_buckets", "key_term", "query_term", "value_term", "bias_term"]
+__all__ = [
+    "BucketLookup",
+    "BucketTerms",
+    "bucket_maps",
+    "bucket_scores",
+    "bucket_logits",
+    "gather_buckets",
+    "value_term",
+    "bias_term",
+]
 
 
 def bucket_maps(ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -30,15 +46,10 @@ def gather_buckets(scores: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def key_term(q: torch.Tensor, table: torch.Tensor, ids: torch.Tensor, scale: float) -> torch.Tensor:
-    """scale * q_i . p_{I(i,j)}: a contextual encoding on keys (Eq. 15), in logit units."""
-    # scaling the K x d table is cheaper than scaling the B x h x N x d queries
-    return gather_buckets(q @ (table * scale).transpose(-2, -1), ids)
-
-
-def query_term(k: torch.Tensor, table: torch.Tensor, ids_transposed: torch.Tensor, scale: float) -> torch.Tensor:
-    """scale * k_j . p_{I(i,j)}: a contextual encoding on queries (Eq. 16); ids given key-major."""
-    return key_term(k, table, ids_transposed, scale).transpose(-2, -1)
+def bucket_scores(x: torch.Tensor, table: torch.Tensor, scale: float) -> torch.Tensor:
+    """scale * x . p_K for every bucket K (Eq. 27): (B, h, N, d) x (K, d) or (h, K, d) -> (B, h, N, K)."""
+    # scaling the K x d table is cheaper than scaling the B x h x N x d tokens
+    return x @ (table * scale).transpose(-2, -1)
 
 
 def value_term(attn: torch.Tensor, table: torch.Tensor, ids: torch.Tensor, num_buckets: int) -> torch.Tensor:
@@ -58,12 +69,41 @@ def bias_term(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     return out
 
 
+@dataclass
+class BucketTerms:
+    """The relative terms of one attention call in bucket form, all in logit units.
+
+    ``row`` (broadcastable to (B, heads, N, K)) is looked up per query, R[i, I(i, j)]: terms on
+    keys (scale q . P^T) and per-bucket biases. ``col`` is looked up per key, C[j, I(i, j)]:
+    terms on queries (scale k . P^T). ``value_table`` (K, d) or (heads, K, d) gives the term on
+    values; ``query``, if set, replaces q in the content product q . k (Transformer-XL's q + u).
+    """
+
+    row: torch.Tensor | None = None
+    col: torch.Tensor | None = None
+    value_table: torch.Tensor | None = None
+    query: torch.Tensor | None = None
+
+
+def bucket_logits(terms: BucketTerms, ids: torch.Tensor, ids_transposed: torch.Tensor | None) -> torch.Tensor | None:
+    """The (B, heads, N, N) logits of ``terms.row`` and ``terms.col`` of shape (B, heads, N, K) (Eq. 28), or None."""
+    out = None
+    if terms.row is not None:
+        out = gather_buckets(terms.row, ids)
+    if terms.col is not None:
+        term = gather_buckets(terms.col, ids_transposed).transpose(-2, -1)
+        out = term if out is None else out + term
+    return out
+
+
 class BucketLookup:
-    """Mixin for encodings indexed by a :class:`~.index.Bucketing`: cached ids and a prefix check."""
+    """Mixin for encodings indexed by a :class:`~.index.Bucketing`: cached ids, a prefix check and
+    the memory-efficient attention of long sequences (subclasses state :meth:`bucket_terms`)."""
 
     bucketing: Bucketing
     num_buckets: int
     prefix_bucket: bool
+    memory_efficient: bool | None
 
     def init_buckets(self, bucketing: Bucketing, num_prefix_tokens: int) -> None:
         """Fix the bucketing; the tables get one extra bucket when the model has prefix tokens."""
@@ -79,3 +119,30 @@ class BucketLookup:
                 f"for them, but got num_prefix_tokens={num_prefix_tokens}; build it with the model's context"
             )
         return self.bucketing.ids(grid, num_prefix_tokens, device, transposed=transposed)
+
+    def bucket_terms(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> BucketTerms:
+        """This encoding's terms for queries ``q`` and keys ``k``."""
+        raise NotImplementedError
+
+    def lookup_logits(self, terms: BucketTerms, grid: Grid, num_prefix_tokens: int, device) -> torch.Tensor | None:
+        """:func:`bucket_logits` of ``terms`` with this encoding's ids (the explicit path)."""
+        ids_t = None if terms.col is None else self.bucket_ids(grid, num_prefix_tokens, device, transposed=True)
+        return bucket_logits(terms, self.bucket_ids(grid, num_prefix_tokens, device), ids_t)
+
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float
+    ) -> torch.Tensor | None:
+        """Attention by :func:`.chunked.chunked_attention` where its policy picks it, else None."""
+        mode = attention_mode(self.memory_efficient, q.shape[-2], q, k, v, *self.parameters())
+        if mode is None:
+            return None
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # one copy each, shared by every product
+        terms = self.bucket_terms(q, k, grid, num_prefix_tokens, scale)
+        out, weights = chunked_attention(
+            q if terms.query is None else terms.query, k, v, scale, self.bucket_ids(grid, num_prefix_tokens, q.device),
+            num_buckets=self.num_buckets, row_scores=terms.row, col_scores=terms.col,
+            bucket_weights=terms.value_table is not None, mode=mode,
+        )  # fmt: skip
+        if weights is not None:
+            out = out + weights @ terms.value_table.to(weights.dtype)
+        return out

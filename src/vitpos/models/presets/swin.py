@@ -1,0 +1,39 @@
+"""Swin-T (Liu et al., ICCV 2021) and its position-encoding variants from CPVT, iRPE and LaPE.
+
+``swin_tiny``: patch 4, C = 96, depths 2-2-6-2, heads 3-6-12-24, window 7, MLP ratio 4, patch
+merging, Swin's relative bias table in every block (``relative='swin'``), no absolute
+encoding, GAP (28,288,354 parameters, the published 28.3M). The variants change one slot:
+
+* ``swin_tiny_peg_gap`` — CPVT §4.6 / Fig. 4: "we remove its learnable PE and apply our PEG in
+  position 0 of each stage with a GAP head"; for Swin the learnable PE is the bias table, so
+  the tables go and one PEG follows the first block of every stage. Keep the tables with
+  ``create_model("swin_tiny_peg_gap", relative="swin")``.
+* ``swin_tiny_irpe_bias`` — iRPE supplement §6, bias mode: a scalar per head (unshared, which
+  iRPE Table 2 finds better in bias mode) and product bucket, on keys, inside each window.
+* ``swin_tiny_irpe_ctx`` — iRPE supplement §6, contextual product encoding on queries, keys and
+  values, shared by the heads (the paper's final setting), inside each window.
+* ``swin_tiny_lape`` — LaPE Table 1: every block's window bias layer-normalised over the keys.
+"""
+
+from ...pyramid_config import PyramidConfig
+from ...registry import MODELS
+
+SWIN_TINY = PyramidConfig(
+    arch="swin",
+    img_size=224,
+    patch_size=4,
+    embed_dims=(96, 192, 384, 768),
+    depths=(2, 2, 6, 2),
+    num_heads=(3, 6, 12, 24),
+    mlp_ratios=(4.0, 4.0, 4.0, 4.0),
+    window_size=7,
+    head="gap",
+    drop_path_rate=0.2,
+    position={"absolute": "none", "relative": "swin"},
+)
+
+MODELS.add("swin_tiny", SWIN_TINY)
+MODELS.add("swin_tiny_peg_gap", SWIN_TINY.replace(relative="none", conditional="peg@0"))
+MODELS.add("swin_tiny_irpe_bias", SWIN_TINY.replace(relative="irpe:product:bias:k:unshared"))
+MODELS.add("swin_tiny_irpe_ctx", SWIN_TINY.replace(relative="irpe:product:ctx:qkv"))
+MODELS.add("swin_tiny_lape", SWIN_TINY.replace(join="lape"))

@@ -1,0 +1,93 @@
+"""The PVT-style pyramid host (Wang et al., ICCV 2021) with the four position slots per stage.
+
+Each stage embeds the previous map with a strided convolution (patch size 4 for the stem, 2
+after) followed by LayerNorm, then runs pre-norm blocks whose attention takes keys and values
+from the grid reduced by an r x r strided convolution and LayerNorm (spatial-reduction
+attention, SRA; r = 1 is plain attention). PVT's learned position table per stage is the
+``absolute`` slot built per stage; with ``head='cls'`` a class token joins the last stage and
+its table gets a row for it, as in PVT. CPVT (§4.6) removes the tables and puts a PEG after
+the first block of every stage (``conditional='peg@0'``) with a GAP head.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..encodings.relative.base import RelativePosition
+from ..grid import Grid, map_to_tokens, tokens_to_map
+from ..registry import ARCHITECTURES
+from .layers import Attention, Block
+from .pyramid import NormedPatchEmbed, PyramidTransformer
+
+__all__ = ["SpatialReductionAttention", "PyramidVisionTransformer"]
+
+
+class SpatialReductionAttention(Attention):
+    """PVT's SRA: queries from every token, keys and values from the patch grid reduced by a
+    ``sr_ratio`` x ``sr_ratio`` strided convolution and LayerNorm; prefix tokens stay keys as
+    they are. Grid sides that are not multiples of the ratio lose their last rows and columns
+    in the reduction, as in PVT.
+
+    The query and key/value projections are the two parts of the inherited ``qkv`` layer
+    (PVT's separate ``q`` and ``kv`` layers have the same parameters).
+    """
+
+    def __init__(
+        self, dim: int, num_heads: int, sr_ratio: int, qkv_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0
+    ) -> None:
+        super().__init__(dim, num_heads, qkv_bias, attn_drop, proj_drop)
+        self.sr_ratio = sr_ratio
+        self.sr = nn.Conv2d(dim, dim, kernel_size=sr_ratio, stride=sr_ratio)
+        self.norm = nn.LayerNorm(dim)
+
+    def reduce(self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # B, P + M, C
+        """The key/value inputs: prefix tokens and the reduced patch grid."""
+        if min(grid) < self.sr_ratio:
+            raise ValueError(
+                f"spatial reduction by {self.sr_ratio} needs a grid of at least {self.sr_ratio}x{self.sr_ratio}, "
+                f"got {grid[0]}x{grid[1]}; use a larger input or smaller sr_ratios"
+            )
+        patches = tokens_to_map(x[:, num_prefix_tokens:], grid)
+        reduced = self.norm(map_to_tokens(self.sr(patches)))
+        return torch.cat([x[:, :num_prefix_tokens], reduced], dim=1) if num_prefix_tokens else reduced
+
+    def forward(
+        self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        b, n, c = x.shape
+        weight, bias = self.qkv.weight, self.qkv.bias
+        q = F.linear(x, weight[:c], None if bias is None else bias[:c])
+        kv = F.linear(self.reduce(x, grid, num_prefix_tokens), weight[c:], None if bias is None else bias[c:])
+        q = q.reshape(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+        k, v = kv.reshape(b, -1, 2, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        out = self.attend(q, k, v, grid, num_prefix_tokens, mask)
+        return self.proj_drop(self.proj(out.transpose(1, 2).reshape(b, n, c)))
+
+    def extra_repr(self) -> str:
+        return f"sr_ratio={self.sr_ratio}"
+
+
+@ARCHITECTURES.register("pvt")
+class PyramidVisionTransformer(PyramidTransformer):
+    """PVT: strided-convolution patch embeddings and spatial-reduction attention, slots per stage."""
+
+    def make_downsample(self, stage: int) -> nn.Module:
+        cfg = self.cfg
+        if stage == 0:
+            return NormedPatchEmbed(cfg.patch_size, cfg.in_chans, cfg.embed_dims[0])
+        return NormedPatchEmbed(2, cfg.embed_dims[stage - 1], cfg.embed_dims[stage])
+
+    def make_block(self, stage: int, index: int, relative: RelativePosition | None) -> Block:
+        cfg = self.cfg
+        dim, heads = cfg.embed_dims[stage], cfg.num_heads[stage]
+        ratio = cfg.sr_ratios[stage] if cfg.sr_ratios else 1
+        attn = None
+        if ratio > 1:  # the config rejects relative encodings here
+            attn = SpatialReductionAttention(dim, heads, ratio, cfg.qkv_bias, cfg.attn_drop_rate, cfg.drop_rate)
+        drop_path = self.drop_path_rates[stage][index]
+        return Block(
+            dim, heads, cfg.mlp_ratios[stage], cfg.qkv_bias, cfg.drop_rate, cfg.attn_drop_rate, drop_path,
+            relative=relative, attn=attn,
+        )

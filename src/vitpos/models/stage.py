@@ -1,0 +1,63 @@
+"""One stage of a hierarchical host: the four position slots at the stage's size, and its blocks."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from ..config import PositionConfig
+from ..encodings.base import SlotContext
+from ..encodings.relative.base import RelativePosition
+from ..grid import Grid
+from .layers import Block, run_blocks
+
+__all__ = ["Stage"]
+
+BlockFactory = Callable[[int, "RelativePosition | None"], Block]
+"""Builds block ``index`` of a stage around the relative encoding it is given."""
+
+
+class Stage(nn.Module):
+    """The slots of one stage, built from the same registered classes as in the plain ViT.
+
+    ``ctx`` describes the stage (its width, heads, depth, native grid and prefix tokens): the
+    absolute encoding, join and conditional generators are built from it, and conditional
+    positions count the stage's blocks (``peg@0`` = after the first block of the stage).
+    ``relative_ctx`` is what each block's relative encoding is built from: the stage itself
+    under global attention, one window under window attention.
+    """
+
+    def __init__(
+        self,
+        index: int,
+        position: PositionConfig,
+        ctx: SlotContext,
+        relative_ctx: SlotContext,
+        make_block: BlockFactory,
+        drop_rate: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.index = index
+        try:
+            self.absolute = position.entry("absolute").from_spec(position.spec("absolute"), ctx)
+            self.join = position.entry("join").from_spec(position.spec("join"), ctx)
+            self.join.bind_absolute(self.absolute)
+            self.conditional = position.entry("conditional").from_spec(position.spec("conditional"), ctx)
+            relative_entry, relative_spec = position.entry("relative"), position.spec("relative")
+            self.blocks = nn.ModuleList(
+                make_block(i, self.join.adapt_relative(i, relative_entry.from_spec(relative_spec, relative_ctx, layer=i)))
+                for i in range(ctx.depth)
+            )
+        except ValueError as err:
+            raise ValueError(f"stage {index} (width {ctx.embed_dim}, depth {ctx.depth}): {err}") from None
+        self.pos_drop = nn.Dropout(drop_rate)
+
+    def position_encoding(self, grid: Grid) -> torch.Tensor | None:
+        """The stage's absolute encoding of its whole sequence at ``grid``, or None."""
+        return None if self.absolute is None else self.absolute.with_prefix(grid)
+
+    def forward(self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # B, P + H*W, C
+        pe = self.position_encoding(grid)
+        return run_blocks(x, grid, num_prefix_tokens, self.blocks, pe, self.join, self.conditional, self.pos_drop)
