@@ -85,3 +85,16 @@ def test_relative_bias(tmp_path, capsys):
 def test_relative_bias_without_relative_encoding(tmp_path, capsys):
     assert main(["relative-bias", *TINY_ARGS, "--relative", "none", "--images", "2", "--out", str(tmp_path)]) == 2
     assert "no relative encoding" in capsys.readouterr().err
+
+
+def test_analysis_of_a_trained_checkpoint_on_data(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", "--model", "thesis_vit", "--absolute", "learned", "--data", "synthetic:absolute:train=64:val=16:test=16",
+                 "--epochs", "1", "--batch-size", "32", "--run-dir", str(run), "--no-progress", "--device", "cpu"]) == 0
+    out = tmp_path / "out"
+    assert main(["attention", "--checkpoint", str(run), "--data", "synthetic:absolute:test=8", "--images", "4", "--out", str(out)]) == 0
+    assert_png(out / "attention_queries.png")
+    assert main(["probe", "--checkpoint", str(run), "--out", str(out)]) == 0
+    assert "absolute" in json.loads((out / "probe.json").read_text())
+    assert main(["probe", "--checkpoint", str(run), "--absolute", "sincos2d", "--out", str(out)]) == 2
+    assert "--checkpoint fixes the model; drop --absolute" in capsys.readouterr().err

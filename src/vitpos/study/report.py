@@ -207,11 +207,13 @@ def write_report(
 
     seeds = config.seeds
     train_px = config.model.image_hw[0]
+    compute = sum(r.get("seconds", 0.0) for r in results.values())
     lines = [
         "# Position-encoding study",
         "",
-        f"{len(results)} of {total} training runs finished in {seconds / 60:.1f} min. "
-        f"Reproduce with `{command}`; every number below is in `results.json`.",
+        f"{len(results)} of {total} training runs finished; they took {compute / 60:.1f} min of training "
+        f"time (this invocation: {seconds / 60:.1f} min of wall time). Reproduce with `{command}`; every number "
+        "below is in `results.json`.",
         "",
         "## Location tasks (thesis Tables 1, 3, 4)",
         "",
