@@ -18,7 +18,7 @@ from .memory import PeakTensorMemory
 
 @dataclass
 class Timing:
-    """Images per second over repeated timings: median and spread (min, max)."""
+    """A quantity over repeated timings (images/s, or an overhead): median and spread (min, max)."""
 
     median: float
     low: float
@@ -63,6 +63,13 @@ def step_fn(model: torch.nn.Module, images: torch.Tensor, mode: str) -> Callable
     return train
 
 
+def _time(fn: Callable[[], None], iters: int) -> float:
+    start = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    return time.perf_counter() - start
+
+
 def interleaved_throughput(
     steps: dict[str, Callable[[], None]], batch: int, *, warmup: int, repeats: int, iters: int, seed: int = 0
 ) -> dict[str, Timing]:
@@ -77,11 +84,45 @@ def interleaved_throughput(
     for _ in range(repeats):
         rng.shuffle(order)
         for key in order:
-            start = time.perf_counter()
-            for _ in range(iters):
-                steps[key]()
-            samples[key].append(batch * iters / (time.perf_counter() - start))
-    return {k: Timing(statistics.median(v), min(v), max(v)) for k, v in samples.items()}
+            samples[key].append(batch * iters / _time(steps[key], iters))
+    return {k: _summary(v) for k, v in samples.items()}
+
+
+def paired_overheads(
+    steps: dict[str, Callable[[], None]], baseline: str, batch: int, *, warmup: int, repeats: int, iters: int, seed: int = 0
+) -> tuple[dict[str, Timing], dict[str, Timing]]:
+    """Throughput of every case (images/s) and its overhead against ``baseline``, from paired timings.
+
+    Each round times the cases in shuffled order with the baseline between every two of them
+    (B c1 B c2 ... cn B); a case's overhead in that round is its time over the mean of the two
+    baseline timings beside it, minus one. Pairing neighbours cancels the slow drift of a shared
+    machine that a ratio of two medians keeps. Overheads: median over rounds and (min, max).
+    """
+    for fn in steps.values():
+        for _ in range(warmup):
+            fn()
+    others = [k for k in steps if k != baseline]
+    seconds: dict[str, list[float]] = {k: [] for k in steps}
+    ratios: dict[str, list[float]] = {k: [] for k in others}
+    rng = random.Random(seed)
+    for _ in range(repeats):
+        rng.shuffle(others)
+        before = _time(steps[baseline], iters)
+        seconds[baseline].append(before)
+        for key in others:
+            t = _time(steps[key], iters)
+            after = _time(steps[baseline], iters)
+            seconds[key].append(t)
+            seconds[baseline].append(after)
+            ratios[key].append(2 * t / (before + after) - 1.0)
+            before = after
+    throughput = {k: _summary([batch * iters / t for t in v]) for k, v in seconds.items()}
+    overheads = {k: _summary(v) for k, v in ratios.items()} | {baseline: Timing(0.0, 0.0, 0.0)}
+    return throughput, overheads
+
+
+def _summary(values: list[float]) -> Timing:
+    return Timing(statistics.median(values), min(values), max(values))
 
 
 def peak_memory(model_name: str, slots: dict, tokens: int, batch: int) -> int:

@@ -93,6 +93,14 @@ def test_learned_init_and_prefix_vector():
     enc = build("learned", ctx)
     assert abs(enc.table.std().item() - 0.02) < 0.002
     assert enc.prefix().shape == (1, 1, 64)
+    wide = build("learned:std=1", ctx)
+    # N(0, 1) truncated at +-2: std 0.880
+    assert abs(wide.table.std().item() - 0.880) < 0.02 and wide.table.abs().max() <= 2.0
+    assert abs(wide.prefix().std().item() - 0.880) < 0.25
+    with pytest.raises(ValueError, match="std"):
+        build("learned:std=-1")
+    with pytest.raises(ValueError, match="unknown option 'scale'"):
+        build("learned:scale=2")
 
 
 def test_fixed_encodings_prefix_rows_are_zero():

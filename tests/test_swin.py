@@ -103,3 +103,14 @@ def test_lape_normalises_the_window_bias_of_every_block():
             raw = rel.encoding.position_bias((3, 3), 0)  # the block's own Swin table on a 3x3 window
             # gamma = 1, beta = 0 at the start: a plain LayerNorm over the keys (eps 1e-5, nn.LayerNorm's)
             assert torch.allclose(rel.position_bias((3, 3), 0), torch.nn.functional.layer_norm(raw, (9,)), atol=1e-5)
+
+
+@pytest.mark.parametrize("name,eps", [("swin_tiny", 1e-5), ("pvt_tiny", 1e-6), ("deit_tiny_patch16_224", 1e-6)])
+def test_layer_norms_use_each_papers_epsilon(name, eps):
+    """Swin's code uses nn.LayerNorm's default 1e-5 everywhere; PVT and DeiT use 1e-6."""
+    with torch.device("meta"):
+        model = vitpos.create_model(name)
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]
+    block_norms = [m for n, m in model.named_modules() if n.endswith(("norm1", "norm2"))]
+    assert block_norms and all(m.eps == eps for m in block_norms)
+    assert model.norm.eps == eps and len(norms) > len(block_norms)

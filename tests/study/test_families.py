@@ -1,8 +1,11 @@
 """Study families: built-ins, the text form, availability."""
 
 import pytest
+import torch
 
+from vitpos import create_model
 from vitpos.study.families import DEFAULT_FAMILIES, Family, parse_family, split_available
+from vitpos.study.protocol import study_model
 
 
 def test_default_families_are_the_issue_list_and_valid():
@@ -21,6 +24,37 @@ def test_text_form():
     family = parse_family("swin16: absolute=none relative=swin pretrained")
     assert family == Family("swin16", {"absolute": "none", "relative": "swin"}, pretrained=True)
     assert parse_family("learned") is DEFAULT_FAMILIES[1]
+    gap = parse_family("rel: absolute=none relative=swin head=gap")
+    assert gap.head == "gap" and gap.model_overrides == {"absolute": "none", "relative": "swin", "head": "gap"}
+    assert gap.describe() == "absolute=none, relative=swin, head=gap"
+    with pytest.raises(ValueError, match="head must be 'cls' or 'gap'"):
+        parse_family("rel: relative=swin head=mean")
+
+
+def _shuffle_patches(images: torch.Tensor, patch: int, order: torch.Tensor) -> torch.Tensor:
+    b, c, h, w = images.shape
+    gh, gw = h // patch, w // patch
+    tiles = images.reshape(b, c, gh, patch, gw, patch).permute(0, 2, 4, 1, 3, 5).reshape(b, gh * gw, c, patch, patch)
+    tiles = tiles[:, order].reshape(b, gh, gw, c, patch, patch)
+    return tiles.permute(0, 3, 1, 4, 2, 5).reshape(b, c, h, w)
+
+
+@pytest.mark.parametrize("head", ["cls", "gap"])
+def test_a_relative_family_needs_gap_in_the_one_block_study_model(head):
+    """With a class-token head the one-block model's output is blind to where the patches are
+    (every class-to-patch pair shares one bucket): the reason the relative family uses GAP."""
+    torch.manual_seed(0)
+    cfg = study_model().replace(absolute="none", relative="irpe:product:ctx:k", head=head, num_classes=2)
+    model = create_model(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.5 * torch.randn_like(p))  # the relative tables start at zero
+    images = torch.randn(3, 3, *cfg.image_hw)
+    shuffled = _shuffle_patches(images, cfg.patch_size, torch.randperm(cfg.grid[0] * cfg.grid[1]))
+    with torch.no_grad():
+        moved = (model(shuffled) - model(images)).abs().max().item()
+    assert (moved < 1e-4) if head == "cls" else (moved > 1e-2)
+    assert next(f for f in DEFAULT_FAMILIES if f.slots.get("relative")).head == "gap"
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """``vitpos study``: train small ViTs with each position-encoding family on the red-green tasks
 and write a report with tables and figures (thesis §4-5; CPVT, iRPE and LaPE slots).
 
-The default takes about 12 minutes of compute on two CPU cores; ``--full`` is the thesis protocol (10 seeds,
+The default takes about 7 minutes on two free CPU cores; ``--full`` is the thesis protocol (10 seeds,
 5000/1000/1000 images). Run the same command again to continue an interrupted study.
 """
 
@@ -69,9 +69,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--full", action="store_true", help="the thesis protocol: 10 seeds, 5000/1000/1000 images, 30 epochs")
     p.add_argument("--family", action="append", metavar="FAMILY",
                    help="a family to compare (repeatable; replaces the default list): a built-in label ("
-                        + ", ".join(f.label for f in DEFAULT_FAMILIES) + ") or 'label: slot=spec ... [pretrained]'")
+                        + ", ".join(f.label for f in DEFAULT_FAMILIES) + ") or 'label: slot=spec ... [head=gap] [pretrained]'")
     p.add_argument("--seeds", type=int, help="seeds per cell (default 2; --full 10)")
-    p.add_argument("--epochs", type=int, help="training epochs over the full training set (default 30)")
+    p.add_argument("--epochs", type=int, help="training epochs over the full training set (default 15; --full 30)")
     p.add_argument("--train-size", type=int, help="training images per task")
     p.add_argument("--efficiency-sizes", type=_size_list, metavar="N,N", help="smaller training sets for the learning curves")
     p.add_argument("--resolutions", type=_size_list, metavar="PX,PX", help="evaluation image sizes of the direction models")

@@ -83,19 +83,23 @@ class NoAbsolute(SlotEntry):
 class LearnedPosition(AbsoluteEncoding):
     """A free table (ViT/DeiT): trunc-normal std 0.02; each prefix token has its own vector.
 
-    At a grid other than the native one the table is resampled bicubically.
+    ``std`` sets the initial standard deviation (``learned:std=1`` for the N(0, 1) start of many
+    small-scale ViT codes; truncation stays at ±2 in absolute value, as timm's). At a grid other
+    than the native one the table is resampled bicubically.
     """
 
     learned_table = True
+    _schema = {"std": positive_float}
 
-    def __init__(self, ctx: SlotContext) -> None:
+    def __init__(self, ctx: SlotContext, std: float = 0.02) -> None:
         super().__init__(ctx)
         h, w = self.native_grid
+        self.init_std = std
         self.table = nn.Parameter(torch.empty(1, h * w, ctx.embed_dim))
-        nn.init.trunc_normal_(self.table, std=0.02)
+        nn.init.trunc_normal_(self.table, std=std)
         if ctx.num_prefix_tokens:
             self.prefix_table = nn.Parameter(torch.empty(1, ctx.num_prefix_tokens, ctx.embed_dim))
-            nn.init.trunc_normal_(self.prefix_table, std=0.02)
+            nn.init.trunc_normal_(self.prefix_table, std=std)
         else:
             self.prefix_table = None
 
@@ -179,16 +183,6 @@ class FourierPosition(AbsoluteEncoding):
         std = 1.0 / gamma if init == "variance" else gamma**-2
         nn.init.normal_(self.wr.weight, mean=0.0, std=std)
         self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, ctx.embed_dim))
-
-    @classmethod
-    def validate(cls, spec: SlotSpec) -> None:
-        spec.check_no_placement()
-        spec.check_flags(set())
-        spec.typed_options(cls._schema)
-
-    @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext) -> "FourierPosition":
-        return cls(ctx, **spec.typed_options(cls._schema))
 
     def features(self, grid: Grid) -> torch.Tensor:  # H*W, F
         """The Fourier features r of every cell (before the MLP)."""

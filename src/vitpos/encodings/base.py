@@ -31,14 +31,20 @@ class SlotContext:
 
 
 class SlotEntry:
-    """Mixin for registered slot classes: option checks, cross-slot checks and construction."""
+    """Mixin for registered slot classes: option checks, cross-slot checks and construction.
+
+    A class that takes ``name=value`` options lists them in ``_schema`` (option -> converter);
+    the defaults below check them and pass them to the constructor as keywords.
+    """
+
+    _schema: dict = {}
 
     @classmethod
     def validate(cls, spec: SlotSpec) -> None:
         """Raise :class:`~vitpos.spec.SpecError` if ``spec`` has options this class does not take."""
         spec.check_no_placement()
         spec.check_flags(set())
-        spec.typed_options({})
+        spec.typed_options(cls._schema)
 
     @classmethod
     def check_combination(cls, position: "PositionConfig") -> None:
@@ -47,4 +53,4 @@ class SlotEntry:
     @classmethod
     def from_spec(cls, spec: SlotSpec, ctx: SlotContext):
         """Build the module for ``spec`` (``None`` where the slot adds nothing)."""
-        return cls(ctx)
+        return cls(ctx, **spec.typed_options(cls._schema))

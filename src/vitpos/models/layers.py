@@ -179,15 +179,16 @@ class Block(nn.Module):
         drop_path: float = 0.0,
         relative: RelativePosition | None = None,
         attn: Attention | None = None,
+        norm_eps: float = 1e-6,
     ) -> None:
         super().__init__()
         if attn is not None and relative is not None:
             raise ValueError("pass the relative encoding to the attention module given as attn, not to Block")
-        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.norm1 = nn.LayerNorm(dim, eps=norm_eps)
         # attn: a ready attention (a subclass such as windowed or spatial-reduction attention)
         self.attn = attn if attn is not None else Attention(dim, num_heads, qkv_bias, attn_drop, drop, relative)
         self.drop_path1 = DropPath(drop_path)
-        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.norm2 = nn.LayerNorm(dim, eps=norm_eps)
         self.mlp = Mlp(dim, int(dim * mlp_ratio), drop)
         self.drop_path2 = DropPath(drop_path)
 

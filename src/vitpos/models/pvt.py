@@ -89,5 +89,5 @@ class PyramidVisionTransformer(PyramidTransformer):
         drop_path = self.drop_path_rates[stage][index]
         return Block(
             dim, heads, cfg.mlp_ratios[stage], cfg.qkv_bias, cfg.drop_rate, cfg.attn_drop_rate, drop_path,
-            relative=relative, attn=attn,
+            relative=relative, attn=attn, norm_eps=self.norm_eps,
         )

@@ -63,9 +63,12 @@ class PyramidTransformer(nn.Module):
             make_block = functools.partial(self.make_block, s)
             stages.append(Stage(s, cfg.position, ctx, self.relative_context(ctx), make_block, cfg.drop_rate))
         self.stages = nn.ModuleList(stages)
-        self.norm = nn.LayerNorm(self.num_features, eps=1e-6)
+        self.norm = nn.LayerNorm(self.num_features, eps=self.norm_eps)
         self.head_drop = nn.Dropout(cfg.drop_rate)
         self.head = init_linear(nn.Linear(self.num_features, cfg.num_classes)) if cfg.num_classes else nn.Identity()
+
+    norm_eps = 1e-6
+    """LayerNorm epsilon of the blocks and the final norm (PVT's; Swin uses PyTorch's default 1e-5)."""
 
     def make_downsample(self, stage: int) -> nn.Module:
         """The module that maps the previous map (the image for stage 0) to this stage's tokens and grid."""

@@ -47,6 +47,8 @@ class PatchMerging(nn.Module):
 class SwinTransformer(PyramidTransformer):
     """Swin: patch merging between stages and (shifted) window attention, slots per stage."""
 
+    norm_eps = 1e-5
+
     def make_downsample(self, stage: int) -> nn.Module:
         cfg = self.cfg
         if stage == 0:
@@ -65,4 +67,7 @@ class SwinTransformer(PyramidTransformer):
             attn_drop=cfg.attn_drop_rate, proj_drop=cfg.drop_rate, relative=relative,
         )
         drop_path = self.drop_path_rates[stage][index]
-        return Block(dim, heads, cfg.mlp_ratios[stage], cfg.qkv_bias, cfg.drop_rate, cfg.attn_drop_rate, drop_path, attn=attn)
+        return Block(
+            dim, heads, cfg.mlp_ratios[stage], cfg.qkv_bias, cfg.drop_rate, cfg.attn_drop_rate, drop_path,
+            attn=attn, norm_eps=self.norm_eps,
+        )

@@ -67,7 +67,7 @@ def run_cell(cell: Cell, family: Family, config: StudyConfig, *, device: str = "
         train=cell.train_size, val=config.val_size, test=config.test_size, seed=cell.seed,
     )
     data = task.splits()
-    model_cfg = model_base.replace(**family.slots, num_classes=data.info.num_outputs)
+    model_cfg = model_base.replace(**family.model_overrides, num_classes=data.info.num_outputs)
     grid = tuple(model_cfg.grid)
     full = cell.train_size == config.train_size
     probes = family.has_table and full and cell.task in PROBE_TASKS

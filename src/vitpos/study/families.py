@@ -24,10 +24,14 @@ class Family:
     """Slot overrides on the study model (unset slots keep their defaults: learned, input, none, none)."""
     pretrained: bool = False
     """Start the absolute encoding from a PE pretrained on direction4 then distance (thesis §5.1)."""
+    head: str | None = None
+    """The model's head, ``cls`` or ``gap``, where the family needs another than the study model's."""
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_.+-]+", self.label):
             raise ValueError(f"family label {self.label!r} may only use letters, digits and _ . + -")
+        if self.head not in (None, "cls", "gap"):
+            raise ValueError(f"family {self.label!r}: head must be 'cls' or 'gap', got {self.head!r}")
         unknown = sorted(set(self.slots) - set(SLOT_NAMES))
         if unknown:
             raise ValueError(f"family {self.label!r}: unknown slot(s) {', '.join(unknown)}; slots: {', '.join(SLOT_NAMES)}")
@@ -42,6 +46,16 @@ class Family:
         """True when the family has an absolute position table the probes can read."""
         return SlotSpec.parse(self.absolute).name != "none"
 
+    @property
+    def model_overrides(self) -> dict[str, str]:
+        """What the family changes in the study model: its slot values, and its head if it sets one."""
+        return {**self.slots, **({"head": self.head} if self.head else {})}
+
+    def describe(self) -> str:
+        """The overrides as text, e.g. ``absolute=none, relative=irpe:product:ctx:k, head=gap (pretrained)``."""
+        text = ", ".join(f"{k}={v}" for k, v in self.model_overrides.items())
+        return text + (" (pretrained)" if self.pretrained else "")
+
     def missing(self) -> list[str]:
         """Slot values this family needs that are not registered in this installation."""
         return [f"{slot}={value}" for slot, value in self.slots.items() if SlotSpec.parse(value).name not in _REGISTRIES[slot]]
@@ -55,17 +69,24 @@ class Family:
 
     def to_dict(self) -> dict:
         """Plain dict, for JSON."""
-        return {"label": self.label, "slots": dict(self.slots), "pretrained": self.pretrained}
+        out = {"label": self.label, "slots": dict(self.slots), "pretrained": self.pretrained}
+        return out | ({"head": self.head} if self.head else {})
 
 
 DEFAULT_FAMILIES: tuple[Family, ...] = (
     Family("none", {"absolute": "none"}),
-    Family("learned", {"absolute": "learned"}),
+    # std 1 (N(0, 1), as small ViT codes start): from ViT's 0.02 the one-block model sits at chance
+    # for hundreds of steps on the relative tasks before it moves
+    Family("learned", {"absolute": "learned:std=1"}),
     Family("sincos2d", {"absolute": "sincos2d"}),
     Family("learnable_sincos", {"absolute": "learnable_sincos"}),
-    Family("fourier", {"absolute": "fourier"}),
-    Family("fourier_pretrained", {"absolute": "fourier"}, pretrained=True),
-    Family("irpe_product", {"absolute": "none", "relative": "irpe:product:ctx:k"}),
+    # gamma 2: a kernel about two patches wide; the default 10 is wider than the study's 6x6 grid,
+    # so every cell looks alike (the thesis: Fourier's bias "heavily depends on" gamma)
+    Family("fourier", {"absolute": "fourier:gamma=2"}),
+    Family("fourier_pretrained", {"absolute": "fourier:gamma=2"}, pretrained=True),
+    # GAP: in a one-block model the class token's output sees no relative position, since every
+    # class-to-patch pair falls in the one prefix bucket; the patch tokens' outputs do
+    Family("irpe_product", {"absolute": "none", "relative": "irpe:product:ctx:k"}, head="gap"),
     # before block 0: in a one-block model a PEG after the block would reach no attention
     Family("peg", {"absolute": "none", "conditional": "peg@-1"}),
     Family("lape_learned", {"absolute": "learned", "join": "lape"}),
@@ -75,9 +96,9 @@ proposals (learnable sinusoidal, pretrained Fourier) and the CPVT and LaPE slots
 
 
 def parse_family(text: str) -> Family:
-    """A default family by label, or ``"label: slot=spec slot=spec [pretrained]"``.
+    """A default family by label, or ``"label: slot=spec slot=spec [head=gap] [pretrained]"``.
 
-    Example: ``"swin: absolute=none relative=swin"``, ``"fourier16p: absolute=fourier:gamma=16 pretrained"``.
+    Example: ``"swin: absolute=none relative=swin head=gap"``, ``"fourier16p: absolute=fourier:gamma=16 pretrained"``.
     """
     label, colon, rest = text.partition(":")
     label = label.strip()
@@ -91,7 +112,7 @@ def parse_family(text: str) -> Family:
             "'label: slot=spec ...', e.g. 'swin: absolute=none relative=swin'"
         )
     slots: dict[str, str] = {}
-    pretrained = False
+    pretrained, head = False, None
     for word in rest.split():
         if word == "pretrained":
             pretrained = True
@@ -99,8 +120,11 @@ def parse_family(text: str) -> Family:
         slot, eq, value = word.partition("=")
         if not eq or not value:
             raise ValueError(f"family {label!r}: {word!r} must look like slot=spec, e.g. relative=swin")
-        slots[slot] = value
-    return Family(label, slots, pretrained)
+        if slot == "head":
+            head = value
+        else:
+            slots[slot] = value
+    return Family(label, slots, pretrained, head)
 
 
 def split_available(families: list[Family] | tuple[Family, ...]) -> tuple[list[Family], dict[str, list[str]]]:

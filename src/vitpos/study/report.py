@@ -85,7 +85,7 @@ def main_table(config: StudyConfig, summary: dict) -> str:
     header = ["family", "slots", "direction acc % (T1)", "distance R² (T1)", "absolute acc % (T3)", "colour-shift acc % (T4)"]
     rows = []
     for family in config.families:
-        slots = ", ".join(f"{k}={v}" for k, v in family.slots.items()) + (" (pretrained)" if family.pretrained else "")
+        slots = family.describe()
         rows.append([
             family.label, f"`{slots}`",
             *(_fmt(_task(summary, family.label, task, config.train_size), task != "distance")

@@ -73,7 +73,7 @@ def _pretrain(path: Path, family: Family, config: StudyConfig, device: str, thre
     if threads:
         torch.set_num_threads(threads)
     start = time.perf_counter()
-    model_cfg = config.model.replace(**family.slots)
+    model_cfg = config.model.replace(**family.model_overrides)
     train_cfg = TrainConfig(epochs=config.pretrain_epochs, batch_size=config.batch_size, lr=config.lr,
                             weight_decay=config.weight_decay, device=device, progress=False)
     result = pretrain_position_encoding(model_cfg, path, train_cfg, size=config.pretrain_size, probe_folds=config.probe_folds)
