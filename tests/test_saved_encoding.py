@@ -29,14 +29,22 @@ def test_fourier_weights_fit_any_grid_and_mismatches_are_clear_errors(tmp_path):
         load_position_encoding(vitpos.create_model("thesis_vit", absolute="learned"), path)
     with pytest.raises(ValueError, match="has no parameters to save or load"):
         load_position_encoding(vitpos.create_model("thesis_vit", absolute="sincos2d"), path)
-    table = save_position_encoding(vitpos.create_model("thesis_vit", absolute="learned"), tmp_path / "t.safetensors")
-    with pytest.raises(ValueError, match="table has shape"):
-        load_position_encoding(vitpos.create_model("thesis_vit", absolute="learned", img_size=48), table)
     with pytest.raises(FileNotFoundError, match="vitpos pretrain-pe"):
         read_position_metadata(tmp_path / "missing.safetensors")
     (tmp_path / "junk.safetensors").write_bytes(b"junk")
     with pytest.raises(ValueError, match="not a readable safetensors file"):
         read_position_metadata(tmp_path / "junk.safetensors")
+
+
+def test_a_learned_table_saved_at_another_grid_is_resampled(tmp_path):
+    source = vitpos.create_model("thesis_vit", absolute="learned")  # 8x8 grid
+    path = save_position_encoding(source, tmp_path / "t.safetensors")
+    target = vitpos.create_model("thesis_vit", absolute="learned", img_size=(48, 24))  # 12x6
+    load_position_encoding(target, path)
+    with torch.no_grad():
+        expected = source.absolute((12, 6))  # what the source model itself uses on that grid
+    torch.testing.assert_close(target.absolute.table, expected)
+    torch.testing.assert_close(target.absolute.prefix(), source.absolute.prefix())
 
 
 def test_trainer_starts_from_a_saved_encoding(tmp_path):

@@ -2,8 +2,9 @@
 
 The file is safetensors: the parameters and buffers of the model's absolute encoding, with
 metadata naming the encoding (its slot string), the width and the grid it was trained at.
-Loading checks that the receiving model has the same encoding and width (and, for a learned
-table, the same native grid); Fourier and learnable-sinusoidal weights fit any grid.
+Loading checks that the receiving model has the same encoding and width; a learned table saved
+at another grid is resampled bicubically to the model's native grid, and Fourier and
+learnable-sinusoidal weights fit any grid as they are.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open, save_file
 from torch import nn
+
+from ..grid import resample_table
 
 __all__ = ["save_position_encoding", "load_position_encoding", "read_position_metadata"]
 
@@ -83,6 +86,10 @@ def load_position_encoding(model: nn.Module, path: str | Path) -> dict[str, Any]
     own = module.state_dict()
     if set(tensors) != set(own):
         raise ValueError(f"{path} has tensors {sorted(tensors)}, the model's encoding has {sorted(own)}")
+    native = tuple(module.native_grid)
+    if getattr(module, "learned_table", False) and meta["grid"] != native:
+        # a table saved at another grid: resampled bicubically, as the model itself does at run time
+        tensors["table"] = resample_table(tensors["table"], meta["grid"], native)
     for name, value in tensors.items():
         if value.shape != own[name].shape:
             raise ValueError(f"{path}: {name} has shape {tuple(value.shape)}, the model's has {tuple(own[name].shape)}")
