@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from .cases import BASELINE, CASES, MEMORY_TARGET, TARGETS, Case
+from .cases import BASELINE, CASES, TARGETS, Case
 from .reference import report as reference_report
 from .report import Miss, render, target_misses
 from .timing import Timing, build, image_side, paired_overheads, peak_memory, step_fn

@@ -11,6 +11,15 @@ TINY = dict(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, num_c
 def _seed() -> None:
     torch.manual_seed(0)
 
+
+@pytest.fixture
+def one_thread():
+    """Tiny models gain nothing from intra-op threads, and lose much when cores are shared."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
 TINY_PVT = dict(
     arch="pvt", img_size=32, patch_size=2, embed_dims=(8, 16, 24, 32), depths=(1, 2, 1, 1), num_heads=(1, 2, 3, 4),
     mlp_ratios=(2.0, 2.0, 2.0, 2.0), sr_ratios=(4, 2, 1, 1), num_classes=5,

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from vitpos.encodings.absolute import FourierPosition, LearnedPosition
+from vitpos.encodings.absolute import FourierPosition
 from vitpos.encodings.base import SlotContext
 from vitpos.encodings.sincos import sincos_1d, sincos_2d
 from vitpos.grid import resample_table

@@ -1,18 +1,13 @@
 """A tiny, fast-learning setup on 16x16 red-green images (a 4x4 patch grid)."""
 
 import pytest
-import torch
 
 from vitpos.engine import RunRequest
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models gain nothing from intra-op threads, and lose much when cores are shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_thread):
+    """Every engine test runs tiny models on one thread."""
 
 TINY_MODEL = dict(img_size=16, patch_size=4, embed_dim=64, depth=1, num_heads=4, head="gap", absolute="sincos2d")
 """One block, width 64, GAP head, fixed 2-D sinusoids: leaves chance level in a few dozen steps."""

@@ -3,7 +3,6 @@
 import json
 
 import pytest
-import torch
 
 from vitpos.models.factory import get_config
 from vitpos.study import DEFAULT_FAMILIES, StudyConfig, StudyFolderError, parse_family, run_study
@@ -12,13 +11,7 @@ from vitpos.study import run as study_run
 from ..analysis.test_plots import assert_png
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # tiny models: a second thread only competes with the other test process for the cores
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny(**overrides) -> StudyConfig:

@@ -71,7 +71,7 @@ class WindowLayout:
 def partition_windows(x: torch.Tensor, layout: WindowLayout) -> torch.Tensor:
     """(B, H*W, C) tokens -> (B * windows, wh*ww, C): pad, roll by -shift, cut into windows."""
     b, n, c = x.shape
-    (h, w), (hp, wp), (wh, ww) = layout.grid, layout.padded, layout.window
+    (h, w), (hp, wp) = layout.grid, layout.padded
     if n != h * w:
         raise ValueError(f"{n} tokens do not fill a {h}x{w} grid")
     x = x.reshape(b, h, w, c)

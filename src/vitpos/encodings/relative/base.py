@@ -33,11 +33,24 @@ class RelativePosition(SlotEntry, nn.Module):
         """Transform queries and keys before the dot product (rotary encodings)."""
         return q, k
 
+    computes_attention: bool = False
+    """True for encodings that can compute the whole attention (:meth:`attend_in_mode`)."""
+
     def attend(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float
     ) -> torch.Tensor | None:
-        """The attention output (B, heads, N, d) computed by the encoding, or None to let the host do it."""
-        return None
+        """The attention output (B, heads, N, d) computed by the encoding where the policy of
+        :func:`.chunked.attention_mode` picks a mode for this call, or None to let the host do it."""
+        if not self.computes_attention:
+            return None
+        mode = attention_mode(self.memory_efficient, q.shape[-2], q, k, v, *self.parameters())
+        return None if mode is None else self.attend_in_mode(mode, q, k, v, grid, num_prefix_tokens, scale)
+
+    def attend_in_mode(
+        self, mode: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float
+    ) -> torch.Tensor:
+        """The attention output by :func:`.chunked.chunked_attention` in ``mode`` ('chunked' or 'stored')."""
+        raise NotImplementedError
 
     def logit_bias(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> torch.Tensor | None:
         """Additive logit term, or None."""
@@ -62,13 +75,11 @@ class RelativeBias(RelativePosition):
     def logit_bias(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> torch.Tensor:
         return self.position_bias(grid, num_prefix_tokens).unsqueeze(0)
 
-    def attend(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float
-    ) -> torch.Tensor | None:
-        """:func:`.chunked.chunked_attention` with the (heads or 1, N, N) bias where its policy picks it."""
-        mode = attention_mode(self.memory_efficient, q.shape[-2], q, k, v, *self.parameters())
-        if mode is None:
-            return None
+    computes_attention = True
+
+    def attend_in_mode(
+        self, mode: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float
+    ) -> torch.Tensor:
         return chunked_attention(q, k, v, scale, bias=self.position_bias(grid, num_prefix_tokens), mode=mode)[0]
 
 

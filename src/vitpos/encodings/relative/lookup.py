@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from ...grid import Grid
-from .chunked import attention_mode, chunked_attention
+from .chunked import chunked_attention
 from .index import Bucketing
 
 __all__ = [
@@ -129,13 +129,12 @@ class BucketLookup:
         ids_t = None if terms.col is None else self.bucket_ids(grid, num_prefix_tokens, device, transposed=True)
         return bucket_logits(terms, self.bucket_ids(grid, num_prefix_tokens, device), ids_t)
 
-    def attend(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float
-    ) -> torch.Tensor | None:
-        """Attention by :func:`.chunked.chunked_attention` where its policy picks it, else None."""
-        mode = attention_mode(self.memory_efficient, q.shape[-2], q, k, v, *self.parameters())
-        if mode is None:
-            return None
+    computes_attention = True
+
+    def attend_in_mode(
+        self, mode: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float
+    ) -> torch.Tensor:
+        """Attention by :func:`.chunked.chunked_attention` with this encoding's bucket terms."""
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # one copy each, shared by every product
         terms = self.bucket_terms(q, k, grid, num_prefix_tokens, scale)
         out, weights = chunked_attention(
