@@ -98,6 +98,7 @@ def test_policy():
     assert attention_mode(True, 2, leaf.detach()) == "chunked"
     assert attention_mode(False, 10_000, leaf) == "stored"
     assert attention_mode(False, 10_000, leaf.detach()) is None
+    assert attention_mode(None, large, leaf.detach(), host_fuses=False) == "stored"  # a term on values
     assert chunk_rows(1000, 64) == 64 and chunk_rows(10, 64) == 10 and chunk_rows(1000, 4) == chunked.MIN_CHUNK
 
 
@@ -118,7 +119,7 @@ def test_every_path_of_a_model_gives_the_same_output_and_gradients(slots, monkey
             if ".relative." in name:
                 p.normal_(std=0.5)
     x = torch.randn(2, 3, 32, 40, dtype=torch.float64)  # 4 x 5 grid + class token: chunks of 8, 8 and 5
-    results = {}
+    results, inference = {}, {}
     for name, settings in PATHS.items():
         for block in model.blocks:
             block.attn.fused = settings.get("fused", True)
@@ -127,7 +128,11 @@ def test_every_path_of_a_model_gives_the_same_output_and_gradients(slots, monkey
         out = model(x)
         out.square().sum().backward()
         results[name] = (out, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+        with torch.no_grad():
+            inference[name] = model(x)
     expected, expected_grads = results.pop("explicit")
+    for out in inference.values():
+        torch.testing.assert_close(out, expected, rtol=1e-10, atol=1e-12)
     for out, grads in results.values():
         torch.testing.assert_close(out, expected, rtol=1e-10, atol=1e-12)
         assert grads.keys() == expected_grads.keys()

@@ -43,7 +43,11 @@ class RelativePosition(SlotEntry, nn.Module):
         :func:`.chunked.attention_mode` picks a mode for this call, or None to let the host do it."""
         if not self.computes_attention:
             return None
-        mode = attention_mode(self.memory_efficient, q.shape[-2], q, k, v, *self.parameters())
+        # with a term on values the host cannot use its fused kernel: without a gradient too,
+        # the encoding's own stored path is then the faster one
+        mode = attention_mode(
+            self.memory_efficient, q.shape[-2], q, k, v, *self.parameters(), host_fuses=not self.needs_attention_weights
+        )  # fmt: skip
         return None if mode is None else self.attend_in_mode(mode, q, k, v, grid, num_prefix_tokens, scale)
 
     def attend_in_mode(

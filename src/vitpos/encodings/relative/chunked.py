@@ -24,8 +24,9 @@ Two modes, the same arithmetic:
 
 Policy (:func:`attention_mode`), when a gradient is needed: chunked from
 :data:`MEMORY_EFFICIENT_MIN_TOKENS` tokens on, where the stored weights would add over 30% to a
-block's activations, stored below. Without a gradient nothing is kept for backward and the
-host's fused ``scaled_dot_product_attention`` with the terms as a float mask is faster.
+block's activations, stored below. Without a gradient nothing is kept for backward: the host's
+fused ``scaled_dot_product_attention`` with the terms as a float mask is faster, except with a
+term on values, which the host can only compute explicitly, and "stored" does better.
 """
 
 from __future__ import annotations
@@ -35,9 +36,11 @@ import torch
 __all__ = [
     "MEMORY_EFFICIENT_MIN_TOKENS",
     "MIN_CHUNK",
+    "BucketIndex",
     "attention_mode",
     "chunk_rows",
     "chunked_attention",
+    "lookup",
 ]
 
 MEMORY_EFFICIENT_MIN_TOKENS = 320
@@ -51,18 +54,20 @@ MIN_CHUNK = 16
 """The fewest queries per chunk: below it the per-chunk overhead outweighs the saving."""
 
 
-def attention_mode(memory_efficient: bool | None, num_tokens: int, *tensors: torch.Tensor | None) -> str | None:
+def attention_mode(
+    memory_efficient: bool | None, num_tokens: int, *tensors: torch.Tensor | None, host_fuses: bool = True
+) -> str | None:
     """'chunked', 'stored', or None (leave attention to the host) for a call on ``tensors``.
 
     ``memory_efficient`` True forces chunking, False forbids it; None chunks from
     :data:`MEMORY_EFFICIENT_MIN_TOKENS` tokens on when a gradient is needed. Without one nothing
-    is kept for backward and the host's fused kernel is the fastest (its float mask is one
-    transient (B, heads, N, N) tensor per layer), unless chunking is forced.
+    is kept for backward, and the host's fused kernel, where it can take the terms as a float
+    mask (``host_fuses``), is the fastest (the mask is one transient (B, heads, N, N) tensor).
     """
     if memory_efficient:
         return "chunked"
     if not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)):
-        return None
+        return None if host_fuses else "stored"
     if memory_efficient is None and num_tokens >= MEMORY_EFFICIENT_MIN_TOKENS:
         return "chunked"
     return "stored"
@@ -74,7 +79,7 @@ def chunk_rows(num_tokens: int, head_dim: int) -> int:
     return max(1, min(num_tokens, max(MIN_CHUNK, head_dim)))
 
 
-class _Buckets:
+class BucketIndex:
     """Flat lookup indices into (..., N or 1, K) scores for a chunk of queries.
 
     A row lookup reads R[i, I(i, j)] at i' * K + I(i, j), with i' the query's place in the
@@ -98,7 +103,7 @@ class _Buckets:
         return ids.reshape(ids.shape[0], -1)
 
 
-def _lookup(scores: torch.Tensor, index: torch.Tensor, cols: int) -> torch.Tensor:
+def lookup(scores: torch.Tensor, index: torch.Tensor, cols: int) -> torch.Tensor:
     """Scores (..., R, K) read at the flat ``index`` (M, chunk * cols), summed over maps: (..., chunk, cols)."""
     lead = scores.shape[:-2]
     flat = scores.reshape(-1, scores.shape[-2] * scores.shape[-1])
@@ -110,7 +115,7 @@ def _lookup(scores: torch.Tensor, index: torch.Tensor, cols: int) -> torch.Tenso
 
 
 def _add_at(target: torch.Tensor, index: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """target (..., R, K) += values (..., chunk, C) at the flat ``index``, in place; the reverse of :func:`_lookup`."""
+    """target (..., R, K) += values (..., chunk, C) at the flat ``index``, in place; the reverse of :func:`lookup`."""
     flat = target.view(-1, target.shape[-2] * target.shape[-1])
     source = values.reshape(flat.shape[0], -1)
     for id_map in index:
@@ -123,7 +128,7 @@ class _Terms:
 
     def __init__(self, q, k, row, col, bias, ids, scale: float, num_buckets: int) -> None:
         self.q, self.k, self.row, self.col, self.bias, self.scale = q, k, row, col, bias, scale
-        self.buckets = None if ids is None else _Buckets(ids, num_buckets)
+        self.buckets = None if ids is None else BucketIndex(ids, num_buckets)
 
     def scaled_queries(self, rows: slice) -> torch.Tensor:  # B, heads, chunk, d
         """scale * q of the chunk (scaling q is cheaper than scaling the logits)."""
@@ -135,9 +140,9 @@ class _Terms:
         if self.row is not None:
             per_query = self.row.shape[-2] != 1
             row = self.row[..., rows, :] if per_query else self.row
-            s.add_(_lookup(row, self.buckets.rows(rows, per_query), n))
+            s.add_(lookup(row, self.buckets.rows(rows, per_query), n))
         if self.col is not None:
-            s.add_(_lookup(self.col, self.buckets.columns(rows), n))
+            s.add_(lookup(self.col, self.buckets.columns(rows), n))
         if self.bias is not None:
             s.add_(self.bias[..., rows, :])
         return s
@@ -212,7 +217,7 @@ class _RelativeAttention(torch.autograd.Function):
             g = grad_out[..., rows, :]
             dp = torch.matmul(g, v.transpose(-2, -1))
             if grad_weights is not None:
-                dp.add_(_lookup(grad_weights[..., rows, :], terms.buckets.rows(rows), n))
+                dp.add_(lookup(grad_weights[..., rows, :], terms.buckets.rows(rows), n))
             if want[2]:
                 dv = _accumulate(dv, torch.matmul(p.transpose(-2, -1), g))
             ds = _softmax_backward(p, dp)

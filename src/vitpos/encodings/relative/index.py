@@ -194,15 +194,10 @@ class Bucketing:
             start += size
         return torch.stack(out) if self.method == "cross" else out[0]
 
-    def ids(self, grid: Grid, num_prefix_tokens: int, device=None, *, transposed: bool = False) -> torch.Tensor:
-        """:meth:`build`, cached per (grid, prefix count, device); ``transposed`` swaps query and key."""
-        key = (self, tuple(grid), num_prefix_tokens, torch.device(device) if device is not None else None, transposed)
-
-        def compute() -> torch.Tensor:
-            ids = self.build(grid, num_prefix_tokens, device)
-            return ids.transpose(-2, -1).contiguous() if transposed else ids
-
-        return _BUCKET_IDS.get(key, compute)
+    def ids(self, grid: Grid, num_prefix_tokens: int, device=None) -> torch.Tensor:
+        """:meth:`build`, cached per (grid, prefix count, device)."""
+        key = (self, tuple(grid), num_prefix_tokens, torch.device(device) if device is not None else None)
+        return _BUCKET_IDS.get(key, lambda: self.build(grid, num_prefix_tokens, device))
 
 
 _BUCKET_IDS = GridCache(maxsize=64)

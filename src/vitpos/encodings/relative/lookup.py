@@ -3,11 +3,12 @@
 Shapes: q, k (B, heads, N, d); a contextual table (K, d) shared by the heads or (heads, K, d);
 a bias table (heads or 1, K); ids (N, N) or, for the Cross method, (2, N, N) whose two maps are
 summed. No function here builds an N x N x d tensor: products with the table are taken onto the
-K buckets first (O(N K d)) and then gathered by bucket id (O(N^2)).
+K buckets first (O(N K d)) and then looked up by bucket id (O(N^2)).
 
-An encoding states its terms once, in bucket form (:class:`BucketTerms`); the explicit path
-gathers them into (B, heads, N, N) logits (:func:`bucket_logits`), and on long sequences
-:meth:`BucketLookup.attend` hands them to the query-chunked attention of :mod:`.chunked`.
+An encoding states its terms once, in bucket form (:class:`BucketTerms`); the host's attention
+looks them up into (B, heads, N, N) logits (:func:`bucket_logits`), or
+:meth:`BucketLookup.attend` hands them to :mod:`.chunked`, which never builds those logits for
+backward.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from ...grid import Grid
-from .chunked import chunked_attention
+from .chunked import BucketIndex, chunked_attention, lookup
 from .index import Bucketing
 
 __all__ = [
@@ -26,7 +27,6 @@ __all__ = [
     "bucket_maps",
     "bucket_scores",
     "bucket_logits",
-    "gather_buckets",
     "value_term",
     "bias_term",
 ]
@@ -35,15 +35,6 @@ __all__ = [
 def bucket_maps(ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """The (N, N) id maps whose lookups are summed: one, or two for the Cross method."""
     return tuple(ids) if ids.ndim == 3 else (ids,)
-
-
-def gather_buckets(scores: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """y_ij = sum over maps of scores[..., i, I(i, j)] (Eq. 28); scores (B, h, N, K) -> (B, h, N, N)."""
-    out = None
-    for id_map in bucket_maps(ids):
-        term = scores.gather(-1, id_map.expand(*scores.shape[:-1], id_map.shape[-1]))
-        out = term if out is None else out + term
-    return out
 
 
 def bucket_scores(x: torch.Tensor, table: torch.Tensor, scale: float) -> torch.Tensor:
@@ -85,13 +76,18 @@ class BucketTerms:
     query: torch.Tensor | None = None
 
 
-def bucket_logits(terms: BucketTerms, ids: torch.Tensor, ids_transposed: torch.Tensor | None) -> torch.Tensor | None:
-    """The (B, heads, N, N) logits of ``terms.row`` and ``terms.col`` of shape (B, heads, N, K) (Eq. 28), or None."""
+def bucket_logits(terms: BucketTerms, ids: torch.Tensor) -> torch.Tensor | None:
+    """y_ij = sum over maps of R[i, I(i, j)] + C[j, I(i, j)] (Eq. 28): the (B, heads, N, N) logits
+    of ``terms.row`` and ``terms.col``, or None."""
+    scores = [t for t in (terms.row, terms.col) if t is not None]
+    if not scores:
+        return None
+    index, everything, n = BucketIndex(ids, scores[0].shape[-1]), slice(None), ids.shape[-1]
     out = None
     if terms.row is not None:
-        out = gather_buckets(terms.row, ids)
+        out = lookup(terms.row, index.rows(everything, per_query=terms.row.shape[-2] != 1), n)
     if terms.col is not None:
-        term = gather_buckets(terms.col, ids_transposed).transpose(-2, -1)
+        term = lookup(terms.col, index.columns(everything), n)
         out = term if out is None else out + term
     return out
 
@@ -111,23 +107,22 @@ class BucketLookup:
         self.num_buckets = bucketing.num_buckets(num_prefix_tokens)
         self.prefix_bucket = num_prefix_tokens > 0
 
-    def bucket_ids(self, grid: Grid, num_prefix_tokens: int, device, *, transposed: bool = False) -> torch.Tensor:
-        """Cached ids for ``grid``; ``transposed`` gives them key-major (for terms on queries)."""
+    def bucket_ids(self, grid: Grid, num_prefix_tokens: int, device) -> torch.Tensor:
+        """Cached ids for ``grid``."""
         if num_prefix_tokens and not self.prefix_bucket:
             raise ValueError(
                 f"this {type(self).__name__} was built for a model without prefix tokens and has no bucket "
                 f"for them, but got num_prefix_tokens={num_prefix_tokens}; build it with the model's context"
             )
-        return self.bucketing.ids(grid, num_prefix_tokens, device, transposed=transposed)
+        return self.bucketing.ids(grid, num_prefix_tokens, device)
 
     def bucket_terms(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> BucketTerms:
         """This encoding's terms for queries ``q`` and keys ``k``."""
         raise NotImplementedError
 
     def lookup_logits(self, terms: BucketTerms, grid: Grid, num_prefix_tokens: int, device) -> torch.Tensor | None:
-        """:func:`bucket_logits` of ``terms`` with this encoding's ids (the explicit path)."""
-        ids_t = None if terms.col is None else self.bucket_ids(grid, num_prefix_tokens, device, transposed=True)
-        return bucket_logits(terms, self.bucket_ids(grid, num_prefix_tokens, device), ids_t)
+        """:func:`bucket_logits` of ``terms`` with this encoding's ids (the host's attention)."""
+        return bucket_logits(terms, self.bucket_ids(grid, num_prefix_tokens, device))
 
     computes_attention = True
 
