@@ -158,15 +158,6 @@ VARIANTS = [
 """Every pyramid preset's slots (and a few other combinations) on a tiny host of its kind."""
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny models run many small ops: extra threads only contend with the other test workers."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.mark.parametrize("name,slots", VARIANTS)
 def test_variants_train_through_the_engine(name, slots, tmp_path, one_thread):
     sizes = {**HOSTS[vitpos.get_config(name).arch], "num_classes": 2}

@@ -94,7 +94,6 @@ class LearnedPosition(AbsoluteEncoding):
     def __init__(self, ctx: SlotContext, std: float = 0.02) -> None:
         super().__init__(ctx)
         h, w = self.native_grid
-        self.init_std = std
         self.table = nn.Parameter(torch.empty(1, h * w, ctx.embed_dim))
         nn.init.trunc_normal_(self.table, std=std)
         if ctx.num_prefix_tokens:
