@@ -71,6 +71,17 @@ class _Terms:
         return s
 
 
+def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Sums onto buckets (hundreds of pairs each) run in float32 when the inputs are bf16 / fp16."""
+    return torch.float32 if dtype in (torch.bfloat16, torch.float16) else dtype
+
+
+def _bucket_sums(values: torch.Tensor, index: torch.Tensor, num_buckets: int) -> torch.Tensor:
+    """values (..., chunk, N) summed per bucket (..., chunk, K), accumulated in float32 for bf16 / fp16."""
+    acc = _accumulation_dtype(values.dtype)
+    return add_at(values.new_zeros(*values.shape[:-1], num_buckets, dtype=acc), index, values.to(acc)).to(values.dtype)
+
+
 def _softmax_backward(p: torch.Tensor, dp: torch.Tensor) -> torch.Tensor:
     """dS = P * (dP - sum_j P dP): autograd's own fused kernel for softmax."""
     return torch.ops.aten._softmax_backward_data(dp, p, -1, p.dtype)
@@ -117,7 +128,7 @@ def _forward(ctx, q, k, v, row, col, bias, ids, scale, num_buckets, bucket_weigh
         out = torch.matmul(p, v)
         weights = None
         if bucket_weights:
-            weights = add_at(p.new_zeros(*p.shape[:-1], num_buckets), terms.buckets.rows(slice(None)), p)
+            weights = _bucket_sums(p, terms.buckets.rows(slice(None)), num_buckets)
         ctx.save_for_backward(q, k, v, row, col, bias, ids, p)
     else:
         out = q.new_empty(*q.shape[:-1], v.shape[-1])
@@ -133,7 +144,7 @@ def _forward(ctx, q, k, v, row, col, bias, ids, scale, num_buckets, bucket_weigh
             lse[..., rows] = (top.to(lse.dtype) + total.log()).squeeze(-1)
             out[..., rows, :] = torch.matmul(p, v)
             if weights is not None:
-                weights[..., rows, :] = add_at(p.new_zeros(*p.shape[:-1], num_buckets), terms.buckets.rows(rows), p)
+                weights[..., rows, :] = _bucket_sums(p, terms.buckets.rows(rows), num_buckets)
         ctx.save_for_backward(q, k, v, row, col, bias, ids, lse)
     ctx.scale, ctx.num_buckets, ctx.chunk, ctx.dtype = scale, num_buckets, chunk, q.dtype
     return out if weights is None else (out, weights)
@@ -147,7 +158,8 @@ def _backward(ctx, grad_out, grad_weights):
     want = ctx.needs_input_grad
     dq_parts: list[torch.Tensor] = []
     dk = dv = d_row = d_bias = None
-    d_col = col.new_zeros(col.shape) if col is not None and want[4] else None
+    acc = _accumulation_dtype(q.dtype)
+    d_col = col.new_zeros(col.shape, dtype=acc) if col is not None and want[4] else None
     for start in range(0, n, ctx.chunk or n):
         rows = slice(start, min(n, start + (ctx.chunk or n)))
         if ctx.chunk is None:
@@ -170,12 +182,12 @@ def _backward(ctx, grad_out, grad_weights):
             per_query = row.shape[-2] != 1
             reduced = ds.sum_to_size(*row.shape[:-2], *ds.shape[-2:])  # over the batch (and heads) first
             if per_query:
-                grad = add_at(reduced.new_zeros(*reduced.shape[:-1], ctx.num_buckets), terms.buckets.rows(rows), reduced)
-                d_row = _place(d_row, grad, rows, row)
+                d_row = _place(d_row, _bucket_sums(reduced, terms.buckets.rows(rows), ctx.num_buckets), rows, row)
             else:
-                d_row = add_at(row.new_zeros(row.shape) if d_row is None else d_row, terms.buckets.rows(rows, False), reduced)
+                start_row = row.new_zeros(row.shape, dtype=acc) if d_row is None else d_row
+                d_row = add_at(start_row, terms.buckets.rows(rows, False), reduced.to(acc))
         if d_col is not None:
-            add_at(d_col, terms.buckets.columns(rows), ds.sum_to_size(*col.shape[:-2], *ds.shape[-2:]))
+            add_at(d_col, terms.buckets.columns(rows), ds.sum_to_size(*col.shape[:-2], *ds.shape[-2:]).to(acc))
         if bias is not None and want[5]:
             grad = ds.sum_to_size(*bias.shape[:-2], *ds.shape[-2:])
             if bias.shape[-2] == 1:
@@ -183,6 +195,7 @@ def _backward(ctx, grad_out, grad_weights):
             else:
                 d_bias = _place(d_bias, grad, rows, bias)
     dq = (dq_parts[0] if len(dq_parts) == 1 else torch.cat(dq_parts, dim=-2)) if dq_parts else None
+    d_row, d_col = (None if g is None else g.to(q.dtype) for g in (d_row, d_col))
     return dq, dk, dv, d_row, d_col, d_bias, None, None, None, None, None
 
 

@@ -60,4 +60,6 @@ def _compiled() -> Callable:
 def flex_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mod: Callable | None, scale: float) -> torch.Tensor:
     """FlexAttention of (B, heads, N, d) inputs with ``mod``: compiled on CUDA, eager elsewhere."""
     run = _compiled() if q.is_cuda and not torch.compiler.is_compiling() else _flex_attention
+    if not torch.is_grad_enabled():  # FlexAttention checks requires_grad, not the grad mode
+        q, k, v = q.detach(), k.detach(), v.detach()
     return run(q, k, v, score_mod=mod, scale=scale)

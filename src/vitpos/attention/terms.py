@@ -30,6 +30,14 @@ def bucket_maps(ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return tuple(ids) if ids.ndim == 3 else (ids,)
 
 
+def _lookup(scores: torch.Tensor, index: torch.Tensor, cols: int) -> torch.Tensor:
+    """:func:`.lookup.lookup`; with a gradient in bf16 / fp16 it reads float32 scores, so that
+    backward sums each bucket's hundreds of pair gradients in float32."""
+    if scores.requires_grad and scores.dtype in (torch.bfloat16, torch.float16):
+        return lookup(scores.float(), index, cols).to(scores.dtype)
+    return lookup(scores, index, cols)
+
+
 @dataclass(frozen=True)
 class Rotation:
     """A rotation of channel pairs (2t, 2t+1) of the patch tokens' queries and keys (RoPE).
@@ -138,9 +146,9 @@ class RelativeTerms:
         if row is not None or col is not None:
             index, everything, n = BucketIndex(self.ids, self.num_buckets), slice(None), self.ids.shape[-1]
             if row is not None:
-                out = lookup(row, index.rows(everything, per_query=row.shape[-2] != 1), n)
+                out = _lookup(row, index.rows(everything, per_query=row.shape[-2] != 1), n)
             if col is not None:
-                term = lookup(col, index.columns(everything), n)
+                term = _lookup(col, index.columns(everything), n)
                 out = term if out is None else out + term
         if self.bias is not None:
             out = self.bias.unsqueeze(0) if out is None else out + self.bias
