@@ -90,7 +90,7 @@ def convert_rpe(state: dict[str, torch.Tensor], target: Target) -> dict[str, tor
         bucket_axis = 1 if (contextual and on == "v") else -1
         table = _table({p: t for p, (_, t) in parts.items()}, bucket_axis)
         if on == "q":
-            table = table.index_select(bucket_axis, query_order(module.bucketing, module.num_prefix_tokens).to(table.device))
+            table = table.index_select(bucket_axis, query_order(module.bucketing, int(module.prefix_bucket)).to(table.device))
         if contextual:
             table = table if on == "v" else table.transpose(-1, -2)  # H', K, head_dim
             table = table[0] if module.options.shared and table.shape[0] == 1 else table

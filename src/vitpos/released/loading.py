@@ -160,12 +160,11 @@ def load_checkpoint(
 def released_model_config(
     name: str | HostConfig, state: dict[str, torch.Tensor], layout: Layout, keep_grid: bool, overrides: dict[str, Any]
 ) -> HostConfig:
-    """The config of ``name`` with ``overrides``, the released options and (``keep_grid``) the stored sizes."""
+    """The config of ``name`` with ``overrides``, the released options and (``keep_grid``) the
+    stored sizes, which win over ``img_size`` or ``window_size`` given in ``overrides``."""
     cfg = layout.released_config(get_config(name, **overrides))
-    if keep_grid:
-        stored = {k: v for k, v in layout.stored_geometry(state, cfg).items() if k not in overrides}
-        cfg = cfg.replace(**stored) if stored else cfg
-    return cfg
+    stored = layout.stored_geometry(state, cfg) if keep_grid else {}
+    return cfg.replace(**stored) if stored else cfg
 
 
 def create_from_checkpoint(

@@ -24,7 +24,7 @@ __all__ = ["MicrosoftSwin", "TimmSwin"]
 
 BLOCK_KEY = re.compile(r"layers\.(\d+)\.blocks\.(\d+)\.(norm1|norm2|attn\.qkv|attn\.proj|mlp\.fc1|mlp\.fc2)\.(weight|bias)")
 TABLE_KEY = re.compile(r"layers\.(\d+)\.blocks\.(\d+)\.attn\.relative_position_bias_table")
-DERIVED_KEY = re.compile(r"layers\.\d+\.blocks\.\d+\.attn\.(relative_position_index|attn_mask)")
+DERIVED_KEY = re.compile(r"layers\.\d+\.blocks\.\d+\.(attn\.relative_position_index|attn_mask)")
 DOWNSAMPLE_KEY = re.compile(r"layers\.(\d+)\.downsample\.(norm|reduction)\.(weight|bias)")
 
 
