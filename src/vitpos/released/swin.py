@@ -19,6 +19,7 @@ import torch
 
 from ..config import HostConfig
 from .layout import Layout, Target, square_side, take_prefix
+from .vit import submodule
 
 __all__ = ["MicrosoftSwin", "TimmSwin"]
 
@@ -73,11 +74,7 @@ class MicrosoftSwin(Layout):
 
 
 def _table_key(model: torch.nn.Module, path: str) -> str:
-    try:
-        module = model.get_submodule(path)
-    except AttributeError:
-        return f"{path}.table"
-    return f"{path}.encoding.table" if hasattr(module, "encoding") else f"{path}.table"
+    return f"{path}.encoding.table" if hasattr(submodule(model, path), "encoding") else f"{path}.table"
 
 
 class TimmSwin(MicrosoftSwin):

@@ -17,7 +17,7 @@ import torch
 from ..config import HostConfig
 from .layout import Layout, Target, square_side, take, take_prefix
 
-__all__ = ["TimmViT", "convert_vit", "pos_embed_split"]
+__all__ = ["TimmViT", "convert_vit", "fit_position_table", "pos_embed_split", "submodule", "vit_geometry"]
 
 BLOCK_KEY = re.compile(r"blocks\.\d+\.(norm1|attn\.qkv|attn\.proj|norm2|mlp\.fc1|mlp\.fc2)\.(weight|bias)")
 PREFIX_KEYS = ("cls_token", "dist_token")
@@ -35,7 +35,7 @@ def pos_embed_split(state: dict[str, torch.Tensor], key: str, prefix_tokens: int
 
 def fit_position_table(state, out, target: Target, key: str, module: str, prefix_tokens: int) -> None:
     """Split ``state[key]`` into ``{module}.prefix_table`` and ``{module}.table`` at the module's grid."""
-    absolute = _submodule(target.model, module)
+    absolute = submodule(target.model, module)
     split = pos_embed_split(state, key, prefix_tokens) if key in state else None
     if absolute is None or not hasattr(absolute, "native_grid") or split is None:
         return
@@ -46,7 +46,8 @@ def fit_position_table(state, out, target: Target, key: str, module: str, prefix
     out[f"{module}.table"] = target.position_table(key, table[:, prefix:], (side, side), absolute.native_grid)
 
 
-def _submodule(model: torch.nn.Module, path: str) -> torch.nn.Module | None:
+def submodule(model: torch.nn.Module, path: str) -> torch.nn.Module | None:
+    """``model.get_submodule(path)``, or None where there is no module."""
     try:
         return model.get_submodule(path)
     except AttributeError:
