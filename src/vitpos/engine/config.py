@@ -51,6 +51,8 @@ class TrainConfig:
     """Seeds model initialisation, data order, augmentation and dropout."""
     init_pe: str | None = None
     """Start the absolute position encoding from a file saved by `vitpos pretrain-pe` (same encoding and width)."""
+    init: str | None = None
+    """Start from these weights: a `vitpos convert` folder, a run or checkpoint folder, or a released checkpoint (timm/DeiT, iRPE, LaPE, Swin, PVT v1); a classifier of another class count is re-initialised."""
     deterministic: bool = False
     """Use only deterministic kernels (slower on GPU); CPU runs are reproducible either way."""
     device: str = "auto"

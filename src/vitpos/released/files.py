@@ -16,8 +16,6 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from ..engine.checkpoint import MODEL_FILE, find_checkpoint
-
 __all__ = ["CheckpointLoadError", "ENTRIES", "read_state_dict"]
 
 ENTRIES = ("model", "state_dict", "model_ema")
@@ -32,6 +30,8 @@ def read_state_dict(path: str | Path, entry: str | None = None) -> dict[str, tor
     """The weights in ``path`` as {name: tensor}; ``entry`` picks one of :data:`ENTRIES` explicitly."""
     path = Path(path)
     if path.is_dir():
+        from ..engine.checkpoint import MODEL_FILE, find_checkpoint  # the engine loads weights through this module
+
         path = find_checkpoint(path) / MODEL_FILE
     if not path.is_file():
         raise CheckpointLoadError(f"checkpoint {path} does not exist; check the path")
