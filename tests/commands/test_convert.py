@@ -58,3 +58,16 @@ def test_convert_without_a_fitting_preset_asks_for_one(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "odd.pth (timm-vit layout): no preset fits it; name the model (--model NAME" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_init_drop_lets_a_released_model_take_another_encoding(tmp_path, capsys):
+    src = released_thesis_vit(tmp_path)
+    fast = ["--epochs=1", "--batch-size=32", "--lr=0", "--min-lr=0", "--warmup-epochs=0", "--no-progress"]
+    base = ["train", "--model=thesis_vit", f"--init={src}", "--relative=irpe:product:ctx:k", DATA, *fast]
+    assert main([*base, f"--run-dir={tmp_path / 'strict'}"]) == 2
+    assert "does not provide: blocks.0.attn.relative.table_k" in capsys.readouterr().err
+    assert main([*base, "--init-drop=*.relative.*", f"--run-dir={tmp_path / 'run'}"]) == 0
+    trained, _ = load_model(latest_checkpoint(tmp_path / "run"))
+    direct = vitpos.create_model("thesis_vit", checkpoint=src)
+    assert torch.equal(trained.absolute.table, direct.absolute.table)
+    assert torch.count_nonzero(trained.blocks[0].attn.relative.table_k) == 0  # iRPE's zero start

@@ -40,8 +40,5 @@ def assert_close(ours: torch.Tensor, reference: torch.Tensor) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def _one_thread(one_thread):
+    """Every test here runs small models on one thread."""

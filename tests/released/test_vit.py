@@ -71,3 +71,11 @@ def test_ddp_prefix_and_ema_entry(tmp_path):
     model = vitpos.create_model("deit_tiny_patch16_224", **SMALL).double().eval()
     vitpos.load_checkpoint(model, path, entry="model_ema")
     assert_close(model(x), reference.vit(ema, x, heads=4))
+
+
+def test_drop_patterns_cover_new_parameters_and_unused_checkpoint_keys(tmp_path):
+    sd = small_state(seed=9)
+    model = vitpos.create_model("deit_tiny_patch16_224", **{**SMALL, "absolute": "sincos2d", "relative": "irpe:product:ctx:k"})
+    result = vitpos.load_checkpoint(model, save_pth(sd, tmp_path / "deit.pth"), drop=("pos_embed", "*.relative.*"))
+    assert result.dropped == ["blocks.0.attn.relative.table_k", "blocks.1.attn.relative.table_k"]
+    assert torch.equal(model.blocks[1].mlp.fc2.weight, sd["blocks.1.mlp.fc2.weight"].float())

@@ -100,7 +100,7 @@ class _Trainer:
         torch.manual_seed(cfg.seed)
         self.model = create_model(model_cfg)
         if cfg.init:
-            load_initial_weights(self.model, cfg.init, resize_head=True)
+            load_initial_weights(self.model, cfg.init, drop=cfg.init_drop, resize_head=True)
         if cfg.init_pe:
             load_position_encoding(self.model, cfg.init_pe)
         self.model = self.model.to(device)

@@ -9,6 +9,7 @@ says what to do. Only then are the weights copied, so a failed load changes noth
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -62,8 +63,9 @@ def _listed(keys: Iterable[str]) -> str:
     return ", ".join(keys[:SHOWN]) + (f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else "")
 
 
-def _matches(prefixes: Iterable[str], key: str) -> bool:
-    return any(key == p or key.startswith(p.rstrip(".") + ".") for p in prefixes)
+def _matches(patterns: Iterable[str], key: str) -> bool:
+    """``key`` is one of ``patterns``, lies under one (a prefix ending at a dot) or matches a shell pattern."""
+    return any(key == p or key.startswith(p.rstrip(".") + ".") or fnmatch.fnmatchcase(key, p) for p in patterns)
 
 
 def convert_for(
@@ -133,8 +135,8 @@ def load_checkpoint(
 ) -> LoadResult:
     """Load the checkpoint at ``path`` (any layout in :data:`LAYOUTS`) into ``model``, strictly.
 
-    ``drop``: parameter prefixes (``"head"``) kept at their initialisation, the checkpoint's
-    values for them ignored; ``resize_head``: drop the classifier when its class count differs.
+    ``drop``: parameter names, prefixes (``"head"``) or shell patterns (``"*.relative.*"``) kept
+    at their initialisation, checkpoint keys they match ignored (``"pos_embed"``); ``resize_head``: drop the classifier when its class count differs.
     ``resample``: fit position tables to the model's grid and Swin tables to its window
     (bicubic); when False a size mismatch is an error. ``entry``: the dict entry holding the
     weights (default: ``model``, ``state_dict`` or ``model_ema``, whichever is there).

@@ -37,7 +37,7 @@ def fit_position_table(state, out, target: Target, key: str, module: str, prefix
     """Split ``state[key]`` into ``{module}.prefix_table`` and ``{module}.table`` at the module's grid."""
     absolute = submodule(target.model, module)
     split = pos_embed_split(state, key, prefix_tokens) if key in state else None
-    if absolute is None or not hasattr(absolute, "native_grid") or split is None:
+    if not getattr(absolute, "learned_table", False) or split is None:
         return
     prefix, side = split
     table = state.pop(key)
