@@ -62,10 +62,19 @@ def test_released_key_set_maps_completely(name):
     assert result.dropped == [] and set(merged) == set(model.state_dict())
 
 
-@pytest.mark.parametrize("name", ["deit_small_patch16_224_ctx_product_50_shared_qkv", "deit_small_patch16_224_ctx_cross_56_shared_k", "swin_tiny", "pvt_small"])
-def test_the_preset_is_found_from_the_checkpoint_alone(name):
+@pytest.mark.parametrize(
+    "name, found",
+    [
+        ("deit_small_patch16_224_ctx_product_50_shared_qkv", None),
+        ("deit_small_patch16_224_ctx_cross_56_shared_k", None),
+        ("swin_tiny@timm", "swin_tiny"),
+        ("pvt_small", None),
+        ("deit_small_patch16_224_lape", "deit_small_patch16_224"),  # the same model once chained
+    ],
+)
+def test_the_preset_is_found_from_the_checkpoint_alone(name, found):
     state = released_state(name)
-    assert guess_preset(state, detect_layout(state, name), name) == name
+    assert guess_preset(state, detect_layout(state, name), name) == (found or name)
 
 
 def test_preset_parameter_counts_equal_the_released_models():

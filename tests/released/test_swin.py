@@ -22,6 +22,17 @@ def test_swin_checkpoint_equals_released_forward(tmp_path, style):
     assert_close(model(x), reference.swin(sd, x, DEPTHS, HEADS, window=4, style=style))
 
 
+def test_a_stage_smaller_than_the_window_keeps_swins_reduced_window(tmp_path):
+    # grids 8, 4, 2 with window 4: the last stage attends in one 2x2 window with a 3x3-offset table
+    dims, depths, heads = (8, 16, 24), (2, 2, 2), (2, 2, 3)
+    sd = layouts.swin(layouts.Filler(seed=24), dims, depths, heads, window=4, patch=2, img=16, classes=5)
+    assert sd["layers.2.blocks.0.attn.relative_position_bias_table"].shape == (9, 3)
+    options = {**SMALL, "embed_dims": dims, "depths": depths, "num_heads": heads, "mlp_ratios": (4.0, 4.0, 4.0)}
+    model = load_float64("swin_tiny", save_pth(sd, tmp_path / "three.pth"), **options)
+    x = images(16)
+    assert_close(model(x), reference.swin(sd, x, depths, heads, window=4, style="microsoft"))
+
+
 def test_bias_tables_are_resampled_to_another_window(tmp_path):
     sd = layouts.swin(layouts.Filler(seed=22), DIMS, DEPTHS, HEADS, window=4, patch=2, img=16, classes=5)
     model = load_float64("swin_tiny", save_pth(sd, tmp_path / "w4.pth"), **{**SMALL, "window_size": 2})

@@ -1,5 +1,6 @@
 """timm / DeiT ViT checkpoints load into vitpos's ViT and give the released model's outputs."""
 
+import pytest
 import torch
 
 import vitpos
@@ -79,3 +80,8 @@ def test_drop_patterns_cover_new_parameters_and_unused_checkpoint_keys(tmp_path)
     result = vitpos.load_checkpoint(model, save_pth(sd, tmp_path / "deit.pth"), drop=("pos_embed", "*.relative.*"))
     assert result.dropped == ["blocks.0.attn.relative.table_k", "blocks.1.attn.relative.table_k"]
     assert torch.equal(model.blocks[1].mlp.fc2.weight, sd["blocks.1.mlp.fc2.weight"].float())
+
+
+def test_create_model_needs_a_name_or_a_checkpoint():
+    with pytest.raises(ValueError, match="needs a preset name or a config"):
+        vitpos.create_model(None)

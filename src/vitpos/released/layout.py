@@ -54,12 +54,22 @@ class Target:
             )
         return resample_table(table.to(torch.float64), stored, native).to(table.dtype)
 
-    def window_table(self, key: str, table: torch.Tensor, native: int) -> torch.Tensor:
-        """A Swin bias table (heads, (2M-1)^2) fitted to the model's window ``native`` (bicubic)."""
+    def window_table(self, key: str, table: torch.Tensor, native: int, reduced: int) -> torch.Tensor:
+        """A Swin bias table (heads, (2M-1)^2) fitted to the model's window ``native``.
+
+        A stage whose grid is smaller than the window has a table for its reduced window
+        ``reduced`` (Swin shrinks the window to the grid): it fills the centre of the model's
+        table, whose other offsets that stage never uses. A table for any other window is
+        resampled bicubically (or refused without ``resample``).
+        """
         side = square_side(table.shape[-1])
         target = 2 * native - 1
         if side is None or side == target:
             return table
+        if side == 2 * reduced - 1 and reduced < native:
+            pad = native - reduced
+            maps = table.reshape(-1, side, side)
+            return F.pad(maps, (pad, pad, pad, pad)).reshape(table.shape[0], target * target)
         if not self.resample:
             raise CheckpointLoadError(
                 f"checkpoint {self.source}: {key} is stored for window {(side + 1) // 2}, the model's window is "

@@ -193,9 +193,11 @@ def create_from_checkpoint(
 
 
 def guess_preset(state: dict[str, torch.Tensor], layout: Layout, source: Path | str) -> str:
-    """The one preset whose parameters (built on the meta device) the checkpoint fills exactly."""
+    """The preset whose parameters (built on the meta device) the checkpoint fills exactly; presets
+    that become the same model once the released options are selected count as one (the first)."""
     head = state.get("head.weight", state.get("head.fc.weight"))
-    found = []
+    found: list[str] = []
+    configs: list[HostConfig] = []
     for name in list_models():
         cfg = get_config(name)
         if cfg.arch not in layout.archs:
@@ -206,7 +208,9 @@ def guess_preset(state: dict[str, torch.Tensor], layout: Layout, source: Path | 
             with torch.device("meta"):
                 model = ARCHITECTURES.get(cfg.arch)(cfg)
             convert_for(model, state, layout, source)
-            found.append(name)
+            if cfg not in configs:
+                found.append(name)
+                configs.append(cfg)
     if len(found) != 1:
         what = f"several presets fit it ({', '.join(found)})" if found else "no preset fits it"
         raise CheckpointLoadError(

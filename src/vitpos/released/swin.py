@@ -6,8 +6,10 @@ with ``attn.relative_position_bias_table`` ((2W-1)^2, heads), and the stem
 ``head.fc``). They differ in where patch merging lives: Microsoft's code (and timm before
 0.9) puts ``layers.S.downsample`` at the end of stage S, timm's current code at the start of
 stage S. vitpos's ``downsamples.S`` starts stage S. The ``relative_position_index`` and
-``attn_mask`` buffers are derived from the window size and are not loaded; a table stored for
-another window size is resampled bicubically to the model's window.
+``attn_mask`` buffers are derived from the window size and are not loaded. A stage whose grid
+is smaller than the window has a table for the grid-sized window (Swin shrinks it); it fills
+the centre of vitpos's table. A table stored for another window size is resampled bicubically
+to the model's window.
 """
 
 from __future__ import annotations
@@ -43,14 +45,17 @@ class MicrosoftSwin(Layout):
 
     def convert(self, state: dict[str, torch.Tensor], target: Target) -> dict[str, torch.Tensor]:
         out: dict[str, torch.Tensor] = {}
-        window = getattr(getattr(target.model, "cfg", None), "window_size", None)
+        cfg = getattr(target.model, "cfg", None)
+        window = getattr(cfg, "window_size", None)
         for key in list(state):
             if (match := BLOCK_KEY.fullmatch(key)) is not None:
                 stage, block, part, kind = match.groups()
                 out[f"stages.{stage}.blocks.{block}.{part}.{kind}"] = state.pop(key)
             elif (match := TABLE_KEY.fullmatch(key)) is not None and window is not None:
-                dst = _table_key(target.model, f"stages.{match.group(1)}.blocks.{match.group(2)}.attn.relative")
-                out[dst] = target.window_table(key, state.pop(key).transpose(0, 1), window)
+                stage, block = int(match.group(1)), match.group(2)
+                dst = _table_key(target.model, f"stages.{stage}.blocks.{block}.attn.relative")
+                reduced = min(window, *cfg.stage_grid(stage))  # Swin's window on a stage smaller than it
+                out[dst] = target.window_table(key, state.pop(key).transpose(0, 1), window, reduced)
             elif DERIVED_KEY.fullmatch(key):
                 state.pop(key)
             elif (match := DOWNSAMPLE_KEY.fullmatch(key)) is not None:
