@@ -1,7 +1,5 @@
 """The LaPE authors' ViT (pe_norm per block, chained) loads into ``lape:chained``."""
 
-import vitpos
-
 from . import layouts, reference
 from .conftest import assert_close, images, load_float64, save_pth
 

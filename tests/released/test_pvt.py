@@ -1,7 +1,5 @@
 """PVT v1 checkpoints (whai362/PVT) give the released forward pass in vitpos's PVT."""
 
-import vitpos
-
 from . import layouts, reference
 from .conftest import assert_close, images, load_float64, save_pth
 

@@ -4,8 +4,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import vitpos
-
 from . import layouts, reference
 from .conftest import assert_close, images, load_float64, save_pth
 

@@ -103,7 +103,7 @@ def convert_for(
     if problems:
         advice = layout.hint(unmapped) or _advice(shapes)
         raise CheckpointLoadError(
-            f"checkpoint {source} ({layout.name} layout) does not fit this {model_name(model)} model: "
+            f"checkpoint {source} ({layout.name} layout) does not fit this {model_arch(model)!r} model: "
             + "; ".join(problems) + f". {advice}"
         )
     merged = {k: (weights[k] if k in weights else v) for k, v in own.items()}
@@ -122,11 +122,6 @@ def _advice(shapes: list[str]) -> str:
 def model_arch(model: nn.Module) -> str:
     """The host name of a vitpos model."""
     return getattr(getattr(model, "cfg", None), "arch", type(model).__name__)
-
-
-def model_name(model: nn.Module) -> str:
-    """A short description for messages."""
-    return f"{model_arch(model)!r}"
 
 
 def load_checkpoint(
