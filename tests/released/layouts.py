@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import torch
 
-ENTRY = {"dtype": torch.float64}
-
 
 class Filler:
     """Random tensors from one seeded generator; ``meta=True`` gives shapes only."""

@@ -21,6 +21,7 @@ Where the released forward pass differs from the paper's equations (vitpos's def
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import defaultdict
 from typing import Any
@@ -113,7 +114,7 @@ def released_relative(spec: str) -> str:
         extra.append("round")
     if options.mode == "bias" and options.scaled:
         extra.append("unscaled")
-    return ":".join([str(parsed), *extra]) if extra else spec
+    return str(dataclasses.replace(parsed, flags=(*parsed.flags, *extra))) if extra else spec
 
 
 class IRPEZoo(Layout):
