@@ -52,7 +52,7 @@ class Target:
                 f"{native[0]}x{native[1]}; allow resampling (resample=True), or build the model at the stored "
                 "size (keep_grid=True) and let it resample at run time"
             )
-        return resample_table(table.to(torch.float64), stored, native).to(table.dtype)
+        return resample_table(table, stored, native)  # the function the model resamples with at run time
 
     def window_table(self, key: str, table: torch.Tensor, native: int, reduced: int) -> torch.Tensor:
         """A Swin bias table (heads, (2M-1)^2) fitted to the model's window ``native``.
