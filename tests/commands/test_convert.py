@@ -30,6 +30,9 @@ def test_convert_then_eval_and_fine_tune(tmp_path, capsys):
     config = yaml.safe_load((dst / "config.yaml").read_text())
     assert config == {"model": direct.cfg.to_dict(), "train": {"init": str(dst)}}
 
+    again = vitpos.create_model(None, checkpoint=dst)  # the saved config, no preset needed
+    assert again.cfg == direct.cfg and torch.equal(again.absolute.table, direct.absolute.table)
+
     assert main(["eval", f"--checkpoint={dst}", DATA]) == 0
     assert "| converted |" in capsys.readouterr().out
 

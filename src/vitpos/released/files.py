@@ -9,14 +9,15 @@ vitpos run folder or checkpoint folder yields its ``model.safetensors``.
 
 from __future__ import annotations
 
+import json
 import pickle
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file
+from safetensors.torch import load_file, safe_open
 
-__all__ = ["CheckpointLoadError", "ENTRIES", "read_state_dict"]
+__all__ = ["CheckpointLoadError", "ENTRIES", "read_state_dict", "saved_model_config"]
 
 ENTRIES = ("model", "state_dict", "model_ema")
 """Where released training checkpoints keep their weights, in the order they are looked for."""
@@ -26,13 +27,32 @@ class CheckpointLoadError(ValueError):
     """A checkpoint that cannot be read, or whose weights do not fit the model asked for."""
 
 
-def read_state_dict(path: str | Path, entry: str | None = None) -> dict[str, torch.Tensor]:
-    """The weights in ``path`` as {name: tensor}; ``entry`` picks one of :data:`ENTRIES` explicitly."""
-    path = Path(path)
+def _weights_file(path: Path) -> Path:
     if path.is_dir():
         from ..engine.checkpoint import MODEL_FILE, find_checkpoint  # the engine loads weights through this module
 
-        path = find_checkpoint(path) / MODEL_FILE
+        return find_checkpoint(path) / MODEL_FILE
+    return path
+
+
+def saved_model_config(path: str | Path) -> dict | None:
+    """The model config stored with a vitpos checkpoint (folder or ``.safetensors``), else None."""
+    from ..engine.checkpoint import FORMAT
+
+    path = _weights_file(Path(path))
+    if path.suffix != ".safetensors" or not path.is_file():
+        return None
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+    except (SafetensorError, OSError, ValueError):
+        return None  # read_state_dict reports the damage
+    return json.loads(meta["model_config"]) if meta.get("format") == FORMAT and "model_config" in meta else None
+
+
+def read_state_dict(path: str | Path, entry: str | None = None) -> dict[str, torch.Tensor]:
+    """The weights in ``path`` as {name: tensor}; ``entry`` picks one of :data:`ENTRIES` explicitly."""
+    path = _weights_file(Path(path))
     if not path.is_file():
         raise CheckpointLoadError(f"checkpoint {path} does not exist; check the path")
     raw = _read_safetensors(path) if path.suffix == ".safetensors" else _read_pickle(path)

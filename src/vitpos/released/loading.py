@@ -18,9 +18,9 @@ import torch
 from torch import nn
 
 from ..config import HostConfig
-from ..models.factory import get_config, list_models
+from ..models.factory import config_from_dict, get_config, list_models
 from ..registry import ARCHITECTURES
-from .files import CheckpointLoadError, read_state_dict
+from .files import CheckpointLoadError, read_state_dict, saved_model_config
 from .irpe import IRPEZoo
 from .lape import LapeViT
 from .layout import Layout, Target
@@ -168,7 +168,8 @@ def create_from_checkpoint(
     name: str | HostConfig | None, path: str | Path, *, keep_grid: bool = False, entry: str | None = None,
     drop: Iterable[str] = (), **overrides: Any,
 ) -> nn.Module:
-    """Build preset ``name`` (None: the one whose parameters match the checkpoint) and load ``path``.
+    """Build preset ``name`` and load ``path``; with ``name`` None, a vitpos checkpoint's own config
+    or else the preset whose parameters match the checkpoint.
 
     The released options of the checkpoint's layout are selected. ``keep_grid``: build the
     model at the grid (and Swin window) the checkpoint was stored for, so that other input
@@ -178,7 +179,8 @@ def create_from_checkpoint(
     state = read_state_dict(path, entry)
     layout = detect_layout(state, path)
     if name is None:
-        name = guess_preset(state, layout, path)
+        saved = saved_model_config(path)
+        name = config_from_dict(saved) if saved is not None else guess_preset(state, layout, path)
     cfg = released_model_config(name, state, layout, keep_grid, overrides)
     model = ARCHITECTURES.get(cfg.arch)(cfg)
     merged, _ = convert_for(model, state, layout, path, drop=drop, resize_head="num_classes" in overrides)
