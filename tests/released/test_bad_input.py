@@ -118,3 +118,13 @@ def test_a_grid_mismatch_without_resampling_says_how_to_keep_the_grid(tmp_path):
     model = vitpos.create_model("deit_tiny_patch16_224", **{**SMALL, "img_size": 24})
     with pytest.raises(CheckpointLoadError, match=r"pos_embed is stored for a 4x4 grid, the model's is 6x6.*keep_grid=True"):
         vitpos.load_checkpoint(model, path, resample=False)
+
+
+def test_a_vit_checkpoint_into_a_swin_preset(tmp_path):
+    path = save_pth(vit_state(), tmp_path / "deit.pth")
+    with pytest.raises(CheckpointLoadError, match=r"deit\.pth is a timm and DeiT ViT.*cannot load into a 'swin' model"):
+        vitpos.create_model("swin_tiny", checkpoint=path)
+    lape = layouts.lape_norms(vit_state(), layouts.Filler(2), depth=2, dim=32)
+    swin = vitpos.create_model("swin_tiny", embed_dims=(8, 16), depths=(2, 2), num_heads=(2, 2), mlp_ratios=(4.0, 4.0))
+    with pytest.raises(CheckpointLoadError, match=r"lape\.pth is a LaPE authors' ViT.*cannot load into a 'swin' model"):
+        vitpos.load_checkpoint(swin, save_pth(lape, tmp_path / "lape.pth"))

@@ -73,11 +73,7 @@ def convert_for(
     drop: Iterable[str] = (), resample: bool = True, resize_head: bool = False,
 ) -> tuple[dict[str, torch.Tensor], LoadResult]:
     """The model's full state dict with the checkpoint's weights in place; raises listing every problem."""
-    if model_arch(model) not in layout.archs:
-        raise CheckpointLoadError(
-            f"checkpoint {source} is a {layout.description} checkpoint; it cannot load into a "
-            f"{model_arch(model)!r} model. Create a model of the same family ({', '.join(layout.archs)})"
-        )
+    check_arch(model_arch(model), layout, source)
     left = dict(state)
     weights = layout.convert(left, Target(model, source, resample))
     own = model.state_dict()
@@ -110,6 +106,15 @@ def convert_for(
     return merged, LoadResult(layout.name, dropped)
 
 
+def check_arch(arch: str, layout: Layout, source: Path | str) -> None:
+    """Raise unless models of host ``arch`` can take checkpoints in ``layout``."""
+    if arch not in layout.archs:
+        raise CheckpointLoadError(
+            f"checkpoint {source} is a {layout.description} checkpoint; it cannot load into a "
+            f"{arch!r} model. Create a model of the same family ({', '.join(layout.archs)})"
+        )
+
+
 def _advice(shapes: list[str]) -> str:
     if any(s.startswith("head.") for s in shapes):
         return "The classifier differs: pass num_classes=N to create_model (or drop=('head',)) to re-initialise it"
@@ -140,6 +145,7 @@ def load_checkpoint(
     """
     state = read_state_dict(path, entry)
     layout = detect_layout(state, path)
+    check_arch(model_arch(model), layout, path)
     cfg = getattr(model, "cfg", None)
     if cfg is not None and layout.released_config(cfg) != cfg:
         wanted = layout.released_config(cfg).position
@@ -155,11 +161,14 @@ def load_checkpoint(
 
 
 def released_model_config(
-    name: str | HostConfig, state: dict[str, torch.Tensor], layout: Layout, keep_grid: bool, overrides: dict[str, Any]
+    name: str | HostConfig, state: dict[str, torch.Tensor], layout: Layout, source: Path | str, keep_grid: bool,
+    overrides: dict[str, Any],
 ) -> HostConfig:
     """The config of ``name`` with ``overrides``, the released options and (``keep_grid``) the
     stored sizes, which win over ``img_size`` or ``window_size`` given in ``overrides``."""
-    cfg = layout.released_config(get_config(name, **overrides))
+    cfg = get_config(name, **overrides)
+    check_arch(cfg.arch, layout, source)
+    cfg = layout.released_config(cfg)
     stored = layout.stored_geometry(state, cfg) if keep_grid else {}
     return cfg.replace(**stored) if stored else cfg
 
@@ -181,7 +190,7 @@ def create_from_checkpoint(
     if name is None:
         saved = saved_model_config(path)
         name = config_from_dict(saved) if saved is not None else guess_preset(state, layout, path)
-    cfg = released_model_config(name, state, layout, keep_grid, overrides)
+    cfg = released_model_config(name, state, layout, path, keep_grid, overrides)
     model = ARCHITECTURES.get(cfg.arch)(cfg)
     merged, _ = convert_for(model, state, layout, path, drop=drop, resize_head="num_classes" in overrides)
     with torch.no_grad():
@@ -201,7 +210,7 @@ def guess_preset(state: dict[str, torch.Tensor], layout: Layout, source: Path | 
             continue
         overrides = {} if head is None else {"num_classes": head.shape[0]}
         with contextlib.suppress(ValueError, TypeError):
-            cfg = released_model_config(name, state, layout, True, overrides)
+            cfg = released_model_config(name, state, layout, source, True, overrides)
             with torch.device("meta"):
                 model = ARCHITECTURES.get(cfg.arch)(cfg)
             convert_for(model, state, layout, source)
