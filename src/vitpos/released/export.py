@@ -2,7 +2,7 @@
 
 ``DST/model.safetensors`` holds the weights, with the resolved model config in its metadata
 (the run-folder checkpoint format); ``DST/config.yaml`` holds the same config as a ``--config``
-file for ``vitpos train``, with ``train.init`` pointing back at DST.
+file for ``vitpos train`` (which reads plain-ViT configs), with ``train.init`` pointing back at DST.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def write_checkpoint(model: nn.Module, dst: str | Path, **notes: Any) -> Path:
     fsync_path(dst)
     header = (
         "# model converted by `vitpos convert`; evaluate it with `vitpos eval --checkpoint DIR --data SPEC`,\n"
-        "# fine-tune it with `vitpos train --config DIR/config.yaml --data SPEC`\n"
+        "# fine-tune it with `vitpos train --init DIR --model PRESET --data SPEC` (a ViT also with\n"
+        "# `vitpos train --config DIR/config.yaml --data SPEC`)\n"
     )
     body = {"model": cfg, "train": {"init": str(dst)}}
     write_atomic(dst / CONFIG_FILE, header + yaml.safe_dump(body, sort_keys=False))
