@@ -51,6 +51,10 @@ class TrainConfig:
     """Seeds model initialisation, data order, augmentation and dropout."""
     init_pe: str | None = None
     """Start the absolute position encoding from a file saved by `vitpos pretrain-pe` (same encoding and width)."""
+    init: str | None = None
+    """Start from these weights: a `vitpos convert` folder, a run or checkpoint folder, or a released checkpoint (timm/DeiT, iRPE, LaPE, Swin, PVT v1); a classifier of another class count is re-initialised."""
+    init_drop: tuple[str, ...] = ()
+    """Parameters (names, prefixes or patterns such as '*.relative.*' or 'pos_embed,absolute.*') that --init leaves at their initialisation, e.g. to change the position encoding of a released model."""
     deterministic: bool = False
     """Use only deterministic kernels (slower on GPU); CPU runs are reproducible either way."""
     device: str = "auto"
@@ -71,6 +75,10 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if isinstance(self.betas, list):
             self.betas = tuple(self.betas)
+        if isinstance(self.init_drop, (list, str)):
+            self.init_drop = (self.init_drop,) if isinstance(self.init_drop, str) else tuple(self.init_drop)
+        if self.init_drop and not self.init:
+            raise ValueError(f"init_drop={','.join(self.init_drop)} needs init (the weights to start from)")
         positive = ("epochs", "batch_size", "keep_checkpoints", "eval_every")
         for name in positive:
             if getattr(self, name) <= 0:
@@ -106,6 +114,7 @@ class TrainConfig:
         """Plain dict, for YAML/JSON."""
         out = dataclasses.asdict(self)
         out["betas"] = list(self.betas)
+        out["init_drop"] = list(self.init_drop)
         return out
 
     @classmethod

@@ -28,6 +28,7 @@ from ..data.spec import open_data
 from ..data.transforms import Augment
 from ..encodings.saved import load_position_encoding
 from ..models.factory import create_model
+from ..released import load_checkpoint as load_initial_weights
 from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_checkpoint, load_weights, save_checkpoint
 from .config import TrainConfig
 from .distributed import Dist, epoch_batches, setup, steps_per_epoch, teardown
@@ -98,6 +99,8 @@ class _Trainer:
 
         torch.manual_seed(cfg.seed)
         self.model = create_model(model_cfg)
+        if cfg.init:
+            load_initial_weights(self.model, cfg.init, drop=cfg.init_drop, resize_head=True)
         if cfg.init_pe:
             load_position_encoding(self.model, cfg.init_pe)
         self.model = self.model.to(device)
