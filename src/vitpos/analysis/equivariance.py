@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from ..errors import ConfigError
 from ..grid import Grid, tokens_to_map
 
 __all__ = ["MODES", "translate", "interior_mask", "EquivarianceResult", "equivariance_error"]
@@ -93,6 +94,12 @@ def equivariance_error(
     """
     if images.shape[-2] % model.cfg.patch_size or images.shape[-1] % model.cfg.patch_size:
         raise ValueError("equivariance needs image sizes that are whole multiples of the patch size")
+    grid = model.grid_for(tuple(images.shape[-2:]))
+    if not (abs(shift[0]) < grid[0] and abs(shift[1]) < grid[1]):
+        raise ConfigError(
+            f"shift {tuple(shift)} leaves the {grid[0]}x{grid[1]} grid: shift by fewer patches than the grid has "
+            f"(|rows| < {grid[0]}, |cols| < {grid[1]})"
+        )
     was_training = model.training
     model.eval()
     try:

@@ -6,7 +6,9 @@ import argparse
 
 from ..analysis.awareness import position_awareness
 from ..files import write_json
+from ..spec import positive_int
 from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images
+from .options import option_type
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,6 +29,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("awareness", help="probe token features for their own position", description=__doc__)
     add_model_arguments(p)
     add_input_arguments(p)
-    p.add_argument("--folds", type=int, default=5, help="cross-validation folds over images (default 5)")
+    p.add_argument("--folds", type=option_type(positive_int), default=5, help="cross-validation folds over images (default 5)")
     add_output_argument(p, "awareness")
     p.set_defaults(func=run)

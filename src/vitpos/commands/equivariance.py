@@ -6,7 +6,9 @@ import argparse
 
 from ..analysis.equivariance import MODES, equivariance_error
 from ..files import write_json
+from ..spec import non_negative_int
 from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images
+from .options import option_type
 
 
 def parse_shift(text: str) -> tuple[int, int]:
@@ -36,6 +38,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_input_arguments(p)
     p.add_argument("--shift", type=parse_shift, default=(1, 1), help="rows,cols in patches (default 1,1)")
     p.add_argument("--mode", choices=MODES, default="roll", help="cyclic shift, or shift with zero fill (default roll)")
-    p.add_argument("--margin", type=int, default=1, help="border cells left out of the feature error (default 1)")
+    p.add_argument("--margin", type=option_type(non_negative_int), default=1, help="border cells left out of the feature error (default 1)")
     add_output_argument(p, "equivariance")
     p.set_defaults(func=run)

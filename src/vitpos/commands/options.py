@@ -17,7 +17,7 @@ import types
 import typing
 from typing import Any, Callable
 
-__all__ = ["field_docs", "add_dataclass_options", "given_options", "parse_size_list"]
+__all__ = ["field_docs", "add_dataclass_options", "given_options", "parse_size_list", "option_type"]
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -115,6 +115,20 @@ def add_dataclass_options(
             parser.add_argument(flag, dest=f.name, type=parse, metavar=metavar, default=argparse.SUPPRESS, help=help_text)
         names.append(f.name)
     return names
+
+
+def option_type(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse ``type`` from an option converter (``vitpos.spec.positive_int`` ...): its
+    ValueError becomes argparse's message, which names the option and the value."""
+
+    def parse(text: str) -> Any:
+        try:
+            return convert(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(f"{err}, got {text!r}") from None
+
+    parse.__name__ = convert.__name__
+    return parse
 
 
 def given_options(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from safetensors.torch import load_file, safe_open, save_file
 from torch import nn
 
 from ..config import ModelConfig
+from ..errors import VitposError
 from ..models.factory import config_from_dict, create_model
 from .atomic import fsync_path, write_atomic
 
@@ -48,7 +49,7 @@ CHECKPOINTS, LATEST = "checkpoints", "latest"
 MODEL_FILE, EMA_FILE, STATE_FILE = "model.safetensors", "ema.safetensors", "state.pt"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(VitposError):
     """A checkpoint that is missing, corrupt, or does not fit the model asked for."""
 
 
