@@ -14,6 +14,7 @@ import importlib.util
 import os
 import sys
 import traceback
+import warnings
 from typing import Sequence
 
 __all__ = ["main", "build_parser"]
@@ -94,7 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:  # the subcommand's usage, not the top level's
         sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = lambda message, *_, **__: print(f"vitpos {args.command}: warning: {message}", file=sys.stderr)
+            return int(args.func(args) or 0)
     except Exception as err:
         if is_user_error(err):
             print(f"vitpos {args.command}: error: {_message(err)}", file=sys.stderr)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..config import ModelConfig, PositionConfig
 from ..engine.config import TrainConfig
+from ..errors import ConfigError
 from ..engine.records import CONFIG_FILE
 from ..engine.setup import RunRequest
 from ..engine.train import train
@@ -33,7 +34,7 @@ def build_request(args: argparse.Namespace) -> RunRequest:
     run_dir = request.train.get("run_dir")
     if args.resume:
         if not run_dir:
-            raise ValueError("--resume needs --run-dir (the folder of the run to continue)")
+            raise ConfigError(f"--{args.resume.replace('_', '-')} needs --run-dir (the folder of the run to continue)")
         saved = Path(run_dir) / CONFIG_FILE
         if saved.is_file():
             base = RunRequest.from_yaml(saved)
@@ -47,7 +48,7 @@ def build_request(args: argparse.Namespace) -> RunRequest:
 
 def run(args: argparse.Namespace) -> int:
     model_cfg, train_cfg, data = build_request(args).resolve()
-    result = train(model_cfg, train_cfg, data, resume=args.resume)
+    result = train(model_cfg, train_cfg, data, resume={"resume": True, "resume_if_present": "if_present"}.get(args.resume, False))
     if int(os.environ.get("RANK", "0")) == 0:
         metrics = "  ".join(f"{k} {v:.4g}" for k, v in result.test.items())
         print(f"run folder {result.run_dir}: test {metrics}")
@@ -63,8 +64,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--config", metavar="FILE", help="YAML file with 'model' and 'train' sections")
     p.add_argument("--model", metavar="NAME", help="model preset to start from (see `vitpos models`)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its newest checkpoint; its saved config.yaml is the "
-                   "base for every option (a --model given again must match the checkpoint)")
+    resume = p.add_mutually_exclusive_group()
+    resume.add_argument("--resume", dest="resume", action="store_const", const="resume",
+                        help="continue the run in --run-dir from its newest checkpoint (an error if it has none); its saved "
+                             "config.yaml is the base for every option (a --model given again must match the checkpoint; "
+                             "other changed training options are applied with a warning)")
+    resume.add_argument("--resume-if-present", dest="resume", action="store_const", const="resume_if_present",
+                        help="like --resume, but start a new run when --run-dir holds no checkpoint")
     run_dir_help = "Folder for the config, metrics and checkpoints (default: runs/<model>-<data>)."
     names = {"train": add_dataclass_options(p.add_argument_group("training options"), TrainConfig, help_overrides={"run_dir": run_dir_help})}
     model_group = p.add_argument_group(
