@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     path = save_heatmaps(
         args.out / "buckets.png", torch.stack(rows), row_labels=labels,
         col_labels=[f"reference {r},{c}" for r, c in refs], markers=refs, categorical=True,
-        title="iRPE buckets: cells of one colour share one relative encoding",
+        title="iRPE buckets: cells of one colour share one relative encoding", xlabel="key column", ylabel="key row",
     )
     write_json(args.out / "buckets.json", {"grid": list(grid), "references": refs, "options": options, "methods": counts})
     print(f"wrote {path}")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import math
 
-from ..analysis.equivariance import MODES, equivariance_error
+from ..analysis.equivariance import MODES, equivariance_error, equivariance_sweep
+from ..analysis.plots import save_curves
 from ..files import write_json
 from ..spec import non_negative_int
 from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images
@@ -28,7 +30,23 @@ def run(args: argparse.Namespace) -> int:
     print(f"feature error  {result.feature_error:.3e}   (0 = equivariant)")
     if result.logit_change is not None:
         print(f"logit change   {result.logit_change:.3e}   (0 = invariant; expect 0 only with a GAP head)")
-    print(f"wrote {write_json(args.out / 'equivariance.json', result.to_dict())}")
+    grid = model.grid_for(tuple(images.shape[-2:]))
+    steps = min(max(4, *map(abs, args.shift)), min(grid) - 1)
+    sweep = equivariance_sweep(model, images, steps, mode=args.mode, margin=args.margin)
+    series = {}
+    for measure, label in (("feature_error", "features"), ("logit_change", "logits")):
+        for direction, results in sweep.items():
+            values = [math.nan if r is None or getattr(r, measure) is None else getattr(r, measure) for r in results]
+            if not all(math.isnan(v) for v in values):
+                series[f"{label}, {direction}"] = (values, [0.0] * len(values))
+    figure = save_curves(
+        args.out / "equivariance.png", list(range(1, steps + 1)), series, xlabel="shift (patches)",
+        ylabel="relative error (0 = equivariant)", title=f"{args.mode} shifts on the {grid[0]}x{grid[1]} grid",
+        xticklabels=[str(k) for k in range(1, steps + 1)],
+    )
+    sweep_json = {d: [None if r is None else r.to_dict() for r in rs] for d, rs in sweep.items()}
+    path = write_json(args.out / "equivariance.json", {**result.to_dict(), "shift": list(args.shift), "sweep": sweep_json})
+    print(f"wrote {path} and {figure}")
     return 0
 
 

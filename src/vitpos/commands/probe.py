@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..analysis.plots import save_bars
 from ..analysis.probes import REGRESSIONS, SPLITS, probe_table
 from ..analysis.tables import layer_position_encodings, native_grid
 from ..files import write_json
@@ -22,7 +23,15 @@ def run(args: argparse.Namespace) -> int:
         result = probe_table(table, grid, folds=args.folds, split=args.split, regression=args.regression, seed=args.seed)
         results[name] = result.to_dict()
         print(f"{name:12s} {result.left_right:10.3f} {result.up_down:8.3f} {result.distance_r2:10.3f}")
-    print(f"wrote {write_json(args.out / 'probe.json', results)}")
+    figure = save_bars(
+        args.out / "probe.png", list(results),
+        {label: [r[key] for r in results.values()] for key, label in
+         (("left_right", "left/right accuracy"), ("up_down", "up/down accuracy"), ("distance_r2", "(dx, dy) R²"))},
+        xlabel="position table", ylabel="probe score (accuracy: chance 0.5)",
+        title=f"linear probes for relative location, {grid[0]}x{grid[1]} grid, folds over {args.split}",
+        ylim=(min(0.0, *(r["distance_r2"] for r in results.values())), 1.0),
+    )
+    print(f"wrote {write_json(args.out / 'probe.json', results)} and {figure}")
     return 0
 
 

@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
             args.out / f"relative_bias_block{block}.png", mosaic, markers=[[(r, c) for c in cols] for r in rows],
             row_labels=[f"row {r}" for r in rows], col_labels=[f"col {c}" for c in cols],
             title=f"relative logit bias, block {block}, " + ("mean over heads" if args.attention_head is None else f"head {args.attention_head}"),
+            xlabel="key column", ylabel="key row", colorbar_label="logit added to query (star) -> key",
         )
         summary[f"block {block}"] = {"min": float(maps.min()), "max": float(maps.max())}
         print(f"block {block}: bias in [{maps.min():.3f}, {maps.max():.3f}]  wrote {path}")
