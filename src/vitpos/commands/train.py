@@ -7,9 +7,13 @@ Settings come in layers, later ones winning: the dataclass defaults, the run's s
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import re
+import sys
 from pathlib import Path
+from typing import Iterator
 
 from ..config import ModelConfig, PositionConfig
 from ..engine.config import TrainConfig
@@ -46,9 +50,25 @@ def build_request(args: argparse.Namespace) -> RunRequest:
     return request
 
 
+@contextlib.contextmanager
+def _epoch_lines() -> Iterator[None]:
+    """Print the trainer's per-epoch log lines (shown with --no-progress, when there is no bar) on stdout."""
+    logger, handler = logging.getLogger("vitpos"), logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def run(args: argparse.Namespace) -> int:
     model_cfg, train_cfg, data = build_request(args).resolve()
-    result = train(model_cfg, train_cfg, data, resume={"resume": True, "resume_if_present": "if_present"}.get(args.resume, False))
+    with _epoch_lines():
+        result = train(model_cfg, train_cfg, data, resume={"resume": True, "resume_if_present": "if_present"}.get(args.resume, False))
     if int(os.environ.get("RANK", "0")) == 0:
         metrics = "  ".join(f"{k} {v:.4g}" for k, v in result.test.items())
         print(f"run folder {result.run_dir}: test {metrics}")

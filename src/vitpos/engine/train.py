@@ -11,6 +11,7 @@ uninterrupted run would have.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 import warnings
@@ -41,6 +42,9 @@ from .run_lock import locked_run_folder
 from .setup import check_model_fits_data
 
 __all__ = ["train", "TrainResult", "build_augment", "RunChangedWarning"]
+
+LOG = logging.getLogger("vitpos.train")
+"""Per-epoch summaries when the progress bar is off (``progress=False``); the CLI prints them."""
 
 Resume = bool | Literal["if_present"]
 
@@ -105,7 +109,7 @@ class _Trainer:
         self.augment = build_augment(cfg, self.info)
         size = model_cfg.image_hw
         self.train_set, self.val_set, self.test_set = (data.split(s).at_size(size) for s in ("train", "val", "test"))
-        steps = steps_per_epoch(len(self.train_set), cfg.batch_size, ctx)
+        steps = self.steps_per_epoch = steps_per_epoch(len(self.train_set), cfg.batch_size, ctx)
         self.schedule = WarmupCosine(cfg.lr, cfg.min_lr, round(cfg.warmup_epochs * steps), cfg.epochs * steps)
 
         torch.manual_seed(cfg.seed)
@@ -192,8 +196,12 @@ class _Trainer:
             )
 
     def _log(self, text: str) -> None:
-        if self.ctx.is_main and self.cfg.progress:
+        if not self.ctx.is_main:
+            return
+        if self.cfg.progress:
             tqdm.write(text)
+        else:
+            LOG.info(text)
 
     def fit(self) -> TrainResult:
         cfg, ctx = self.cfg, self.ctx
@@ -202,8 +210,12 @@ class _Trainer:
             write_run_config(self.run_dir, self.model_cfg, cfg)
             write_history(self.run_dir, self.history)
         start = time.perf_counter()
-        while self.epoch < cfg.epochs:
-            self._train_epoch()
+        # one bar for the whole run, so its ETA is the run's
+        self.bar = tqdm(total=cfg.epochs * self.steps_per_epoch, initial=self.step, leave=False, dynamic_ncols=True,
+                        disable=not (ctx.is_main and cfg.progress), unit="step")
+        with self.bar:
+            while self.epoch < cfg.epochs:
+                self._train_epoch()
         test = self._evaluate(self.test_set, "")
         if self.run_dir is not None and ctx.is_main:
             write_summary(self.run_dir, {
@@ -220,8 +232,8 @@ class _Trainer:
         batches = epoch_batches(len(self.train_set), cfg.batch_size, cfg.seed, self.epoch, ctx)
         self.model.train()
         amp = cfg.amp and device.type == "cuda"
-        bar = tqdm(total=len(batches), initial=self.batch, desc=f"epoch {self.epoch + 1}/{cfg.epochs}", leave=False,
-                   disable=not (ctx.is_main and cfg.progress), dynamic_ncols=True)
+        bar = self.bar
+        bar.set_description(f"epoch {self.epoch + 1}/{cfg.epochs}", refresh=False)
         began, first = time.perf_counter(), self.batch
         loader = iterate_batches(self.train_set, batches[self.batch:], cfg.workers, pin_memory=device.type == "cuda")
         for images, targets in loader:
@@ -245,12 +257,11 @@ class _Trainer:
             self.step += 1
             self.batch += 1
             bar.update(1)
-            if bar.n % 10 == 0 or bar.n == len(batches):
+            if self.batch % 10 == 0 or self.batch == len(batches):
                 seen = (self.batch - first) * cfg.batch_size
                 bar.set_postfix(self.running.compute() | {"img/s": seen / (time.perf_counter() - began)}, refresh=False)
             if cfg.save_every and self.step % cfg.save_every == 0 and self.batch < len(batches):
                 self._save(lr)
-        bar.close()
         elapsed = time.perf_counter() - began
         row = {"epoch": self.epoch + 1, "step": self.step, "lr": lr}
         row |= {f"train_{k}": v for k, v in self.running.reduced(ctx).compute().items()}
