@@ -105,4 +105,7 @@ class TrainConfig:
         """Inverse of :meth:`to_dict`; unknown keys are an error."""
         if not isinstance(data, dict):
             raise ConfigError(f"a TrainConfig is read from a mapping of its fields, got {type(data).__name__}")
-        return cls().replace(**data)
+        unknown = sorted(set(data) - set(cls.field_names()))
+        if unknown:
+            raise ConfigError(f"unknown training option(s) {', '.join(unknown)}; valid: {', '.join(cls.field_names())}")
+        return cls(**data)

@@ -33,7 +33,7 @@ def _make_folder(run_dir: Path) -> bool:
     try:
         created = not run_dir.exists()
         run_dir.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:  # a parent is a file
+    except (FileExistsError, NotADirectoryError):  # a parent is a file
         raise VitposError(f"cannot create run folder {run_dir}: a part of the path is a file; choose another --run-dir") from None
     except PermissionError:
         raise VitposError(f"cannot create run folder {run_dir}: permission denied; choose a folder you can write") from None
