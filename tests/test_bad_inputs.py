@@ -81,7 +81,7 @@ class _RunsCode:
 
 def _tamper_state(run: Path) -> Path:
     file = load_checkpoint(run, with_state=False).path / "state.pt"
-    file.write_bytes(pickle.dumps({"optimizer": _RunsCode()}))
+    file.write_bytes(pickle.dumps({"optimizer": _RunsCode()}, protocol=2))
     return file
 
 
