@@ -106,6 +106,8 @@ API_CASES = [
     ("head='max'", lambda t, r: ModelConfig(head="max"), r"head = 'max'.*one of cls, gap"),
     ("from_dict depth 'two'", lambda t, r: ModelConfig.from_dict({"depth": "two"}), r"ModelConfig.depth = 'two'"),
     ("from_dict not a mapping", lambda t, r: ModelConfig.from_dict(["depth"]), r"read from a mapping .*got list"),
+    ("from_dict position key", lambda t, r: ModelConfig.from_dict({"position": {"absolut": "x"}}), r"ModelConfig.position = .*mapping of its fields \(absolute, join"),
+    ("slot not a string", lambda t, r: PositionConfig(absolute=3), r"PositionConfig.absolute = 3 \(int\).*a string"),
     ("unknown model key", lambda t, r: ModelConfig.from_dict({"depthh": 3}), r"unknown model config key.*depthh.*valid keys"),
     ("embed_dim % heads", lambda t, r: ModelConfig(embed_dim=100, num_heads=3), r"embed_dim=100 is not divisible by num_heads=3; choose"),
     ("img_size % patch", lambda t, r: ModelConfig(img_size=100), r"not divisible by patch_size 16.*pad_to_patch"),

@@ -158,7 +158,8 @@ def _conform(value: Any, hint: Any, allowed: Allowed) -> Any:
         return value if isinstance(value, str) and allowed.admits(value) else _REJECT
     if dataclasses.is_dataclass(hint):
         if isinstance(value, dict):
-            return hint(**value)
+            known = {f.name for f in dataclasses.fields(hint)}
+            return hint(**value) if set(value) <= known else _REJECT
         return value if isinstance(value, hint) else _REJECT
     return value
 
@@ -193,4 +194,6 @@ def _expect_one(hint: Any, allowed: Allowed) -> str:
         return ("an integer" if hint is int else "a number") + (f" {limit}" if limit else "")
     if hint is str:
         return limit if allowed.choices else "a string"
+    if dataclasses.is_dataclass(hint):
+        return f"a {hint.__name__} or a mapping of its fields ({', '.join(f.name for f in dataclasses.fields(hint))})"
     return getattr(hint, "__name__", str(hint))
