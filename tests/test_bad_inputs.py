@@ -254,6 +254,7 @@ CLI_CASES = [
     ("eval task mismatch", ["eval", "--checkpoint=RUN", "--data=synthetic:distance:img=16:test=32"], r"trained for classification on .*but synthetic:distance.* is a regression task; evaluate it on classification data"),
     ("eval classes mismatch", ["eval", "--checkpoint=RUN", "--data=synthetic:direction4:img=16"], r"num_classes=2 but .* has 4 classes"),
     ("eval broken JSON", ["eval", "--checkpoint=BROKEN"], r"model.safetensors: the 'model_config' entry of its metadata is not valid JSON"),
+    ("eval --resolutions 0", ["eval", "--checkpoint=RUN", "--resolutions", "16,0"], r"argument --resolutions: image size '0' must be at least 1 pixel"),
     ("eval no checkpoint", ["eval", "--checkpoint=TMP"], r"holds no checkpoint \(expected checkpoints/step-\*/model.safetensors\)"),
     ("probe --folds 1000", ["probe", *TINY_ANALYSIS, "--absolute=sincos2d", "--folds", "1000", "--out=TMP/o"], r"folds = 1000 is more than the 21 a 8x8 grid allows"),
     ("probe --folds 0", ["probe", "--folds", "0"], r"argument --folds: must be a positive integer, got '0'"),

@@ -142,7 +142,10 @@ def parse_size_list(text: str) -> list[int | tuple[int, int]]:
     for part in text.split(","):
         h, x, w = part.strip().partition("x")
         try:
-            sizes.append((int(h), int(w)) if x else int(h))
+            size = (int(h), int(w)) if x else (int(h), int(h))
         except ValueError:
             raise argparse.ArgumentTypeError(f"cannot read image size {part!r}; write 32 or 32x48") from None
+        if min(size) < 1:
+            raise argparse.ArgumentTypeError(f"image size {part!r} must be at least 1 pixel on each side")
+        sizes.append(size if x else size[0])
     return sizes

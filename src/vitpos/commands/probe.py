@@ -17,7 +17,7 @@ def run(args: argparse.Namespace) -> int:
     model = build_model(args)
     grid = native_grid(model)
     tables = layer_position_encodings(model, grid)
-    print(f"{'table':12s} {'left/right':>10s} {'up/down':>8s} {'(dx,dy) R2':>10s}   grid {grid[0]}x{grid[1]}, {args.folds or 'default'}-fold over {args.split}")
+    print(f"{'table':12s} {'left/right':>10s} {'up/down':>8s} {'(dx,dy) R2':>10s}   grid {grid[0]}x{grid[1]}, {args.folds or 'default'} folds over {args.split}")
     results = {}
     for name, table in tables.items():
         result = probe_table(table, grid, folds=args.folds, split=args.split, regression=args.regression, seed=args.seed)
