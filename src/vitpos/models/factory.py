@@ -10,6 +10,7 @@ from typing import Any
 from torch import nn
 
 from ..config import HostConfig, ModelConfig
+from ..errors import ConfigError
 from ..registry import ARCHITECTURES, MODELS
 
 __all__ = ["create_model", "list_models", "get_config", "config_from_dict"]
@@ -17,6 +18,11 @@ __all__ = ["create_model", "list_models", "get_config", "config_from_dict"]
 
 def get_config(name: str | HostConfig, **overrides: Any) -> HostConfig:
     """The config of preset ``name`` (a fresh copy) with ``overrides`` applied."""
+    if not isinstance(name, (str, HostConfig)):
+        raise ConfigError(
+            f"a model is named by a preset (a string, see list_models()) or a config (ModelConfig, PyramidConfig), "
+            f"got {name!r} ({type(name).__name__})"
+        )
     base = MODELS.get(name) if isinstance(name, str) else name
     cfg = copy.deepcopy(base)
     return cfg.replace(**overrides) if overrides else cfg

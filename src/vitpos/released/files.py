@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open
+from ..errors import VitposError
 
 __all__ = ["CheckpointLoadError", "ENTRIES", "read_state_dict", "saved_model_config"]
 
@@ -23,7 +24,7 @@ ENTRIES = ("model", "state_dict", "model_ema")
 """Where released training checkpoints keep their weights, in the order they are looked for."""
 
 
-class CheckpointLoadError(ValueError):
+class CheckpointLoadError(VitposError):
     """A checkpoint that cannot be read, or whose weights do not fit the model asked for."""
 
 
