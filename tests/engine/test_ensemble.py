@@ -5,7 +5,7 @@ import torch
 
 from vitpos.data.synthetic import SyntheticTask
 from vitpos.engine.config import TrainConfig
-from vitpos.engine.ensemble import EnsembleError, Member, stackable, train_ensemble
+from vitpos.engine.ensemble import EnsembleError, Member, stack_error, train_ensemble
 from vitpos.engine.train import train
 from vitpos.models.factory import create_model, get_config
 
@@ -58,5 +58,5 @@ def test_members_that_cannot_share_one_optimiser_are_refused():
         train_ensemble(MODEL, [_member("direction", 0, ema_decay=0.9), _member("direction", 1, ema_decay=0.9)])
 
 
-def test_stackable_tells_which_models_vmap():
-    assert stackable(create_model(MODEL.replace(absolute="fourier:gamma=2", conditional="peg@-1")).train())
+def test_stack_error_tells_which_models_vmap():
+    assert stack_error(create_model(MODEL.replace(absolute="fourier:gamma=2", conditional="peg@-1", join="lape")).train()) is None

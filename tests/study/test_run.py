@@ -5,7 +5,7 @@ import json
 import pytest
 
 from vitpos.models.factory import get_config
-from vitpos.study import DEFAULT_FAMILIES, StudyConfig, StudyFolderError, parse_family, run_study
+from vitpos.study import DEFAULT_FAMILIES, Family, StudyConfig, StudyFolderError, parse_family, run_study
 from vitpos.study import run as study_run
 
 from ..analysis.test_plots import assert_png
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def tiny(**overrides) -> StudyConfig:
     settings = dict(seeds=1, train_size=64, val_size=32, test_size=32, efficiency_sizes=(32,), resolutions=(24, 32),
                     epochs=1, batch_size=32, pretrain_size=64, pretrain_epochs=1, probe_folds=3,
-                    model=get_config("thesis_vit", embed_dim=32, num_heads=2, mlp_ratio=2.0))
+                    efficiency_families=None, model=get_config("thesis_vit", embed_dim=32, num_heads=2, mlp_ratio=2.0))
     return StudyConfig(**{**settings, **overrides})
 
 
@@ -49,16 +49,16 @@ def test_default_families_end_to_end(tmp_path):
 
 def test_an_interrupted_study_continues_without_redoing_cells(tmp_path, monkeypatch):
     config = tiny(families=(parse_family("sincos2d"), parse_family("peg")))
-    real, calls, interrupted = study_run.run_cell, [], []
+    real, calls, interrupted = study_run.run_cells, [], []
 
-    def flaky(cell, *args, **kwargs):
-        calls.append(cell)
-        if len(calls) == 5 and not interrupted:
-            interrupted.append(cell)
+    def flaky(cells, *args, **kwargs):
+        calls.extend(cells)
+        if len(calls) >= 5 and not interrupted:
+            interrupted.append(cells)
             raise InterruptedError("stopped by the user")
-        return real(cell, *args, **kwargs)
+        return real(cells, *args, **kwargs)
 
-    monkeypatch.setattr(study_run, "run_cell", flaky)
+    monkeypatch.setattr(study_run, "run_cells", flaky)
     with pytest.raises(InterruptedError):
         run_study(config, tmp_path, log=lambda _: None)
     assert json.loads((tmp_path / "results.json").read_text())["finished_cells"] == 4  # report of what finished
@@ -83,7 +83,7 @@ def test_a_folder_with_other_settings_is_refused(tmp_path):
 
 def test_missing_families_are_skipped_and_named(tmp_path):
     logs = []
-    config = tiny(families=(parse_family("sincos2d"), parse_family("t5: relative=t5")), efficiency_sizes=())
+    config = tiny(families=(parse_family("sincos2d"), Family("t5", {"relative": "t5"})), efficiency_sizes=())
     report = run_study(config, tmp_path, log=logs.append)
     assert "skipping family t5: relative=t5" in logs[0]
     assert "t5 (relative=t5)" in report.read_text()

@@ -35,7 +35,7 @@ from .optim import WarmupCosine, decays
 from .setup import check_model_fits_data
 from .train import TrainResult, build_augment, step_seed
 
-__all__ = ["Member", "EnsembleError", "train_ensemble", "stackable"]
+__all__ = ["Member", "EnsembleError", "train_ensemble", "stack_error"]
 
 _PER_MEMBER = ("seed", "data", "init_pe")
 """Training options that may differ between the members of one ensemble."""
@@ -71,9 +71,9 @@ def _shared_settings(members: Sequence[Member]) -> TrainConfig:
     return first
 
 
-def stackable(model: nn.Module) -> bool:
-    """Whether ``model`` can train under :func:`torch.vmap` with stacked parameters (a forward and a
-    backward pass on a tiny batch)."""
+def stack_error(model: nn.Module) -> str | None:
+    """Why ``model`` cannot train under :func:`torch.vmap` with stacked parameters, or None if it can
+    (tried: a forward and a backward pass on a tiny batch)."""
     params = {k: torch.stack([v.detach()] * 2).requires_grad_(v.requires_grad) for k, v in model.named_parameters()}
     buffers = {k: torch.stack([v] * 2) for k, v in model.named_buffers()}
     size = getattr(model.cfg, "image_hw", (32, 32))
@@ -82,9 +82,9 @@ def stackable(model: nn.Module) -> bool:
     try:
         out = torch.vmap(lambda p, b, xs: functional_call(model, (p, b), (xs,)), randomness="different")(params, buffers, x)
         out.float().sum().backward()
-    except (RuntimeError, NotImplementedError):
-        return False
-    return True
+    except (RuntimeError, NotImplementedError) as err:
+        return str(err).splitlines()[0]
+    return None
 
 
 class _Stack:

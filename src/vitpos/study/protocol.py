@@ -33,13 +33,15 @@ class StudyConfig:
     """Every setting of a study; the default takes about 7 minutes on two CPU cores."""
 
     families: tuple[Family, ...] = DEFAULT_FAMILIES
-    seeds: int = 2
+    seeds: int = 5
     train_size: int = 1000
     val_size: int = 100
     test_size: int = 400
     efficiency_sizes: tuple[int, ...] = (250,)
     """Extra training-set sizes for the learning curves; ``train_size`` is the last point. Every
     size gets the same number of optimiser steps, so the curves measure data, not training time."""
+    efficiency_families: tuple[str, ...] | None = ("learned", "sincos2d", "fourier")
+    """Families trained at the extra sizes: thesis Fig. 3 compares these three; None: every family."""
     resolutions: tuple[int, ...] = (16, 24, 32)
     """Image sizes the direction models are evaluated at (the training size is the model's)."""
     epochs: int = 15
@@ -79,7 +81,7 @@ class StudyConfig:
         """The thesis protocol: 10 seeds, 5000/1000/1000 images at 32x32, learning curves from 500 images."""
         settings = dict(seeds=10, train_size=5000, val_size=1000, test_size=1000, efficiency_sizes=(500, 1000, 2000),
                         resolutions=(24, 32, 48, 64), epochs=30, pretrain_size=5000, pretrain_epochs=30, probe_folds=10,
-                        model=study_model(32))
+                        efficiency_families=None, model=study_model(32))
         return cls(**{**settings, **overrides})
 
     def epochs_for(self, train_size: int) -> int:
@@ -97,8 +99,13 @@ class StudyConfig:
         for seed in range(self.seeds):
             for family in self.families:
                 out += [Cell(family.label, task, self.train_size, seed) for task in TASKS]
-                out += [Cell(family.label, task, n, seed) for n in sorted(self.efficiency_sizes) for task in EFFICIENCY_TASKS]
+                if self.curves(family.label):
+                    out += [Cell(family.label, task, n, seed) for n in sorted(self.efficiency_sizes) for task in EFFICIENCY_TASKS]
         return out
+
+    def curves(self, label: str) -> bool:
+        """Whether family ``label`` is trained at the learning curves' smaller sizes."""
+        return self.efficiency_families is None or label in self.efficiency_families
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict, for JSON; equal dicts mean the same study."""
@@ -107,4 +114,5 @@ class StudyConfig:
         out["model"] = self.model.to_dict()
         out["efficiency_sizes"] = list(self.efficiency_sizes)
         out["resolutions"] = list(self.resolutions)
+        out["efficiency_families"] = None if self.efficiency_families is None else list(self.efficiency_families)
         return out
