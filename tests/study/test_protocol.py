@@ -27,6 +27,7 @@ def test_cells_are_seed_major_and_complete():
 def test_smaller_training_sets_get_the_same_steps():
     config = StudyConfig(epochs=12, train_size=1000, efficiency_sizes=(100, 250))
     assert config.epochs_for(1000) == 12 and config.epochs_for(250) == 48 and config.epochs_for(100) == 120
+    assert StudyConfig.from_dict(config.to_dict()) == config
 
 
 @pytest.mark.parametrize(
@@ -34,7 +35,7 @@ def test_smaller_training_sets_get_the_same_steps():
     [
         (dict(seeds=0), "seeds must be at least 1"),
         (dict(efficiency_sizes=(1000,)), "efficiency sizes must lie between"),
-        (dict(efficiency_sizes=(10,)), "efficiency sizes must lie between batch_size=64"),
+        (dict(efficiency_sizes=(10,)), "efficiency sizes must lie between batch_size=32"),
         (dict(resolutions=(30,)), "not multiples of the patch size 4"),
         (dict(families=()), "at least one family"),
         (dict(families=(parse_family("peg"), parse_family("peg"))), "labels must be unique"),

@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 from ..study import DEFAULT_FAMILIES, StudyConfig, parse_family, run_study
+from ..study.report import report_from_results
 from ..study.run import SETTINGS_FILE, resolve_device
 
 
@@ -60,6 +61,9 @@ _ENSEMBLE = {"auto": None, "on": True, "off": False}
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.report_only:
+        print(f"wrote {report_from_results(args.out)}")
+        return 0
     config = build_config(args)
     if args.fresh:
         _start_over(args.out)
@@ -89,4 +93,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "CUDA, where it fills the GPU, off on a CPU, where it measured slower)")
     p.add_argument("--out", type=Path, default=Path("runs/study"), help="the study folder (default runs/study)")
     p.add_argument("--fresh", action="store_true", help="delete the study folder first instead of continuing it")
+    p.add_argument("--report-only", action="store_true", help="rewrite report.md and the figures from the folder's results.json; train nothing")
     p.set_defaults(func=run)

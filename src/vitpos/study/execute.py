@@ -109,7 +109,7 @@ def _prepare(cell: Cell, family: Family, config: StudyConfig, device: str, init_
     return _Prepared(cell, data, model_cfg, train_config(config, cell, device=device, init_pe=init_pe), probes, similarity, contrast, before)
 
 
-def _measure(job: _Prepared, result: TrainResult, family: Family, config: StudyConfig) -> dict[str, Any]:
+def _measure(job: _Prepared, result: TrainResult, config: StudyConfig) -> dict[str, Any]:
     """Test and val metric, and where they apply probes, resolution sweep, half contrast and similarity maps."""
     cell, data, before = job.cell, job.data, job.before
     grid = tuple(job.model_cfg.grid)
@@ -117,7 +117,6 @@ def _measure(job: _Prepared, result: TrainResult, family: Family, config: StudyC
     kind = data.info.task
     test = result.test if result.test else evaluate(model, data.test, batch_size=256, device="cpu")
     out: dict[str, Any] = {
-        "family": family.to_dict(),
         "metric": "accuracy" if kind == "classification" else "r2",
         "test": _score(test, kind),
         "val": _score({k[4:]: v for k, v in result.history[-1].items() if k.startswith("val_")}, kind),
@@ -173,7 +172,7 @@ def run_cells(cells: list[Cell], family: Family, config: StudyConfig, *, device:
         result = by_key[_training_key(job.cell)]
         if trainings[_training_key(job.cell)] is not job:  # a twin: same model, its own test split
             result = dataclasses.replace(result, test={})
-        out[job.cell] = _measure(job, result, family, config)
+        out[job.cell] = _measure(job, result, config)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     return {cell: result | {"seconds": seconds / len(cells), "cpu_seconds": cpu / len(cells)} for cell, result in out.items()}
 

@@ -66,6 +66,14 @@ def _check_folder(folder: Path, config: StudyConfig) -> None:
     write_json(path, settings)
 
 
+def _earlier_wall(folder: Path) -> list[float]:
+    """Wall seconds of the earlier invocations of the study in ``folder`` (from its ``results.json``)."""
+    try:
+        return list(json.loads((folder / "results.json").read_text()).get("wall_seconds", []))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return []
+
+
 def _pretrained_path(folder: Path, family: Family) -> Path:
     return folder / "pretrained" / f"{family.label}.safetensors"
 
@@ -232,7 +240,8 @@ def run_study(
             _run_parallel(schedule, families, runnable, folder, device, workers, stacked, finished, log)
     finally:
         seconds = time.perf_counter() - start
-        report = write_report(folder, runnable, results, missing=missing, seconds=seconds, command=command)
+        report = write_report(folder, runnable, results, missing=missing, wall_seconds=[*_earlier_wall(folder), *([seconds] if todo else [])],
+                              command=command)
     log(f"wrote {report} ({len(results)}/{len(cells)} runs, {seconds / 60:.1f} min)")
     return report
 
