@@ -60,3 +60,15 @@ def test_members_that_cannot_share_one_optimiser_are_refused():
 
 def test_stack_error_tells_which_models_vmap():
     assert stack_error(create_model(MODEL.replace(absolute="fourier:gamma=2", conditional="peg@-1", join="lape")).train()) is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_a_member_equals_the_model_trained_alone():
+    model_cfg = MODEL.replace(absolute="learned:std=1", num_classes=2)
+    members = [_member(task, seed, device="cuda", amp=False) for task, seed in (("direction", 0), ("distance", 1))]
+    for member, result in zip(members, train_ensemble(model_cfg, members)):
+        alone = train(model_cfg, member.cfg, member.data)
+        for p, q in zip(result.model.parameters(), alone.model.parameters()):  # TF32 convolutions: loose
+            torch.testing.assert_close(p, q, rtol=1e-3, atol=1e-3)
+    amp = train_ensemble(model_cfg, [_member("direction", s, device="cuda") for s in (0, 1)])  # bf16 autocast
+    assert all(torch.isfinite(p).all() for r in amp for p in r.model.parameters())

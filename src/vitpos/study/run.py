@@ -164,11 +164,11 @@ def resolve_device(name: str) -> str:
     return name
 
 
-def _ensemble_families(families: dict[str, Family], config: StudyConfig, log: Callable[[str], None]) -> set[str]:
-    """The families whose models train as stacked ensembles (the others: one model at a time)."""
+def _ensemble_families(families: dict[str, Family], config: StudyConfig, device: str, log: Callable[[str], None]) -> set[str]:
+    """The families whose models train as stacked ensembles on ``device`` (the others: one model at a time)."""
     out = set()
     for label, family in families.items():
-        model = create_model(config.model.replace(**family.model_overrides, num_classes=2)).train()
+        model = create_model(config.model.replace(**family.model_overrides, num_classes=2)).to(device).train()
         error = stack_error(model)
         if error:
             log(f"family {label}: one model at a time, as its model cannot run under torch.vmap ({error[:120]})")
@@ -213,7 +213,7 @@ def run_study(
     cells = runnable.cells()
     results = {c: r for c in cells if (r := store.load(c)) is not None}
     todo = [c for c in cells if c not in results]
-    stacked = _ensemble_families(families, runnable, log) if ensemble else set()
+    stacked = _ensemble_families(families, runnable, device, log) if ensemble else set()
     jobs = jobs_of(todo, stacked)
     schedule = _Schedule(jobs, families, folder)
     log(f"{len(cells)} training runs: {len(results)} already done, {len(todo)} to go in {len(jobs)} jobs, "
