@@ -54,3 +54,14 @@ def test_bad_sizes(value, capsys):
     with pytest.raises(SystemExit):
         main(["study", "--efficiency-sizes", value])
     assert "comma-separated integers" in capsys.readouterr().err
+
+
+def test_report_only_needs_a_finished_study(tmp_path, capsys):
+    assert main(["study", "--report-only", "--out", str(tmp_path)]) == 2
+    assert "results.json does not exist: run the study" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the message where CUDA is absent")
+def test_cuda_without_a_gpu_is_a_clear_error(tmp_path, capsys):
+    assert main(["study", "--device", "cuda", "--out", str(tmp_path / "s")]) == 2
+    assert "no CUDA device is available here" in capsys.readouterr().err
