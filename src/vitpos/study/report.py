@@ -333,7 +333,8 @@ def write_report(
     write_json(folder / "results.json", {
         "config": config.to_dict(), "command": command, "missing_families": missing, "wall_seconds": list(wall_seconds),
         "finished_cells": len(results), "total_cells": total,
-        "verdicts": [{"source": c.source, "claim": c.statement, "quantity": c.quantity, "side": c.side, "bound": c.bound,
+        "verdicts": [{"source": c.source, "claim": c.statement, "paper": c.paper, "quantity": c.quantity, "side": c.side,
+                      "bound": c.bound, "test": c.test,
                       "values": {str(k): v for k, v in values.items()}, **verdict.to_dict()} for c, values, verdict in judged],
         "summary": summary, "cells": _cells_json(results),
     })
