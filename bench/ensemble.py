@@ -23,7 +23,7 @@ from vitpos.engine.config import TrainConfig
 from vitpos.engine.ensemble import Member, stack_error, train_ensemble
 from vitpos.engine.train import train
 from vitpos.models.factory import create_model
-from vitpos.study.families import DEFAULT_FAMILIES, parse_family
+from vitpos.study.families import parse_family
 from vitpos.study.protocol import study_model
 
 
