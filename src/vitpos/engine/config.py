@@ -44,7 +44,11 @@ class TrainConfig:
     crop_scale: float | None = None
     """Smallest area fraction of the random resized crop; default 0.08 for folders and CIFAR, no crop elsewhere."""
     amp: bool = True
-    """bfloat16 autocast on CUDA (ignored on CPU)."""
+    """Mixed precision: autocast in amp_dtype on CUDA (on CPU only with cpu_amp)."""
+    amp_dtype: str = "bfloat16"
+    """The autocast dtype: bfloat16, or float16 (with a gradient scaler on CUDA)."""
+    cpu_amp: bool = False
+    """Autocast on CPU too (with amp); off by default, as CPUs without bf16 units run it slower."""
     compile: bool = False
     """Compile the training forward with torch.compile."""
     seed: int = 0
@@ -87,6 +91,8 @@ class TrainConfig:
             raise ValueError(f"hflip is a probability, got {self.hflip}")
         if self.crop_scale is not None and not 0.0 < self.crop_scale <= 1.0:
             raise ValueError(f"crop_scale must be in (0, 1], got {self.crop_scale}")
+        if self.amp_dtype not in ("bfloat16", "float16"):
+            raise ValueError(f"amp_dtype must be bfloat16 or float16, got {self.amp_dtype!r}")
         if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas}")
 

@@ -1,6 +1,7 @@
 """The trainer: ``train(model_cfg, train_cfg, data) -> TrainResult``.
 
-AdamW with warm-up + cosine, gradient clipping, optional EMA, bf16 autocast on CUDA, optional
+AdamW with warm-up + cosine, gradient clipping, optional EMA, bf16 / fp16 autocast (CUDA, or CPU
+on request; fp16 with a gradient scaler on CUDA), optional
 ``torch.compile``, data parallelism under ``torchrun``, checkpoints and ``resume``.
 
 Every optimiser step reseeds torch's generator from (seed, step, rank), and batch order is a
@@ -34,6 +35,7 @@ from .distributed import Dist, epoch_batches, setup, steps_per_epoch, teardown
 from .evaluate import evaluate, task_loss
 from .metrics import RunningMetrics
 from .optim import ModelEma, WarmupCosine, build_optimizer
+from .precision import Precision
 from .records import write_history, write_run_config, write_summary
 from .setup import check_model_fits_data
 
@@ -102,6 +104,8 @@ class _Trainer:
             load_position_encoding(self.model, cfg.init_pe)
         self.model = self.model.to(device)
         self.optimizer = build_optimizer(self.model, cfg.lr, cfg.weight_decay, cfg.betas)
+        self.precision = Precision.for_run(cfg.amp, cfg.amp_dtype, cfg.cpu_amp, device)
+        self.scaler = self.precision.scaler()
         self.ema = ModelEma(self.model, cfg.ema_decay) if cfg.ema_decay else None
         self.run_dir = Path(cfg.run_dir) if cfg.run_dir else None
         self.epoch, self.batch, self.step = 0, 0, 0
@@ -183,7 +187,6 @@ class _Trainer:
         cfg, ctx, device, info = self.cfg, self.ctx, self.device, self.info
         batches = epoch_batches(len(self.train_set), cfg.batch_size, cfg.seed, self.epoch, ctx)
         self.model.train()
-        amp = cfg.amp and device.type == "cuda"
         bar = tqdm(total=len(batches), initial=self.batch, desc=f"epoch {self.epoch + 1}/{cfg.epochs}", leave=False,
                    disable=not (ctx.is_main and cfg.progress), dynamic_ncols=True)
         began, first = time.perf_counter(), self.batch
@@ -193,14 +196,16 @@ class _Trainer:
             images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
             x, y = self.augment(images, targets)
             lr = self.schedule.apply(self.optimizer, self.step)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+            with self.precision.autocast():
                 outputs = self.net(x).float()
             loss = task_loss(outputs, y, info.task, cfg.label_smoothing)
             self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            self.scaler.scale(loss).backward()
             if cfg.grad_clip:
+                self.scaler.unscale_(self.optimizer)
                 nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
-            self.optimizer.step()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
             if self.ema is not None:
                 self.ema.update(self.model)
             self.running.add_loss(loss, len(x))
@@ -232,7 +237,7 @@ class _Trainer:
         ))
 
     def _evaluate(self, dataset, prefix: str) -> dict[str, float]:
-        kw = dict(batch_size=self.cfg.batch_size, device=self.device, ctx=self.ctx, amp=self.cfg.amp, workers=self.cfg.workers)
+        kw = dict(batch_size=self.cfg.batch_size, device=self.device, ctx=self.ctx, precision=self.precision, workers=self.cfg.workers)
         out = {prefix + k: v for k, v in evaluate(self.model, dataset, **kw).items()}
         if self.ema is not None:
             out |= {f"ema_{prefix}{k}": v for k, v in evaluate(self.ema.module, dataset, **kw).items()}
