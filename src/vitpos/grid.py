@@ -5,10 +5,19 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-__all__ = ["Grid", "patch_grid", "grid_coords", "grid_offsets", "resample_table", "tokens_to_map", "map_to_tokens"]
+__all__ = ["Grid", "tracing", "patch_grid", "grid_coords", "grid_offsets", "resample_table", "tokens_to_map", "map_to_tokens"]
 
 Grid = tuple[int, int]
-"""(H, W): rows then columns, counted in patches."""
+"""(H, W): rows then columns, counted in patches; symbolic sizes (``torch.SymInt``) while tracing."""
+
+
+def tracing() -> bool:
+    """True under ``torch.compile`` and ``torch.export``, where grid sizes may be symbolic.
+
+    Code that would branch on a grid size (a shortcut at the native grid, a per-grid cache)
+    takes its general path then, so the traced graph holds for every size.
+    """
+    return torch.compiler.is_compiling()
 
 
 def patch_grid(image_hw: tuple[int, int], patch_size: int, *, pad: bool = False) -> Grid:
@@ -54,8 +63,12 @@ def map_to_tokens(x: torch.Tensor) -> torch.Tensor:
 
 
 def resample_table(table: torch.Tensor, old_grid: Grid, new_grid: Grid) -> torch.Tensor:
-    """Resize a (1, H*W, D) per-cell table bicubically (no antialias, so it exports); identity if equal."""
-    if tuple(old_grid) == tuple(new_grid):
+    """Resize a (1, H*W, D) per-cell table bicubically (no antialias, so it exports); identity if equal.
+
+    While tracing the table is always interpolated (to the same size it is an exact copy), so the
+    graph does not depend on whether the grid is the native one.
+    """
+    if not tracing() and tuple(old_grid) == tuple(new_grid):
         return table
     maps = tokens_to_map(table, old_grid)
     # interpolate in float32 at least: bicubic is not implemented for half on every backend
