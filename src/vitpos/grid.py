@@ -28,7 +28,8 @@ def patch_grid(image_hw: tuple[int, int], patch_size: int, *, pad: bool = False)
             f"image size {h}x{w} is not divisible by the patch size {patch_size}; resize the input "
             f"to a multiple of {patch_size} or build the model with pad_to_patch=True"
         )
-    return (-(-h // patch_size), -(-w // patch_size))
+    # ceiling division written as floor division of a sum: simpler for symbolic sizes
+    return ((h + patch_size - 1) // patch_size, (w + patch_size - 1) // patch_size)
 
 
 def grid_coords(grid: Grid, *, device=None, dtype: torch.dtype = torch.float32) -> torch.Tensor:

@@ -42,12 +42,13 @@ class PatchEmbed(nn.Module):
                 f"expected images of shape (B, {self.in_chans}, H, W), got {tuple(x.shape)}"
             )
         h, w = x.shape[-2:]
-        grid = patch_grid((h, w), self.patch_size, pad=self.pad)
+        patch_grid((h, w), self.patch_size, pad=self.pad)  # raises for sizes it cannot cut
         p = self.patch_size
         if self.pad and (h % p or w % p):
             x = F.pad(x, (0, (-w) % p, 0, (-h) % p))
         x = self.proj(x)  # B, D, H, W
-        return x.flatten(2).transpose(1, 2), grid
+        # the grid is read from the map, so that symbolic sizes (tracing) are the tensor's own
+        return x.flatten(2).transpose(1, 2), tuple(x.shape[-2:])
 
 
 class Attention(nn.Module):
