@@ -10,7 +10,7 @@ from typing import Sequence
 __all__ = ["main", "build_parser"]
 
 COMMANDS = (
-    "models", "train", "eval",
+    "models", "train", "eval", "export",
     "study", "pretrain-pe", "probe", "similarity", "attention", "equivariance", "awareness", "buckets", "relative-bias",
 )
 """Subcommands; each is the module ``vitpos.commands.<name with - as _>`` and defines ``add_parser(subparsers)``."""
