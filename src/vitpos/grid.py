@@ -55,7 +55,10 @@ def tokens_to_map(x: torch.Tensor, grid: Grid) -> torch.Tensor:
     h, w = grid
     if n != h * w:
         raise ValueError(f"{n} tokens do not fill a {h}x{w} grid")
-    return x.transpose(1, 2).reshape(b, c, h, w)
+    maps = x.transpose(1, 2).reshape(b, c, h, w)
+    # a channels-last view; while tracing, a contiguous copy: a convolution's layout choice on the
+    # view depends on whether the (symbolic) batch is 1
+    return maps.contiguous() if tracing() else maps
 
 
 def map_to_tokens(x: torch.Tensor) -> torch.Tensor:
