@@ -3,7 +3,7 @@
 The reference (``tests/relative/reference.py``, shared with the test suite) materialises every
 r_ij as an (N, N, d) tensor and attends with einsum, as Eq. 15-17 read; vitpos looks buckets up
 instead (iRPE §3.2), keeping the (B, heads, N, N) weights ("stored") or working through query
-chunks ("chunked", the policy's choice from ``MEMORY_EFFICIENT_MIN_TOKENS`` tokens on).
+chunks ("chunked", the policy's choice from ``CHUNK_FROM_TOKENS`` tokens on).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 from tests.relative.reference import reference_attention
 from vitpos import get_config
 from vitpos.encodings.base import SlotContext
-from vitpos.encodings.relative.chunked import MEMORY_EFFICIENT_MIN_TOKENS
+from vitpos.attention.policy import CHUNK_FROM_TOKENS
 from vitpos.models.layers import Attention
 from vitpos.registry import RELATIVE
 from vitpos.spec import SlotSpec
@@ -64,7 +64,7 @@ def _step(layer: Attention, path: str, spec_text: str, x: torch.Tensor, grid) ->
         if path == "reference":
             out = reference_attention(layer, spec_text, inputs, grid, 1, grid)
         else:
-            layer.relative.memory_efficient = path == "chunked"
+            layer.path = path
             out = layer(inputs, grid, 1)
         out.square().sum().backward()
         return out.detach()
@@ -111,7 +111,7 @@ def report(model: str, spec_text: str, token_counts: list[int], *, repeats: int,
     lines = [
         f"One attention layer of `{model}` with `{spec_text}`, batch 1, class token, forward + backward, "
         f"float32. `stored` keeps the N x N weights, `chunked` works through query chunks "
-        f"(chosen automatically from {MEMORY_EFFICIENT_MIN_TOKENS} tokens on).",
+        f"(chosen automatically from {CHUNK_FROM_TOKENS} tokens on).",
         "",
         "| tokens | path | time per step (min–max) | × reference | peak memory | × reference | max abs diff to reference |",
         "| --- | --- | --- | --- | --- | --- | --- |",

@@ -19,9 +19,9 @@ def all_slot_model() -> torch.nn.Module:
     return model
 
 
-def check_compiled_equals_eager(model: torch.nn.Module, backend: str, memory_efficient: bool | None) -> None:
+def check_compiled_equals_eager(model: torch.nn.Module, backend: str, path: str | None) -> None:
     for block in model.blocks:
-        block.attn.relative.memory_efficient = memory_efficient
+        block.attn.path = path
     compiled = torch.compile(model, backend=backend, fullgraph=True)  # fullgraph: no graph break anywhere
     x = torch.randn(2, 3, 32, 40)
     model.train()
@@ -39,11 +39,11 @@ def check_compiled_equals_eager(model: torch.nn.Module, backend: str, memory_eff
         torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("memory_efficient", [None, True], ids=["stored", "chunked"])
-def test_all_four_slots_compile_without_graph_breaks(memory_efficient):
+@pytest.mark.parametrize("path", [None, "chunked"], ids=["policy", "chunked"])
+def test_all_four_slots_compile_without_graph_breaks(path):
     """Dynamo and AOT autograd (the custom attention's backward included); inductor's slow C++
     compilation is covered by the slow test below and ``python -m bench.compile``."""
-    check_compiled_equals_eager(all_slot_model(), "aot_eager", memory_efficient)
+    check_compiled_equals_eager(all_slot_model(), "aot_eager", path)
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 import vitpos
+from vitpos.analysis.attention import explicit_attention
 from vitpos.encodings.base import SlotContext
 from vitpos.encodings.lape import FORMS, LapeJoin, NormalisedBias
 from vitpos.encodings.relative.base import RelativeBias, RelativePosition
@@ -351,11 +352,11 @@ def test_attention_logits_use_the_normalised_bias():
     model = vitpos.create_model("vit_lite_7_4", **DEEP, absolute="learned", join="lape", relative="test_clipped").eval()
     block = model.blocks[1]
     randomise(block.attn.relative.norm)
-    block.attn.fused = False
     seen = {}
     block.attn.register_forward_pre_hook(lambda m, args: seen.update(h=args[0]))
-    block.attn.attn_drop.register_forward_hook(lambda m, args, out: seen.update(weights=out))
-    model(torch.randn(2, 3, 24, 40))
+    with explicit_attention(model) as weights:
+        model(torch.randn(2, 3, 24, 40))
+    seen["weights"] = weights[1]
     attn = block.attn
     b, n, _ = seen["h"].shape
     q, k, _ = attn.qkv(seen["h"]).reshape(b, n, 3, 2, 16).permute(2, 0, 3, 1, 4)

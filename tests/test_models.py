@@ -62,7 +62,7 @@ def test_fused_and_explicit_attention_agree():
     x = torch.randn(2, 3, 32, 32)
     fused = model(x)
     for block in model.blocks:
-        block.attn.fused = False
+        block.attn.path = "explicit"
     assert torch.allclose(fused, model(x), atol=1e-5)
 
 

@@ -2,8 +2,10 @@
 
 import pytest
 import torch
+from torch import nn
 
 from vitpos.analysis.relative_maps import bias_maps, bucket_maps, reference_lattice, relative_logit_bias
+from vitpos.attention import RelativeTerms
 from vitpos.encodings.relative.base import RelativeBias, RelativePosition
 from vitpos.grid import grid_offsets
 
@@ -25,11 +27,16 @@ class RowOffsetBias(RelativeBias):
         return bias
 
 
-class QueryNormBias(RelativePosition):
-    """A toy content-dependent term: each query's squared norm, added to every key."""
+class QueryDotBias(RelativePosition):
+    """A toy content-dependent term: scale q_i . p, added to every key (one bucket for every pair)."""
 
-    def logit_bias(self, q, k, grid, num_prefix_tokens, scale):
-        return (q * q).sum(-1, keepdim=True).expand(-1, -1, -1, k.shape[2])
+    def __init__(self, head_dim: int) -> None:
+        super().__init__()
+        self.p = nn.Parameter(torch.randn(1, head_dim))
+
+    def terms(self, grid, num_prefix_tokens, device=None):
+        n = num_prefix_tokens + grid[0] * grid[1]
+        return RelativeTerms(ids=torch.zeros(n, n, dtype=torch.long), num_buckets=1, key_table=self.p)
 
 
 def test_position_bias_needs_no_input_and_maps_around_references():
@@ -45,13 +52,14 @@ def test_position_bias_needs_no_input_and_maps_around_references():
 
 def test_content_dependent_bias_is_evaluated_on_the_captured_queries():
     model = tiny_model({"absolute": "learned"})
-    model.blocks[0].attn.relative = QueryNormBias()
+    model.blocks[0].attn.relative = QueryDotBias(16)
     images = torch.randn(3, 3, 32, 32)
     bias = relative_logit_bias(model, 0, images)
     tokens, grid = model.patch_embed(images)
     h = model.blocks[0].norm1(model._prepend_prefix(tokens) + model.position_encoding(grid))
     q = model.blocks[0].attn.qkv(h)[..., :32].reshape(3, 17, 2, 16).transpose(1, 2)
-    assert torch.allclose(bias, (q * q).sum(-1, keepdim=True).expand(-1, -1, -1, 17).mean(0), atol=1e-5)
+    expected = (q @ model.blocks[0].attn.relative.p[0] * 16**-0.5)[..., None].expand(-1, -1, -1, 17).mean(0)
+    assert torch.allclose(bias, expected, atol=1e-5)
     with pytest.raises(ValueError, match="pass images"):
         relative_logit_bias(model, 0)
 

@@ -117,7 +117,7 @@ def test_content_independent_encodings_are_relative_biases():
     kinds = {t: relative_modules(vitpos.create_model("vit_lite_7_4", **TINY, relative=t))[0] for t in EVERY_ENCODING}
     biases = {t for t, rel in kinds.items() if isinstance(rel, RelativeBias)}
     assert biases == {"irpe:cross:bias:qk:unshared", "irpe:quant:bias:q:squared:unscaled:ratio=3", "swin"}
-    needs_weights = {t for t, rel in kinds.items() if rel.needs_attention_weights}
+    needs_weights = {t for t, rel in kinds.items() if rel.terms((4, 4), 1).value_term}
     assert needs_weights == {"irpe:euclidean:ctx:qkv:ratio=20", "shaw", "irpe:quant:ctx:qkv:unshared", "irpe:cross:ctx:qv"}
 
 
@@ -186,21 +186,21 @@ def largest_allocation(attn: Attention, text: str, grid, prefix: int, reference:
     return mode.largest
 
 
-def nnd_setup(text: str, fused: bool = False, memory_efficient: bool | None = None):
+def nnd_setup(text: str, path: str = "explicit"):
     heads, head_dim, grid, prefix = 2, 16, (6, 6), 1
     spec = SlotSpec.parse(text)
     ctx = SlotContext(heads * head_dim, heads, 1, grid, prefix)
     attn = Attention(heads * head_dim, heads, relative=RELATIVE.get(spec.name).from_spec(spec, ctx))
-    # fused=False: the explicit path, whose N x N weights are the largest legitimate tensor
-    attn.fused, attn.relative.memory_efficient = fused, memory_efficient
+    # the explicit path, whose N x N weights are the largest legitimate tensor
+    attn.path = path
     n = prefix + grid[0] * grid[1]
     return attn, grid, prefix, n * n * head_dim
 
 
-@pytest.mark.parametrize("path", [(False, None), (True, False), (True, True)], ids=["explicit", "stored", "chunked"])
+@pytest.mark.parametrize("path", ["explicit", "stored", "chunked"])
 @pytest.mark.parametrize("text", [t for t in EVERY_ENCODING if not t.startswith("rope2d")])
 def test_the_efficient_path_never_allocates_an_n_n_d_tensor(text, path):
-    attn, grid, prefix, limit = nnd_setup(text, *path)
+    attn, grid, prefix, limit = nnd_setup(text, path)
     assert largest_allocation(attn, text, grid, prefix) < limit
 
 
@@ -215,7 +215,7 @@ def test_a_module_built_without_prefix_tokens_says_so():
     rel = relative_modules(model)[0]
     q = torch.randn(1, 2, 17, 16)
     with pytest.raises(ValueError, match="built for a model without prefix tokens"):
-        rel.logit_bias(q, q, (4, 4), 1, 0.25)
+        rel.terms((4, 4), 1)
 
 
 def test_eval_caches_bias_and_ids_and_invalidates_on_update():

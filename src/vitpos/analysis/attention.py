@@ -1,8 +1,9 @@
 """Attention maps per block and head (CPVT Fig. 5) and how local they are.
 
-The weights are read from every :class:`vitpos.models.layers.Attention` in the model: fused
-attention is switched off for the duration of the call so the softmax passes through
-``attn_drop``, where a forward hook records it. Any host built from that module works.
+The weights are read from every :class:`vitpos.models.layers.Attention` in the model: for the
+duration of the call each layer is asked for them (``return_weights=True``, which the attention
+kernel computes on its explicit path) and hands them to a forward hook. Any host built from
+that module works (Swin's window attention gives them per window).
 """
 
 from __future__ import annotations
@@ -26,15 +27,20 @@ def explicit_attention(model: nn.Module) -> Iterator[list[torch.Tensor]]:
     if not layers:
         raise ValueError(f"{type(model).__name__} has no vitpos Attention layers to read weights from")
     captured: list[torch.Tensor] = []
-    saved = [layer.fused for layer in layers]
-    handles = [layer.attn_drop.register_forward_hook(lambda _m, _i, out: captured.append(out.detach())) for layer in layers]
+
+    def ask(_module, args, kwargs):
+        return args, {**kwargs, "return_weights": True}
+
+    def keep(_module, _args, _kwargs, output):
+        out, weights = output
+        captured.append(weights.detach())
+        return out
+
+    handles = [layer.register_forward_pre_hook(ask, with_kwargs=True) for layer in layers]
+    handles += [layer.register_forward_hook(keep, with_kwargs=True) for layer in layers]
     try:
-        for layer in layers:
-            layer.fused = False
         yield captured
     finally:
-        for layer, fused in zip(layers, saved):
-            layer.fused = fused
         for handle in handles:
             handle.remove()
 

@@ -85,8 +85,13 @@ def relative_logit_bias(model: nn.Module, block: int = 0, images: torch.Tensor |
     # the same projection Attention.forward applies before the relative terms
     qkv = attn.qkv(x).reshape(b, n, 3, attn.num_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
     q, k, _ = qkv.unbind(0)
-    q, k = rel.rotate(q, k, grid, num_prefix_tokens)
-    bias = rel.logit_bias(q, k, grid, num_prefix_tokens, attn.scale)
+    terms = rel.terms(grid, num_prefix_tokens, q.device)
+    if terms.rotation is not None:
+        q, k = terms.rotation.apply(q, k)
+    bias = terms.logits(q, k, attn.scale)
+    if terms.query_shift is not None:  # (q_i + u) . k_j: u . k_j is part of the encoding's logits
+        shift = (k @ (terms.query_shift * attn.scale)).unsqueeze(-2)
+        bias = shift if bias is None else bias + shift
     if bias is None:
         raise ValueError(f"{type(rel).__name__} adds no logit term (it acts through rotation or values only)")
     return bias.float().mean(dim=0) if bias.ndim == 4 else bias.float()  # mean over the batch

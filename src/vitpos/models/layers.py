@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..attention import attention
 from ..encodings.relative.base import RelativePosition
 from ..grid import Grid, patch_grid
 
@@ -52,14 +53,12 @@ class PatchEmbed(nn.Module):
 
 
 class Attention(nn.Module):
-    """Multi-head self-attention with an optional relative-position term.
+    """Multi-head self-attention with an optional relative encoding.
 
-    Without a relative term, or when it only adds logits, attention runs through
-    ``scaled_dot_product_attention`` (the logits as a float mask). With a value term, or when
-    :attr:`fused` is False, the weights are computed explicitly and pass through
-    ``attn_drop``, where a forward hook can read them. A relative encoding may compute the whole
-    attention itself (:meth:`RelativePosition.attend`: query chunks on long sequences) when
-    :attr:`fused` is True and no attention dropout is active.
+    The encoding declares its terms for the grid (:meth:`RelativePosition.terms`) and
+    :func:`vitpos.attention.attention` computes attention with them, choosing the path for the
+    device and call (:mod:`vitpos.attention.policy`). :attr:`path` names a path instead (tests,
+    benchmarks); ``return_weights=True`` also returns the softmax weights (B, heads, N, M).
     """
 
     def __init__(
@@ -75,7 +74,8 @@ class Attention(nn.Module):
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
         self.scale = self.head_dim**-0.5
-        self.fused = True
+        self.path: str | None = None
+        """One of :data:`vitpos.attention.PATHS` to use instead of the policy's choice, or None."""
         self.qkv = init_linear(nn.Linear(dim, dim * 3, bias=qkv_bias))
         self.attn_drop = nn.Dropout(attn_drop)
         self.proj = init_linear(nn.Linear(dim, dim))
@@ -83,14 +83,24 @@ class Attention(nn.Module):
         self.relative = relative
 
     def forward(
-        self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int, mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
+        self,
+        x: torch.Tensor,
+        grid: Grid,
+        num_prefix_tokens: int,
+        mask: torch.Tensor | None = None,
+        return_weights: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         b, n, c = x.shape
         qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)  # B, heads, N, head_dim
-        out = self.attend(q, k, v, grid, num_prefix_tokens, mask)
-        out = out.transpose(1, 2).reshape(b, n, c)
-        return self.proj_drop(self.proj(out))
+        return self.project(self.attend(q, k, v, grid, num_prefix_tokens, mask, return_weights))
+
+    def project(self, result: torch.Tensor | tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """The heads' outputs (B, heads, N, d) merged and projected; weights, if any, pass through."""
+        out, weights = result if isinstance(result, tuple) else (result, None)
+        b, _, n, _ = out.shape
+        out = self.proj_drop(self.proj(out.transpose(1, 2).reshape(b, n, -1)))
+        return out if weights is None else (out, weights)
 
     def attend(
         self,
@@ -100,38 +110,15 @@ class Attention(nn.Module):
         grid: Grid,
         num_prefix_tokens: int,
         mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:  # B, heads, N, head_dim
+        return_weights: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:  # B, heads, N, head_dim
         """Attention of q over (k, v) with the relative terms; ``mask`` is an additive logit term
         broadcastable to (B, heads, N, M) (e.g. Swin's shifted-window mask)."""
-        rel = self.relative
-        bias = mask
-        if rel is not None:
-            q, k = rel.rotate(q, k, grid, num_prefix_tokens)
-            # the encoding may attend itself (query chunks on long sequences); it applies no dropout
-            # and takes no extra mask
-            if mask is None and self.fused and not (self.training and self.attn_drop.p > 0):
-                out = rel.attend(q, k, v, grid, num_prefix_tokens, self.scale)
-                if out is not None:
-                    return out
-            rel_bias = rel.logit_bias(q, k, grid, num_prefix_tokens, self.scale)
-            if rel_bias is not None:
-                bias = rel_bias if bias is None else rel_bias + bias
-        if self.fused and (rel is None or not rel.needs_attention_weights):
-            if bias is not None:
-                bias = bias.to(q.dtype)
-            return F.scaled_dot_product_attention(
-                q, k, v, attn_mask=bias, dropout_p=self.attn_drop.p if self.training else 0.0, scale=self.scale
-            )
-        logits = (q * self.scale) @ k.transpose(-2, -1)
-        if bias is not None:
-            logits = logits + bias
-        attn = self.attn_drop(logits.softmax(dim=-1))
-        out = attn @ v
-        if rel is not None and rel.needs_attention_weights:
-            extra = rel.value_term(attn, grid, num_prefix_tokens)
-            if extra is not None:
-                out = out + extra
-        return out
+        terms = None if self.relative is None else self.relative.terms(grid, num_prefix_tokens, q.device)
+        return attention(
+            q, k, v, terms, scale=self.scale, mask=mask, dropout_p=self.attn_drop.p if self.training else 0.0,
+            return_weights=return_weights, path=self.path,
+        )  # fmt: skip
 
 
 class Mlp(nn.Module):

@@ -54,16 +54,20 @@ class SpatialReductionAttention(Attention):
         return torch.cat([x[:, :num_prefix_tokens], reduced], dim=1) if num_prefix_tokens else reduced
 
     def forward(
-        self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int, mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
+        self,
+        x: torch.Tensor,
+        grid: Grid,
+        num_prefix_tokens: int,
+        mask: torch.Tensor | None = None,
+        return_weights: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         b, n, c = x.shape
         weight, bias = self.qkv.weight, self.qkv.bias
         q = F.linear(x, weight[:c], None if bias is None else bias[:c])
         kv = F.linear(self.reduce(x, grid, num_prefix_tokens), weight[c:], None if bias is None else bias[c:])
         q = q.reshape(b, n, self.num_heads, self.head_dim).transpose(1, 2)
         k, v = kv.reshape(b, -1, 2, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        out = self.attend(q, k, v, grid, num_prefix_tokens, mask)
-        return self.proj_drop(self.proj(out.transpose(1, 2).reshape(b, n, c)))
+        return self.project(self.attend(q, k, v, grid, num_prefix_tokens, mask, return_weights))
 
     def extra_repr(self) -> str:
         return f"sr_ratio={self.sr_ratio}"

@@ -207,8 +207,14 @@ class WindowAttention(Attention):
         return WindowLayout.plan(grid, self.window_size, self.shifted)
 
     def forward(
-        self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int, mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
+        self,
+        x: torch.Tensor,
+        grid: Grid,
+        num_prefix_tokens: int,
+        mask: torch.Tensor | None = None,
+        return_weights: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Attention within windows; the weights, if asked, are per window: (B * windows, heads, N, N)."""
         if num_prefix_tokens:
             raise ValueError(f"window attention has no place for prefix tokens, got num_prefix_tokens={num_prefix_tokens}")
         if mask is not None:
@@ -219,8 +225,10 @@ class WindowAttention(Attention):
         if mask is not None:
             # one copy of each image's masks per window batch entry: B * windows, 1, N, N
             mask = mask.repeat(x.shape[0], 1, 1).unsqueeze(1)
-        out = super().forward(windows, layout.window, 0, mask)
-        return merge_windows(out, layout)
+        result = super().forward(windows, layout.window, 0, mask, return_weights)
+        if return_weights:
+            return merge_windows(result[0], layout), result[1]
+        return merge_windows(result, layout)
 
     def extra_repr(self) -> str:
         return f"window_size={self.window_size}, shifted={self.shifted}"

@@ -1,90 +1,86 @@
-"""The interface a relative encoding implements for :class:`vitpos.models.layers.Attention`."""
+"""The interface of a relative encoding: it declares its terms, the attention kernel computes.
+
+An encoding's :meth:`RelativePosition.terms` returns, per grid and prefix count, a
+:class:`vitpos.attention.RelativeTerms` (bucket ids, tables, a rotation); it never computes
+attention. :func:`vitpos.attention.attention` consumes the terms on every host.
+"""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
+from ...attention.terms import RelativeTerms
 from ...grid import Grid
 from ...registry import RELATIVE
 from ...spec import SlotSpec
 from ..base import SlotContext, SlotEntry
-from .chunked import attention_mode, chunked_attention
+from .index import Bucketing
 
-__all__ = ["RelativePosition", "RelativeBias", "NoRelative"]
+__all__ = ["RelativePosition", "RelativeBias", "BucketedEncoding", "NoRelative"]
 
 
 class RelativePosition(SlotEntry, nn.Module):
-    """Base class; one instance per attention layer. Shapes: q, k, v are (B, heads, N, head_dim)
-    with N = num_prefix_tokens + H*W.
+    """Base class; one instance per attention layer. N = num_prefix_tokens + H*W tokens."""
 
-    Attention calls, in order: :meth:`rotate` on q and k; :meth:`attend`, which may compute the
-    whole attention itself (the memory-efficient path of long sequences); otherwise
-    :meth:`logit_bias`, whose result (broadcastable to (B, heads, N, N), in logit units, i.e.
-    after the 1/sqrt(d) scale) is added to the logits, and, when :attr:`needs_attention_weights`
-    is true, it computes the attention weights explicitly and adds :meth:`value_term`.
-    """
-
-    needs_attention_weights: bool = False
-    memory_efficient: bool | None = None
-    """Query-chunked attention (:mod:`.chunked`): None follows its length policy, True / False force it on / off."""
-
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Transform queries and keys before the dot product (rotary encodings)."""
-        return q, k
-
-    computes_attention: bool = False
-    """True for encodings that can compute the whole attention (:meth:`attend_in_mode`)."""
-
-    def attend(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float
-    ) -> torch.Tensor | None:
-        """The attention output (B, heads, N, d) computed by the encoding where the policy of
-        :func:`.chunked.attention_mode` picks a mode for this call, or None to let the host do it."""
-        if not self.computes_attention:
-            return None
-        # with a term on values the host cannot use its fused kernel: without a gradient too,
-        # the encoding's own stored path is then the faster one
-        mode = attention_mode(
-            self.memory_efficient, q.shape[-2], q, k, v, *self.parameters(), host_fuses=not self.needs_attention_weights
-        )  # fmt: skip
-        return None if mode is None else self.attend_in_mode(mode, q, k, v, grid, num_prefix_tokens, scale)
-
-    def attend_in_mode(
-        self, mode: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float
-    ) -> torch.Tensor:
-        """The attention output by :func:`.chunked.chunked_attention` in ``mode`` ('chunked' or 'stored')."""
+    def terms(self, grid: Grid, num_prefix_tokens: int, device: torch.device | str | None = None) -> RelativeTerms:
+        """This encoding's terms for ``grid`` with ``num_prefix_tokens`` prefix tokens, on ``device``."""
         raise NotImplementedError
 
-    def logit_bias(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> torch.Tensor | None:
-        """Additive logit term, or None."""
-        return None
 
-    def value_term(self, attn: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor | None:
-        """Term added to ``attn @ v`` given the attention weights (B, heads, N, N), or None."""
-        return None
+class BucketedEncoding:
+    """Mixin for encodings indexed by a :class:`~.index.Bucketing`: bucket count, prefix check and
+    the per-grid bucket ids (cached, shared by every layer with the same bucketing)."""
+
+    bucketing: Bucketing
+    num_buckets: int
+    prefix_bucket: bool
+
+    def init_buckets(self, bucketing: Bucketing, num_prefix_tokens: int) -> None:
+        """Fix the bucketing; the tables get one extra bucket when the model has prefix tokens."""
+        self.bucketing = bucketing
+        self.num_buckets = bucketing.num_buckets(num_prefix_tokens)
+        self.prefix_bucket = num_prefix_tokens > 0
+
+    def bucket_ids(self, grid: Grid, num_prefix_tokens: int, device=None) -> torch.Tensor:
+        """Cached ids for ``grid``: (N, N), or (2, N, N) for the Cross method."""
+        if num_prefix_tokens and not self.prefix_bucket:
+            raise ValueError(
+                f"this {type(self).__name__} was built for a model without prefix tokens and has no bucket "
+                f"for them, but got num_prefix_tokens={num_prefix_tokens}; build it with the model's context"
+            )
+        return self.bucketing.ids(grid, num_prefix_tokens, device)
+
+    def bucket_terms(self, grid: Grid, num_prefix_tokens: int, device=None, **tables: torch.Tensor | None) -> RelativeTerms:
+        """:class:`RelativeTerms` with this encoding's ids and the given tables."""
+        ids = self.bucket_ids(grid, num_prefix_tokens, device)
+        return RelativeTerms(ids=ids, num_buckets=self.num_buckets, **tables)
 
 
 class RelativeBias(RelativePosition):
     """A relative encoding whose whole effect is a content-independent logit bias.
 
-    Subclasses implement :meth:`position_bias`; joins such as LaPE may transform that bias
-    (see :meth:`vitpos.encodings.join.Join.adapt_relative`).
+    Subclasses implement :meth:`position_bias` (dense) and, where the bias has a per-bucket
+    form, :meth:`bucket_bias_terms`; joins such as LaPE may transform the dense bias (see
+    :meth:`vitpos.encodings.join.Join.adapt_relative`). While the tables need a gradient the
+    terms are per bucket (their gradient is summed onto the buckets); otherwise they are the
+    dense bias, which subclasses cache per grid.
     """
 
     def position_bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # heads or 1, N, N
         """The bias added to the logits of every (query, key) pair, in logit units."""
         raise NotImplementedError
 
-    def logit_bias(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> torch.Tensor:
-        return self.position_bias(grid, num_prefix_tokens).unsqueeze(0)
+    def bucket_bias_terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms | None:
+        """The bias per bucket, or None where it has no bucket form."""
+        return None
 
-    computes_attention = True
-
-    def attend_in_mode(
-        self, mode: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float
-    ) -> torch.Tensor:
-        return chunked_attention(q, k, v, scale, bias=self.position_bias(grid, num_prefix_tokens), mode=mode)[0]
+    def terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
+        if torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
+            bucketed = self.bucket_bias_terms(grid, num_prefix_tokens, device)
+            if bucketed is not None:
+                return bucketed
+        return RelativeTerms(bias=self.position_bias(grid, num_prefix_tokens))
 
 
 @RELATIVE.register("none")

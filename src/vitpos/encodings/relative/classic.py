@@ -18,12 +18,14 @@ from ...grid import Grid
 from ...registry import RELATIVE
 from ...spec import SlotSpec
 from ..base import SlotContext
+import torch.nn.functional as F
+
+from ...attention.terms import RelativeTerms
 from ..cache import GridCache
 from ..sincos import sincos_1d
-from .base import RelativeBias, RelativePosition
+from .base import BucketedEncoding, RelativeBias, RelativePosition
 from .index import Bucketing, IndexFunction
 from .irpe import IRPEContextual, IRPEOptions
-from .lookup import BucketLookup, BucketTerms, bias_term, bucket_scores
 
 __all__ = ["ShawRelative", "TransformerXLRelative", "HuangRelative", "SASARelative", "SwinRelativeBias"]
 
@@ -68,7 +70,7 @@ class ShawRelative(_ClippedEncoding, IRPEContextual):
 
 
 @RELATIVE.register("huang")
-class HuangRelative(_ClippedEncoding, BucketLookup, RelativePosition):
+class HuangRelative(_ClippedEncoding, BucketedEncoding, RelativePosition):
     """Huang et al. 2020 (Eq. 11): one vector p_ij shared by queries and keys.
 
     (q_i + p_ij)(k_j + p_ij)^T - p_ij p_ij^T = q_i k_j^T + q_i p_ij^T + p_ij k_j^T, so the
@@ -80,11 +82,8 @@ class HuangRelative(_ClippedEncoding, BucketLookup, RelativePosition):
         self.init_buckets(_clipped_product(max_dist), ctx.num_prefix_tokens)
         self.table = nn.Parameter(torch.zeros(self.num_buckets, ctx.head_dim))
 
-    def bucket_terms(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> BucketTerms:
-        return BucketTerms(row=bucket_scores(q, self.table, scale), col=bucket_scores(k, self.table, scale))
-
-    def logit_bias(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> torch.Tensor:
-        return self.lookup_logits(self.bucket_terms(q, k, grid, num_prefix_tokens, scale), grid, num_prefix_tokens, q.device)
+    def terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
+        return self.bucket_terms(grid, num_prefix_tokens, device, key_table=self.table, query_table=self.table)
 
 
 def offset_sinusoids(max_dist: int, dim: int) -> torch.Tensor:
@@ -98,7 +97,7 @@ def offset_sinusoids(max_dist: int, dim: int) -> torch.Tensor:
 
 
 @RELATIVE.register("xl")
-class TransformerXLRelative(_ClippedEncoding, BucketLookup, RelativePosition):
+class TransformerXLRelative(_ClippedEncoding, BucketedEncoding, RelativePosition):
     """Transformer-XL (Dai et al. 2019, Eq. 10): content bias u, position bias v, keys s W^R.
 
     e_ij = [(q_i + u) k_j^T + (q_i + v)(s_{I(i,j)} W^R)^T] / sqrt(d), with s the fixed sinusoid
@@ -110,6 +109,7 @@ class TransformerXLRelative(_ClippedEncoding, BucketLookup, RelativePosition):
         super().__init__()
         self.init_buckets(_clipped_product(max_dist), ctx.num_prefix_tokens)
         d = ctx.head_dim
+        self.scale = d**-0.5  # the attention's scale, for the bias per bucket
         # kept exact in float64 and cast to the projection's dtype at use
         self.register_buffer("sinusoids", offset_sinusoids(max_dist, d), persistent=False)
         self.u = nn.Parameter(torch.zeros(d))
@@ -123,21 +123,16 @@ class TransformerXLRelative(_ClippedEncoding, BucketLookup, RelativePosition):
         keys = self.proj(self.sinusoids.to(self.proj.weight.dtype))
         return keys if self.prefix_key is None else torch.cat([keys, self.prefix_key], dim=0)
 
-    def _position_terms(self, q: torch.Tensor, scale: float) -> BucketTerms:
-        return BucketTerms(row=bucket_scores(q + self.v, self.position_keys(), scale))  # (q_i + v) . s W^R
-
-    def bucket_terms(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> BucketTerms:
-        terms = self._position_terms(q, scale)
-        terms.query = q + self.u  # (q_i + u) . k_j
-        return terms
-
-    def logit_bias(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> torch.Tensor:
-        content = (k @ (self.u * scale)).unsqueeze(-2)  # B, heads, 1, N: u . k_j
-        return self.lookup_logits(self._position_terms(q, scale), grid, num_prefix_tokens, q.device) + content
+    def terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
+        keys = self.position_keys()
+        # (q_i + v) . s W^R = q_i . s W^R + v . s W^R: a term on keys plus a bias per bucket
+        return self.bucket_terms(
+            grid, num_prefix_tokens, device, key_table=keys, bias_table=(keys @ (self.v * self.scale))[None], query_shift=self.u
+        )
 
 
 @RELATIVE.register("sasa")
-class SASARelative(_ClippedEncoding, BucketLookup, RelativePosition):
+class SASARelative(_ClippedEncoding, BucketedEncoding, RelativePosition):
     """SASA (Ramachandran et al. 2019, Eq. 12): keys get concat(p^x_dx, p^y_dy), d/2 each.
 
     Offsets are clipped per axis at ``max_dist``, by default at the training grid's extent, so
@@ -157,20 +152,16 @@ class SASARelative(_ClippedEncoding, BucketLookup, RelativePosition):
         self.table_x = nn.Parameter(torch.zeros(size_x, ctx.head_dim // 2))
         self.table_y = nn.Parameter(torch.zeros(size_y, ctx.head_dim // 2))
 
-    def bucket_terms(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> BucketTerms:
-        half = q.shape[-1] // 2
-        # Cross ids put row (y) buckets first, column (x) buckets after them
-        scores = torch.cat(
-            [bucket_scores(q[..., half:], self.table_y, scale), bucket_scores(q[..., :half], self.table_x, scale)], dim=-1
-        )
-        return BucketTerms(row=scores)
-
-    def logit_bias(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> torch.Tensor:
-        return self.lookup_logits(self.bucket_terms(q, k, grid, num_prefix_tokens, scale), grid, num_prefix_tokens, q.device)
+    def terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
+        half = self.table_x.shape[-1]
+        # Cross ids put row (y) buckets first, column (x) buckets after them; a y bucket meets the
+        # second half of q (p^y), an x bucket the first half (p^x)
+        keys = torch.cat([F.pad(self.table_y, (half, 0)), F.pad(self.table_x, (0, half))])
+        return self.bucket_terms(grid, num_prefix_tokens, device, key_table=keys)
 
 
 @RELATIVE.register("swin")
-class SwinRelativeBias(BucketLookup, RelativeBias):
+class SwinRelativeBias(BucketedEncoding, RelativeBias):
     """Swin-style bias (Liu et al. 2021): a learned scalar per head for every 2-D offset.
 
     The table covers the (2H - 1)(2W - 1) offsets of the training grid (H, W); larger grids
@@ -189,10 +180,11 @@ class SwinRelativeBias(BucketLookup, RelativeBias):
     def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0) -> "SwinRelativeBias":
         return cls(ctx)
 
-    def bucket_terms(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> BucketTerms:
-        return BucketTerms(row=self.table[None, :, None, :])
+    def bucket_bias_terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
+        return self.bucket_terms(grid, num_prefix_tokens, device, bias_table=self.table)
 
     def position_bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # heads, N, N
         table = self.table
         key = (tuple(grid), num_prefix_tokens, table.device, table.dtype)
-        return self._cache.get(key, lambda: bias_term(table, self.bucket_ids(grid, num_prefix_tokens, table.device)), [table])
+        compute = lambda: self.bucket_bias_terms(grid, num_prefix_tokens, table.device).logits(None, None, 1.0)[0]  # noqa: E731
+        return self._cache.get(key, compute, [table])

@@ -14,10 +14,9 @@ Slot string ``irpe[:METHOD][:MODE][:ON][:unshared][:clip][:squared][:unscaled][:
 * ``ratio`` — alpha : beta : gamma = 1 : 2 : 8 with alpha = ratio (default 1.9, which gives
   Product 7 x 7 = 49 buckets, 50 with the prefix bucket).
 
-Tables start at zero (supplement §2). Terms on q or k are additive logits, so in inference they
-reach ``scaled_dot_product_attention`` as a float mask; a term on v needs the attention weights.
-In training every term goes through :mod:`.chunked` (bucket lookups on the N x N logits, query
-chunks on long sequences).
+Tables start at zero (supplement §2). The encodings declare their tables and bucket ids
+(:class:`vitpos.attention.RelativeTerms`); :func:`vitpos.attention.attention` computes the
+terms on q and k (products onto the K buckets, then lookups by bucket id, Eq. 27-28) and on v.
 Following Eq. 16 literally, the encoding on queries uses r^Q_ij = p^Q_{I(i,j)}; the released
 code indexes it with I(j, i), a permutation of the same table.
 """
@@ -34,10 +33,10 @@ from ...grid import Grid
 from ...registry import RELATIVE
 from ...spec import SlotSpec, SpecError
 from ..base import SlotContext, SlotEntry
+from ...attention.terms import RelativeTerms
 from ..cache import GridCache
-from .base import RelativeBias, RelativePosition
+from .base import BucketedEncoding, RelativeBias, RelativePosition
 from .index import METHODS, Bucketing, IndexFunction
-from .lookup import BucketLookup, BucketTerms, bias_term, bucket_scores, value_term
 
 __all__ = ["IRPE", "IRPEOptions", "IRPEBias", "IRPEContextual"]
 
@@ -135,7 +134,7 @@ class IRPE(SlotEntry):
         return (IRPEBias if options.mode == "bias" else IRPEContextual)(ctx, options)
 
 
-class IRPEBias(BucketLookup, RelativeBias):
+class IRPEBias(BucketedEncoding, RelativeBias):
     """Bias mode: b_ij = r_{I(i,j)} with a learnable scalar per bucket (per head if unshared).
 
     A scalar meets neither query nor key, so "on q" and "on k" each add one table indexed by
@@ -164,21 +163,20 @@ class IRPEBias(BucketLookup, RelativeBias):
         return self._cache.get(key, lambda: self._bias(grid, num_prefix_tokens), tables)
 
     def _bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:
-        table = self.bucket_table()
-        return bias_term(table, self.bucket_ids(grid, num_prefix_tokens, table.device))
+        return self.bucket_bias_terms(grid, num_prefix_tokens, self.tables()[0].device).logits(None, None, 1.0)[0]
 
     def bucket_table(self) -> torch.Tensor:  # heads or 1, K
         """The summed tables of the targets in logit units: the bias of each bucket."""
         return sum(self.tables()) * self.scale
 
-    def bucket_terms(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> BucketTerms:
-        return BucketTerms(row=self.bucket_table()[None, :, None, :])
+    def bucket_bias_terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
+        return self.bucket_terms(grid, num_prefix_tokens, device, bias_table=self.bucket_table())
 
     def extra_repr(self) -> str:
         return f"{self.options}, num_buckets={self.num_buckets}"
 
 
-class IRPEContextual(BucketLookup, RelativePosition):
+class IRPEContextual(BucketedEncoding, RelativePosition):
     """Contextual mode: learnable vectors r_ij = p_{I(i,j)} on queries, keys and/or values.
 
     Tables are (K, head_dim), or (heads, K, head_dim) when unshared. Terms on q and k are
@@ -194,23 +192,11 @@ class IRPEContextual(BucketLookup, RelativePosition):
         for target in TARGETS:
             table = nn.Parameter(torch.zeros(shape)) if target in options.on else None
             self.register_parameter(f"table_{target}", table)
-        self.needs_attention_weights = "v" in options.on
 
-    def bucket_terms(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> BucketTerms:
-        return BucketTerms(
-            row=None if self.table_k is None else bucket_scores(q, self.table_k, scale),
-            col=None if self.table_q is None else bucket_scores(k, self.table_q, scale),
-            value_table=self.table_v,
+    def terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
+        return self.bucket_terms(
+            grid, num_prefix_tokens, device, key_table=self.table_k, query_table=self.table_q, value_table=self.table_v
         )
-
-    def logit_bias(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int, scale: float) -> torch.Tensor | None:
-        return self.lookup_logits(self.bucket_terms(q, k, grid, num_prefix_tokens, scale), grid, num_prefix_tokens, q.device)
-
-    def value_term(self, attn: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor | None:
-        if self.table_v is None:
-            return None
-        ids = self.bucket_ids(grid, num_prefix_tokens, attn.device)
-        return value_term(attn, self.table_v, ids, self.num_buckets)
 
     def extra_repr(self) -> str:
         return f"{self.options}, num_buckets={self.num_buckets}"

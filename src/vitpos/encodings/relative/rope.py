@@ -25,18 +25,13 @@ from ...registry import RELATIVE
 from ...spec import SlotSpec, SpecError
 from ..base import SlotContext
 from ..cache import GridCache
+from ...attention.terms import RelativeTerms, Rotation
 from .base import RelativePosition
 
-__all__ = ["Rope2d", "rotate_pairs", "axial_magnitudes"]
+__all__ = ["Rope2d", "axial_magnitudes"]
 
 VARIANTS = ("axial", "mixed")
 DEFAULT_THETA = {"axial": 100.0, "mixed": 10.0}
-
-
-def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate channel pairs (2t, 2t+1) of x (..., d) by angles with cos/sin of shape (..., d/2)."""
-    even, odd = x.unflatten(-1, (-1, 2)).unbind(-1)
-    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
 
 
 def axial_magnitudes(head_dim: int, theta: float, device=None) -> torch.Tensor:
@@ -109,19 +104,14 @@ class Rope2d(RelativePosition):
         coords = grid_coords(grid, device=fx.device, dtype=fx.dtype)  # H*W, (x, y)
         return coords[:, :1] * fx[:, None, :] + coords[:, 1:] * fy[:, None, :]
 
-    def _cos_sin(self, grid: Grid, device, dtype: torch.dtype) -> torch.Tensor:  # 2, heads or 1, H*W, d/2
+    def cos_sin(self, grid: Grid, device=None) -> torch.Tensor:  # 2, heads or 1, H*W, d/2
+        """cos and sin of :meth:`angles`, cached per grid while the frequencies are unchanged."""
         params = [] if self.mixed_freqs is None else [self.mixed_freqs]
-        key = (tuple(grid), torch.device(device), dtype)
-        return self._cache.get(key, lambda: _cos_sin(self.angles(grid, device)).to(dtype), params)
+        key = (tuple(grid), None if device is None else torch.device(device))
+        return self._cache.get(key, lambda: _cos_sin(self.angles(grid, device)), params)
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
-        cos, sin = self._cos_sin(grid, q.device, q.dtype)
-        p = num_prefix_tokens
-        rotated = []
-        for x in (q, k):
-            cells = rotate_pairs(x[..., p:, :], cos, sin)
-            rotated.append(torch.cat([x[..., :p, :], cells], dim=-2) if p else cells)
-        return rotated[0], rotated[1]
+    def terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
+        return RelativeTerms(rotation=Rotation(self.cos_sin(grid, device), num_prefix_tokens))
 
     def extra_repr(self) -> str:
         return f"variant={self.variant}, theta={self.theta}"

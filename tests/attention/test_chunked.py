@@ -1,14 +1,17 @@
-"""Attention with bucketed relative terms: both modes equal the plain computation; the policy; memory shape."""
+"""The bucketed paths (stored, chunked): both equal the plain computation; every path of a model agrees; memory shape."""
+
+import warnings
 
 import pytest
 import torch
 
 import vitpos
-from vitpos.encodings.relative import chunked
-from vitpos.encodings.relative.chunked import MEMORY_EFFICIENT_MIN_TOKENS, attention_mode, chunk_rows, chunked_attention
+from vitpos.attention import PATHS, chunked
+from vitpos.attention.chunked import chunk_rows, chunked_attention
+from vitpos.attention.policy import CHUNK_FROM_TOKENS
 
 from ..conftest import TINY
-from .test_slot import LargestAllocation
+from ..relative.test_slot import LargestAllocation
 
 B, H, N, D, K = 2, 3, 11, 4, 7
 SCALE = 0.3
@@ -86,20 +89,14 @@ def test_missing_ids_and_unknown_modes_are_rejected():
         chunked_attention(q, q, q, 1.0, mode="flash")
 
 
-def test_policy():
-    small, large = MEMORY_EFFICIENT_MIN_TOKENS - 1, MEMORY_EFFICIENT_MIN_TOKENS
-    leaf = torch.zeros(1, requires_grad=True)
-    assert attention_mode(None, large, leaf) == "chunked"
-    assert attention_mode(None, small, leaf) == "stored"
-    for n in (small, large):  # nothing to keep for backward: the host's fused kernel
-        assert attention_mode(None, n, leaf.detach()) is None
-        with torch.no_grad():
-            assert attention_mode(None, n, leaf) is None
-    assert attention_mode(True, 2, leaf.detach()) == "chunked"
-    assert attention_mode(False, 10_000, leaf) == "stored"
-    assert attention_mode(False, 10_000, leaf.detach()) is None
-    assert attention_mode(None, large, leaf.detach(), host_fuses=False) == "stored"  # a term on values
+def test_chunk_rows():
     assert chunk_rows(1000, 64) == 64 and chunk_rows(10, 64) == 10 and chunk_rows(1000, 4) == chunked.MIN_CHUNK
+
+
+def test_mixed_dtypes_are_refused_with_the_dtypes_named():
+    q = torch.randn(1, 1, 3, 2)
+    with pytest.raises(ValueError, match="one dtype, got torch.bfloat16, torch.float32"):
+        chunked_attention(q, q, q.bfloat16(), 1.0)
 
 
 SPECS = ["irpe:product:ctx:qkv", "irpe:cross:ctx:qk:unshared", "irpe:product:bias:qk", "shaw", "xl", "huang", "sasa", "swin"]
@@ -107,7 +104,6 @@ MODELS = [dict(relative=text) for text in SPECS] + [
     dict(absolute="none", join="lape", relative="irpe:product:bias:qk"),  # LaPE's normalised bias: a dense bias
     dict(absolute="learned", join="lape", relative="irpe:product:ctx:qkv"),
 ]
-PATHS = {"explicit": dict(fused=False), "stored": dict(memory_efficient=False), "chunked": dict(memory_efficient=True)}
 
 
 @pytest.mark.parametrize("slots", MODELS, ids=lambda slots: ",".join(slots.values()))
@@ -120,16 +116,19 @@ def test_every_path_of_a_model_gives_the_same_output_and_gradients(slots, monkey
                 p.normal_(std=0.5)
     x = torch.randn(2, 3, 32, 40, dtype=torch.float64)  # 4 x 5 grid + class token: chunks of 8, 8 and 5
     results, inference = {}, {}
-    for name, settings in PATHS.items():
+    for name in PATHS:
         for block in model.blocks:
-            block.attn.fused = settings.get("fused", True)
-            block.attn.relative.memory_efficient = settings.get("memory_efficient")
-        model.zero_grad()
-        out = model(x)
+            block.attn.path = name
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "attention path .* cannot compute")  # value terms under sdpa / flex
+            with torch.no_grad():
+                inference[name] = model(x)
+            if name == "flex":  # forward only on CPU
+                continue
+            model.zero_grad()
+            out = model(x)
         out.square().sum().backward()
         results[name] = (out, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
-        with torch.no_grad():
-            inference[name] = model(x)
     expected, expected_grads = results.pop("explicit")
     for out in inference.values():
         torch.testing.assert_close(out, expected, rtol=1e-10, atol=1e-12)
@@ -142,12 +141,12 @@ def test_every_path_of_a_model_gives_the_same_output_and_gradients(slots, monkey
 
 @pytest.mark.parametrize("text", ["irpe:product:ctx:qkv", "irpe:cross:bias:qk", "shaw"])
 def test_long_sequences_train_without_any_n_by_n_tensor(text):
-    """At N >= MEMORY_EFFICIENT_MIN_TOKENS the automatic path is chunked: nothing of B x heads x N x N
+    """At N >= CHUNK_FROM_TOKENS the automatic path is chunked: nothing of B x heads x N x N
     (let alone N x N x d) is ever allocated, in forward or backward."""
     model = vitpos.create_model("vit_lite_7_4", **TINY | dict(depth=1, num_heads=2, embed_dim=32, patch_size=2), relative=text)
     x = torch.randn(1, 3, 36, 36)  # 18 x 18 grid + class token
     n = 1 + 18 * 18
-    assert n >= MEMORY_EFFICIENT_MIN_TOKENS
+    assert n >= CHUNK_FROM_TOKENS
     model(x).sum().backward()  # builds the bucket ids: once per grid for every layer, not per step
     with LargestAllocation() as mode:
         model(x).sum().backward()

@@ -1,0 +1,137 @@
+"""The attention kernel: one entry point for every relative encoding, host and device.
+
+:func:`attention` takes q, k, v and an encoding's :class:`~.terms.RelativeTerms`, casts the
+terms to the dtype attention computes in (autocast included; autograd casts the gradients back
+to the tables' dtype), applies the rotation, asks :mod:`.policy` for a path and runs it.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+from .chunked import chunked_attention
+from .flex import flex_attention, score_mod
+from .policy import SUPPORTED_DTYPES, Request, choose_path, unsupported
+from .terms import RelativeTerms
+
+__all__ = ["attention"]
+
+
+def _check_dtypes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.dtype:
+    if q.dtype not in SUPPORTED_DTYPES:
+        names = ", ".join(str(d).removeprefix("torch.") for d in SUPPORTED_DTYPES)
+        raise TypeError(f"attention does not support dtype {str(q.dtype).removeprefix('torch.')}; supported dtypes: {names}")
+    if k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
+    return q.dtype
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    terms: RelativeTerms | None = None,
+    *,
+    scale: float,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    return_weights: bool = False,
+    path: str | None = None,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Attention of q (B, heads, N, d) over k, v (B, heads, M, d) with the relative ``terms``.
+
+    ``mask``: an additive logit term broadcastable to (B, heads, N, M), without gradient (e.g.
+    Swin's shifted-window mask). ``return_weights``: also return the softmax weights
+    (B, heads, N, M) (the explicit path). ``path``: one of :data:`.policy.PATHS` instead of the
+    policy's choice; a path that cannot compute the call falls back, with a warning.
+    """
+    dtype = _check_dtypes(q, k, v)
+    if terms is not None:
+        terms = terms.to(dtype)
+        if terms.rotation is not None:
+            q, k = terms.rotation.apply(q, k)
+    if mask is not None:
+        mask = mask.to(dtype)
+    request = Request(
+        device=q.device.type,
+        dtype=dtype,
+        num_tokens=q.shape[-2],
+        terms=terms,
+        needs_grad=torch.is_grad_enabled()
+        and any(t.requires_grad for t in (q, k, v, *(terms.tensors() if terms is not None else ()))),
+        dropout=dropout_p > 0,
+        return_weights=return_weights,
+    )
+    chosen = choose_path(request)
+    if path is not None:
+        reason = unsupported(path, request)
+        if reason is None:
+            chosen = path
+        else:
+            warnings.warn(f"attention path {path!r} cannot compute this call ({reason}); using {chosen!r}", stacklevel=2)
+    return _PATHS[chosen](q, k, v, terms, scale, mask, dropout_p, return_weights, chosen)
+
+
+def _logit_mask(q, k, terms: RelativeTerms | None, scale: float, mask: torch.Tensor | None) -> torch.Tensor | None:
+    """The logit terms and the mask as one float mask broadcastable to (B, heads, N, M)."""
+    extra = None if terms is None else terms.logits(q, k, scale)
+    if mask is None:
+        return extra
+    return mask if extra is None else extra + mask
+
+
+def _content_query(q: torch.Tensor, terms: RelativeTerms | None) -> torch.Tensor:
+    return q if terms is None else terms.content_query(q)
+
+
+def _sdpa(q, k, v, terms, scale, mask, dropout_p, return_weights, path):
+    bias = _logit_mask(q, k, terms, scale, mask)
+    return F.scaled_dot_product_attention(_content_query(q, terms), k, v, attn_mask=bias, dropout_p=dropout_p, scale=scale)
+
+
+def _explicit(q, k, v, terms, scale, mask, dropout_p, return_weights, path):
+    logits = (_content_query(q, terms) * scale) @ k.transpose(-2, -1)
+    bias = _logit_mask(q, k, terms, scale, mask)
+    if bias is not None:
+        logits = logits + bias
+    weights = logits.softmax(dim=-1)
+    kept = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    out = kept @ v
+    if terms is not None and terms.value_term:
+        out = out + terms.values(kept)
+    return (out, weights) if return_weights else out
+
+
+def _flex(q, k, v, terms, scale, mask, dropout_p, return_weights, path):
+    row = col = None
+    if terms is not None:
+        row, col = terms.scores(q, k, scale)
+    bias = None if terms is None or terms.bias is None else terms.bias.unsqueeze(0)
+    if mask is not None:
+        bias = mask if bias is None else bias + mask
+    mod = score_mod(None if terms is None else terms.ids, row, col, bias)
+    return flex_attention(_content_query(q, terms), k, v, mod, scale)
+
+
+def _bucketed(q, k, v, terms, scale, mask, dropout_p, return_weights, path):
+    row = col = ids = None
+    num_buckets = 0
+    bias = mask
+    if terms is not None:
+        row, col = terms.scores(q, k, scale)
+        ids, num_buckets = terms.ids, terms.num_buckets
+        if terms.bias is not None:
+            bias = terms.bias if bias is None else terms.bias + bias
+    out, weights = chunked_attention(
+        _content_query(q, terms), k, v, scale, ids, num_buckets=num_buckets, row_scores=row, col_scores=col,
+        bias=bias, bucket_weights=terms is not None and terms.value_term, mode=path,
+    )  # fmt: skip
+    if weights is not None:
+        out = out + weights @ terms.value_table
+    return out
+
+
+_PATHS = {"sdpa": _sdpa, "explicit": _explicit, "flex": _flex, "stored": _bucketed, "chunked": _bucketed}
