@@ -132,6 +132,19 @@ def test_export_range_is_checked_before_tracing():
         export_program(pvt, ExportRange(8, 64, 8))  # stage 0 has a 2x2 grid at 8x8
 
 
+def test_lape_normalised_window_bias_needs_whole_windows():
+    """LaPE's bias normalisation would see the padding of a window larger than the stage grid."""
+    model = vitpos.create_model("swin_tiny", **SWIN | dict(absolute="none", join="lape", relative="swin"))
+    with pytest.raises(ValueError, match=r"stage 1 .* grid 2x2 is smaller than a 3x3 window.*--min-size 24 or more"):
+        export_program(model, PYRAMID_RANGE)
+
+
+@pytest.mark.slow
+def test_lape_normalised_window_bias_exports_from_whole_windows(one_thread):
+    model = randomised(vitpos.create_model("swin_tiny", **SWIN | dict(absolute="none", join="lape", relative="swin")))
+    check_program(model, ExportRange(24, 64, 8), [(24, 24), (48, 24), (40, 64)])
+
+
 def test_onnx_file_in_onnxruntime_equals_eager(tmp_path, one_thread):
     pytest.importorskip("onnxscript")
     pytest.importorskip("onnxruntime")

@@ -23,8 +23,10 @@ from torch import nn
 
 from .config import HostConfig
 from .engine.atomic import write_atomic
+from .encodings.lape import NormalisedBias
 from .grid import patch_grid
 from .models.factory import config_from_dict
+from .models.windows import WindowAttention
 
 __all__ = ["FORMATS", "ExportRange", "input_stride", "check_image_size", "export_program", "export_model", "Deployed", "load_deployed"]
 
@@ -97,6 +99,7 @@ def export_program(model: nn.Module, span: ExportRange) -> torch.export.Exported
     """
     model = model.eval()
     check_image_size(model.cfg, (span.min_size, span.min_size))
+    _check_normalised_window_bias(model, span)
     with torch.no_grad():
         try:
             model(torch.zeros(1, model.cfg.in_chans, span.min_size, span.min_size))
@@ -104,6 +107,25 @@ def export_program(model: nn.Module, span: ExportRange) -> torch.export.Exported
             raise ValueError(f"the model cannot run at --min-size {span.min_size}: {err}") from None
         with fx_config.patch(backed_size_oblivious=True):
             return torch.export.export(model, (_example(model, span),), dynamic_shapes=span.dynamic_shapes())
+
+
+def _check_normalised_window_bias(model: nn.Module, span: ExportRange) -> None:
+    """Raise if a window block normalises its relative bias over keys (LaPE) on a stage grid
+    smaller than a window: the traced graph pads such axes to whole windows (see
+    :mod:`vitpos.models.windows`), and the padded keys would enter the normalisation."""
+    if not hasattr(model, "stages"):
+        return
+    grids = model.cfg.stage_grids((span.min_size, span.min_size))
+    for index, (stage, grid) in enumerate(zip(model.stages, grids)):
+        for block in stage.blocks:
+            attn = block.attn
+            if isinstance(attn, WindowAttention) and isinstance(attn.relative, NormalisedBias) and min(grid) < attn.window_size:
+                smallest = span.stride * -(-attn.window_size * model.cfg.patch_size * 2**index // span.stride)
+                raise ValueError(
+                    f"stage {index} normalises its relative bias over the keys of a window (join 'lape'), and at "
+                    f"--min-size {span.min_size} its grid {grid[0]}x{grid[1]} is smaller than a {attn.window_size}x"
+                    f"{attn.window_size} window, which the exported graph pads; use --min-size {smallest} or more"
+                )
 
 
 def _metadata(cfg: HostConfig, span: ExportRange, fmt: str) -> str:
