@@ -158,6 +158,28 @@ def test_onnx_file_in_onnxruntime_equals_eager(tmp_path, one_thread):
             torch.testing.assert_close(deployed(x), model(x), rtol=0, atol=1e-4, msg=f"at {size}")
 
 
+ONNX_CASES = [("vit_lite_7_4", VIT | case) for case in VIT_CASES] + [
+    ("pvt_tiny", PVT), ("pvt_tiny", PVT | dict(absolute="none", conditional="peg@0", head="gap")),
+    ("swin_tiny", SWIN | dict(absolute="none")), ("swin_tiny", SWIN | dict(absolute="sincos2d", relative="irpe:product:ctx:qkv")),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,config", ONNX_CASES, ids=lambda v: v if isinstance(v, str) else ",".join(f"{k}={x}" for k, x in v.items() if k in ("absolute", "join", "conditional", "relative")))
+def test_every_value_as_onnx_in_onnxruntime(name, config, tmp_path, one_thread):
+    """The ONNX property of the fast test above for every case of the program tests."""
+    pytest.importorskip("onnxscript")
+    pytest.importorskip("onnxruntime")
+    model = randomised(vitpos.create_model(name, **config))
+    sizes = VIT_SIZES if name == "vit_lite_7_4" else PYRAMID_SIZES
+    export_model(model, tmp_path / "m.onnx", fmt="onnx", min_size=16, max_size=64)
+    deployed = load_deployed(tmp_path / "m.onnx")
+    for i, size in enumerate(sizes):
+        x = torch.randn(1 + i, 3, *size)
+        with torch.no_grad():
+            torch.testing.assert_close(deployed(x), model(x), rtol=0, atol=1e-4, msg=f"at {size}")
+
+
 def test_compiled_dynamic_model_does_not_recompile_per_size(one_thread):
     """One graph for every size. Duck sizing is off: with it, a square first input makes dynamo
     assume H == W, and the first non-square size compiles once more (then no more)."""
