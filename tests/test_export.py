@@ -65,6 +65,16 @@ def check_program(model: torch.nn.Module, span: ExportRange, sizes) -> None:
             torch.testing.assert_close(graph(x), model(x), rtol=0, atol=1e-5, msg=f"at {size}")
 
 
+def check_onnx(model: torch.nn.Module, sizes, path) -> None:
+    """Export to ONNX for sides 16..64 and compare the file run in onnxruntime with the eager model."""
+    export_model(model, path, fmt="onnx", min_size=16, max_size=64)
+    deployed = load_deployed(path)
+    for i, size in enumerate(sizes):
+        x = torch.randn(1 + i, 3, *size)
+        with torch.no_grad():
+            torch.testing.assert_close(deployed(x), model(x), rtol=0, atol=1e-4, msg=f"at {size}")
+
+
 def test_vit_cases_cover_every_registered_value():
     used = {slot: {case.get(slot, default).split(":")[0].split("@")[0] for case in VIT_CASES}
             for slot, default in (("absolute", "learned"), ("join", "input"), ("conditional", "none"), ("relative", "none"))}
@@ -149,13 +159,7 @@ def test_onnx_file_in_onnxruntime_equals_eager(tmp_path, one_thread):
     pytest.importorskip("onnxscript")
     pytest.importorskip("onnxruntime")
     case = dict(absolute="learned", conditional="peg@0", relative="irpe:quant:ctx:qkv")  # bicubic resize, convs, buckets
-    model = randomised(vitpos.create_model("vit_lite_7_4", **VIT | case))
-    export_model(model, tmp_path / "vit.onnx", fmt="onnx", min_size=16, max_size=64)
-    deployed = load_deployed(tmp_path / "vit.onnx")
-    for i, size in enumerate(VIT_SIZES):
-        x = torch.randn(1 + i, 3, *size)
-        with torch.no_grad():
-            torch.testing.assert_close(deployed(x), model(x), rtol=0, atol=1e-4, msg=f"at {size}")
+    check_onnx(randomised(vitpos.create_model("vit_lite_7_4", **VIT | case)), VIT_SIZES, tmp_path / "vit.onnx")
 
 
 ONNX_CASES = [("vit_lite_7_4", VIT | case) for case in VIT_CASES] + [
@@ -170,14 +174,8 @@ def test_every_value_as_onnx_in_onnxruntime(name, config, tmp_path, one_thread):
     """The ONNX property of the fast test above for every case of the program tests."""
     pytest.importorskip("onnxscript")
     pytest.importorskip("onnxruntime")
-    model = randomised(vitpos.create_model(name, **config))
     sizes = VIT_SIZES if name == "vit_lite_7_4" else PYRAMID_SIZES
-    export_model(model, tmp_path / "m.onnx", fmt="onnx", min_size=16, max_size=64)
-    deployed = load_deployed(tmp_path / "m.onnx")
-    for i, size in enumerate(sizes):
-        x = torch.randn(1 + i, 3, *size)
-        with torch.no_grad():
-            torch.testing.assert_close(deployed(x), model(x), rtol=0, atol=1e-4, msg=f"at {size}")
+    check_onnx(randomised(vitpos.create_model(name, **config)), sizes, tmp_path / "m.onnx")
 
 
 def test_compiled_dynamic_model_does_not_recompile_per_size(one_thread):

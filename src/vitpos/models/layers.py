@@ -99,7 +99,9 @@ class Attention(nn.Module):
         """The heads' outputs (B, heads, N, d) merged and projected; weights, if any, pass through."""
         out, weights = result if isinstance(result, tuple) else (result, None)
         b, _, n, _ = out.shape
-        out = self.proj_drop(self.proj(out.transpose(1, 2).reshape(b, n, -1)))
+        # contiguous() first: an exported graph records the merge as a view when the traced kernel's
+        # output happened to allow one, which a runtime's own kernel (ONNX) need not
+        out = self.proj_drop(self.proj(out.transpose(1, 2).contiguous().reshape(b, n, -1)))
         return out if weights is None else (out, weights)
 
     def attend(
