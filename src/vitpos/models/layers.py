@@ -10,7 +10,7 @@ from torch import nn
 
 from ..attention import attention
 from ..encodings.relative.base import RelativePosition
-from ..grid import Grid, patch_grid
+from ..grid import Grid, patch_grid, tracing
 
 if TYPE_CHECKING:
     from ..encodings.conditional import ConditionalEncoding
@@ -99,9 +99,12 @@ class Attention(nn.Module):
         """The heads' outputs (B, heads, N, d) merged and projected; weights, if any, pass through."""
         out, weights = result if isinstance(result, tuple) else (result, None)
         b, _, n, _ = out.shape
-        # contiguous() first: an exported graph records the merge as a view when the traced kernel's
-        # output happened to allow one, which a runtime's own kernel (ONNX) need not
-        out = self.proj_drop(self.proj(out.transpose(1, 2).contiguous().reshape(b, n, -1)))
+        out = out.transpose(1, 2)
+        if tracing():
+            # a copy: otherwise a graph records the merge as a view where the traced kernel's output
+            # allowed one, which a runtime's own kernel (ONNX's attention) need not
+            out = out.clone(memory_format=torch.contiguous_format)
+        out = self.proj_drop(self.proj(out.reshape(b, n, -1)))
         return out if weights is None else (out, weights)
 
     def attend(
