@@ -54,7 +54,7 @@ def test_model_config_validation_messages():
         ModelConfig(embed_dim=100, num_heads=3)
     with pytest.raises(ValueError, match="not divisible by patch_size 16.*pad_to_patch"):
         ModelConfig(img_size=100)
-    with pytest.raises(ValueError, match="head must be 'cls' or 'gap'"):
+    with pytest.raises(ValueError, match="head = 'max'.*expected one of cls, gap"):
         ModelConfig(head="max")
     with pytest.raises(ValueError, match="needs class_token=True"):
         ModelConfig(head="cls", class_token=False)

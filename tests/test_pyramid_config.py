@@ -26,10 +26,10 @@ def test_stage_grids_and_stride():
         (dict(depths=(2, 2, 2)), r"one entry per stage.*depths=3"),
         (dict(num_heads=(1, 2, 6, 8)), r"stage 2: width 320 is not divisible by 6 heads"),
         (dict(img_size=200), r"not divisible by the total stride 32.*multiple of 32"),
-        (dict(arch="vit"), r"arch must be one of pvt, swin"),
+        (dict(arch="vit"), r"arch = 'vit'.*expected one of pvt, swin"),
         (dict(window_size=7), r"arch='pvt' attends globally; window_size"),
-        (dict(relative="none", head="max"), r"head must be 'cls' or 'gap'"),
-        (dict(mlp_ratios=(8.0, 0.0, 4.0, 4.0)), r"every entry of mlp_ratios must be positive"),
+        (dict(relative="none", head="max"), r"head = 'max'.*expected one of cls, gap"),
+        (dict(mlp_ratios=(8.0, 0.0, 4.0, 4.0)), r"mlp_ratios = \(8.0, 0.0, 4.0, 4.0\).*expected a list of one or more numbers > 0"),
     ],
 )
 def test_pvt_validation_messages(overrides, pattern):

@@ -1,23 +1,43 @@
-"""vitpos: position encodings for vision transformers, in four composable slots."""
+"""vitpos: position encodings for vision transformers, in four composable slots.
 
-from . import encodings  # noqa: F401  (fills the slot registries before any config is built)
-from .config import ModelConfig, PositionConfig
-from .encodings.relative import relative_buckets
-from .models import VisionTransformer, create_model, get_config, list_models
-from .pyramid_config import PyramidConfig
-from .spec import SlotSpec, SpecError
+The public names load on first use (PEP 562), so ``import vitpos`` and ``vitpos --help`` stay
+light; the slot and model registries fill themselves on their first lookup.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ModelConfig",
-    "PositionConfig",
-    "PyramidConfig",
-    "SlotSpec",
-    "SpecError",
-    "VisionTransformer",
-    "create_model",
-    "get_config",
-    "list_models",
-    "relative_buckets",
-]
+_EXPORTS = {
+    "CheckpointLoadError": "vitpos.released",
+    "ModelConfig": "vitpos.config",
+    "PositionConfig": "vitpos.config",
+    "PyramidConfig": "vitpos.pyramid_config",
+    "SlotSpec": "vitpos.spec",
+    "SpecError": "vitpos.spec",
+    "VitposError": "vitpos.errors",
+    "ConfigError": "vitpos.errors",
+    "VisionTransformer": "vitpos.models",
+    "create_model": "vitpos.models",
+    "get_config": "vitpos.models",
+    "list_models": "vitpos.models",
+    "load_checkpoint": "vitpos.released",
+    "relative_buckets": "vitpos.encodings.relative",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'vitpos' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -1,38 +1,114 @@
-"""The ``vitpos`` command line: one entry point, one module per subcommand in ``vitpos.commands``."""
+"""The ``vitpos`` command line: one entry point, one module per subcommand in ``vitpos.commands``.
+
+Only the module of the command being run is imported (``vitpos --help`` imports none and no
+torch), so help is instant. Errors in what the user asked for print one line and exit with
+status 2; anything else is a bug and keeps its traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
+import importlib.util
+import os
 import sys
+import traceback
+import warnings
 from typing import Sequence
 
 __all__ = ["main", "build_parser"]
 
 COMMANDS = (
-    "models", "train", "eval", "export",
+    "models", "train", "eval", "convert", "export",
     "study", "pretrain-pe", "probe", "similarity", "attention", "equivariance", "awareness", "buckets", "relative-bias",
 )
 """Subcommands; each is the module ``vitpos.commands.<name with - as _>`` and defines ``add_parser(subparsers)``."""
 
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every subcommand attached."""
+
+def _module_name(command: str) -> str:
+    return f"vitpos.commands.{command.replace('-', '_')}"
+
+
+def _summary(command: str) -> str:
+    """The one-line summary of a command, read from its module's docstring without importing it."""
+    spec = importlib.util.find_spec(_module_name(command))
+    with open(spec.origin, encoding="utf-8") as f:  # type: ignore[union-attr, arg-type]
+        doc = ast.get_docstring(ast.parse(f.read())) or ""
+    first = doc.split("\n\n")[0]
+    return " ".join(first.partition(": ")[2].replace("``", "").split()) or command
+
+
+def _build(command: str | None) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    """The parser with ``command`` fully attached, the others as stubs (None: every command attached)."""
     parser = argparse.ArgumentParser(prog="vitpos", description="Position encodings for vision transformers.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"vitpos.commands.{name.replace('-', '_')}").add_parser(sub)
-    return parser
+        if command is None or name == command:
+            importlib.import_module(_module_name(name)).add_parser(sub)
+        else:
+            sub.add_parser(name, help=_summary(name))
+    return parser, sub
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every subcommand attached."""
+    return _build(None)[0]
+
+
+def _command_in(argv: Sequence[str]) -> str | None:
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return first if first in COMMANDS else None
+
+
+def is_user_error(err: BaseException) -> bool:
+    """Whether ``err`` is about the user's input (one line, status 2) rather than a bug in vitpos.
+
+    vitpos's own errors, failures of the file system (missing, unreadable or full), and value
+    errors raised by vitpos code itself count as the user's; a ValueError from deep inside a
+    library called by vitpos does not.
+    """
+    from .errors import VitposError  # noqa: PLC0415  (light; kept local so help imports nothing)
+
+    if isinstance(err, (VitposError, OSError)):
+        return True
+    if isinstance(err, (ValueError, KeyError)):
+        tb = err.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        return tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_PACKAGE_DIR + os.sep)
+    return False
+
+
+def _message(err: BaseException) -> str:
+    text = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+    return " ".join(text.split()) or type(err).__name__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a subcommand; errors in user input print one line and exit with status 2."""
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser, sub = _build(_command_in(argv) or "")
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # the subcommand's usage, not the top level's
+        sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        return int(args.func(args) or 0)
-    except (ValueError, KeyError, FileNotFoundError) as err:
-        print(f"vitpos {args.command}: error: {err}", file=sys.stderr)
-        return 2
+        with warnings.catch_warnings():
+            warnings.showwarning = lambda message, *_, **__: print(f"vitpos {args.command}: warning: {message}", file=sys.stderr)
+            return int(args.func(args) or 0)
+    except Exception as err:
+        if is_user_error(err):
+            print(f"vitpos {args.command}: error: {_message(err)}", file=sys.stderr)
+            return 2
+        traceback.print_exc()
+        print(
+            f"vitpos {args.command}: internal error ({type(err).__name__}); this is a bug in vitpos: "
+            "please report it with the traceback above and the command you ran",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

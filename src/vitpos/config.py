@@ -6,8 +6,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from .errors import ConfigError
 from .registry import ABSOLUTE, CONDITIONAL, JOIN, RELATIVE, Registry
 from .spec import SlotSpec
+from .validation import bounded, check_fields
 
 __all__ = ["PositionConfig", "HostConfig", "ModelConfig", "SLOT_NAMES"]
 
@@ -35,6 +37,7 @@ class PositionConfig:
     """Terms inside attention that depend on the query-key offset."""
 
     def __post_init__(self) -> None:
+        check_fields(self)
         for slot in SLOT_NAMES:
             spec = SlotSpec.parse(getattr(self, slot))
             entry = _SLOT_REGISTRIES[slot].get(spec.name)
@@ -60,23 +63,17 @@ class HostConfig:
     """Behaviour shared by the configs of every host: image size, head, slot overrides, dicts.
 
     Subclasses are dataclasses with at least ``img_size``, ``num_classes``, ``head``,
-    ``class_token`` and ``position`` fields; they call :meth:`_check_common` in ``__post_init__``.
+    ``class_token`` and ``position`` fields, their allowed values declared with
+    :func:`~vitpos.validation.bounded`; they call :meth:`_check_common` in ``__post_init__``.
     """
 
     def _check_common(self) -> None:
-        """Normalise loaded values (dicts, lists) and check the fields every host has."""
-        if isinstance(self.position, dict):
-            self.position = PositionConfig(**self.position)
-        if isinstance(self.img_size, list):
-            self.img_size = tuple(self.img_size)
-        if self.head not in ("cls", "gap"):
-            raise ValueError(f"head must be 'cls' or 'gap', got {self.head!r}")
+        """Check every field's type and range (normalising loaded lists and dicts), then the head."""
+        check_fields(self)
         if self.class_token is None:
             self.class_token = self.head == "cls"
         if self.head == "cls" and not self.class_token:
-            raise ValueError("head='cls' needs class_token=True; use head='gap' for a model without one")
-        if self.num_classes < 0:
-            raise ValueError(f"num_classes must be >= 0, got {self.num_classes}")
+            raise ConfigError("head='cls' needs class_token=True; use head='gap' for a model without one")
 
     @property
     def image_hw(self) -> tuple[int, int]:
@@ -108,10 +105,12 @@ class HostConfig:
     @classmethod
     def from_dict(cls: type[_Config], data: dict[str, Any]) -> _Config:
         """Inverse of :meth:`to_dict`; unknown keys are an error."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"a {cls.__name__} is read from a mapping of its fields, got {type(data).__name__}")
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - fields)
         if unknown:
-            raise ValueError(f"unknown model config key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(fields))}")
+            raise ConfigError(f"unknown model config key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(fields))}")
         return cls(**data)
 
 
@@ -130,35 +129,35 @@ class ModelConfig(HostConfig):
 
     arch: str = "vit"
     """Host architecture (registered in ``vitpos.registry.ARCHITECTURES``)."""
-    img_size: int | tuple[int, int] = 224
+    img_size: int | tuple[int, int] = bounded(224, ge=1)
     """Training image size; sets the native grid of learned tables."""
-    patch_size: int = 16
+    patch_size: int = bounded(16, ge=1)
     """Side of the square, non-overlapping patches, in pixels."""
-    in_chans: int = 3
+    in_chans: int = bounded(3, ge=1)
     """Input image channels."""
-    num_classes: int = 1000
+    num_classes: int = bounded(1000, ge=0)
     """Output classes (or regression targets); 0 gives features only."""
-    embed_dim: int = 192
+    embed_dim: int = bounded(192, ge=1)
     """Token width D."""
-    depth: int = 12
+    depth: int = bounded(12, ge=1)
     """Number of encoder blocks."""
-    num_heads: int = 3
+    num_heads: int = bounded(3, ge=1)
     """Attention heads per block."""
-    mlp_ratio: float = 4.0
+    mlp_ratio: float = bounded(4.0, gt=0)
     """MLP hidden width as a multiple of the token width."""
     qkv_bias: bool = True
     """Biases on the query, key and value projections."""
-    head: str = "cls"
+    head: str = bounded("cls", choices=("cls", "gap"))
     """'cls': classify from the class token; 'gap': average the patch tokens."""
     class_token: bool | None = None
     """Prepend a class token; defaults to True for head='cls' and False for head='gap'."""
-    reg_tokens: int = 0
+    reg_tokens: int = bounded(0, ge=0)
     """Extra learned prefix tokens (registers) after the class token."""
-    drop_rate: float = 0.0
+    drop_rate: float = bounded(0.0, ge=0, lt=1)
     """Dropout on tokens, MLP outputs and the head input."""
-    attn_drop_rate: float = 0.0
+    attn_drop_rate: float = bounded(0.0, ge=0, lt=1)
     """Dropout on attention weights."""
-    drop_path_rate: float = 0.0
+    drop_path_rate: float = bounded(0.0, ge=0, lt=1)
     """Stochastic depth: drop rate of the last block, rising linearly from 0."""
     pad_to_patch: bool = False
     """Zero-pad inputs whose size is not a multiple of the patch size instead of raising."""
@@ -166,19 +165,14 @@ class ModelConfig(HostConfig):
 
     def __post_init__(self) -> None:
         self._check_common()
-        for name in ("patch_size", "in_chans", "embed_dim", "depth", "num_heads"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.reg_tokens < 0:
-            raise ValueError(f"reg_tokens must be >= 0, got {self.reg_tokens}")
         if self.embed_dim % self.num_heads:
-            raise ValueError(
+            raise ConfigError(
                 f"embed_dim={self.embed_dim} is not divisible by num_heads={self.num_heads}; "
                 "choose a head count that divides the width"
             )
         h, w = self.image_hw
         if not self.pad_to_patch and (h % self.patch_size or w % self.patch_size):
-            raise ValueError(
+            raise ConfigError(
                 f"img_size {self.img_size} is not divisible by patch_size {self.patch_size}; "
                 "change the size or set pad_to_patch=True"
             )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .errors import VitposError
+
 __all__ = ["Grid", "tracing", "patch_grid", "grid_coords", "grid_offsets", "resample_table", "tokens_to_map", "map_to_tokens"]
 
 Grid = tuple[int, int]
@@ -24,7 +26,7 @@ def patch_grid(image_hw: tuple[int, int], patch_size: int, *, pad: bool = False)
     """The grid of an image of size ``image_hw``; raises if not divisible and ``pad`` is off."""
     h, w = image_hw
     if not pad and (h % patch_size or w % patch_size):
-        raise ValueError(
+        raise VitposError(
             f"image size {h}x{w} is not divisible by the patch size {patch_size}; resize the input "
             f"to a multiple of {patch_size} or build the model with pad_to_patch=True"
         )

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .config import HostConfig, PositionConfig
+from .errors import ConfigError
+from .validation import bounded
 
 __all__ = ["PyramidConfig", "PYRAMID_ARCHS"]
 
@@ -22,54 +24,49 @@ _STAGE_FIELDS = ("embed_dims", "depths", "num_heads", "mlp_ratios")
 class PyramidConfig(HostConfig):
     """Everything needed to build a pyramid host; per-stage sizes are tuples, one entry per stage."""
 
-    arch: str = "pvt"
+    arch: str = bounded("pvt", choices=PYRAMID_ARCHS)
     """Host architecture: 'pvt' (global attention, optionally spatially reduced) or 'swin' (windows)."""
-    img_size: int | tuple[int, int] = 224
+    img_size: int | tuple[int, int] = bounded(224, ge=1)
     """Training image size; sets the native grid of each stage (learned tables are per stage)."""
-    patch_size: int = 4
+    patch_size: int = bounded(4, ge=1)
     """Stride of the stem; each later stage halves the grid."""
-    in_chans: int = 3
+    in_chans: int = bounded(3, ge=1)
     """Input image channels."""
-    num_classes: int = 1000
+    num_classes: int = bounded(1000, ge=0)
     """Output classes (or regression targets); 0 gives features only."""
-    embed_dims: tuple[int, ...] = (64, 128, 320, 512)
+    embed_dims: tuple[int, ...] = bounded((64, 128, 320, 512), ge=1)
     """Token width of each stage."""
-    depths: tuple[int, ...] = (2, 2, 2, 2)
+    depths: tuple[int, ...] = bounded((2, 2, 2, 2), ge=1)
     """Blocks per stage."""
-    num_heads: tuple[int, ...] = (1, 2, 5, 8)
+    num_heads: tuple[int, ...] = bounded((1, 2, 5, 8), ge=1)
     """Attention heads per block, per stage."""
-    mlp_ratios: tuple[float, ...] = (8.0, 8.0, 4.0, 4.0)
+    mlp_ratios: tuple[float, ...] = bounded((8.0, 8.0, 4.0, 4.0), gt=0)
     """MLP hidden width as a multiple of the token width, per stage."""
-    sr_ratios: tuple[int, ...] | None = None
+    sr_ratios: tuple[int, ...] | None = bounded(None, ge=1)
     """PVT only: spatial-reduction ratio of keys and values per stage; None = no reduction."""
-    window_size: int | None = None
+    window_size: int | None = bounded(None, ge=1)
     """Swin only (required there): side of the attention windows, in tokens."""
     qkv_bias: bool = True
     """Biases on the query, key and value projections."""
-    head: str = "gap"
+    head: str = bounded("gap", choices=("cls", "gap"))
     """'gap': average the last stage's patch tokens; 'cls' (PVT only): a class token joins the last stage."""
     class_token: bool | None = None
     """Prepend a class token to the last stage; defaults to True for head='cls'."""
-    drop_rate: float = 0.0
+    drop_rate: float = bounded(0.0, ge=0, lt=1)
     """Dropout on tokens, MLP outputs and the head input."""
-    attn_drop_rate: float = 0.0
+    attn_drop_rate: float = bounded(0.0, ge=0, lt=1)
     """Dropout on attention weights."""
-    drop_path_rate: float = 0.0
+    drop_path_rate: float = bounded(0.0, ge=0, lt=1)
     """Stochastic depth: drop rate of the last block, rising linearly from 0 over all stages."""
     position: PositionConfig = field(default_factory=PositionConfig)
 
     def __post_init__(self) -> None:
-        for name in (*_STAGE_FIELDS, "sr_ratios"):
-            if isinstance(getattr(self, name), list):
-                setattr(self, name, tuple(getattr(self, name)))
         self._check_common()
-        if self.arch not in PYRAMID_ARCHS:
-            raise ValueError(f"a PyramidConfig's arch must be one of {', '.join(PYRAMID_ARCHS)}, got {self.arch!r}")
         self._check_stages()
         self._check_host()
         h, w = self.image_hw
         if h % self.stride or w % self.stride:
-            raise ValueError(
+            raise ConfigError(
                 f"img_size {self.img_size} is not divisible by the total stride {self.stride} "
                 f"(patch_size {self.patch_size}, halved by each of {self.num_stages - 1} later stages); "
                 f"choose a multiple of {self.stride}"
@@ -81,33 +78,27 @@ class PyramidConfig(HostConfig):
             lengths["sr_ratios"] = len(self.sr_ratios)
         if len(set(lengths.values())) != 1 or self.num_stages == 0:
             sizes = ", ".join(f"{k}={v}" for k, v in lengths.items())
-            raise ValueError(f"every per-stage field needs one entry per stage (at least one stage), got {sizes}")
-        for name in ("patch_size", "in_chans"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("embed_dims", "depths", "num_heads", "mlp_ratios", "sr_ratios"):
-            if any(v <= 0 for v in getattr(self, name) or ()):
-                raise ValueError(f"every entry of {name} must be positive, got {getattr(self, name)}")
+            raise ConfigError(f"every per-stage field needs one entry per stage (at least one stage), got {sizes}")
         for stage, (dim, heads) in enumerate(zip(self.embed_dims, self.num_heads)):
             if dim % heads:
-                raise ValueError(
+                raise ConfigError(
                     f"stage {stage}: width {dim} is not divisible by {heads} heads; choose head counts that divide the widths"
                 )
 
     def _check_host(self) -> None:
         if self.arch == "swin":
             if self.window_size is None or self.window_size <= 0:
-                raise ValueError(f"arch='swin' needs a positive window_size (Swin uses 7), got {self.window_size}")
+                raise ConfigError(f"arch='swin' needs a positive window_size (Swin uses 7), got {self.window_size}")
             if self.sr_ratios is not None:
-                raise ValueError("arch='swin' attends within windows and has no spatial reduction; set sr_ratios=None")
+                raise ConfigError("arch='swin' attends within windows and has no spatial reduction; set sr_ratios=None")
             if self.class_token:
-                raise ValueError("arch='swin' has no class token (window attention has no place for one); use head='gap'")
+                raise ConfigError("arch='swin' has no class token (window attention has no place for one); use head='gap'")
             return
         if self.window_size is not None:
-            raise ValueError("arch='pvt' attends globally; window_size is for arch='swin', set it to None")
+            raise ConfigError("arch='pvt' attends globally; window_size is for arch='swin', set it to None")
         reduced = [s for s, r in enumerate(self.sr_ratios or ()) if r > 1]
         if reduced and self.position.spec("relative").name != "none":
-            raise ValueError(
+            raise ConfigError(
                 f"relative='{self.position.relative}' needs keys on the query grid, but spatial-reduction attention "
                 f"puts the keys of stage(s) {', '.join(map(str, reduced))} on a coarser grid (sr_ratios={self.sr_ratios}); "
                 "set sr_ratios=None for full attention, or use a windowed host (arch='swin')"

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Callable, Generic, Iterator, TypeVar
+
+from .errors import VitposError
 
 __all__ = ["Registry", "UnknownNameError", "ABSOLUTE", "JOIN", "CONDITIONAL", "RELATIVE", "MODELS", "ARCHITECTURES"]
 
 T = TypeVar("T")
 
 
-class UnknownNameError(KeyError, ValueError):
+class UnknownNameError(KeyError, VitposError):
     """A name that is not in a registry; the message lists the valid ones."""
 
     def __str__(self) -> str:
@@ -17,11 +20,23 @@ class UnknownNameError(KeyError, ValueError):
 
 
 class Registry(Generic[T]):
-    """A named collection filled by the ``@registry.register(name)`` decorator."""
+    """A named collection filled by the ``@registry.register(name)`` decorator.
 
-    def __init__(self, kind: str) -> None:
+    ``source`` is the module whose import registers the built-in entries; it is imported on
+    the first lookup, so importing vitpos stays light until a registry is used.
+    """
+
+    def __init__(self, kind: str, source: str | None = None) -> None:
         self.kind = kind
+        self._source = source
         self._entries: dict[str, T] = {}
+
+    @property
+    def _filled(self) -> dict[str, T]:
+        if self._source is not None:
+            source, self._source = self._source, None
+            importlib.import_module(source)
+        return self._entries
 
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator that files the object under ``name``."""
@@ -41,25 +56,25 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         """Look ``name`` up; an unknown name lists the valid ones."""
         try:
-            return self._entries[name]
+            return self._filled[name]
         except KeyError:
-            valid = ", ".join(sorted(self._entries))
+            valid = ", ".join(sorted(self._filled))
             raise UnknownNameError(f"unknown {self.kind} {name!r}; valid values: {valid}") from None
 
     def names(self) -> list[str]:
         """All registered names, sorted."""
-        return sorted(self._entries)
+        return sorted(self._filled)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._entries
+        return name in self._filled
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
 
-ABSOLUTE: Registry = Registry("absolute encoding")
-JOIN: Registry = Registry("join")
-CONDITIONAL: Registry = Registry("conditional encoding")
-RELATIVE: Registry = Registry("relative encoding")
-MODELS: Registry = Registry("model")
-ARCHITECTURES: Registry = Registry("architecture")
+ABSOLUTE: Registry = Registry("absolute encoding", "vitpos.encodings")
+JOIN: Registry = Registry("join", "vitpos.encodings")
+CONDITIONAL: Registry = Registry("conditional encoding", "vitpos.encodings")
+RELATIVE: Registry = Registry("relative encoding", "vitpos.encodings")
+MODELS: Registry = Registry("model", "vitpos.models")
+ARCHITECTURES: Registry = Registry("architecture", "vitpos.models")

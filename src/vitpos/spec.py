@@ -10,24 +10,43 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-__all__ = ["SlotSpec", "SpecError", "positive_int", "positive_float", "one_of"]
+from .errors import VitposError
+
+__all__ = ["SlotSpec", "SpecError", "positive_int", "non_negative_int", "positive_float", "one_of"]
 
 
-class SpecError(ValueError):
+class SpecError(VitposError):
     """A slot string or option that cannot be understood."""
 
 
 def positive_int(text: str) -> int:
     """Option converter: an integer >= 1."""
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value < 1:
         raise ValueError("must be a positive integer")
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """Option converter: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError("must be a non-negative integer")
+    return value
+
+
 def positive_float(text: str) -> float:
     """Option converter: a finite number > 0."""
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
     if not (value > 0 and math.isfinite(value)):
         raise ValueError("must be a positive number")
     return value
@@ -71,6 +90,8 @@ class SlotSpec:
             if eq:
                 if not key or not value:
                     raise SpecError(f"option {part!r} in {text!r} must look like key=value")
+                if any(key == seen for seen, _ in options):
+                    raise SpecError(f"option {key!r} is given twice in {text!r}; give each option once")
                 options.append((key, value))
             else:
                 flags.append(part)

@@ -17,6 +17,7 @@ def test_probe(tmp_path, capsys):
     assert "left/right" in out and "absolute" in out
     result = json.loads((tmp_path / "probe.json").read_text())["absolute"]
     assert result["left_right"] == 1.0 and result["up_down"] == 1.0
+    assert_png(tmp_path / "probe.png")
 
 
 def test_probe_without_table_is_a_clear_error(tmp_path, capsys):
@@ -44,6 +45,10 @@ def test_equivariance(tmp_path, capsys):
     assert main(["equivariance", *TINY_ARGS, "--absolute", "none", "--shift", "2,-1", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "equivariance.json").read_text())
     assert result["feature_error"] < 1e-5 and result["logit_change"] < 1e-5
+    # a roll of any size keeps a model without an absolute table equivariant
+    assert set(result["sweep"]) == {"down", "right", "diagonal"} and len(result["sweep"]["down"]) == 4
+    assert all(r["feature_error"] < 1e-5 for rows in result["sweep"].values() for r in rows)
+    assert_png(tmp_path / "equivariance.png")
 
 
 @pytest.mark.parametrize("shift", ["1", "a,b"])
@@ -58,6 +63,7 @@ def test_awareness(tmp_path, capsys):
     result = json.loads((tmp_path / "awareness.json").read_text())
     assert set(result) == {"block 0", "final"}
     assert 0.0 <= result["final"]["cell_accuracy"] <= 1.0
+    assert_png(tmp_path / "awareness.png")
 
 
 def test_buckets(tmp_path, capsys):

@@ -90,7 +90,7 @@ def test_at_size_redraws_with_same_square_size():
 
 
 def test_bad_options_are_clear():
-    with pytest.raises(ValueError, match="valid tasks: direction, direction4"):
+    with pytest.raises(ValueError, match="task = .left. .*expected one of direction, direction4"):
         SyntheticTask("left")
     with pytest.raises(ValueError, match="no room for two 8-pixel squares"):
         SyntheticTask("direction", img_size=12, square_size=8)

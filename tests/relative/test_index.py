@@ -185,3 +185,20 @@ def test_bad_arguments_say_what_is_wrong(kwargs, pattern):
     args = dict(method="product", grid=(3, 3)) | kwargs
     with pytest.raises(ValueError, match=pattern):
         relative_buckets(args.pop("method"), args.pop("grid"), **args)
+
+
+@pytest.mark.parametrize("ratio", [1.9, 3.0])
+def test_rounded_euclidean_differs_from_eq_20_only_beyond_alpha(ratio):
+    index = IndexFunction.from_ratio("piecewise", ratio)
+    exact = Bucketing("euclidean", index).build((9, 9))
+    rounded = Bucketing("euclidean", index, round_distance=True).build((9, 9))
+    offsets = torch.cartesian_prod(torch.arange(9), torch.arange(9))
+    distance = torch.cdist(offsets.double(), offsets.double())
+    assert torch.equal(exact[distance <= ratio], rounded[distance <= ratio])
+    assert not torch.equal(exact, rounded)
+    assert torch.equal(rounded, index(distance.round()) + index.bound)
+
+
+def test_round_distance_is_for_euclidean_only():
+    with pytest.raises(ValueError, match="round_distance applies to the euclidean method only"):
+        Bucketing("product", round_distance=True)

@@ -17,6 +17,7 @@ from sklearn.metrics import r2_score
 from sklearn.model_selection import GroupKFold
 from torch import nn
 
+from ..errors import ConfigError
 from ..grid import grid_coords
 from .fitting import ridge_predictions, single_threaded
 
@@ -66,7 +67,10 @@ def position_awareness(
     batch = images.shape[0]
     if batch < 2:
         raise ValueError("position awareness needs at least 2 images (the folds split images)")
-    folds = min(folds, batch)
+    if not 2 <= folds <= batch:
+        raise ConfigError(
+            f"folds = {folds}: the folds split the {batch} images, so use 2 to {batch} folds (or more images)"
+        )
     grid = model.grid_for(tuple(images.shape[-2:]))
     feats = token_features(model, images, block)
     n = grid[0] * grid[1]

@@ -17,11 +17,14 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from ..errors import ConfigError
 from ..grid import Grid, tokens_to_map
 
-__all__ = ["MODES", "translate", "interior_mask", "EquivarianceResult", "equivariance_error"]
+__all__ = ["MODES", "DIRECTIONS", "translate", "interior_mask", "EquivarianceResult", "equivariance_error", "equivariance_sweep"]
 
 MODES = ("roll", "zero")
+DIRECTIONS = {"down": (1, 0), "right": (0, 1), "diagonal": (1, 1)}
+"""The unit shifts (rows, columns) that :func:`equivariance_sweep` scales."""
 
 
 def translate(x: torch.Tensor, shift: tuple[int, int], mode: str = "roll") -> torch.Tensor:
@@ -93,6 +96,12 @@ def equivariance_error(
     """
     if images.shape[-2] % model.cfg.patch_size or images.shape[-1] % model.cfg.patch_size:
         raise ValueError("equivariance needs image sizes that are whole multiples of the patch size")
+    grid = model.grid_for(tuple(images.shape[-2:]))
+    if not (abs(shift[0]) < grid[0] and abs(shift[1]) < grid[1]):
+        raise ConfigError(
+            f"shift {tuple(shift)} leaves the {grid[0]}x{grid[1]} grid: shift by fewer patches than the grid has "
+            f"(|rows| < {grid[0]}, |cols| < {grid[1]})"
+        )
     was_training = model.training
     model.eval()
     try:
@@ -104,10 +113,29 @@ def equivariance_error(
     expected = translate(maps, shift, mode)
     mask = interior_mask(tuple(maps.shape[-2:]), shift, margin, mode)
     if not mask.any():
-        raise ValueError(f"no interior cells left for shift {shift} and margin {margin} on grid {tuple(maps.shape[-2:])}")
+        raise ConfigError(
+            f"no interior cells left for shift {shift} and margin {margin} on grid {tuple(maps.shape[-2:])}; "
+            "use a smaller shift or margin"
+        )
     diff = (shifted_maps - expected)[..., mask]
     feature_error = float(diff.norm() / expected[..., mask].norm().clamp_min(1e-12))
     logit_change = None
     if model.num_classes:
         logit_change = float((shifted_logits - logits).norm() / logits.norm().clamp_min(1e-12))
     return EquivarianceResult(feature_error, logit_change, int(mask.sum()))
+
+
+def equivariance_sweep(
+    model: nn.Module, images: torch.Tensor, max_shift: int, *, mode: str = "roll", margin: int = 1
+) -> dict[str, list[EquivarianceResult | None]]:
+    """:func:`equivariance_error` for shifts of 1..``max_shift`` patches in each of :data:`DIRECTIONS`;
+    None where a shift leaves no interior cell (``zero`` mode, large shifts)."""
+    out: dict[str, list[EquivarianceResult | None]] = {}
+    for name, (dy, dx) in DIRECTIONS.items():
+        out[name] = []
+        for k in range(1, max_shift + 1):
+            try:
+                out[name].append(equivariance_error(model, images, (k * dy, k * dx), mode=mode, margin=margin))
+            except ConfigError:  # shifted off the grid or no interior cell left
+                out[name].append(None)
+    return out

@@ -1,4 +1,4 @@
-"""PNG figures for the analyses: grids of heatmaps and curves with error bands.
+"""PNG figures for the analyses: grids of heatmaps, curves with error bands and grouped bars.
 
 Figures are built on :class:`matplotlib.figure.Figure` with the Agg canvas directly, so
 nothing touches pyplot's global state or needs a display.
@@ -14,8 +14,9 @@ import torch
 from matplotlib import colormaps
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-__all__ = ["save_heatmaps", "save_curves"]
+__all__ = ["save_heatmaps", "save_heatmap_pages", "save_curves", "save_bars"]
 
 Array = np.ndarray | torch.Tensor
 
@@ -56,12 +57,18 @@ def save_heatmaps(
     vmax: float | None = None,
     markers: Sequence = (),
     categorical: bool = False,
+    xlabel: str = "column",
+    ylabel: str = "row",
+    colorbar_label: str = "",
 ) -> Path:
     """A grid of heatmaps from ``maps`` of shape (rows, cols, H, W) with one shared colour scale.
 
     ``markers[c] = (row, col)`` puts a star on that cell of every map in column ``c`` (the
     reference patch); ``markers[r][c]`` gives one per map instead. ``categorical`` draws integer
-    ids (bucket maps) with a qualitative colour map.
+    ids (bucket maps) with a qualitative colour map. Every map gets integer ticks; the left
+    column and bottom row carry the axis labels ``ylabel`` and ``xlabel``, the colour bar
+    ``colorbar_label``. Panels are at most 3 inches wide, whatever the map size, so text stays
+    readable; use :func:`save_heatmap_pages` for many rows.
     """
     data = _numpy(maps)
     if data.ndim != 4:
@@ -71,8 +78,8 @@ def save_heatmaps(
         cmap, colours = BUCKET_COLOURS, BUCKET_COLOURS.N
     vmin = float(np.nanmin(data)) if vmin is None else vmin
     vmax = float(np.nanmax(data)) if vmax is None else vmax
-    size = 1.6 + 0.08 * max(h, w)
-    fig = Figure(figsize=(cols * size + 0.8, rows * size + (0.4 if title else 0)), layout="constrained")
+    size = min(1.8 + 0.06 * max(h, w), 3.0)
+    fig = Figure(figsize=(cols * size + 1.2, rows * size + (0.5 if title else 0.1)), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False)
     image = None
     for r in range(rows):
@@ -82,19 +89,72 @@ def save_heatmaps(
                 image = ax.imshow(data[r, c] % colours, cmap=cmap, vmin=0, vmax=colours - 1, interpolation="nearest")
             else:
                 image = ax.imshow(data[r, c], cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest")
-            ax.set_xticks([])
-            ax.set_yticks([])
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
+            ax.yaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
+            ax.tick_params(labelsize=7, length=2, labelbottom=r == rows - 1, labelleft=c == 0)
             marker = _marker(markers, r, c)
             if marker is not None:
                 ax.plot(marker[1], marker[0], marker="*", color="red", markersize=9, markeredgecolor="white")
             if r == 0 and c < len(col_labels):
-                ax.set_title(col_labels[c], fontsize=8)
-            if c == 0 and r < len(row_labels):
-                ax.set_ylabel(row_labels[r], fontsize=8)
+                ax.set_title(col_labels[c], fontsize=9)
+            if c == 0:
+                row_label = row_labels[r] if r < len(row_labels) else ""
+                ax.set_ylabel("\n".join(t for t in (row_label, ylabel) if t), fontsize=8)
+            if r == rows - 1:
+                ax.set_xlabel(xlabel, fontsize=8)
     if not categorical and image is not None:
-        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8)
+        bar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=min(0.8, 0.4 + 0.2 * rows), aspect=25)
+        bar.ax.tick_params(labelsize=7)
+        if colorbar_label:
+            bar.set_label(colorbar_label, fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
+    return _save(fig, path)
+
+
+def save_heatmap_pages(path: str | Path, maps: Array, *, rows_per_page: int = 4, row_labels: Sequence[str] = (),
+                       markers: Sequence = (), **options) -> list[Path]:
+    """:func:`save_heatmaps` split into files of at most ``rows_per_page`` rows, so each stays readable.
+
+    One page keeps ``path``; more are named ``<stem>_rows<first>-<last><suffix>``. ``options``
+    go to :func:`save_heatmaps`; per-row ``markers`` (nested) are split with the rows.
+    """
+    path = Path(path)
+    rows = len(maps)
+    nested = any(m is not None and isinstance(m[0], (list, tuple)) for m in markers) if markers else False
+    pages = []
+    for start in range(0, rows, rows_per_page):
+        stop = min(start + rows_per_page, rows)
+        name = path if rows <= rows_per_page else path.with_name(f"{path.stem}_rows{start}-{stop - 1}{path.suffix}")
+        pages.append(save_heatmaps(
+            name, maps[start:stop], row_labels=list(row_labels)[start:stop],
+            markers=list(markers)[start:stop] if nested else markers, **options,
+        ))
+    return pages
+
+
+def save_bars(path: str | Path, groups: Sequence[str], series: Mapping[str, Sequence[float]], *, xlabel: str,
+              ylabel: str, title: str = "", ylim: tuple[float, float] | None = None) -> Path:
+    """Grouped bars: one group per entry of ``groups``, one bar per ``series`` (name -> one value per group)."""
+    names = list(series)
+    width = 0.8 / max(len(names), 1)
+    fig = Figure(figsize=(max(4.0, 1.0 + 0.25 * len(groups) * len(names)), 3.4), layout="constrained")
+    ax = fig.subplots()
+    xs = np.arange(len(groups))
+    for k, name in enumerate(names):
+        values = np.asarray(series[name], dtype=float)
+        if len(values) != len(groups):
+            raise ValueError(f"series {name!r} has {len(values)} values for {len(groups)} groups")
+        ax.bar(xs + (k - (len(names) - 1) / 2) * width, values, width, label=name)
+    ax.set_xticks(xs, list(groups), rotation=30 if len(groups) > 4 else 0, ha="right" if len(groups) > 4 else "center", fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    if title:
+        ax.set_title(title, fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
     return _save(fig, path)
 
 
@@ -107,10 +167,12 @@ def save_curves(
     ylabel: str,
     title: str = "",
     logx: bool = False,
+    xticklabels: Sequence[str] | None = None,
 ) -> Path:
     """Lines of mean values with ± std bands, one per entry of ``series`` (name -> (means, stds)).
 
-    NaN means (a value that does not apply) leave a gap in the line.
+    NaN means (a value that does not apply) leave a gap in the line. ``xticklabels`` names
+    each x value (a tick per point) instead of numbering the axis.
     """
     fig = Figure(figsize=(5.2, 3.6), layout="constrained")
     ax = fig.subplots()
@@ -125,6 +187,8 @@ def save_curves(
         ax.fill_between(xs, m - s, m + s, color=line.get_color(), alpha=0.15, linewidth=0)
     if logx and plotted and (xs > 0).all():  # a log axis needs at least one positive point to show
         ax.set_xscale("log")
+    if xticklabels is not None:
+        ax.set_xticks(xs, list(xticklabels), fontsize=8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:

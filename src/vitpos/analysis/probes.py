@@ -38,6 +38,7 @@ import numpy as np
 import torch
 from sklearn.metrics import r2_score
 
+from ..errors import ConfigError
 from ..grid import Grid, grid_coords
 from .fitting import linear_classifier, ridge_predictions, single_threaded
 
@@ -128,7 +129,7 @@ def probe_table(
     table: torch.Tensor,
     grid: Grid,
     *,
-    folds: int = 10,
+    folds: int | None = None,
     split: str = "cells",
     regression: str = "ridge",
     max_train_pairs: int = 6000,
@@ -136,8 +137,9 @@ def probe_table(
 ) -> ProbeResult:
     """Cross-validated left/right, up/down and (dx, dy) probes on a (H*W, D) position table.
 
-    With ``split="cells"`` the number of folds is lowered on small grids so each fold holds
-    at least three cells. ``max_train_pairs`` caps the pairs each fold is fitted on (large
+    With ``split="cells"`` each fold holds out at least three cells, so a grid of N cells allows
+    at most N // 3 folds; ``folds=None`` takes 10 (the thesis) or that maximum if lower, more
+    than the maximum is an error. ``max_train_pairs`` caps the pairs each fold is fitted on (large
     grids have ~N² pairs); the cap is drawn at random with ``seed``.
     """
     if split not in SPLITS:
@@ -147,10 +149,13 @@ def probe_table(
     n = grid[0] * grid[1]
     if n < 6:
         raise ValueError(f"grid {grid[0]}x{grid[1]} is too small to probe; use at least 6 cells")
+    most = n // 3 if split == "cells" else n * (n - 1)
+    folds = min(10, most) if folds is None else folds
     if folds < 2:
-        raise ValueError(f"folds must be >= 2, got {folds}")
-    if split == "cells":
-        folds = min(folds, n // 3)
+        raise ConfigError(f"folds must be >= 2, got {folds}")
+    if folds > most:
+        what = f"each fold holds out at least 3 of its {n} cells" if split == "cells" else f"it has {most} pairs"
+        raise ConfigError(f"folds = {folds} is more than the {most} a {grid[0]}x{grid[1]} grid allows ({what}); use at most {most} folds")
     features, offsets, first, second = pair_features(table, grid)
     targets = {"left_right": offsets[:, 0], "up_down": offsets[:, 1]}
     rng = np.random.default_rng(seed)

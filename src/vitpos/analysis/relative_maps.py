@@ -16,6 +16,7 @@ from torch import nn
 
 from ..encodings.relative.base import RelativeBias
 from ..encodings.relative.index import relative_buckets
+from ..errors import ConfigError
 from ..grid import Grid
 from ..models.layers import Attention
 
@@ -24,6 +25,8 @@ __all__ = ["bucket_maps", "reference_lattice", "relative_attention_layers", "rel
 
 def reference_lattice(grid: Grid, per_side: int = 5) -> list[tuple[int, int]]:
     """``per_side`` x ``per_side`` cells spread evenly over the grid (iRPE Fig. 5 uses 5x5 of 14x14)."""
+    if per_side < 1:
+        raise ConfigError(f"per_side = {per_side}: need at least 1 reference cell per side")
     h, w = grid
     rows = torch.linspace(0, h - 1, min(per_side, h)).round().long().unique().tolist()
     cols = torch.linspace(0, w - 1, min(per_side, w)).round().long().unique().tolist()

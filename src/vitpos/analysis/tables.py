@@ -11,11 +11,12 @@ import torch
 from torch import nn
 
 from ..grid import Grid
+from ..errors import VitposError
 
 __all__ = ["native_grid", "absolute_table", "layer_position_encodings", "NoPositionTableError"]
 
 
-class NoPositionTableError(ValueError):
+class NoPositionTableError(VitposError):
     """The model has no absolute position table to analyse."""
 
 

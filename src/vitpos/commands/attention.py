@@ -7,7 +7,7 @@ import argparse
 import torch
 
 from ..analysis.attention import attention_maps, mean_attention_distance, patch_attention, query_maps, uniform_attention_distance
-from ..analysis.plots import save_heatmaps
+from ..analysis.plots import save_heatmap_pages
 from ..analysis.similarity import default_references, parse_references
 from ..files import write_json
 from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images
@@ -27,19 +27,20 @@ def run(args: argparse.Namespace) -> int:
     # the first image, as CPVT Fig. 5 shows one input sequence
     matrices = torch.stack([patch_attention(w[0], prefix) for w in weights])  # blocks, heads, N, N
     heads = matrices.shape[1]
-    matrix_path = save_heatmaps(
-        args.out / "attention_matrix.png", matrices,
-        row_labels=[f"block {i}" for i in range(len(weights))], col_labels=[f"head {h}" for h in range(heads)],
-        title="attention weights, query rows x key columns (first image)", vmin=0.0,
+    blocks = [f"block {i}" for i in range(len(weights))]
+    matrix_paths = save_heatmap_pages(
+        args.out / "attention_matrix.png", matrices, row_labels=blocks, col_labels=[f"head {h}" for h in range(heads)],
+        title="attention weights of patch tokens (first image)", vmin=0.0,
+        xlabel="key token", ylabel="query token", colorbar_label="attention weight",
     )
     maps = torch.stack([query_maps(w.mean(dim=(0, 1)), grid, queries, prefix) for w in weights])  # blocks, Q, H, W
-    query_path = save_heatmaps(
-        args.out / "attention_queries.png", maps,
-        row_labels=[f"block {i}" for i in range(len(weights))], col_labels=[f"query {r},{c}" for r, c in queries],
-        markers=queries, title="where each query attends (mean over heads and images)", vmin=0.0,
+    query_paths = save_heatmap_pages(
+        args.out / "attention_queries.png", maps, row_labels=blocks, col_labels=[f"query {r},{c}" for r, c in queries],
+        markers=queries, title="where each query (star) attends, mean over heads and images", vmin=0.0,
+        colorbar_label="attention weight",
     )
     write_json(args.out / "attention.json", {"grid": list(grid), "mean_attention_distance": distances})
-    print(f"wrote {matrix_path} and {query_path}")
+    print("wrote " + ", ".join(str(p) for p in [*matrix_paths, *query_paths]))
     return 0
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 
 from ..analysis.awareness import position_awareness
+from ..analysis.plots import save_curves
 from ..files import write_json
+from ..spec import positive_int
 from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images
+from .options import option_type
 
 
 def run(args: argparse.Namespace) -> int:
@@ -19,7 +22,15 @@ def run(args: argparse.Namespace) -> int:
         result = position_awareness(model, images, block=block, folds=args.folds)
         results[name] = result.to_dict()
         print(f"{name:10s} {result.r2:7.3f} {result.cell_accuracy:8.3f}")
-    print(f"wrote {write_json(args.out / 'awareness.json', results)}")
+    names = list(results)
+    figure = save_curves(
+        args.out / "awareness.png", list(range(len(names))),
+        {label: ([r[key] for r in results.values()], [0.0] * len(names))
+         for key, label in (("cell_accuracy", "cell accuracy"), ("r2", "(column, row) R²"))},
+        xlabel="features after block (final: after the last norm)", ylabel="probe score", xticklabels=[n.replace("block ", "") for n in names],
+        title="can a linear probe read each token's own cell?",
+    )
+    print(f"wrote {write_json(args.out / 'awareness.json', results)} and {figure}")
     return 0
 
 
@@ -27,6 +38,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("awareness", help="probe token features for their own position", description=__doc__)
     add_model_arguments(p)
     add_input_arguments(p)
-    p.add_argument("--folds", type=int, default=5, help="cross-validation folds over images (default 5)")
+    p.add_argument("--folds", type=option_type(positive_int), default=5, help="cross-validation folds over images (default 5)")
     add_output_argument(p, "awareness")
     p.set_defaults(func=run)

@@ -11,7 +11,9 @@ from ..analysis.relative_maps import bucket_maps
 from ..analysis.similarity import parse_references
 from ..encodings.relative.index import INDEX_FUNCTIONS, METHODS, QUANT_VARIANTS
 from ..files import write_json
+from ..spec import positive_float
 from .model_args import add_output_argument
+from .options import option_type
 
 
 def parse_grid(text: str) -> tuple[int, int]:
@@ -42,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     path = save_heatmaps(
         args.out / "buckets.png", torch.stack(rows), row_labels=labels,
         col_labels=[f"reference {r},{c}" for r, c in refs], markers=refs, categorical=True,
-        title="iRPE buckets: cells of one colour share one relative encoding",
+        title="iRPE buckets: cells of one colour share one relative encoding", xlabel="key column", ylabel="key row",
     )
     write_json(args.out / "buckets.json", {"grid": list(grid), "references": refs, "options": options, "methods": counts})
     print(f"wrote {path}")
@@ -54,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, from {', '.join(METHODS)} (default all)")
     p.add_argument("--grid", type=parse_grid, default=(14, 14), help="grid HxW in patches (default 14x14)")
     p.add_argument("--refs", metavar="R,C;R,C", help="reference cells (default: the centre and a corner)")
-    p.add_argument("--ratio", type=float, default=1.9, help="alpha of the piecewise index; beta = 2 alpha, gamma = 8 alpha")
+    p.add_argument("--ratio", type=option_type(positive_float), default=1.9, help="alpha of the piecewise index; beta = 2 alpha, gamma = 8 alpha")
     p.add_argument("--index", choices=INDEX_FUNCTIONS, default="piecewise", help="index function (default piecewise)")
     p.add_argument("--quant", choices=QUANT_VARIANTS, default="rank", help="quantisation variant (default rank, the paper)")
     add_output_argument(p, "buckets")

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import math
 
-from ..analysis.equivariance import MODES, equivariance_error
+from ..analysis.equivariance import MODES, equivariance_error, equivariance_sweep
+from ..analysis.plots import save_curves
 from ..files import write_json
+from ..spec import non_negative_int
 from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images
+from .options import option_type
 
 
 def parse_shift(text: str) -> tuple[int, int]:
@@ -26,7 +30,23 @@ def run(args: argparse.Namespace) -> int:
     print(f"feature error  {result.feature_error:.3e}   (0 = equivariant)")
     if result.logit_change is not None:
         print(f"logit change   {result.logit_change:.3e}   (0 = invariant; expect 0 only with a GAP head)")
-    print(f"wrote {write_json(args.out / 'equivariance.json', result.to_dict())}")
+    grid = model.grid_for(tuple(images.shape[-2:]))
+    steps = min(max(4, *map(abs, args.shift)), min(grid) - 1)
+    sweep = equivariance_sweep(model, images, steps, mode=args.mode, margin=args.margin)
+    series = {}
+    for measure, label in (("feature_error", "features"), ("logit_change", "logits")):
+        for direction, results in sweep.items():
+            values = [math.nan if r is None or getattr(r, measure) is None else getattr(r, measure) for r in results]
+            if not all(math.isnan(v) for v in values):
+                series[f"{label}, {direction}"] = (values, [0.0] * len(values))
+    figure = save_curves(
+        args.out / "equivariance.png", list(range(1, steps + 1)), series, xlabel="shift (patches)",
+        ylabel="relative error (0 = equivariant)", title=f"{args.mode} shifts on the {grid[0]}x{grid[1]} grid",
+        xticklabels=[str(k) for k in range(1, steps + 1)],
+    )
+    sweep_json = {d: [None if r is None else r.to_dict() for r in rs] for d, rs in sweep.items()}
+    path = write_json(args.out / "equivariance.json", {**result.to_dict(), "shift": list(args.shift), "sweep": sweep_json})
+    print(f"wrote {path} and {figure}")
     return 0
 
 
@@ -36,6 +56,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_input_arguments(p)
     p.add_argument("--shift", type=parse_shift, default=(1, 1), help="rows,cols in patches (default 1,1)")
     p.add_argument("--mode", choices=MODES, default="roll", help="cyclic shift, or shift with zero fill (default roll)")
-    p.add_argument("--margin", type=int, default=1, help="border cells left out of the feature error (default 1)")
+    p.add_argument("--margin", type=option_type(non_negative_int), default=1, help="border cells left out of the feature error (default 1)")
     add_output_argument(p, "equivariance")
     p.set_defaults(func=run)

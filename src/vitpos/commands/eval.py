@@ -13,7 +13,8 @@ from ..engine.checkpoint import load_model
 from ..engine.distributed import pick_device
 from ..engine.evaluate import evaluate_resolutions, resolution_table
 from ..engine.setup import check_model_fits_data
-from .options import parse_size_list
+from ..spec import non_negative_int, positive_int
+from .options import option_type, parse_size_list
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
         if not spec:
             raise ValueError(f"checkpoint {ckpt.path} does not record its data set; pass --data")
         data = open_data(spec, patch_size=cfg.patch_size)
-        check_model_fits_data(cfg, data.info)
+        check_model_fits_data(cfg, data.info, trained_on=ckpt.data)
         if task not in (None, data.info.task):
             raise ValueError("all checkpoints in one table must share a task (classification or regression)")
         task = data.info.task
@@ -53,8 +54,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default="test", choices=("train", "val", "test"), help="split to evaluate (default: test)")
     p.add_argument("--resolutions", type=parse_size_list, metavar="SIZES",
                    help="input sizes, e.g. 32,48,64 or 32x48; default: the training size")
-    p.add_argument("--batch-size", type=int, default=256, help="images per batch (default: 256)")
+    p.add_argument("--batch-size", type=option_type(positive_int), default=256, help="images per batch (default: 256)")
     p.add_argument("--ema", action="store_true", help="use the EMA weights")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: auto)")
-    p.add_argument("--workers", type=int, default=0, help="data-loading worker processes (default: 0)")
+    p.add_argument("--workers", type=option_type(non_negative_int), default=0, help="data-loading worker processes (default: 0)")
     p.set_defaults(func=run)

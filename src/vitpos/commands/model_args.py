@@ -14,10 +14,13 @@ from ..data.spec import open_data
 from ..data.transforms import normalize, to_float
 from ..engine.checkpoint import load_model
 from ..models.factory import create_model
+from ..spec import non_negative_int, positive_int
+from .options import option_type
 
 __all__ = ["add_model_arguments", "build_model", "add_input_arguments", "sample_images", "add_output_argument"]
 
 _MODEL_OPTIONS = ("img_size", "depth", "head")
+_SLOT_EXAMPLES = {"absolute": "sincos2d", "join": "lape", "conditional": "peg@0", "relative": "irpe:product:ctx:k"}
 
 
 def add_model_arguments(p: argparse.ArgumentParser, default_model: str = "thesis_vit") -> None:
@@ -26,11 +29,11 @@ def add_model_arguments(p: argparse.ArgumentParser, default_model: str = "thesis
     g.add_argument("--checkpoint", metavar="RUN", help="analyse a trained model: a run folder of `vitpos train` or a checkpoint")
     g.add_argument("--model", default=default_model, help=f"preset to build fresh (default {default_model}); see 'vitpos models'")
     for slot in SLOT_NAMES:
-        g.add_argument(f"--{slot}", metavar="SPEC", help=f"override the {slot} slot, e.g. --absolute sincos2d")
-    g.add_argument("--img-size", type=int, help="training image size (sets the native grid)")
-    g.add_argument("--depth", type=int, help="number of encoder blocks")
+        g.add_argument(f"--{slot}", metavar="SPEC", help=f"override the {slot} slot, e.g. --{slot} {_SLOT_EXAMPLES[slot]}")
+    g.add_argument("--img-size", type=option_type(positive_int), help="training image size (sets the native grid)")
+    g.add_argument("--depth", type=option_type(positive_int), help="number of encoder blocks")
     g.add_argument("--head", choices=("cls", "gap"), help="class token or global average pooling")
-    g.add_argument("--seed", type=int, default=0, help="seed for initialisation and inputs")
+    g.add_argument("--seed", type=option_type(non_negative_int), default=0, help="seed for initialisation and inputs")
 
 
 def build_model(args: argparse.Namespace) -> nn.Module:
@@ -47,7 +50,7 @@ def build_model(args: argparse.Namespace) -> nn.Module:
 
 def add_input_arguments(p: argparse.ArgumentParser) -> None:
     """--images and --data: which inputs to run the model on."""
-    p.add_argument("--images", type=int, default=16, help="number of input images (default 16)")
+    p.add_argument("--images", type=option_type(positive_int), default=16, help="number of input images (default 16)")
     p.add_argument("--data", metavar="SPEC", help="take the images from this data set's test split, e.g. "
                    "synthetic:direction (default: standard-normal noise)")
 

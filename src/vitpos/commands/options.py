@@ -17,7 +17,7 @@ import types
 import typing
 from typing import Any, Callable
 
-__all__ = ["field_docs", "add_dataclass_options", "given_options", "parse_size_list"]
+__all__ = ["field_docs", "add_dataclass_options", "given_options", "parse_size_list", "option_type"]
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -117,6 +117,20 @@ def add_dataclass_options(
     return names
 
 
+def option_type(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse ``type`` from an option converter (``vitpos.spec.positive_int`` ...): its
+    ValueError becomes argparse's message, which names the option and the value."""
+
+    def parse(text: str) -> Any:
+        try:
+            return convert(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(f"{err}, got {text!r}") from None
+
+    parse.__name__ = convert.__name__
+    return parse
+
+
 def given_options(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     """The options among ``names`` that the user actually gave."""
     return {name: getattr(args, name) for name in names if hasattr(args, name)}
@@ -128,7 +142,10 @@ def parse_size_list(text: str) -> list[int | tuple[int, int]]:
     for part in text.split(","):
         h, x, w = part.strip().partition("x")
         try:
-            sizes.append((int(h), int(w)) if x else int(h))
+            size = (int(h), int(w)) if x else (int(h), int(h))
         except ValueError:
             raise argparse.ArgumentTypeError(f"cannot read image size {part!r}; write 32 or 32x48") from None
+        if min(size) < 1:
+            raise argparse.ArgumentTypeError(f"image size {part!r} must be at least 1 pixel on each side")
+        sizes.append(size if x else size[0])
     return sizes

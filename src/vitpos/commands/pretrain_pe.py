@@ -15,6 +15,8 @@ from ..engine.config import TrainConfig
 from ..files import write_json
 from ..models.factory import get_config
 from ..pretrain import PRETRAIN_TASKS, pretrain_position_encoding
+from ..spec import non_negative_int, positive_float, positive_int
+from .options import option_type
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,11 +43,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="thesis_vit", help="preset the encoding is trained in (default thesis_vit)")
     p.add_argument("--absolute", default="fourier", metavar="SPEC", help="a learnable absolute encoding (default fourier)")
-    p.add_argument("--size", type=int, default=5000, help="training images per task (default 5000, as the thesis)")
-    p.add_argument("--epochs", type=int, default=30, help="epochs per task (default 30)")
-    p.add_argument("--batch-size", type=int, default=64, help="batch size (default 64)")
-    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (default 1e-3)")
-    p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    p.add_argument("--size", type=option_type(positive_int), default=5000, help="training images per task (default 5000, as the thesis)")
+    p.add_argument("--epochs", type=option_type(positive_int), default=30, help="epochs per task (default 30)")
+    p.add_argument("--batch-size", type=option_type(positive_int), default=64, help="batch size (default 64)")
+    p.add_argument("--lr", type=option_type(positive_float), default=1e-3, help="peak learning rate (default 1e-3)")
+    p.add_argument("--seed", type=option_type(non_negative_int), default=0, help="seed (default 0)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default auto)")
     p.add_argument("--out", type=Path, help="output file (default runs/pretrain-pe/<encoding>.safetensors)")
     p.set_defaults(func=run)

@@ -4,30 +4,42 @@ from __future__ import annotations
 
 import argparse
 
+from ..analysis.plots import save_bars
 from ..analysis.probes import REGRESSIONS, SPLITS, probe_table
 from ..analysis.tables import layer_position_encodings, native_grid
 from ..files import write_json
+from ..spec import positive_int
 from .model_args import add_model_arguments, add_output_argument, build_model
+from .options import option_type
 
 
 def run(args: argparse.Namespace) -> int:
     model = build_model(args)
     grid = native_grid(model)
     tables = layer_position_encodings(model, grid)
-    print(f"{'table':12s} {'left/right':>10s} {'up/down':>8s} {'(dx,dy) R2':>10s}   grid {grid[0]}x{grid[1]}, {args.folds}-fold over {args.split}")
+    print(f"{'table':12s} {'left/right':>10s} {'up/down':>8s} {'(dx,dy) R2':>10s}   grid {grid[0]}x{grid[1]}, {args.folds or 'default'} folds over {args.split}")
     results = {}
     for name, table in tables.items():
         result = probe_table(table, grid, folds=args.folds, split=args.split, regression=args.regression, seed=args.seed)
         results[name] = result.to_dict()
         print(f"{name:12s} {result.left_right:10.3f} {result.up_down:8.3f} {result.distance_r2:10.3f}")
-    print(f"wrote {write_json(args.out / 'probe.json', results)}")
+    figure = save_bars(
+        args.out / "probe.png", list(results),
+        {label: [r[key] for r in results.values()] for key, label in
+         (("left_right", "left/right accuracy"), ("up_down", "up/down accuracy"), ("distance_r2", "(dx, dy) R²"))},
+        xlabel="position table", ylabel="probe score (accuracy: chance 0.5)",
+        title=f"linear probes for relative location, {grid[0]}x{grid[1]} grid, folds over {args.split}",
+        ylim=(min(0.0, *(r["distance_r2"] for r in results.values())), 1.0),
+    )
+    print(f"wrote {write_json(args.out / 'probe.json', results)} and {figure}")
     return 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("probe", help="probe position tables for relative location", description=__doc__)
     add_model_arguments(p)
-    p.add_argument("--folds", type=int, default=10, help="cross-validation folds (default 10, as the thesis)")
+    p.add_argument("--folds", type=option_type(positive_int),
+                   help="cross-validation folds (default 10, as the thesis, or fewer on grids under 30 cells)")
     p.add_argument("--split", choices=SPLITS, default="cells", help="what the folds hold out (default cells)")
     p.add_argument("--regression", choices=REGRESSIONS, default="ridge",
                    help="offset probe: ridge with a cross-validated penalty (default) or plain least squares")

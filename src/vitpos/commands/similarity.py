@@ -27,7 +27,8 @@ def run(args: argparse.Namespace) -> int:
         args.out / "similarity.png",
         torch.stack([similarity_maps(table, grid, refs) for table in tables.values()]),
         row_labels=list(tables), col_labels=[f"cell {r},{c}" for r, c in refs], markers=refs,
-        title="cosine similarity of position encodings",
+        title="cosine similarity of each cell's position encoding to the reference cell (star)",
+        colorbar_label="cosine similarity",
     )
     write_json(args.out / "similarity.json", {"references": refs, "locality": scores})
     print(f"wrote {path}")

@@ -7,12 +7,17 @@ Settings come in layers, later ones winning: the dataclass defaults, the run's s
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import re
+import sys
 from pathlib import Path
+from typing import Iterator
 
 from ..config import ModelConfig, PositionConfig
 from ..engine.config import TrainConfig
+from ..errors import ConfigError
 from ..engine.records import CONFIG_FILE
 from ..engine.setup import RunRequest
 from ..engine.train import train
@@ -33,7 +38,7 @@ def build_request(args: argparse.Namespace) -> RunRequest:
     run_dir = request.train.get("run_dir")
     if args.resume:
         if not run_dir:
-            raise ValueError("--resume needs --run-dir (the folder of the run to continue)")
+            raise ConfigError(f"--{args.resume.replace('_', '-')} needs --run-dir (the folder of the run to continue)")
         saved = Path(run_dir) / CONFIG_FILE
         if saved.is_file():
             base = RunRequest.from_yaml(saved)
@@ -45,9 +50,25 @@ def build_request(args: argparse.Namespace) -> RunRequest:
     return request
 
 
+@contextlib.contextmanager
+def _epoch_lines() -> Iterator[None]:
+    """Print the trainer's per-epoch log lines (shown with --no-progress, when there is no bar) on stdout."""
+    logger, handler = logging.getLogger("vitpos"), logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def run(args: argparse.Namespace) -> int:
     model_cfg, train_cfg, data = build_request(args).resolve()
-    result = train(model_cfg, train_cfg, data, resume=args.resume)
+    with _epoch_lines():
+        result = train(model_cfg, train_cfg, data, resume={"resume": True, "resume_if_present": "if_present"}.get(args.resume, False))
     if int(os.environ.get("RANK", "0")) == 0:
         metrics = "  ".join(f"{k} {v:.4g}" for k, v in result.test.items())
         print(f"run folder {result.run_dir}: test {metrics}")
@@ -63,8 +84,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--config", metavar="FILE", help="YAML file with 'model' and 'train' sections")
     p.add_argument("--model", metavar="NAME", help="model preset to start from (see `vitpos models`)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its newest checkpoint; its saved config.yaml is the "
-                   "base for every option (a --model given again must match the checkpoint)")
+    resume = p.add_mutually_exclusive_group()
+    resume.add_argument("--resume", dest="resume", action="store_const", const="resume",
+                        help="continue the run in --run-dir from its newest checkpoint (an error if it has none); its saved "
+                             "config.yaml is the base for every option (a --model given again must match the checkpoint; "
+                             "other changed training options are applied with a warning)")
+    resume.add_argument("--resume-if-present", dest="resume", action="store_const", const="resume_if_present",
+                        help="like --resume, but start a new run when --run-dir holds no checkpoint")
     run_dir_help = "Folder for the config, metrics and checkpoints (default: runs/<model>-<data>)."
     names = {"train": add_dataclass_options(p.add_argument_group("training options"), TrainConfig, help_overrides={"run_dir": run_dir_help})}
     model_group = p.add_argument_group(

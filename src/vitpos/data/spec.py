@@ -42,10 +42,10 @@ def open_data(spec: str, *, patch_size: int | None = None) -> DataSplits:
     kind, _, rest = spec.partition(":")
     if kind in ("folder", "cifar10", "cifar100"):
         if not rest:
-            raise ValueError(f"data spec {spec!r} needs a path: {DATA_FORMS[kind]}")
+            raise SpecError(f"data spec {spec!r} needs a path: {DATA_FORMS[kind]}")
         return load_folder_splits(rest) if kind == "folder" else load_cifar_splits(kind, rest)
     if kind not in ("synthetic", "digits"):
-        raise ValueError(f"unknown data source {kind!r} in {spec!r}; valid forms: {_forms()}")
+        raise SpecError(f"unknown data source {kind!r} in {spec!r}; valid forms: {_forms()}")
     parsed = SlotSpec.parse(spec)
     if kind == "digits":
         parsed.check_flags(set())

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..errors import ConfigError
+from ..validation import bounded, check_fields
 from .dataset import DataInfo, DataSplits, Size, TensorImages, as_size
 
 __all__ = ["TASKS", "SyntheticTask", "SyntheticImages", "TRAIN_COLOURS", "SHIFTED_COLOURS"]
@@ -48,25 +50,22 @@ _SPLIT_STREAM = {"train": 0, "val": 1, "test": 2}
 class SyntheticTask:
     """One red-green task; every split is a pure function of these fields."""
 
-    task: str = "direction"
-    img_size: int | tuple[int, int] = 32
-    square_size: int = 4
+    task: str = bounded("direction", choices=TASKS)
+    img_size: int | tuple[int, int] = bounded(32, ge=1)
+    square_size: int = bounded(4, ge=1)
     """Side of each square in pixels; one patch wide by default (the model's patch size)."""
-    train: int = 5000
-    val: int = 1000
-    test: int = 1000
-    seed: int = 0
+    train: int = bounded(5000, ge=1)
+    val: int = bounded(1000, ge=1)
+    test: int = bounded(1000, ge=1)
+    seed: int = bounded(0, ge=0)
     aligned: bool = True
     """Place squares on the lattice of their own size; False allows any pixel offset."""
 
     def __post_init__(self) -> None:
-        if self.task not in TASKS:
-            raise ValueError(f"unknown synthetic task {self.task!r}; valid tasks: {', '.join(TASKS)}")
-        if self.square_size <= 0 or min(self.train, self.val, self.test) <= 0:
-            raise ValueError("square_size and every split size must be positive")
+        check_fields(self)
         h, w = as_size(self.img_size)
         if min(h, w) < 2 * self.square_size:
-            raise ValueError(
+            raise ConfigError(
                 f"a {h}x{w} image has no room for two {self.square_size}-pixel squares; "
                 "use a larger image or smaller squares"
             )

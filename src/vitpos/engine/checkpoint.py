@@ -28,6 +28,7 @@ from safetensors.torch import load_file, safe_open, save_file
 from torch import nn
 
 from ..config import ModelConfig
+from ..errors import VitposError
 from ..models.factory import config_from_dict, create_model
 from .atomic import fsync_path, write_atomic
 
@@ -48,7 +49,7 @@ CHECKPOINTS, LATEST = "checkpoints", "latest"
 MODEL_FILE, EMA_FILE, STATE_FILE = "model.safetensors", "ema.safetensors", "state.pt"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(VitposError):
     """A checkpoint that is missing, corrupt, or does not fit the model asked for."""
 
 
@@ -175,18 +176,44 @@ def load_checkpoint(path: str | Path, *, with_state: bool = True) -> Checkpoint:
         except FileNotFoundError:
             raise CheckpointError(f"checkpoint {folder} lacks {STATE_FILE}; it cannot be resumed") from None
         except Exception as err:  # torch raises RuntimeError, EOFError, UnpicklingError ...
+            # torch's own message may advise weights_only=False, which would run any code in the file: never pass it on
             raise CheckpointError(
-                f"checkpoint file {folder / STATE_FILE} is truncated or corrupt ({type(err).__name__}: {err})"
+                f"checkpoint file {folder / STATE_FILE} is truncated or corrupt, or holds objects vitpos never writes "
+                f"({type(err).__name__}); it is not loaded, since unpickling arbitrary objects could run code. Restore it "
+                "from a copy, or resume from another checkpoint"
             ) from None
     return Checkpoint(
         path=folder,
-        model_config=config_from_dict(json.loads(meta["model_config"])),
-        train_config=json.loads(meta.get("train_config", "{}")),
-        data=json.loads(meta.get("data", "{}")),
+        model_config=_model_config(meta, folder / MODEL_FILE),
+        train_config=_metadata(meta, "train_config", folder / MODEL_FILE, {}),
+        data=_metadata(meta, "data", folder / MODEL_FILE, {}),
         weights=weights,
         ema=ema,
         state=state,
     )
+
+
+def _metadata(meta: dict[str, str], key: str, file: Path, default: Any = None) -> Any:
+    """The JSON value stored under ``key`` in a checkpoint's metadata; a named error if unreadable."""
+    if key not in meta:
+        if default is not None:
+            return default
+        raise CheckpointError(f"checkpoint file {file} lacks the {key!r} entry in its metadata; it was not written by vitpos train")
+    try:
+        return json.loads(meta[key])
+    except json.JSONDecodeError as err:
+        raise CheckpointError(
+            f"checkpoint file {file}: the {key!r} entry of its metadata is not valid JSON ({err}); the file was edited "
+            "or damaged: restore it from a copy"
+        ) from None
+
+
+def _model_config(meta: dict[str, str], file: Path) -> ModelConfig:
+    data = _metadata(meta, "model_config", file)
+    try:
+        return config_from_dict(data)
+    except (VitposError, TypeError) as err:
+        raise CheckpointError(f"checkpoint file {file}: its model_config metadata is invalid ({err})") from None
 
 
 def _flat_config(cfg: ModelConfig) -> dict[str, Any]:

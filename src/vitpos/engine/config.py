@@ -6,7 +6,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TrainConfig"]
+from ..errors import ConfigError
+from ..validation import bounded, check_fields
+
+__all__ = ["TrainConfig", "DEVICES"]
+
+DEVICES = {"pattern": r"auto|cpu|mps|cuda(:\d+)?", "choices": ("auto", "cpu", "cuda", "cuda:N", "mps")}
+"""The device names every command accepts."""
 
 
 @dataclass
@@ -15,80 +21,77 @@ class TrainConfig:
 
     data: str = "synthetic:direction"
     """Data set: synthetic:TASK[:opt=val...], folder:PATH, cifar10:PATH, cifar100:PATH or digits."""
-    epochs: int = 30
+    epochs: int = bounded(30, ge=1)
     """Passes over the training split."""
-    batch_size: int = 128
+    batch_size: int = bounded(128, ge=1)
     """Global batch size, split evenly over the processes of a distributed run."""
-    lr: float = 1e-3
+    lr: float = bounded(1e-3, ge=0)
     """Peak learning rate, reached at the end of warm-up (not scaled with the batch size)."""
-    min_lr: float = 1e-5
-    """Learning rate at the end of the cosine decay."""
-    warmup_epochs: float = 1.0
+    min_lr: float = bounded(1e-5, ge=0)
+    """Learning rate at the end of the cosine decay (at most lr)."""
+    warmup_epochs: float = bounded(1.0, ge=0)
     """Linear warm-up from zero, in epochs (fractions allowed)."""
-    weight_decay: float = 0.05
+    weight_decay: float = bounded(0.05, ge=0)
     """AdamW's decoupled weight decay; norms, biases, prefix tokens and position parameters get none."""
-    betas: tuple[float, float] = (0.9, 0.999)
+    betas: tuple[float, float] = bounded((0.9, 0.999), ge=0, lt=1)
     """AdamW's moment decay rates."""
-    grad_clip: float = 1.0
+    grad_clip: float = bounded(1.0, ge=0)
     """Clip the global gradient norm to this value; 0 turns clipping off."""
-    ema_decay: float = 0.0
+    ema_decay: float = bounded(0.0, ge=0, lt=1)
     """Keep an exponential moving average of the weights with this decay (e.g. 0.9998); 0 = off."""
-    label_smoothing: float = 0.0
+    label_smoothing: float = bounded(0.0, ge=0, lt=1)
     """Spread this much target mass uniformly over all classes."""
-    mixup: float = 0.0
+    mixup: float = bounded(0.0, ge=0)
     """Mixup Beta(alpha, alpha) parameter; 0 = off. Classification only."""
-    cutmix: float = 0.0
+    cutmix: float = bounded(0.0, ge=0)
     """CutMix Beta(alpha, alpha) parameter; 0 = off. With mixup too, one is picked per batch."""
-    hflip: float | None = None
+    hflip: float | None = bounded(None, ge=0, le=1)
     """Horizontal-flip probability; default 0.5 for folders and CIFAR, 0 elsewhere."""
-    crop_scale: float | None = None
+    crop_scale: float | None = bounded(None, gt=0, le=1)
     """Smallest area fraction of the random resized crop; default 0.08 for folders and CIFAR, no crop elsewhere."""
     amp: bool = True
     """bfloat16 autocast on CUDA (ignored on CPU)."""
     compile: bool = False
     """Compile the training forward with torch.compile."""
-    seed: int = 0
+    seed: int = bounded(0, ge=0)
     """Seeds model initialisation, data order, augmentation and dropout."""
     init_pe: str | None = None
     """Start the absolute position encoding from a file saved by `vitpos pretrain-pe` (same encoding and width)."""
+    init: str | None = None
+    """Start from these weights: a `vitpos convert` folder, a run or checkpoint folder, or a released checkpoint (timm/DeiT, iRPE, LaPE, Swin, PVT v1); a classifier of another class count is re-initialised."""
+    init_drop: tuple[str, ...] = ()
+    """Parameters (names, prefixes or patterns such as '*.relative.*' or 'pos_embed,absolute.*') that --init leaves at their initialisation, e.g. to change the position encoding of a released model."""
     deterministic: bool = False
     """Use only deterministic kernels (slower on GPU); CPU runs are reproducible either way."""
-    device: str = "auto"
+    device: str = bounded("auto", **DEVICES)
     """cpu, cuda, cuda:N or auto (the local GPU of this process if there is one, else CPU)."""
-    workers: int = 0
+    workers: int = bounded(0, ge=0)
     """Data-loading worker processes per training process (0 = load in the main process)."""
     run_dir: str | None = None
     """Folder for the config, metrics and checkpoints; none = keep nothing on disk."""
-    save_every: int = 0
+    save_every: int = bounded(0, ge=0)
     """Also checkpoint every N optimiser steps inside an epoch; 0 = only at the end of each epoch."""
-    keep_checkpoints: int = 1
+    keep_checkpoints: int = bounded(1, ge=1)
     """How many of the newest checkpoints to keep."""
-    eval_every: int = 1
+    eval_every: int = bounded(1, ge=1)
     """Evaluate on the validation split every N epochs (and always after the last)."""
     progress: bool = True
     """Show progress bars and per-epoch summaries."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.betas, list):
-            self.betas = tuple(self.betas)
-        positive = ("epochs", "batch_size", "keep_checkpoints", "eval_every")
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        non_negative = ("lr", "min_lr", "warmup_epochs", "weight_decay", "grad_clip", "label_smoothing", "mixup", "cutmix", "workers", "save_every")
-        for name in non_negative:
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if not 0.0 <= self.ema_decay < 1.0:
-            raise ValueError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
-        if self.hflip is not None and not 0.0 <= self.hflip <= 1.0:
-            raise ValueError(f"hflip is a probability, got {self.hflip}")
-        if self.crop_scale is not None and not 0.0 < self.crop_scale <= 1.0:
-            raise ValueError(f"crop_scale must be in (0, 1], got {self.crop_scale}")
-        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
-            raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas}")
+        if isinstance(self.init_drop, str):
+            self.init_drop = (self.init_drop,)
+        check_fields(self)
+        if self.init_drop and not self.init:
+            raise ConfigError(
+                f"TrainConfig.init_drop = {','.join(self.init_drop)} needs init (the weights to start from): "
+                "set init or leave init_drop empty"
+            )
+        if self.min_lr > self.lr:
+            raise ConfigError(
+                f"TrainConfig.min_lr = {self.min_lr} is above lr = {self.lr}: the cosine schedule decays from lr "
+                "down to min_lr; set min_lr <= lr"
+            )
 
     def replace(self, **overrides: Any) -> "TrainConfig":
         """A copy with fields replaced; unknown names are an error."""
@@ -106,9 +109,15 @@ class TrainConfig:
         """Plain dict, for YAML/JSON."""
         out = dataclasses.asdict(self)
         out["betas"] = list(self.betas)
+        out["init_drop"] = list(self.init_drop)
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
         """Inverse of :meth:`to_dict`; unknown keys are an error."""
-        return cls().replace(**data)
+        if not isinstance(data, dict):
+            raise ConfigError(f"a TrainConfig is read from a mapping of its fields, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(cls.field_names()))
+        if unknown:
+            raise ConfigError(f"unknown training option(s) {', '.join(unknown)}; valid: {', '.join(cls.field_names())}")
+        return cls(**data)

@@ -16,6 +16,10 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from ..errors import ConfigError
+from ..validation import Allowed, check_value
+from .config import DEVICES
+
 __all__ = ["Dist", "setup", "teardown", "pick_device", "steps_per_epoch", "epoch_batches", "eval_batches", "all_reduce_sum"]
 
 
@@ -45,13 +49,14 @@ class Dist:
 
 def pick_device(name: str, local_rank: int = 0) -> torch.device:
     """``auto`` -> this process's GPU if there is one, else CPU; ``cuda`` -> this process's GPU."""
+    check_value("device", name, str, Allowed(**DEVICES))
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(name)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", local_rank)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} asked for, but CUDA is not available here; use --device cpu")
+        raise ConfigError(f"device {name!r} asked for, but CUDA is not available here; use --device cpu")
     return device
 
 

@@ -28,6 +28,7 @@ from ..config import SLOT_NAMES, ModelConfig
 from ..data.dataset import DataInfo, DataSplits
 from ..data.spec import open_data
 from ..models.factory import get_config
+from ..errors import VitposError
 from .config import TrainConfig
 
 __all__ = ["RunRequest", "fit_model_to_data", "check_model_fits_data", "MODEL_KEYS"]
@@ -126,8 +127,19 @@ def fit_model_to_data(base: ModelConfig, data: DataSplits, overrides: dict[str, 
     return cfg
 
 
-def check_model_fits_data(cfg: ModelConfig, info: DataInfo) -> None:
-    """Raise if the model's outputs or input channels do not match the data."""
+def check_model_fits_data(cfg: ModelConfig, info: DataInfo, trained_on: dict[str, Any] | None = None) -> None:
+    """Raise if the model's outputs or input channels do not match the data.
+
+    ``trained_on`` is the data record of a checkpoint (``Checkpoint.data``): its task
+    (classification or regression) must be the data's too, since a head of the right width
+    can still have been trained for the other kind of output.
+    """
+    trained_task = (trained_on or {}).get("task")
+    if trained_task is not None and trained_task != info.task:
+        raise VitposError(
+            f"the model was trained for {trained_task} on {trained_on.get('spec')}, but {info.spec} is a {info.task} "
+            f"task; evaluate it on {trained_task} data"
+        )
     if cfg.num_classes != info.num_outputs:
         what = f"{info.num_outputs} classes" if info.task == "classification" else f"{info.num_outputs} regression targets"
         raise ValueError(f"the model has num_classes={cfg.num_classes} but {info.spec} has {what}; set num_classes={info.num_outputs}")

@@ -11,11 +11,13 @@ uninterrupted run would have.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -27,7 +29,9 @@ from ..data.dataset import DataInfo, DataSplits, iterate_batches
 from ..data.spec import open_data
 from ..data.transforms import Augment
 from ..encodings.saved import load_position_encoding
+from ..errors import VitposError
 from ..models.factory import create_model
+from ..released import load_checkpoint as load_initial_weights
 from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_checkpoint, load_weights, save_checkpoint
 from .config import TrainConfig
 from .distributed import Dist, epoch_batches, setup, steps_per_epoch, teardown
@@ -35,9 +39,22 @@ from .evaluate import evaluate, task_loss
 from .metrics import RunningMetrics
 from .optim import ModelEma, WarmupCosine, build_optimizer
 from .records import write_history, write_run_config, write_summary
+from .run_lock import locked_run_folder
 from .setup import check_model_fits_data
 
-__all__ = ["train", "TrainResult", "build_augment"]
+__all__ = ["train", "TrainResult", "build_augment", "RunChangedWarning"]
+
+LOG = logging.getLogger("vitpos.train")
+"""Per-epoch summaries when the progress bar is off (``progress=False``); the CLI prints them."""
+
+Resume = bool | Literal["if_present"]
+
+_BOOKKEEPING = frozenset({"device", "workers", "run_dir", "save_every", "keep_checkpoints", "eval_every", "progress", "compile", "deterministic"})
+"""Training options that may change on resume without changing what the run computes."""
+
+
+class RunChangedWarning(UserWarning):
+    """A resumed run continues with options that differ from those it was started with."""
 
 
 @dataclass
@@ -86,18 +103,20 @@ def _step_seed(seed: int, step: int, rank: int) -> int:
 class _Trainer:
     """One run; built (and every input checked) before anything is written."""
 
-    def __init__(self, model_cfg: ModelConfig, cfg: TrainConfig, data: DataSplits, ctx: Dist, device: torch.device, resume: bool) -> None:
+    def __init__(self, model_cfg: ModelConfig, cfg: TrainConfig, data: DataSplits, ctx: Dist, device: torch.device, resume: Resume) -> None:
         self.cfg, self.model_cfg, self.ctx, self.device = cfg, model_cfg, ctx, device
         self.info = data.info
         check_model_fits_data(model_cfg, self.info)
         self.augment = build_augment(cfg, self.info)
         size = model_cfg.image_hw
         self.train_set, self.val_set, self.test_set = (data.split(s).at_size(size) for s in ("train", "val", "test"))
-        steps = steps_per_epoch(len(self.train_set), cfg.batch_size, ctx)
+        steps = self.steps_per_epoch = steps_per_epoch(len(self.train_set), cfg.batch_size, ctx)
         self.schedule = WarmupCosine(cfg.lr, cfg.min_lr, round(cfg.warmup_epochs * steps), cfg.epochs * steps)
 
         torch.manual_seed(cfg.seed)
         self.model = create_model(model_cfg)
+        if cfg.init:
+            load_initial_weights(self.model, cfg.init, drop=cfg.init_drop, resize_head=True)
         if cfg.init_pe:
             load_position_encoding(self.model, cfg.init_pe)
         self.model = self.model.to(device)
@@ -117,16 +136,21 @@ class _Trainer:
         if cfg.compile:
             self.net = torch.compile(self.net)
 
-    def _check_run_dir(self, resume: bool) -> None:
+    def _check_run_dir(self, resume: Resume) -> None:
         if self.run_dir is None:
             if resume:
-                raise ValueError("resume needs a run folder (run_dir)")
+                raise VitposError("resume needs a run folder (run_dir)")
             return
         found = latest_checkpoint(self.run_dir)
         if found is not None and not resume:
-            raise ValueError(
+            raise VitposError(
                 f"run folder {self.run_dir} already holds checkpoint {found.name}; pass --resume to "
                 "continue it, or choose another --run-dir"
+            )
+        if found is None and resume is True:
+            raise VitposError(
+                f"run folder {self.run_dir} holds no checkpoint to resume (is the path right?); drop --resume to start "
+                "a new run there, or pass --resume-if-present to start one only when there is nothing to resume"
             )
         if found is not None:
             self._restore(found)
@@ -143,6 +167,12 @@ class _Trainer:
                 raise CheckpointError(f"checkpoint {ckpt.path} has no EMA weights; resume with ema_decay=0")
             load_weights(self.ema.module, ckpt.ema, ckpt.path)
         state = ckpt.state
+        if state["epoch"] > self.cfg.epochs:
+            raise CheckpointError(
+                f"checkpoint {ckpt.path} has already trained {state['epoch']} epochs, more than epochs={self.cfg.epochs}; "
+                f"a run cannot be shortened: resume with epochs >= {state['epoch']}, or evaluate it with `vitpos eval`"
+            )
+        self._warn_changes(ckpt.train_config, ckpt.path)
         if state["batch"] and ckpt.train_config.get("batch_size") != self.cfg.batch_size:
             raise CheckpointError(
                 f"checkpoint {ckpt.path} was taken mid-epoch with batch_size {ckpt.train_config.get('batch_size')}; "
@@ -155,9 +185,26 @@ class _Trainer:
             self.running.load_state(state["running"])
         self.last_checkpoint = ckpt.path
 
+    def _warn_changes(self, saved: dict[str, Any], where: Path) -> None:
+        """Warn about options that change what a resumed run computes (the schedule, the optimiser ...)."""
+        now = self.cfg.to_dict()
+        changed = [f"{k} {saved[k]!r} -> {now[k]!r}" for k in now if k not in _BOOKKEEPING and k in saved and saved[k] != now[k]]
+        if changed and self.ctx.is_main:
+            warnings.warn(
+                f"resuming {where} with changed training options ({'; '.join(changed)}): the run continues from the "
+                "checkpoint under the new values (a changed epochs or lr reshapes the rest of the schedule), so it "
+                "will not match a run trained with either setting throughout",
+                RunChangedWarning,
+                stacklevel=2,
+            )
+
     def _log(self, text: str) -> None:
-        if self.ctx.is_main and self.cfg.progress:
+        if not self.ctx.is_main:
+            return
+        if self.cfg.progress:
             tqdm.write(text)
+        else:
+            LOG.info(text)
 
     def fit(self) -> TrainResult:
         cfg, ctx = self.cfg, self.ctx
@@ -166,8 +213,12 @@ class _Trainer:
             write_run_config(self.run_dir, self.model_cfg, cfg)
             write_history(self.run_dir, self.history)
         start = time.perf_counter()
-        while self.epoch < cfg.epochs:
-            self._train_epoch()
+        # one bar for the whole run, so its ETA is the run's
+        self.bar = tqdm(total=cfg.epochs * self.steps_per_epoch, initial=self.step, leave=False, dynamic_ncols=True,
+                        disable=not (ctx.is_main and cfg.progress), unit="step")
+        with self.bar:
+            while self.epoch < cfg.epochs:
+                self._train_epoch()
         test = self._evaluate(self.test_set, "")
         if self.run_dir is not None and ctx.is_main:
             write_summary(self.run_dir, {
@@ -184,8 +235,8 @@ class _Trainer:
         batches = epoch_batches(len(self.train_set), cfg.batch_size, cfg.seed, self.epoch, ctx)
         self.model.train()
         amp = cfg.amp and device.type == "cuda"
-        bar = tqdm(total=len(batches), initial=self.batch, desc=f"epoch {self.epoch + 1}/{cfg.epochs}", leave=False,
-                   disable=not (ctx.is_main and cfg.progress), dynamic_ncols=True)
+        bar = self.bar
+        bar.set_description(f"epoch {self.epoch + 1}/{cfg.epochs}", refresh=False)
         began, first = time.perf_counter(), self.batch
         loader = iterate_batches(self.train_set, batches[self.batch:], cfg.workers, pin_memory=device.type == "cuda")
         for images, targets in loader:
@@ -209,12 +260,11 @@ class _Trainer:
             self.step += 1
             self.batch += 1
             bar.update(1)
-            if bar.n % 10 == 0 or bar.n == len(batches):
+            if self.batch % 10 == 0 or self.batch == len(batches):
                 seen = (self.batch - first) * cfg.batch_size
                 bar.set_postfix(self.running.compute() | {"img/s": seen / (time.perf_counter() - began)}, refresh=False)
             if cfg.save_every and self.step % cfg.save_every == 0 and self.batch < len(batches):
                 self._save(lr)
-        bar.close()
         elapsed = time.perf_counter() - began
         row = {"epoch": self.epoch + 1, "step": self.step, "lr": lr}
         row |= {f"train_{k}": v for k, v in self.running.reduced(ctx).compute().items()}
@@ -266,12 +316,14 @@ class _Trainer:
         self.ctx.barrier()
 
 
-def train(model_cfg: ModelConfig, cfg: TrainConfig, data: DataSplits | None = None, *, resume: bool = False) -> TrainResult:
+def train(model_cfg: ModelConfig, cfg: TrainConfig, data: DataSplits | None = None, *, resume: Resume = False) -> TrainResult:
     """Train a model built from ``model_cfg`` on ``data`` (default: ``open_data(cfg.data)``).
 
     The run records ``data.info.spec``, the full spec of the data it was given, as its data.
-    Under ``torchrun`` every process calls this with the same arguments. With ``resume`` the
-    run continues from the newest checkpoint in ``cfg.run_dir`` (or starts if there is none).
+    Under ``torchrun`` every process calls this with the same arguments. With ``resume=True``
+    the run continues from the newest checkpoint in ``cfg.run_dir`` (an error if there is
+    none); ``resume="if_present"`` starts a new run when there is nothing to resume. The run
+    folder is locked (:mod:`vitpos.engine.run_lock`) while the run lasts.
     """
     if data is None:
         data = open_data(cfg.data, patch_size=model_cfg.patch_size)
@@ -283,7 +335,8 @@ def train(model_cfg: ModelConfig, cfg: TrainConfig, data: DataSplits | None = No
     owns_group = not (torch.distributed.is_available() and torch.distributed.is_initialized())
     ctx, device = setup(cfg.device)
     try:
-        result = _Trainer(model_cfg, cfg, data, ctx, device, resume).fit()
+        with locked_run_folder(cfg.run_dir if ctx.is_main else None):
+            result = _Trainer(model_cfg, cfg, data, ctx, device, resume).fit()
     except BaseException:
         if owns_group:
             teardown(wait_for_peers=False)

@@ -10,6 +10,7 @@ from torch import nn
 
 from ..attention import attention
 from ..encodings.relative.base import RelativePosition
+from ..errors import VitposError
 from ..grid import Grid, patch_grid, tracing
 
 if TYPE_CHECKING:
@@ -38,10 +39,7 @@ class PatchEmbed(nn.Module):
         self.proj = nn.Conv2d(in_chans, embed_dim, kernel_size=patch_size, stride=patch_size)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Grid]:
-        if x.ndim != 4 or x.shape[1] != self.in_chans:
-            raise ValueError(
-                f"expected images of shape (B, {self.in_chans}, H, W), got {tuple(x.shape)}"
-            )
+        self._check_input(x)
         h, w = x.shape[-2:]
         patch_grid((h, w), self.patch_size, pad=self.pad)  # raises for sizes it cannot cut
         p = self.patch_size
@@ -50,6 +48,26 @@ class PatchEmbed(nn.Module):
         x = self.proj(x)  # B, D, H, W
         # the grid is read from the map, so that symbolic sizes (tracing) are the tensor's own
         return x.flatten(2).transpose(1, 2), tuple(x.shape[-2:])
+
+    def _check_input(self, x: torch.Tensor) -> None:
+        """Raise :class:`VitposError` for inputs the model cannot take, saying how to convert them."""
+        if not isinstance(x, torch.Tensor):
+            raise VitposError(f"the model takes a torch.Tensor of images (B, {self.in_chans}, H, W), got {type(x).__name__}; "
+                              "convert with torch.as_tensor(x, dtype=torch.float32)")
+        if x.ndim != 4 or x.shape[1] != self.in_chans:
+            raise VitposError(f"expected images of shape (B, {self.in_chans}, H, W), got {tuple(x.shape)}")
+        if not x.is_floating_point():
+            raise VitposError(f"expected floating-point images, got {x.dtype}; convert with x.float() "
+                              "(and scale 0-255 pixels to the range the model was trained on)")
+        weight = self.proj.weight.dtype
+        if x.dtype != weight and not torch.is_autocast_enabled(x.device.type):
+            raise VitposError(f"the images are {x.dtype} but the model's weights are {weight}; convert with "
+                              f"x.to({weight}) or run under torch.autocast")
+        if min(x.shape[-2:]) < self.patch_size and not self.pad:
+            raise VitposError(f"the images are {x.shape[-2]}x{x.shape[-1]} pixels, smaller than one "
+                              f"{self.patch_size}-pixel patch; resize them to a multiple of {self.patch_size}")
+        if min(x.shape[-2:]) == 0:
+            raise VitposError(f"the images are {x.shape[-2]}x{x.shape[-1]} pixels: empty; pass images of at least one patch")
 
 
 class Attention(nn.Module):

@@ -28,13 +28,14 @@ from .execute import run_cell
 from .families import Family, split_available
 from .protocol import StudyConfig
 from .report import write_report
+from ..errors import VitposError
 
 __all__ = ["run_study", "StudyFolderError"]
 
 SETTINGS_FILE = "study.json"
 
 
-class StudyFolderError(ValueError):
+class StudyFolderError(VitposError):
     """The output folder holds a study with other settings."""
 
 

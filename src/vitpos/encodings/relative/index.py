@@ -13,7 +13,8 @@ Choices where the paper leaves room (the authors' released code agrees unless no
   codomain {y in Z : |y| <= beta} makes the bound ``b = floor(beta)``. The clip function h
   uses the same beta, so clip and piecewise have the same bucket count (iRPE Table 3).
 * Euclidean and Quantization apply g to the distance itself (Eq. 20-21); the released code
-  rounds the Euclidean distance before g, which differs only beyond alpha. They keep the
+  rounds the Euclidean distance before g, which differs only beyond alpha
+  (``round_distance=True`` reproduces it). They keep the
   2b + 1 buckets the paper states (ids g + b), although distances are never negative.
 * Quantization ranks a distance among *all* distances an integer grid can produce
   (0, 1, sqrt 2, 2, sqrt 5, ... -> 0, 1, 2, 3, 4, ...), so the rank does not depend on the grid.
@@ -149,12 +150,16 @@ class Bucketing:
     index: IndexFunction = IndexFunction()
     index_x: IndexFunction | None = None
     quant: str = "rank"
+    round_distance: bool = False
+    """Euclidean only: round the distance before the index function, as the released code does."""
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"unknown bucket method {self.method!r}; valid values: {', '.join(METHODS)}")
         if self.quant not in QUANT_VARIANTS:
             raise ValueError(f"unknown quantization {self.quant!r}; valid values: {', '.join(QUANT_VARIANTS)}")
+        if self.round_distance and self.method != "euclidean":
+            raise ValueError(f"round_distance applies to the euclidean method only, not {self.method!r}")
 
     @property
     def column_index(self) -> IndexFunction:
@@ -192,7 +197,8 @@ class Bucketing:
         elif self.method == "cross":
             maps = [rows(dy) + rows.bound, cols(dx) + cols.bound]
         elif self.method == "euclidean":
-            maps = [rows((dy**2 + dx**2).to(torch.float64).sqrt()) + rows.bound]
+            distance = (dy**2 + dx**2).to(torch.float64).sqrt()
+            maps = [rows(distance.round() if self.round_distance else distance) + rows.bound]
         else:
             maps = [rows(quantize_distance(dy**2 + dx**2, self.quant, root_bound=h + w)) + rows.bound]
         sizes, start, out = self.axis_sizes(num_prefix_tokens), 0, []

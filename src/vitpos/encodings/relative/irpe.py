@@ -1,6 +1,6 @@
 """iRPE (Wu et al., ICCV 2021): bias and contextual relative position encodings for ViTs.
 
-Slot string ``irpe[:METHOD][:MODE][:ON][:unshared][:clip][:squared][:unscaled][:ratio=R]``:
+Slot string ``irpe[:METHOD][:MODE][:ON][:unshared][:clip][:squared][:round][:unscaled][:ratio=R]``:
 
 * METHOD — ``euclidean``, ``quant``, ``cross`` or ``product`` (default; Eq. 19-25);
 * MODE — ``bias`` (a learnable scalar per bucket, Eq. 14) or ``ctx`` (default; a learnable
@@ -9,6 +9,9 @@ Slot string ``irpe[:METHOD][:MODE][:ON][:unshared][:clip][:squared][:unscaled][:
 * ``unshared`` — one table per head instead of one shared by the heads (Table 2);
 * ``clip`` — the clip function h instead of the piecewise g (Table 3);
 * ``squared`` — Quantization on squared distances, as the released code does (see ``index.py``);
+* ``round`` — Euclidean buckets of the distance rounded to an integer before g, as the released
+  code does; Eq. 20 applies g to the exact distance (the default). The ids differ only for
+  distances beyond alpha;
 * ``unscaled`` — bias tables enter the logits as they are; Eq. 13 divides b_ij by sqrt(d_z)
   (the default here), the released code does not;
 * ``ratio`` — alpha : beta : gamma = 1 : 2 : 8 with alpha = ratio (default 1.9, which gives
@@ -18,7 +21,8 @@ Tables start at zero (supplement §2). The encodings declare their tables and bu
 (:class:`vitpos.attention.RelativeTerms`); :func:`vitpos.attention.attention` computes the
 terms on q and k (products onto the K buckets, then lookups by bucket id, Eq. 27-28) and on v.
 Following Eq. 16 literally, the encoding on queries uses r^Q_ij = p^Q_{I(i,j)}; the released
-code indexes it with I(j, i), a permutation of the same table.
+code indexes it with I(j, i), a permutation of the same table, so loading its weights permutes
+the rows (:mod:`vitpos.released.irpe`) and needs no option here.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ __all__ = ["IRPE", "IRPEOptions", "IRPEBias", "IRPEContextual"]
 
 MODES = ("bias", "ctx")
 TARGETS = "qkv"
-SWITCHES = ("unshared", "clip", "squared", "unscaled")
+SWITCHES = ("unshared", "clip", "squared", "round", "unscaled")
 
 
 def _ratio(text: str) -> float:
@@ -64,6 +68,7 @@ class IRPEOptions:
     quant: str = "rank"
     ratio: float = 1.9
     scaled: bool = True
+    round_distance: bool = False
 
     @classmethod
     def from_spec(cls, spec: SlotSpec) -> "IRPEOptions":
@@ -103,6 +108,7 @@ class IRPEOptions:
             quant="squared" if "squared" in switches else "rank",
             ratio=ratio,
             scaled="unscaled" not in switches,
+            round_distance="round" in switches,
         )
         if options.mode == "bias" and "v" in options.on:
             raise SpecError(
@@ -111,13 +117,16 @@ class IRPEOptions:
             )
         if "squared" in switches and options.method != "quant":
             raise SpecError(f"'{spec}': 'squared' changes the Quantization method only; use it with 'quant'")
+        if "round" in switches and options.method != "euclidean":
+            raise SpecError(f"'{spec}': 'round' changes the Euclidean method only; use it with 'euclidean'")
         if "unscaled" in switches and options.mode != "bias":
             raise SpecError(f"'{spec}': 'unscaled' applies to bias mode; contextual terms are scaled like q.k")
         return options
 
     def bucketing(self) -> Bucketing:
         """The bucket mapping these options describe."""
-        return Bucketing(self.method, IndexFunction.from_ratio(self.index, self.ratio), quant=self.quant)
+        index = IndexFunction.from_ratio(self.index, self.ratio)
+        return Bucketing(self.method, index, quant=self.quant, round_distance=self.round_distance)
 
 
 @RELATIVE.register("irpe")

@@ -1,0 +1,47 @@
+"""``vitpos convert``: turn a released checkpoint into a vitpos checkpoint folder.
+
+Reads timm/DeiT ViTs, the iRPE model zoo, the LaPE authors' ViT, Microsoft's and timm's Swin
+and PVT v1 (``.pth`` through ``torch.load(weights_only=True)``, or ``.safetensors``), selects
+the released code's options, loads strictly and writes DST/model.safetensors and
+DST/config.yaml. Without --model the preset whose parameters match the checkpoint is used.
+Then: ``vitpos eval --checkpoint DST --data SPEC`` or ``vitpos train --init DST ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..config import ModelConfig, PositionConfig
+from ..released import create_from_checkpoint, detect_layout, read_state_dict
+from ..released.export import write_checkpoint
+from .options import add_dataclass_options, given_options
+
+
+def run(args: argparse.Namespace) -> int:
+    overrides = given_options(args, args.option_names)
+    model = create_from_checkpoint(args.model, args.src, keep_grid=args.keep_grid, entry=args.entry, **overrides)
+    layout = detect_layout(read_state_dict(args.src, args.entry), args.src).name
+    write_checkpoint(model, args.dst, source=str(args.src), layout=layout)
+    params = sum(p.numel() for p in model.parameters())
+    print(f"{args.src} ({layout} layout) -> {args.dst}: {model.cfg.arch} model, {params:,} parameters")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "convert",
+        help="convert a released checkpoint (timm/DeiT, iRPE, LaPE, Swin, PVT) into a vitpos checkpoint",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("src", help="the released checkpoint (.pth or .safetensors)")
+    p.add_argument("dst", help="folder to write model.safetensors and config.yaml into")
+    p.add_argument("--model", metavar="NAME", help="preset to load into (default: the one the checkpoint fits)")
+    p.add_argument("--entry", metavar="KEY", help="dict entry holding the weights (default: model, state_dict or model_ema)")
+    p.add_argument("--keep-grid", action="store_true",
+                   help="build the model at the checkpoint's grid and window instead of resampling to the preset's")
+    model_group = p.add_argument_group("model options", "override fields of the preset (num_classes re-initialises the classifier)")
+    names = add_dataclass_options(model_group, ModelConfig, skip=("position",), show_defaults=False)
+    slot_group = p.add_argument_group("position slots", "override the preset's slot values by their short strings")
+    names += add_dataclass_options(slot_group, PositionConfig, show_defaults=False)
+    p.set_defaults(func=run, option_names=names)

@@ -1,0 +1,53 @@
+"""Write a model as a vitpos checkpoint folder that ``vitpos eval`` and ``vitpos train --init`` read.
+
+``DST/model.safetensors`` holds the weights, with the resolved model config in its metadata
+(the run-folder checkpoint format); ``DST/config.yaml`` holds the same config as a ``--config``
+file for ``vitpos train`` (which reads plain-ViT configs), with ``train.init`` pointing back at DST.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from safetensors.torch import save_file
+from torch import nn
+
+from ..engine.atomic import fsync_path, write_atomic
+from ..engine.checkpoint import FORMAT, MODEL_FILE
+from ..engine.records import CONFIG_FILE
+
+__all__ = ["write_checkpoint"]
+
+
+def write_checkpoint(model: nn.Module, dst: str | Path, **notes: Any) -> Path:
+    """Write ``model`` to the folder ``dst`` (created; files replaced atomically); ``notes`` go into the metadata."""
+    dst = Path(dst)
+    if dst.exists() and not dst.is_dir():
+        raise ValueError(f"{dst} is a file; give a folder for the converted checkpoint")
+    dst.mkdir(parents=True, exist_ok=True)
+    cfg = model.cfg.to_dict()
+    metadata = {
+        "format": FORMAT,
+        "model_config": json.dumps(cfg),
+        "train_config": json.dumps({}),
+        "data": json.dumps({}),
+        "notes": json.dumps(notes),
+    }
+    weights = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    tmp = dst / f".{MODEL_FILE}.tmp-{os.getpid()}"
+    save_file(weights, str(tmp), metadata=metadata)
+    fsync_path(tmp)
+    os.replace(tmp, dst / MODEL_FILE)
+    fsync_path(dst)
+    header = (
+        "# model converted by `vitpos convert`; evaluate it with `vitpos eval --checkpoint DIR --data SPEC`,\n"
+        "# fine-tune it with `vitpos train --init DIR --model PRESET --data SPEC` (a ViT also with\n"
+        "# `vitpos train --config DIR/config.yaml --data SPEC`)\n"
+    )
+    body = {"model": cfg, "train": {"init": str(dst)}}
+    write_atomic(dst / CONFIG_FILE, header + yaml.safe_dump(body, sort_keys=False))
+    return dst

@@ -1,0 +1,61 @@
+"""The LaPE authors' ViT (Yu et al., ICCV 2023): a DeiT (:mod:`.vit` layout) whose blocks own a
+``pe_norm`` LayerNorm of the position embedding.
+
+Their forward pass chains the norms, pe_l = LN_pe,l(pe_{l-1}) with pe_{-1} = ``pos_embed``,
+and adds pe_l to block l's normalised attention input; the tokens enter block 0 without it.
+That is vitpos's ``lape:chained`` join (Eq. 9 normalises the same pe in every layer, the
+default); loading selects it. The per-block norms become the rows of ``join.pe_norm``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import torch
+
+from ..config import HostConfig
+from ..spec import SlotSpec
+from .layout import Layout, Target
+from .vit import convert_vit, vit_geometry
+
+__all__ = ["LapeViT"]
+
+PE_NORM_KEY = re.compile(r"blocks\.(\d+)\.pe_norm\.(weight|bias)")
+
+
+def convert_pe_norms(state: dict[str, torch.Tensor], target: Target) -> dict[str, torch.Tensor]:
+    """Stack ``blocks.N.pe_norm.{weight,bias}`` into ``join.pe_norm.{weight,bias}`` (layers, D)."""
+    rows: dict[str, dict[int, str]] = {"weight": {}, "bias": {}}
+    for key in state:
+        match = PE_NORM_KEY.fullmatch(key)
+        if match:
+            rows[match.group(2)][int(match.group(1))] = key
+    out = {}
+    for kind, keys in rows.items():
+        if keys and sorted(keys) == list(range(len(keys))):
+            out[f"join.pe_norm.{kind}"] = torch.stack([state.pop(keys[i]) for i in range(len(keys))])
+    return out
+
+
+class LapeViT(Layout):
+    """DeiT with LaPE as released by its authors."""
+
+    name = "lape"
+    description = "LaPE authors' ViT: DeiT with blocks.N.pe_norm"
+    archs = ("vit",)
+
+    def matches(self, keys: set[str]) -> bool:
+        return any(PE_NORM_KEY.fullmatch(k) for k in keys)
+
+    def convert(self, state: dict[str, torch.Tensor], target: Target) -> dict[str, torch.Tensor]:
+        return {**convert_pe_norms(state, target), **convert_vit(state, target)}
+
+    def released_config(self, cfg: HostConfig) -> HostConfig:
+        join = SlotSpec.parse(cfg.position.join)
+        if join.name == "lape" and "chained" in join.flags:
+            return cfg
+        return cfg.replace(join="lape:chained")
+
+    def stored_geometry(self, state: dict[str, torch.Tensor], cfg: HostConfig) -> dict[str, Any]:
+        return vit_geometry(state, cfg)

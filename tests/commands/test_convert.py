@@ -1,0 +1,76 @@
+"""`vitpos convert`: a released checkpoint becomes a folder that `eval --checkpoint` and `train --init` take."""
+
+import torch
+import yaml
+
+import vitpos
+from vitpos.cli import main
+from vitpos.engine.checkpoint import load_model, latest_checkpoint
+
+from ..released import layouts
+from ..released.conftest import save_pth
+
+DATA = "--data=synthetic:direction:img=32:train=64:val=32:test=32"
+
+
+def released_thesis_vit(tmp_path):
+    # thesis_vit's shape: width 64, one block, patch 4 on 32x32, two classes
+    sd = layouts.timm_vit(layouts.Filler(51), dim=64, depth=1, patch=4, grid=8, classes=2)
+    return save_pth({k: v.float() for k, v in sd.items()}, tmp_path / "deit.pth")
+
+
+def test_convert_then_eval_and_fine_tune(tmp_path, capsys):
+    src, dst = released_thesis_vit(tmp_path), tmp_path / "converted"
+    assert main(["convert", str(src), str(dst), "--model=thesis_vit"]) == 0
+    assert "(timm-vit layout) ->" in capsys.readouterr().out
+    direct = vitpos.create_model("thesis_vit", checkpoint=src)
+    model, ckpt = load_model(dst)
+    assert ckpt.model_config == direct.cfg
+    assert all(torch.equal(v, direct.state_dict()[k]) for k, v in model.state_dict().items())
+    config = yaml.safe_load((dst / "config.yaml").read_text())
+    assert config == {"model": direct.cfg.to_dict(), "train": {"init": str(dst)}}
+
+    again = vitpos.create_model(None, checkpoint=dst)  # the saved config, no preset needed
+    assert again.cfg == direct.cfg and torch.equal(again.absolute.table, direct.absolute.table)
+
+    assert main(["eval", f"--checkpoint={dst}", DATA]) == 0
+    assert "| converted |" in capsys.readouterr().out
+
+    run = tmp_path / "run"
+    fast = ["--epochs=1", "--batch-size=32", "--lr=0", "--min-lr=0", "--warmup-epochs=0", "--no-progress", f"--run-dir={run}"]
+    assert main(["train", f"--config={dst / 'config.yaml'}", DATA, *fast]) == 0
+    trained, _ = load_model(latest_checkpoint(run))  # lr 0: the run keeps the weights it started from
+    assert all(torch.equal(v, direct.state_dict()[k]) for k, v in trained.state_dict().items())
+
+
+def test_train_init_takes_a_released_file_and_resizes_the_head(tmp_path):
+    src = released_thesis_vit(tmp_path)
+    run = tmp_path / "run"
+    data = "--data=synthetic:direction4:img=32:train=64:val=32:test=32"
+    fast = ["--epochs=1", "--batch-size=32", "--lr=0", "--min-lr=0", "--warmup-epochs=0", "--no-progress", f"--run-dir={run}"]
+    assert main(["train", "--model=thesis_vit", f"--init={src}", data, *fast]) == 0
+    trained, _ = load_model(latest_checkpoint(run))
+    direct = vitpos.create_model("thesis_vit", checkpoint=src)
+    assert trained.head.weight.shape == (4, 64)
+    assert torch.equal(trained.blocks[0].attn.qkv.weight, direct.blocks[0].attn.qkv.weight)
+
+
+def test_convert_without_a_fitting_preset_asks_for_one(tmp_path, capsys):
+    sd = layouts.timm_vit(layouts.Filler(52), dim=24, depth=1, patch=4, grid=4, classes=3)
+    assert main(["convert", str(save_pth(sd, tmp_path / "odd.pth")), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "odd.pth (timm-vit layout): no preset fits it; name the model (--model NAME" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_init_drop_lets_a_released_model_take_another_encoding(tmp_path, capsys):
+    src = released_thesis_vit(tmp_path)
+    fast = ["--epochs=1", "--batch-size=32", "--lr=0", "--min-lr=0", "--warmup-epochs=0", "--no-progress"]
+    base = ["train", "--model=thesis_vit", f"--init={src}", "--relative=irpe:product:ctx:k", DATA, *fast]
+    assert main([*base, f"--run-dir={tmp_path / 'strict'}"]) == 2
+    assert "does not provide: blocks.0.attn.relative.table_k" in capsys.readouterr().err
+    assert main([*base, "--init-drop=*.relative.*", f"--run-dir={tmp_path / 'run'}"]) == 0
+    trained, _ = load_model(latest_checkpoint(tmp_path / "run"))
+    direct = vitpos.create_model("thesis_vit", checkpoint=src)
+    assert torch.equal(trained.absolute.table, direct.absolute.table)
+    assert torch.count_nonzero(trained.blocks[0].attn.relative.table_k) == 0  # iRPE's zero start

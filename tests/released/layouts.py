@@ -1,0 +1,151 @@
+"""Released state dicts written out from the authors' module structures (names and shapes),
+filled with random non-zero values so a mis-mapped tensor changes the output."""
+
+from __future__ import annotations
+
+import torch
+
+
+class Filler:
+    """Random tensors from one seeded generator; ``meta=True`` gives shapes only."""
+
+    def __init__(self, seed: int = 0, meta: bool = False) -> None:
+        self.gen = torch.Generator().manual_seed(seed)
+        self.meta = meta
+
+    def __call__(self, *shape: int, scale: float = 0.2, offset: float = 0.0) -> torch.Tensor:
+        if self.meta:
+            return torch.empty(shape, device="meta")
+        return torch.randn(shape, generator=self.gen, dtype=torch.float64) * scale + offset
+
+
+def _linear(sd: dict, fill: Filler, name: str, out: int, inp: int, bias: bool = True) -> None:
+    sd[f"{name}.weight"] = fill(out, inp)
+    if bias:
+        sd[f"{name}.bias"] = fill(out, scale=0.05)
+
+
+def _norm(sd: dict, fill: Filler, name: str, dim: int) -> None:
+    sd[f"{name}.weight"] = fill(dim, scale=0.1, offset=1.0)
+    sd[f"{name}.bias"] = fill(dim, scale=0.1)
+
+
+def _mlp_block(sd: dict, fill: Filler, prefix: str, dim: int, hidden: int) -> None:
+    _norm(sd, fill, f"{prefix}.norm2", dim)
+    _linear(sd, fill, f"{prefix}.mlp.fc1", hidden, dim)
+    _linear(sd, fill, f"{prefix}.mlp.fc2", dim, hidden)
+
+
+def timm_vit(fill: Filler, dim: int, depth: int, patch: int, grid: int, classes: int, mlp_ratio: float = 4.0) -> dict:
+    """timm's / DeiT's VisionTransformer (class token, pos_embed with its row, qkv with bias)."""
+    sd = {"cls_token": fill(1, 1, dim), "pos_embed": fill(1, 1 + grid * grid, dim)}
+    sd["patch_embed.proj.weight"] = fill(dim, 3, patch, patch)
+    sd["patch_embed.proj.bias"] = fill(dim, scale=0.05)
+    for i in range(depth):
+        _norm(sd, fill, f"blocks.{i}.norm1", dim)
+        _linear(sd, fill, f"blocks.{i}.attn.qkv", 3 * dim, dim)
+        _linear(sd, fill, f"blocks.{i}.attn.proj", dim, dim)
+        _mlp_block(sd, fill, f"blocks.{i}", dim, int(dim * mlp_ratio))
+    _norm(sd, fill, "norm", dim)
+    _linear(sd, fill, "head", classes, dim)
+    return sd
+
+
+def irpe_tables(
+    sd: dict, fill: Filler, depth: int, heads: int, head_dim: int, on: str, buckets: int,
+    shared: bool = True, mode: str = "contextual", cross: bool = False,
+) -> dict:
+    """Cream's ``rpe_{q,k,v}`` per block: q/k (H', d, K), v (H', K, d), bias (H', K); Cross splits rows/cols."""
+    rows = 1 if shared else heads
+    for i in range(depth):
+        for target in on:
+            parts = ("rp_rows.", "rp_cols.") if cross else ("",)
+            for part in parts:
+                name = f"blocks.{i}.attn.rpe_{target}.{part}"
+                if mode == "bias":
+                    sd[name + "lookup_table_bias"] = fill(rows, buckets, scale=0.5)
+                elif target == "v":
+                    sd[name + "lookup_table_weight"] = fill(rows, buckets, head_dim, scale=0.5)
+                else:
+                    sd[name + "lookup_table_weight"] = fill(rows, head_dim, buckets, scale=0.5)
+    return sd
+
+
+def lape_norms(sd: dict, fill: Filler, depth: int, dim: int) -> dict:
+    """The LaPE authors' ``blocks.N.pe_norm`` LayerNorm."""
+    for i in range(depth):
+        _norm(sd, fill, f"blocks.{i}.pe_norm", dim)
+    return sd
+
+
+def swin_index(window: int) -> torch.Tensor:
+    """Microsoft's relative_position_index buffer."""
+    coords = torch.stack(torch.meshgrid(torch.arange(window), torch.arange(window), indexing="ij")).flatten(1)
+    rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0) + (window - 1)
+    return rel[:, :, 0] * (2 * window - 1) + rel[:, :, 1]
+
+
+def swin(
+    fill: Filler, dims: tuple[int, ...], depths: tuple[int, ...], heads: tuple[int, ...], window: int,
+    patch: int, img: int, classes: int, style: str = "microsoft",
+) -> dict:
+    """Microsoft's SwinTransformer (``style='microsoft'``, also timm < 0.9) or timm's (``'timm'``)."""
+    sd: dict = {"patch_embed.proj.weight": fill(dims[0], 3, patch, patch), "patch_embed.proj.bias": fill(dims[0], scale=0.05)}
+    _norm(sd, fill, "patch_embed.norm", dims[0])
+    side = img // patch
+    for s, (dim, depth, h) in enumerate(zip(dims, depths, heads)):
+        if style == "timm" and s > 0:
+            _norm(sd, fill, f"layers.{s}.downsample.norm", 4 * dims[s - 1])
+            _linear(sd, fill, f"layers.{s}.downsample.reduction", dim, 4 * dims[s - 1], bias=False)
+        ws = min(window, side)
+        for j in range(depth):
+            p = f"layers.{s}.blocks.{j}"
+            _norm(sd, fill, f"{p}.norm1", dim)
+            sd[f"{p}.attn.relative_position_bias_table"] = fill((2 * ws - 1) ** 2, h, scale=0.5)
+            if style == "microsoft":
+                sd[f"{p}.attn.relative_position_index"] = swin_index(ws) if not fill.meta else torch.empty(ws * ws, ws * ws, device="meta")
+                if j % 2 and side > window:
+                    sd[f"{p}.attn_mask"] = fill((side // ws) ** 2, ws * ws, ws * ws)
+            _linear(sd, fill, f"{p}.attn.qkv", 3 * dim, dim)
+            _linear(sd, fill, f"{p}.attn.proj", dim, dim)
+            _mlp_block(sd, fill, p, dim, 4 * dim)
+        if style == "microsoft" and s < len(dims) - 1:
+            _norm(sd, fill, f"layers.{s}.downsample.norm", 4 * dim)
+            _linear(sd, fill, f"layers.{s}.downsample.reduction", dims[s + 1], 4 * dim, bias=False)
+            side //= 2
+        elif style == "timm" and s < len(dims) - 1:
+            side //= 2
+    _norm(sd, fill, "norm", dims[-1])
+    _linear(sd, fill, "head.fc" if style == "timm" else "head", classes, dims[-1])
+    return sd
+
+
+def pvt(
+    fill: Filler, dims: tuple[int, ...], depths: tuple[int, ...], heads: tuple[int, ...], mlp_ratios: tuple[float, ...],
+    sr_ratios: tuple[int, ...], patch: int, img: int, classes: int,
+) -> dict:
+    """whai362/PVT v1 (classification): per-stage patch_embed, pos_embed, blocks; class token last."""
+    sd: dict = {}
+    side, inp = img // patch, 3
+    for s, (dim, depth, h, ratio, sr) in enumerate(zip(dims, depths, heads, mlp_ratios, sr_ratios), start=1):
+        k = patch if s == 1 else 2
+        sd[f"patch_embed{s}.proj.weight"] = fill(dim, inp, k, k)
+        sd[f"patch_embed{s}.proj.bias"] = fill(dim, scale=0.05)
+        _norm(sd, fill, f"patch_embed{s}.norm", dim)
+        sd[f"pos_embed{s}"] = fill(1, side * side + (s == len(dims)), dim)
+        for j in range(depth):
+            p = f"block{s}.{j}"
+            _norm(sd, fill, f"{p}.norm1", dim)
+            _linear(sd, fill, f"{p}.attn.q", dim, dim)
+            _linear(sd, fill, f"{p}.attn.kv", 2 * dim, dim)
+            _linear(sd, fill, f"{p}.attn.proj", dim, dim)
+            if sr > 1:
+                sd[f"{p}.attn.sr.weight"] = fill(dim, dim, sr, sr)
+                sd[f"{p}.attn.sr.bias"] = fill(dim, scale=0.05)
+                _norm(sd, fill, f"{p}.attn.norm", dim)
+            _mlp_block(sd, fill, p, dim, int(dim * ratio))
+        inp, side = dim, side // 2
+    sd["cls_token"] = fill(1, 1, dims[-1])
+    _norm(sd, fill, "norm", dims[-1])
+    _linear(sd, fill, "head", classes, dims[-1])
+    return sd
