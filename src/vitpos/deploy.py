@@ -23,6 +23,7 @@ from torch import nn
 
 from .config import HostConfig
 from .engine.atomic import write_atomic
+from .errors import VitposError
 from .encodings.lape import NormalisedBias
 from .grid import patch_grid
 from .models.factory import config_from_dict
@@ -58,20 +59,20 @@ class ExportRange:
     def __post_init__(self) -> None:
         lo, hi = self.min_size, self.max_size
         if lo < self.stride or hi < lo:
-            raise ValueError(
+            raise VitposError(
                 f"export range {lo}..{hi} is empty or below one stride ({self.stride} pixels); "
                 f"choose --min-size >= {self.stride} and --max-size >= --min-size"
             )
         if lo % self.stride or hi % self.stride:
-            raise ValueError(
+            raise VitposError(
                 f"--min-size {lo} and --max-size {hi} must be multiples of the model's stride {self.stride}"
             )
 
     def check(self, image_hw: tuple[int, int]) -> None:
-        """Raise ``ValueError`` if a side lies outside the range."""
+        """Raise :class:`VitposError` if a side lies outside the range."""
         h, w = image_hw
         if not (self.min_size <= h <= self.max_size and self.min_size <= w <= self.max_size):
-            raise ValueError(
+            raise VitposError(
                 f"image size {h}x{w} is outside the exported range: both sides must lie in "
                 f"{self.min_size}..{self.max_size}; resize the input or export again with --min-size/--max-size covering it"
             )
@@ -104,7 +105,7 @@ def export_program(model: nn.Module, span: ExportRange) -> torch.export.Exported
         try:
             model(torch.zeros(1, model.cfg.in_chans, span.min_size, span.min_size))
         except ValueError as err:
-            raise ValueError(f"the model cannot run at --min-size {span.min_size}: {err}") from None
+            raise VitposError(f"the model cannot run at --min-size {span.min_size}: {err}") from None
         with fx_config.patch(backed_size_oblivious=True):
             return torch.export.export(model, (_example(model, span),), dynamic_shapes=span.dynamic_shapes())
 
@@ -121,7 +122,7 @@ def _check_normalised_window_bias(model: nn.Module, span: ExportRange) -> None:
             attn = block.attn
             if isinstance(attn, WindowAttention) and isinstance(attn.relative, NormalisedBias) and min(grid) < attn.window_size:
                 smallest = span.stride * -(-attn.window_size * model.cfg.patch_size * 2**index // span.stride)
-                raise ValueError(
+                raise VitposError(
                     f"stage {index} normalises its relative bias over the keys of a window (join 'lape'), and at "
                     f"--min-size {span.min_size} its grid {grid[0]}x{grid[1]} is smaller than a {attn.window_size}x"
                     f"{attn.window_size} window, which the exported graph pads; use --min-size {smallest} or more"
@@ -142,7 +143,7 @@ def metadata_path(path: str | Path) -> Path:
 def export_model(model: nn.Module, path: str | Path, *, fmt: str, min_size: int, max_size: int) -> Path:
     """Export ``model`` to ``path`` (``.pt2`` program or ONNX file) and its config beside it; returns that YAML path."""
     if fmt not in FORMATS:
-        raise ValueError(f"unknown export format {fmt!r}; valid values: {', '.join(FORMATS)}")
+        raise VitposError(f"unknown export format {fmt!r}; valid values: {', '.join(FORMATS)}")
     path = Path(path)
     span = ExportRange(min_size, max_size, input_stride(model.cfg))
     program = export_program(model, span)
@@ -163,7 +164,7 @@ def _require_onnx() -> None:
         import onnx  # noqa: F401
         import onnxscript  # noqa: F401
     except ImportError:
-        raise ValueError("ONNX export needs the packages onnx and onnxscript: pip install 'vitpos[export]'") from None
+        raise VitposError("ONNX export needs the packages onnx and onnxscript: pip install 'vitpos[export]'") from None
 
 
 class Deployed(nn.Module):
@@ -179,7 +180,7 @@ class Deployed(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.ndim != 4 or x.shape[1] != self.cfg.in_chans:
-            raise ValueError(f"expected images of shape (B, {self.cfg.in_chans}, H, W), got {tuple(x.shape)}")
+            raise VitposError(f"expected images of shape (B, {self.cfg.in_chans}, H, W), got {tuple(x.shape)}")
         image_hw = tuple(x.shape[-2:])
         check_image_size(self.cfg, image_hw)
         self.span.check(image_hw)
@@ -204,7 +205,7 @@ def _onnx_runner(path: Path) -> Callable[[torch.Tensor], torch.Tensor]:
     try:
         import onnxruntime
     except ImportError:
-        raise ValueError("running an ONNX file needs onnxruntime: pip install onnxruntime") from None
+        raise VitposError("running an ONNX file needs onnxruntime: pip install onnxruntime") from None
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
     def run(x: torch.Tensor) -> torch.Tensor:
