@@ -145,7 +145,7 @@ def test_export_range_is_checked_before_tracing():
 def test_lape_normalised_window_bias_needs_whole_windows():
     """LaPE's bias normalisation would see the padding of a window larger than the stage grid."""
     model = vitpos.create_model("swin_tiny", **SWIN | dict(absolute="none", join="lape", relative="swin"))
-    with pytest.raises(ValueError, match=r"stage 1 .* grid 2x2 is smaller than a 3x3 window.*--min-size 24 or more"):
+    with pytest.raises(ValueError, match=r"at --min-size 16 that holds for stage 1 \(grid 2x2, 3x3 windows\); use --min-size 24 or more"):
         export_program(model, PYRAMID_RANGE)
 
 

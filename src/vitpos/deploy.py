@@ -117,16 +117,21 @@ def _check_normalised_window_bias(model: nn.Module, span: ExportRange) -> None:
     if not hasattr(model, "stages"):
         return
     grids = model.cfg.stage_grids((span.min_size, span.min_size))
+    too_small, smallest = [], span.min_size
     for index, (stage, grid) in enumerate(zip(model.stages, grids)):
-        for block in stage.blocks:
-            attn = block.attn
-            if isinstance(attn, WindowAttention) and isinstance(attn.relative, NormalisedBias) and min(grid) < attn.window_size:
-                smallest = span.stride * -(-attn.window_size * model.cfg.patch_size * 2**index // span.stride)
-                raise VitposError(
-                    f"stage {index} normalises its relative bias over the keys of a window (join 'lape'), and at "
-                    f"--min-size {span.min_size} its grid {grid[0]}x{grid[1]} is smaller than a {attn.window_size}x"
-                    f"{attn.window_size} window, which the exported graph pads; use --min-size {smallest} or more"
-                )
+        windows = {b.attn.window_size for b in stage.blocks
+                   if isinstance(b.attn, WindowAttention) and isinstance(b.attn.relative, NormalisedBias)}
+        for size in windows:
+            step = model.cfg.patch_size * 2**index  # pixels per token of this stage
+            smallest = max(smallest, span.stride * -(-size * step // span.stride))
+            if min(grid) < size:
+                too_small.append(f"stage {index} (grid {grid[0]}x{grid[1]}, {size}x{size} windows)")
+    if too_small:
+        raise VitposError(
+            f"join 'lape' normalises a relative bias over the keys of each window, and the exported graph pads "
+            f"a stage grid smaller than one window; at --min-size {span.min_size} that holds for "
+            f"{', '.join(too_small)}; use --min-size {smallest} or more"
+        )
 
 
 def _metadata(cfg: HostConfig, span: ExportRange, fmt: str) -> str:
