@@ -101,9 +101,15 @@ def _slot_sources(layout: WindowLayout, device=None) -> tuple[torch.Tensor, torc
     slots = torch.arange(layout.num_windows * m * m, device=device)
     window, position = slots // (m * m), slots % (m * m)
     row = window // (wp // m) * m + position // m
-    col = window % (wp // m) * m + position % m
-    y, x = (row + sh) % hp, (col + sw) % wp  # where the roll by (-sh, -sw) took them from
+    col = _mod(window, wp // m) * m + position % m
+    y, x = _mod(row + sh, hp), _mod(col + sw, wp)  # where the roll by (-sh, -sw) took them from
     return row, col, torch.where((y < h) & (x < w), y * w + x, h * w)
+
+
+def _mod(x: torch.Tensor, n: int) -> torch.Tensor:
+    """``x % n`` (floored) for a symbolic ``n``, from a division: ONNX's exporter has no remainder
+    by a symbolic scalar."""
+    return x - x // n * n
 
 
 def partition_windows(x: torch.Tensor, layout: WindowLayout) -> torch.Tensor:
@@ -139,7 +145,7 @@ def merge_windows(windows: torch.Tensor, layout: WindowLayout) -> torch.Tensor:
     b = windows.shape[0] // layout.num_windows
     if tracing():
         tokens = torch.arange(h * w, device=windows.device)
-        row, col = (tokens // w - sh) % hp, (tokens % w - sw) % wp
+        row, col = _mod(tokens // w - sh, hp), _mod(_mod(tokens, w) - sw, wp)
         slot = (row // wh * (wp // ww) + col // ww) * (wh * ww) + row % wh * ww + col % ww
         return windows.reshape(b, -1, c).index_select(1, slot)
     x = windows.reshape(b, hp // wh, wp // ww, wh, ww, c).permute(0, 1, 3, 2, 4, 5).reshape(b, hp, wp, c)
