@@ -45,6 +45,8 @@ class Allowed:
     choices: tuple[str, ...] = ()
     pattern: str | None = None
     """A regular expression the whole string must match; ``choices`` then names the accepted forms."""
+    min_items: int = 1
+    """The fewest items a variable-length list may hold."""
 
     def admits(self, value: Any) -> bool:
         """Whether ``value`` (already of the right type) is allowed."""
@@ -168,7 +170,7 @@ def _conform_tuple(value: Any, args: tuple[Any, ...], allowed: Allowed) -> Any:
     if not isinstance(value, (list, tuple)):
         return _REJECT
     items = (args[0],) * len(value) if len(args) == 2 and args[1] is Ellipsis else args
-    if len(items) != len(value) or not value:
+    if len(items) != len(value) or len(value) < allowed.min_items:
         return _REJECT
     out = tuple(_conform(v, h, allowed) for v, h in zip(value, items))
     return _REJECT if any(v is _REJECT for v in out) else out
@@ -185,7 +187,8 @@ def _expect_one(hint: Any, allowed: Allowed) -> str:
     limit = allowed.describe()
     if typing.get_origin(hint) is tuple:
         args = typing.get_args(hint)
-        count = "one or more" if len(args) == 2 and args[1] is Ellipsis else str(len(args))
+        fewest = {0: "zero", 1: "one"}.get(allowed.min_items, str(allowed.min_items))
+        count = f"{fewest} or more" if len(args) == 2 and args[1] is Ellipsis else str(len(args))
         plural = {int: "integers", float: "numbers", str: "strings"}.get(args[0], "values")
         return f"a list of {count} {plural}" + (f" {limit}" if limit else "")
     if hint is bool:

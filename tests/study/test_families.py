@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from vitpos import create_model
-from vitpos.study.families import DEFAULT_FAMILIES, Family, parse_family, split_available
+from vitpos.study.families import DEFAULT_FAMILIES, Family, FamilyError, parse_family, split_available
 from vitpos.study.protocol import study_model
 
 
@@ -72,7 +72,14 @@ def test_bad_families_are_clear_errors(text, message):
 
 
 def test_unregistered_values_are_reported_missing_and_invalid_combinations_rejected():
-    available, missing = split_available([parse_family("t5: relative=t5"), parse_family("sincos2d")])
+    available, missing = split_available([Family("t5", {"relative": "t5"}), parse_family("sincos2d")])
     assert [f.label for f in available] == ["sincos2d"] and missing == {"t5": ["relative=t5"]}
-    with pytest.raises(ValueError, match="family 'bad'"):
+    with pytest.raises(FamilyError, match="family 'bad'"):
         parse_family("bad: absolute=none join=unshared").validate()
+    with pytest.raises(FamilyError, match="relative=t5 names no registered relative encoding; valid: .*irpe"):
+        parse_family("t5: relative=t5")  # the text form (the command line) refuses what it cannot run
+
+
+def test_a_family_that_cannot_be_built_on_the_study_model_is_a_clear_error():
+    with pytest.raises(FamilyError, match="family 'wide' cannot be built on the study model"):
+        parse_family("wide: conditional=peg@7").check_builds(study_model())  # the study model has one block

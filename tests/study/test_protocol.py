@@ -16,7 +16,9 @@ def test_default_and_full():
 def test_cells_are_seed_major_and_complete():
     config = StudyConfig(families=(parse_family("none"), parse_family("sincos2d")), seeds=2, efficiency_sizes=(100, 300))
     cells = config.cells()
-    assert len(cells) == 2 * 2 * (4 + 2 * 2) and len(set(cells)) == len(cells)
+    assert len(cells) == 2 * (2 * 4 + 2 * 2) and len(set(cells)) == len(cells)  # only sincos2d gets curves
+    assert {c.family for c in cells if c.train_size == 100} == {"sincos2d"}
+    assert len(StudyConfig(families=config.families, seeds=2, efficiency_sizes=(100, 300), efficiency_families=None).cells()) == 2 * 2 * 8
     assert {c.seed for c in cells[: len(cells) // 2]} == {0}
     assert {c.train_size for c in cells if c.task == "absolute"} == {1000}
     assert config.train_sizes == (100, 300, 1000)
@@ -25,6 +27,7 @@ def test_cells_are_seed_major_and_complete():
 def test_smaller_training_sets_get_the_same_steps():
     config = StudyConfig(epochs=12, train_size=1000, efficiency_sizes=(100, 250))
     assert config.epochs_for(1000) == 12 and config.epochs_for(250) == 48 and config.epochs_for(100) == 120
+    assert StudyConfig.from_dict(config.to_dict()) == config
 
 
 @pytest.mark.parametrize(
@@ -32,7 +35,7 @@ def test_smaller_training_sets_get_the_same_steps():
     [
         (dict(seeds=0), "seeds must be at least 1"),
         (dict(efficiency_sizes=(1000,)), "efficiency sizes must lie between"),
-        (dict(efficiency_sizes=(10,)), "efficiency sizes must lie between batch_size=64"),
+        (dict(efficiency_sizes=(10,)), "efficiency sizes must lie between batch_size=32"),
         (dict(resolutions=(30,)), "not multiples of the patch size 4"),
         (dict(families=()), "at least one family"),
         (dict(families=(parse_family("peg"), parse_family("peg"))), "labels must be unique"),

@@ -5,8 +5,9 @@ import json
 import pytest
 
 from vitpos.models.factory import get_config
-from vitpos.study import DEFAULT_FAMILIES, StudyConfig, StudyFolderError, parse_family, run_study
+from vitpos.study import DEFAULT_FAMILIES, Family, StudyConfig, StudyFolderError, parse_family, run_study
 from vitpos.study import run as study_run
+from vitpos.study.report import report_from_results
 
 from ..analysis.test_plots import assert_png
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def tiny(**overrides) -> StudyConfig:
     settings = dict(seeds=1, train_size=64, val_size=32, test_size=32, efficiency_sizes=(32,), resolutions=(24, 32),
                     epochs=1, batch_size=32, pretrain_size=64, pretrain_epochs=1, probe_folds=3,
-                    model=get_config("thesis_vit", embed_dim=32, num_heads=2, mlp_ratio=2.0))
+                    efficiency_families=None, model=get_config("thesis_vit", embed_dim=32, num_heads=2, mlp_ratio=2.0))
     return StudyConfig(**{**settings, **overrides})
 
 
@@ -34,6 +35,7 @@ def test_default_families_end_to_end(tmp_path):
         assert_png(tmp_path / "figures" / f"{image}.png")
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["finished_cells"] == results["total_cells"] == 9 * 6
+    assert results["cells"][0]["cpu_seconds"] > 0 and len(results["wall_seconds"]) == 1
     for label, summary in results["summary"].items():
         direction = summary["tasks"]["direction@64"]
         assert 0.0 <= direction["mean"] <= 1.0 and direction["n"] == 1
@@ -44,21 +46,27 @@ def test_default_families_end_to_end(tmp_path):
         for key, stat in summary["probes"].items():
             assert stat["mean"] <= 1.0 and (key.endswith("distance_r2") or stat["mean"] >= 0.0)
     assert (tmp_path / "pretrained" / "fourier_pretrained.safetensors").is_file()
+    assert text.index("## Verdicts") < text.index("## Location tasks")  # the report opens with the verdicts
+    assert len(results["verdicts"]) > 20 and all(v["n"] == 1 for v in results["verdicts"])
+    assert "| learned learns left/right | thesis Table 1 | 99.43 ± 0.36 |" in text
+    assert "figures/claims_thesis_table_4.png" in text
+    (tmp_path / "report.md").unlink()
+    assert report_from_results(tmp_path).read_text() == text  # reproduces from results.json alone
     assert any("pretraining" in line for line in logs) and any("[  54/54]" in line for line in logs)
 
 
 def test_an_interrupted_study_continues_without_redoing_cells(tmp_path, monkeypatch):
     config = tiny(families=(parse_family("sincos2d"), parse_family("peg")))
-    real, calls, interrupted = study_run.run_cell, [], []
+    real, calls, interrupted = study_run.run_cells, [], []
 
-    def flaky(cell, *args, **kwargs):
-        calls.append(cell)
-        if len(calls) == 5 and not interrupted:
-            interrupted.append(cell)
+    def flaky(cells, *args, **kwargs):
+        calls.extend(cells)
+        if len(calls) >= 5 and not interrupted:
+            interrupted.append(cells)
             raise InterruptedError("stopped by the user")
-        return real(cell, *args, **kwargs)
+        return real(cells, *args, **kwargs)
 
-    monkeypatch.setattr(study_run, "run_cell", flaky)
+    monkeypatch.setattr(study_run, "run_cells", flaky)
     with pytest.raises(InterruptedError):
         run_study(config, tmp_path, log=lambda _: None)
     assert json.loads((tmp_path / "results.json").read_text())["finished_cells"] == 4  # report of what finished
@@ -83,7 +91,21 @@ def test_a_folder_with_other_settings_is_refused(tmp_path):
 
 def test_missing_families_are_skipped_and_named(tmp_path):
     logs = []
-    config = tiny(families=(parse_family("sincos2d"), parse_family("t5: relative=t5")), efficiency_sizes=())
+    config = tiny(families=(parse_family("sincos2d"), Family("t5", {"relative": "t5"})), efficiency_sizes=())
     report = run_study(config, tmp_path, log=logs.append)
     assert "skipping family t5: relative=t5" in logs[0]
     assert "t5 (relative=t5)" in report.read_text()
+
+
+def test_stacked_ensembles_give_the_results_of_one_model_at_a_time(tmp_path):
+    """Seeds and tasks of a family train as one ensemble; a family that cannot be vmapped falls back."""
+    config = tiny(families=(parse_family("sincos2d"), parse_family("irpe_product")), seeds=2, efficiency_sizes=())
+    logs = []
+    run_study(config, tmp_path / "stacked", ensemble=True, log=logs.append)
+    run_study(config, tmp_path / "alone", ensemble=False, log=lambda _: None)
+    assert any("family irpe_product: one model at a time" in line for line in logs)
+    assert "16 training runs: 0 already done, 16 to go in 7 jobs" in logs[1]  # sincos2d: one ensemble; irpe: 2 seeds x 3 trainings
+    stacked, alone = (json.loads((tmp_path / name / "results.json").read_text())["cells"] for name in ("stacked", "alone"))
+    for a, b in zip(stacked, alone, strict=True):
+        assert (a["family"], a["task"], a["seed"]) == (b["family"], b["task"], b["seed"])
+        assert a["test"] == pytest.approx(b["test"], abs=1e-5)

@@ -168,13 +168,16 @@ def save_curves(
     title: str = "",
     logx: bool = False,
     xticklabels: Sequence[str] | None = None,
+    ylim: tuple[float, float] | None = None,
 ) -> Path:
     """Lines of mean values with ± std bands, one per entry of ``series`` (name -> (means, stds)).
 
     NaN means (a value that does not apply) leave a gap in the line. ``xticklabels`` names
-    each x value (a tick per point) instead of numbering the axis.
+    each x value (a tick per point) instead of numbering the axis. ``ylim`` fixes the y axis
+    (e.g. (0, 100) for accuracy in %) and clips the bands to it; the legend sits outside the axes,
+    so it never covers data.
     """
-    fig = Figure(figsize=(5.2, 3.6), layout="constrained")
+    fig = Figure(figsize=(6.4, 3.6), layout="constrained")
     ax = fig.subplots()
     xs = np.asarray(x, dtype=float)
     plotted = False
@@ -184,7 +187,8 @@ def save_curves(
         if len(m) != len(xs) or len(s) != len(xs):
             raise ValueError(f"series {name!r} has {len(m)} means and {len(s)} stds for {len(xs)} x values")
         (line,) = ax.plot(xs, m, marker="o", markersize=3, label=name)
-        ax.fill_between(xs, m - s, m + s, color=line.get_color(), alpha=0.15, linewidth=0)
+        low, high = (m - s, m + s) if ylim is None else (np.clip(m - s, *ylim), np.clip(m + s, *ylim))
+        ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
     if logx and plotted and (xs > 0).all():  # a log axis needs at least one positive point to show
         ax.set_xscale("log")
     if xticklabels is not None:
@@ -193,6 +197,8 @@ def save_curves(
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title, fontsize=10)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return _save(fig, path)

@@ -18,8 +18,9 @@ class GridCache:
 
     An entry is keyed by the caller's key plus the in-place version counter of every
     parameter, so an optimiser step or ``load_state_dict`` invalidates it. Nothing is cached
-    while autograd records (the result must stay in the graph) or while compiling or exporting
-    (keys would hold symbolic sizes, and a traced graph must compute the value for every size).
+    while autograd records (the result must stay in the graph), while compiling or exporting
+    (keys would hold symbolic sizes, and a traced graph must compute the value for every size),
+    or under a ``torch.func`` transform (vmapped parameters are wrappers, one per call).
     """
 
     def __init__(self, maxsize: int = 8) -> None:
@@ -31,7 +32,7 @@ class GridCache:
         params = tuple(params)
         if tracing() or (
             torch.is_grad_enabled() and any(p.requires_grad for p in params)
-        ):
+        ) or any(torch._C._functorch.is_functorch_wrapped_tensor(p) for p in params):
             return compute()
         full_key = (key, tuple(p._version for p in params), tuple(p.data_ptr() for p in params))
         hit = self._entries.get(full_key)

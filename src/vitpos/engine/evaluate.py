@@ -18,14 +18,24 @@ from ..data.transforms import normalize, soft_cross_entropy, to_float
 from .distributed import Dist, eval_batches
 from .metrics import RunningMetrics, primary_metric
 
-__all__ = ["task_loss", "evaluate", "evaluate_resolutions", "resolution_table"]
+__all__ = ["task_loss", "evaluate", "evaluate_resolutions", "resolution_table", "loss_precision", "input_dtype"]
+
+
+def loss_precision(outputs: torch.Tensor) -> torch.Tensor:
+    """Outputs in at least float32: bf16/fp16 autocast outputs are upcast, a float64 model stays float64."""
+    return outputs if outputs.dtype == torch.float64 else outputs.float()
+
+
+def input_dtype(model: nn.Module) -> torch.dtype:
+    """The dtype a model's inputs are cast to: that of its first floating parameter (float32 by default)."""
+    return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
 
 
 def task_loss(outputs: torch.Tensor, targets: torch.Tensor, task: str, label_smoothing: float = 0.0) -> torch.Tensor:
     """Cross entropy (hard or soft targets) for classification, mean squared error for regression."""
-    outputs = outputs.float()
+    outputs = loss_precision(outputs)
     if task == "regression":
-        return F.mse_loss(outputs, targets.float())
+        return F.mse_loss(outputs, targets.to(outputs.dtype))
     if targets.is_floating_point():
         return soft_cross_entropy(outputs, targets)
     return F.cross_entropy(outputs, targets, label_smoothing=label_smoothing)
@@ -48,12 +58,13 @@ def evaluate(
     was_training = model.training
     model.eval()
     metrics = RunningMetrics(info.task, info.num_outputs, device)
+    dtype = input_dtype(model)
     batches = eval_batches(len(dataset), batch_size, ctx)
     for images, targets in iterate_batches(dataset, batches, workers, pin_memory=device.type == "cuda"):
-        x = normalize(to_float(images.to(device, non_blocking=True)), info.mean, info.std)
+        x = normalize(to_float(images.to(device, non_blocking=True)), info.mean, info.std).to(dtype)
         targets = targets.to(device, non_blocking=True)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp and device.type == "cuda"):
-            outputs = model(x).float()
+            outputs = loss_precision(model(x))
         metrics.add_loss(task_loss(outputs, targets, info.task), len(x))
         metrics.add_predictions(outputs, targets)
     model.train(was_training)

@@ -9,21 +9,25 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-__all__ = ["param_groups", "build_optimizer", "WarmupCosine", "ModelEma"]
+__all__ = ["decays", "param_groups", "build_optimizer", "WarmupCosine", "ModelEma"]
 
 
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Two AdamW groups: decayed weights, and everything exempt from decay.
+def decays(model: nn.Module) -> dict[str, bool]:
+    """Per trainable parameter name: whether AdamW decays it.
 
     Exempt: every parameter with fewer than two dimensions (norm scales, biases) and the names
     the model lists in ``no_weight_decay()`` (prefix tokens, position tables), as in DeiT.
     """
     exempt_names = set(model.no_weight_decay()) if hasattr(model, "no_weight_decay") else set()
-    decay, exempt = [], []
-    for name, param in model.named_parameters():
-        if not param.requires_grad:
-            continue
-        (exempt if param.ndim <= 1 or name in exempt_names else decay).append(param)
+    return {name: param.ndim > 1 and name not in exempt_names for name, param in model.named_parameters() if param.requires_grad}
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Two AdamW groups: decayed weights, and everything exempt from decay (see :func:`decays`)."""
+    mask = decays(model)
+    params = dict(model.named_parameters())
+    decay = [params[name] for name, on in mask.items() if on]
+    exempt = [params[name] for name, on in mask.items() if not on]
     return [
         {"params": decay, "weight_decay": weight_decay},
         {"params": exempt, "weight_decay": 0.0},

@@ -35,7 +35,7 @@ from ..released import load_checkpoint as load_initial_weights
 from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_checkpoint, load_weights, save_checkpoint
 from .config import TrainConfig
 from .distributed import Dist, epoch_batches, setup, steps_per_epoch, teardown
-from .evaluate import evaluate, task_loss
+from .evaluate import evaluate, input_dtype, loss_precision, task_loss
 from .metrics import RunningMetrics
 from .optim import ModelEma, WarmupCosine, build_optimizer
 from .records import write_history, write_run_config, write_summary
@@ -96,7 +96,8 @@ def build_augment(cfg: TrainConfig, info: DataInfo) -> Augment:
     )
 
 
-def _step_seed(seed: int, step: int, rank: int) -> int:
+def step_seed(seed: int, step: int, rank: int) -> int:
+    """The generator seed of optimiser step ``step`` on process ``rank`` (augmentation, dropout)."""
     return (seed * 1_000_003 + step) * 4096 + rank
 
 
@@ -235,17 +236,19 @@ class _Trainer:
         batches = epoch_batches(len(self.train_set), cfg.batch_size, cfg.seed, self.epoch, ctx)
         self.model.train()
         amp = cfg.amp and device.type == "cuda"
+        dtype = input_dtype(self.model)
         bar = self.bar
         bar.set_description(f"epoch {self.epoch + 1}/{cfg.epochs}", refresh=False)
         began, first = time.perf_counter(), self.batch
         loader = iterate_batches(self.train_set, batches[self.batch:], cfg.workers, pin_memory=device.type == "cuda")
         for images, targets in loader:
-            torch.manual_seed(_step_seed(cfg.seed, self.step, ctx.rank))
+            torch.manual_seed(step_seed(cfg.seed, self.step, ctx.rank))
             images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
             x, y = self.augment(images, targets)
+            x = x.to(dtype)
             lr = self.schedule.apply(self.optimizer, self.step)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
-                outputs = self.net(x).float()
+                outputs = loss_precision(self.net(x))
             loss = task_loss(outputs, y, info.task, cfg.label_smoothing)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()

@@ -1,34 +1,45 @@
-"""Run one cell of a study: train with the engine, then measure what the encoding learned."""
+"""Run cells of a study: train (one model, or the seeds and tasks of one setting as a stacked
+ensemble), then measure what the encoding learned."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..analysis.probes import probe_table
 from ..analysis.similarity import default_references, similarity_maps
 from ..analysis.tables import absolute_table
+from ..config import ModelConfig
+from ..data.dataset import DataSplits
 from ..data.synthetic import SyntheticTask
 from ..encodings.saved import load_position_encoding
 from ..engine.config import TrainConfig
-from ..engine.evaluate import evaluate_resolutions
+from ..engine.ensemble import Member, train_ensemble
+from ..engine.evaluate import evaluate, evaluate_resolutions
 from ..engine.metrics import primary_metric
-from ..engine.train import train
+from ..engine.train import TrainResult, train
+from ..grid import Grid
 from ..models.factory import create_model
 from .cells import Cell
 from .families import Family
 from .protocol import StudyConfig
 
-__all__ = ["PROBE_TASKS", "SIMILARITY_TASK", "train_config", "run_cell"]
+__all__ = ["PROBE_TASKS", "SIMILARITY_TASK", "TRAINS_AS", "train_config", "half_contrast", "run_cell", "run_cells"]
 
 PROBE_TASKS = ("direction", "distance")
 """Thesis Table 2 probes the tables trained on these tasks."""
 SIMILARITY_TASK = "absolute_colorshift"
 """Thesis Fig. 5 shows the tables trained on this task."""
+TRAINS_AS = {"absolute_colorshift": "absolute"}
+"""Tasks whose training and validation splits are another task's: only the test colours differ,
+so one trained model answers both (same seed, same images, same steps)."""
 
 
 def train_config(config: StudyConfig, cell: Cell, *, device: str, init_pe: str | None = None) -> TrainConfig:
@@ -56,11 +67,33 @@ def _initial_model(model_cfg, seed: int, init_pe: str | None) -> nn.Module:
     return model.eval()
 
 
-def run_cell(cell: Cell, family: Family, config: StudyConfig, *, device: str = "cpu", init_pe: str | Path | None = None) -> dict[str, Any]:
-    """Train ``cell`` and return its results: test and val metric, and where they apply probes,
-    resolution sweep and similarity maps."""
-    start = time.perf_counter()
-    init_pe = str(init_pe) if init_pe else None
+def half_contrast(table: torch.Tensor, grid: Grid) -> float:
+    """Mean cosine similarity of cells in the same half (upper/lower) minus that of cells in opposite
+    halves: about 0 for a random table, positive for one that has learned the split (thesis Fig. 5)."""
+    h, w = grid
+    unit = F.normalize(table.double(), dim=-1)
+    sim = unit @ unit.t()
+    lower = (torch.arange(h * w) // w) >= h / 2
+    same = lower[:, None] == lower[None, :]
+    off_diagonal = ~torch.eye(h * w, dtype=torch.bool)
+    return float(sim[same & off_diagonal].mean() - sim[~same].mean())
+
+
+@dataclass
+class _Prepared:
+    """A cell's data and configs, and what to measure after training."""
+
+    cell: Cell
+    data: DataSplits
+    model_cfg: ModelConfig
+    train_cfg: TrainConfig
+    probes: bool
+    similarity: bool
+    contrast: bool
+    before: nn.Module | None
+
+
+def _prepare(cell: Cell, family: Family, config: StudyConfig, device: str, init_pe: str | None) -> _Prepared:
     model_base = config.model
     task = SyntheticTask(
         cell.task, img_size=model_base.image_hw, square_size=model_base.patch_size,
@@ -68,34 +101,82 @@ def run_cell(cell: Cell, family: Family, config: StudyConfig, *, device: str = "
     )
     data = task.splits()
     model_cfg = model_base.replace(**family.model_overrides, num_classes=data.info.num_outputs)
-    grid = tuple(model_cfg.grid)
     full = cell.train_size == config.train_size
     probes = family.has_table and full and cell.task in PROBE_TASKS
-    similarity = family.has_table and full and cell.task == SIMILARITY_TASK and cell.seed == 0
-    before = _initial_model(model_cfg, cell.seed, init_pe) if (probes or similarity) else None
+    contrast = family.has_table and full and cell.task == SIMILARITY_TASK
+    similarity = contrast and cell.seed == 0
+    before = _initial_model(model_cfg, cell.seed, init_pe) if (probes or contrast) else None
+    return _Prepared(cell, data, model_cfg, train_config(config, cell, device=device, init_pe=init_pe), probes, similarity, contrast, before)
 
-    result = train(model_cfg, train_config(config, cell, device=device, init_pe=init_pe), data)
+
+def _measure(job: _Prepared, result: TrainResult, config: StudyConfig) -> dict[str, Any]:
+    """Test and val metric, and where they apply probes, resolution sweep, half contrast and similarity maps."""
+    cell, data, before = job.cell, job.data, job.before
+    grid = tuple(job.model_cfg.grid)
     model = result.model.cpu()
     kind = data.info.task
+    test = result.test if result.test else evaluate(model, data.test, batch_size=256, device="cpu")
     out: dict[str, Any] = {
-        "family": family.to_dict(),
         "metric": "accuracy" if kind == "classification" else "r2",
-        "test": _score(result.test, kind),
+        "test": _score(test, kind),
         "val": _score({k[4:]: v for k, v in result.history[-1].items() if k.startswith("val_")}, kind),
     }
-    if probes:
+    if job.probes:
         out["probes"] = {
             stage: probe_table(absolute_table(m), grid, folds=config.probe_folds, seed=cell.seed).to_dict()
             for stage, m in (("before", before), ("after", model))
         }
-    if cell.task == "direction" and full and config.resolutions:
+    if cell.task == "direction" and cell.train_size == config.train_size and config.resolutions:
         sweep = evaluate_resolutions(model, data.test, config.resolutions, batch_size=256, device="cpu")
         out["resolution"] = {str(hw[0]): _score(metrics, kind) for hw, metrics in sweep.items()}
-    if similarity:
+    if job.contrast:
+        out["half_contrast"] = {stage: half_contrast(absolute_table(m), grid) for stage, m in (("before", before), ("after", model))}
+    if job.similarity:
         refs = default_references(grid)
         out["similarity"] = {
             "references": [list(r) for r in refs],
             **{stage: similarity_maps(absolute_table(m), grid, refs).tolist() for stage, m in (("before", before), ("after", model))},
         }
-    out["seconds"] = time.perf_counter() - start
     return out
+
+
+def _training_key(cell: Cell) -> tuple[str, int, int]:
+    return TRAINS_AS.get(cell.task, cell.task), cell.train_size, cell.seed
+
+
+def run_cells(cells: list[Cell], family: Family, config: StudyConfig, *, device: str = "cpu",
+              init_pe: str | Path | None = None, ensemble: bool = False) -> dict[Cell, dict[str, Any]]:
+    """Train and measure ``cells`` of one family; returns each cell's results.
+
+    Cells that train alike (:data:`TRAINS_AS`) share one trained model. With ``ensemble`` the
+    distinct trainings (seeds and tasks of one training-set size) run as one stacked ensemble,
+    which ends exactly where training them one by one would (``vitpos.engine.ensemble``).
+    ``seconds`` and ``cpu_seconds`` are the call's times shared equally among its cells.
+    """
+    start, cpu_start = time.perf_counter(), time.process_time()
+    init = str(init_pe) if init_pe else None
+    jobs = [_prepare(c, family, config, device, init) for c in cells]
+    trainings: dict[tuple[str, int, int], _Prepared] = {}
+    for job in sorted(jobs, key=lambda j: j.cell.task != TRAINS_AS.get(j.cell.task, j.cell.task)):
+        trainings.setdefault(_training_key(job.cell), job)
+    units = list(trainings.values())
+    if ensemble and len(units) > 1:
+        if any(u.model_cfg != units[0].model_cfg or u.cell.train_size != units[0].cell.train_size for u in units):
+            raise ValueError(f"an ensemble needs one model shape and training-set size; got cells {', '.join(map(str, cells))}")
+        trained = train_ensemble(units[0].model_cfg, [Member(u.train_cfg, u.data) for u in units])
+    else:
+        trained = [train(u.model_cfg, u.train_cfg, u.data) for u in units]
+    by_key = dict(zip(trainings, trained))
+    out = {}
+    for job in jobs:
+        result = by_key[_training_key(job.cell)]
+        if trainings[_training_key(job.cell)] is not job:  # a twin: same model, its own test split
+            result = dataclasses.replace(result, test={})
+        out[job.cell] = _measure(job, result, config)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    return {cell: result | {"seconds": seconds / len(cells), "cpu_seconds": cpu / len(cells)} for cell, result in out.items()}
+
+
+def run_cell(cell: Cell, family: Family, config: StudyConfig, *, device: str = "cpu", init_pe: str | Path | None = None) -> dict[str, Any]:
+    """Train ``cell`` alone with the engine and return its results (see :func:`run_cells`)."""
+    return run_cells([cell], family, config, device=device, init_pe=init_pe)[cell]

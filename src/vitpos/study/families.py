@@ -5,13 +5,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..config import SLOT_NAMES, PositionConfig
+from ..config import SLOT_NAMES, ModelConfig, PositionConfig
+from ..models.factory import create_model
 from ..registry import ABSOLUTE, CONDITIONAL, JOIN, RELATIVE
 from ..spec import SlotSpec
 
-__all__ = ["Family", "DEFAULT_FAMILIES", "parse_family", "split_available"]
+__all__ = ["Family", "FamilyError", "DEFAULT_FAMILIES", "parse_family", "split_available"]
 
 _REGISTRIES = {"absolute": ABSOLUTE, "join": JOIN, "conditional": CONDITIONAL, "relative": RELATIVE}
+
+
+class FamilyError(ValueError):
+    """A family that names an unknown slot value or a combination that cannot be built."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,23 @@ class Family:
         try:
             PositionConfig(**self.slots)
         except ValueError as err:
-            raise ValueError(f"family {self.label!r}: {err}") from None
+            raise FamilyError(f"family {self.label!r}: {err}") from None
+
+    def check_registered(self) -> None:
+        """Raise a clear error naming the valid values if a slot value is not registered."""
+        for slot, value in self.slots.items():
+            name = SlotSpec.parse(value).name
+            if name not in _REGISTRIES[slot]:
+                raise FamilyError(f"family {self.label!r}: {slot}={value} names no registered {slot} encoding; "
+                                  f"valid: {', '.join(sorted(_REGISTRIES[slot].names()))}")
+
+    def check_builds(self, model: ModelConfig) -> None:
+        """Raise a clear error if the study model with this family's overrides cannot be built."""
+        self.validate()
+        try:
+            create_model(model.replace(**self.model_overrides))
+        except (ValueError, TypeError, KeyError) as err:
+            raise FamilyError(f"family {self.label!r} cannot be built on the study model ({self.describe()}): {err}") from None
 
     def to_dict(self) -> dict:
         """Plain dict, for JSON."""
@@ -107,7 +128,7 @@ def parse_family(text: str) -> Family:
             if family.label == label:
                 return family
         valid = ", ".join(f.label for f in DEFAULT_FAMILIES)
-        raise ValueError(
+        raise FamilyError(
             f"unknown family {label!r}; built-in families: {valid}; or define one as "
             "'label: slot=spec ...', e.g. 'swin: absolute=none relative=swin'"
         )
@@ -119,12 +140,14 @@ def parse_family(text: str) -> Family:
             continue
         slot, eq, value = word.partition("=")
         if not eq or not value:
-            raise ValueError(f"family {label!r}: {word!r} must look like slot=spec, e.g. relative=swin")
+            raise FamilyError(f"family {label!r}: {word!r} must look like slot=spec, e.g. relative=swin")
         if slot == "head":
             head = value
         else:
             slots[slot] = value
-    return Family(label, slots, pretrained, head)
+    family = Family(label, slots, pretrained, head)
+    family.check_registered()
+    return family
 
 
 def split_available(families: list[Family] | tuple[Family, ...]) -> tuple[list[Family], dict[str, list[str]]]:

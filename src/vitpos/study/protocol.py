@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import ModelConfig
-from ..models.factory import get_config
+from ..models.factory import config_from_dict, get_config
 from .cells import Cell
 from .families import DEFAULT_FAMILIES, Family
 
@@ -30,27 +30,29 @@ def study_model(img_size: int = 24) -> ModelConfig:
 
 @dataclass
 class StudyConfig:
-    """Every setting of a study; the default takes about 7 minutes on two CPU cores."""
+    """Every setting of a study; the default (5 seeds) takes about 10 minutes on two free CPU cores."""
 
     families: tuple[Family, ...] = DEFAULT_FAMILIES
-    seeds: int = 2
+    seeds: int = 5
     train_size: int = 1000
     val_size: int = 100
     test_size: int = 400
     efficiency_sizes: tuple[int, ...] = (250,)
     """Extra training-set sizes for the learning curves; ``train_size`` is the last point. Every
     size gets the same number of optimiser steps, so the curves measure data, not training time."""
+    efficiency_families: tuple[str, ...] | None = ("learned", "sincos2d", "fourier")
+    """Families trained at the extra sizes: thesis Fig. 3 compares these three; None: every family."""
     resolutions: tuple[int, ...] = (16, 24, 32)
     """Image sizes the direction models are evaluated at (the training size is the model's)."""
-    epochs: int = 15
+    epochs: int = 8
     """Epochs over ``train_size`` images; smaller training sets get proportionally more."""
-    batch_size: int = 64
+    batch_size: int = 32
     lr: float = 2e-3
     """Peak learning rate (AdamW, warm-up then cosine decay, as the engine trains)."""
     weight_decay: float = 0.05
     pretrain_size: int = 1000
     """Images per pretraining task (direction4, then distance) for pretrained families."""
-    pretrain_epochs: int = 15
+    pretrain_epochs: int = 8
     probe_folds: int = 5
     """Cross-validation folds of the table probes (the thesis uses 10)."""
     model: ModelConfig = field(default_factory=study_model)
@@ -77,9 +79,9 @@ class StudyConfig:
     @classmethod
     def full(cls, **overrides: Any) -> "StudyConfig":
         """The thesis protocol: 10 seeds, 5000/1000/1000 images at 32x32, learning curves from 500 images."""
-        settings = dict(seeds=10, train_size=5000, val_size=1000, test_size=1000, efficiency_sizes=(500, 1000, 2000),
+        settings = dict(seeds=10, train_size=5000, val_size=1000, test_size=1000, efficiency_sizes=(500, 1000, 2000), batch_size=64,
                         resolutions=(24, 32, 48, 64), epochs=30, pretrain_size=5000, pretrain_epochs=30, probe_folds=10,
-                        model=study_model(32))
+                        efficiency_families=None, model=study_model(32))
         return cls(**{**settings, **overrides})
 
     def epochs_for(self, train_size: int) -> int:
@@ -97,8 +99,13 @@ class StudyConfig:
         for seed in range(self.seeds):
             for family in self.families:
                 out += [Cell(family.label, task, self.train_size, seed) for task in TASKS]
-                out += [Cell(family.label, task, n, seed) for n in sorted(self.efficiency_sizes) for task in EFFICIENCY_TASKS]
+                if self.curves(family.label):
+                    out += [Cell(family.label, task, n, seed) for n in sorted(self.efficiency_sizes) for task in EFFICIENCY_TASKS]
         return out
+
+    def curves(self, label: str) -> bool:
+        """Whether family ``label`` is trained at the learning curves' smaller sizes."""
+        return self.efficiency_families is None or label in self.efficiency_families
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict, for JSON; equal dicts mean the same study."""
@@ -107,4 +114,17 @@ class StudyConfig:
         out["model"] = self.model.to_dict()
         out["efficiency_sizes"] = list(self.efficiency_sizes)
         out["resolutions"] = list(self.resolutions)
+        out["efficiency_families"] = None if self.efficiency_families is None else list(self.efficiency_families)
         return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "StudyConfig":
+        """Inverse of :meth:`to_dict` (e.g. the ``config`` of a ``results.json``)."""
+        data = dict(data)
+        data["families"] = tuple(Family(**f) for f in data["families"])
+        data["model"] = config_from_dict(data["model"])
+        for name in ("efficiency_sizes", "resolutions"):
+            data[name] = tuple(data[name])
+        if data.get("efficiency_families") is not None:
+            data["efficiency_families"] = tuple(data["efficiency_families"])
+        return cls(**data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -13,9 +14,12 @@ import torch
 from ..analysis.plots import save_curves, save_heatmaps
 from ..files import write_json
 from .cells import Cell
+from .claims import evaluate_claims, fmt_value
+from .figures import save_claim_figures
 from .protocol import EFFICIENCY_TASKS, StudyConfig
+from .verdicts import INCONCLUSIVE, NOT_RUN
 
-__all__ = ["mean_std", "summarise", "write_report"]
+__all__ = ["mean_std", "summarise", "verdict_table", "write_report", "report_from_results"]
 
 METRIC_OF = {"direction": "accuracy", "distance": "r2", "absolute": "accuracy", "absolute_colorshift": "accuracy"}
 
@@ -131,20 +135,22 @@ def efficiency_figures(config: StudyConfig, summary: dict, folder: Path) -> tupl
     """Thesis Fig. 3: metric versus training-set size, one figure per task, and the table behind it."""
     sizes = list(config.train_sizes)
     paths = []
+    curves = [f for f in config.families if config.curves(f.label)]
     for task in EFFICIENCY_TASKS:
         percent = METRIC_OF[task] == "accuracy"
         series = {}
-        for family in config.families:
+        for family in curves:
             stats = [_task(summary, family.label, task, n) or {"mean": math.nan, "std": math.nan} for n in sizes]
             scale = 100 if percent else 1
             series[family.label] = ([scale * s["mean"] for s in stats], [scale * s["std"] for s in stats])
         paths.append(save_curves(
             folder / f"efficiency_{task}.png", sizes, series, xlabel="training images", logx=True,
             ylabel="test accuracy %" if percent else "test R²", title=f"{task}: data efficiency",
+            ylim=(0, 100) if percent else None,
         ))
     header = ["family", *(f"{task} @ {n}" for task in EFFICIENCY_TASKS for n in sizes)]
     rows = [[f.label, *(_fmt(_task(summary, f.label, task, n), METRIC_OF[task] == "accuracy")
-                        for task in EFFICIENCY_TASKS for n in sizes)] for f in config.families]
+                        for task in EFFICIENCY_TASKS for n in sizes)] for f in curves]
     return paths, _table(header, rows)
 
 
@@ -160,7 +166,7 @@ def resolution_section(config: StudyConfig, summary: dict, folder: Path) -> tupl
         series[family.label] = ([100 * s["mean"] for s in stats], [100 * s["std"] for s in stats])
         rows.append([family.label, *(_fmt(s, True) for s in stats)])
     path = save_curves(folder / "resolution.png", sizes, series, xlabel="evaluation image size (pixels)",
-                       ylabel="direction accuracy %", title=f"trained at {config.model.image_hw[0]} px")
+                       ylabel="direction accuracy %", title=f"trained at {config.model.image_hw[0]} px", ylim=(0, 100))
     return path, _table(["family", *(f"{s} px" for s in sizes)], rows)
 
 
@@ -180,8 +186,26 @@ def similarity_figure(config: StudyConfig, summary: dict, folder: Path) -> Path 
                          markers=markers, title="cosine similarity of the absolute PE, before and after training on absolute_colorshift")
 
 
+def verdict_table(judged) -> str:
+    """The report's opening table: one row per claim, with the computed verdict."""
+    rows = []
+    for claim, _, verdict in judged:
+        ours = "—" if verdict.outcome == NOT_RUN else (
+            f"{fmt_value(verdict.mean, claim)} [{fmt_value(verdict.low, claim)}, {fmt_value(verdict.high, claim)}] (n={verdict.n})")
+        outcome = f"**{verdict.outcome}**"
+        if verdict.outcome == INCONCLUSIVE:
+            outcome += (f" (~{verdict.seeds_needed} seeds would decide)" if verdict.seeds_needed
+                        else " (more seeds needed; no estimate)")
+        rows.append([claim.statement, claim.source, claim.paper, claim.quantity, ours, claim.test, outcome])
+    header = ["claim", "source", "paper", "our quantity", "ours: mean [95% CI]", "test", "verdict"]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(["---"] * len(header)) + " |"]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
 def _cells_json(results: dict[Cell, dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"family": c.family, "task": c.task, "train_size": c.train_size, "seed": c.seed, **r} for c, r in sorted(results.items())]
+    """One entry per cell: its key and its results (the family's settings are in the config)."""
+    return [{"family": c.family, "task": c.task, "train_size": c.train_size, "seed": c.seed,
+             **{k: v for k, v in r.items() if k != "family"}} for c, r in sorted(results.items())]
 
 
 def write_report(
@@ -190,14 +214,19 @@ def write_report(
     results: dict[Cell, dict[str, Any]],
     *,
     missing: dict[str, list[str]],
-    seconds: float,
+    wall_seconds: list[float],
     command: str,
 ) -> Path:
-    """Write ``results.json``, the figures and ``report.md`` into ``folder``; returns the report path."""
+    """Write ``results.json``, the figures and ``report.md`` into ``folder``; returns the report path.
+
+    ``wall_seconds`` holds the wall time of every invocation that ran cells of this study.
+    """
     folder = Path(folder)
     figures = folder / "figures"
     summary = summarise(config, results)
     total = len(config.cells())
+    judged = evaluate_claims(results, config.train_size, tuple(config.resolutions), {f.label for f in config.families})
+    claim_paths = save_claim_figures(figures, judged)
     efficiency_paths, efficiency_table = efficiency_figures(config, summary, figures)
     resolution_path, resolution_table = resolution_section(config, summary, figures)
     similarity_path = similarity_figure(config, summary, figures)
@@ -207,19 +236,35 @@ def write_report(
 
     seeds = config.seeds
     train_px = config.model.image_hw[0]
-    compute = sum(r.get("seconds", 0.0) for r in results.values())
+    compute = sum(r.get("cpu_seconds", r.get("seconds", 0.0)) for r in results.values())
+    wall = sum(wall_seconds)
+    counts = {outcome: sum(v.outcome == outcome for _, _, v in judged) for outcome in ("reproduced", "contradicted", "inconclusive", "not run")}
     lines = [
         "# Position-encoding study",
         "",
-        f"{len(results)} of {total} training runs finished; they took {compute / 60:.1f} min of training "
-        f"time (this invocation: {seconds / 60:.1f} min of wall time). Reproduce with `{command}`; every number "
-        "below is in `results.json`.",
+        f"{len(results)} of {total} training runs finished: {seeds} seed(s) per family, {len(config.families)} families, "
+        f"{config.train_size}/{config.val_size}/{config.test_size} train/val/test images at {train_px}x{train_px} px. "
+        f"Wall time {wall / 60:.1f} min over {len(wall_seconds)} invocation(s); {compute / 60:.1f} CPU-minutes of "
+        f"training and measurement. Reproduce with `{command}`; every number below is in `results.json`, and "
+        "`vitpos study --report-only` rewrites this report from it.",
         "",
+        "## Verdicts",
+        "",
+        f"{counts['reproduced']} reproduced, {counts['contradicted']} contradicted, {counts['inconclusive']} inconclusive"
+        + (f", {counts['not run']} not run" if counts["not run"] else "") + ". Each claim is a quantity measured per "
+        "seed, tested against a bound: reproduced when the whole 95% bootstrap interval of its mean over seeds lies "
+        "on the claim's side, contradicted when it lies wholly on the other side, inconclusive otherwise (with the "
+        "seeds that would decide it if the spread held). Accuracy in %, R² as is; differences are paired by seed.",
+        "",
+        verdict_table(judged),
+        "",
+        *(line for source, path in claim_paths.items() for line in (image(path, source), "")),
         "## Location tasks (thesis Tables 1, 3, 4)",
         "",
         f"Test metrics after training on each red-green task, mean ± std over {seeds} seed(s): accuracy in % "
         "(chance 50) for left/right direction, upper/lower absolute location and absolute location under "
-        "unseen test colours, R² (0 = predicting the mean, 1 = exact) for the (dx, dy) offset.",
+        "unseen test colours, R² (0 = predicting the mean, 1 = exact) for the (dx, dy) offset. The absolute and "
+        "colour-shift columns share one trained model per seed (the same training images; only the test colours differ).",
         "",
         main_table(config, summary),
         "",
@@ -266,14 +311,16 @@ def write_report(
             "",
         ]
     m = config.model
+    steps = config.epochs * (config.train_size // config.batch_size)
     lines += ["## Setup", "", f"- model: {m.depth} encoder block(s), width {m.embed_dim}, {m.num_heads} heads, MLP ratio "
               f"{m.mlp_ratio:g}, patch {m.patch_size} on {m.image_hw[0]}x{m.image_hw[1]} images, {m.head} head; "
               "each family sets its slots on it"]
     lines += [
         f"- data: {config.train_size}/{config.val_size}/{config.test_size} train/val/test images per task, "
-        f"learning curves at {', '.join(map(str, config.train_sizes))} training images",
-        f"- training: {config.epochs} epochs of {config.train_size} images (smaller sets: the same "
-        f"{config.epochs * (config.train_size // config.batch_size)} steps), batch {config.batch_size}, AdamW lr {config.lr}, "
+        f"learning curves at {', '.join(map(str, config.train_sizes))} training images "
+        f"({'every family' if config.efficiency_families is None else ', '.join(config.efficiency_families)})",
+        f"- training: {config.epochs} epochs of {config.train_size} images (smaller sets: about the same "
+        f"{steps} steps), batch {config.batch_size}, AdamW lr {config.lr}, "
         f"weight decay {config.weight_decay}; {seeds} seed(s), each setting initialisation and data",
         "- pretrained families start from a PE trained on direction4 then distance "
         f"({config.pretrain_size} images, {config.pretrain_epochs} epochs each; thesis §5.1)",
@@ -284,7 +331,25 @@ def write_report(
     report = folder / "report.md"
     report.write_text("\n".join(lines) + "\n")
     write_json(folder / "results.json", {
-        "config": config.to_dict(), "missing_families": missing, "seconds": seconds,
-        "finished_cells": len(results), "total_cells": total, "summary": summary, "cells": _cells_json(results),
+        "config": config.to_dict(), "command": command, "missing_families": missing, "wall_seconds": list(wall_seconds),
+        "finished_cells": len(results), "total_cells": total,
+        "verdicts": [{"source": c.source, "claim": c.statement, "paper": c.paper, "quantity": c.quantity, "side": c.side,
+                      "bound": c.bound, "test": c.test,
+                      "values": {str(k): v for k, v in values.items()}, **verdict.to_dict()} for c, values, verdict in judged],
+        "summary": summary, "cells": _cells_json(results),
     })
     return report
+
+
+def report_from_results(folder: str | Path) -> Path:
+    """Rewrite ``report.md`` and the figures from ``results.json`` alone (no training)."""
+    folder = Path(folder)
+    path = folder / "results.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: run the study into {folder} first")
+    data = json.loads(path.read_text())
+    config = StudyConfig.from_dict(data["config"])
+    keys = ("family", "task", "train_size", "seed")
+    results = {Cell(*(c[k] for k in keys)): {k: v for k, v in c.items() if k not in keys} for c in data["cells"]}
+    return write_report(folder, config, results, missing=data["missing_families"], wall_seconds=data["wall_seconds"],
+                        command=data["command"])

@@ -21,10 +21,12 @@ from typing import Any, Callable
 import torch
 
 from ..engine.config import TrainConfig
+from ..engine.ensemble import stack_error
 from ..files import write_json
+from ..models.factory import create_model
 from ..pretrain import pretrain_position_encoding
 from .cells import Cell, CellStore
-from .execute import run_cell
+from .execute import TRAINS_AS, run_cells
 from .families import Family, split_available
 from .protocol import StudyConfig
 from .report import write_report
@@ -65,6 +67,14 @@ def _check_folder(folder: Path, config: StudyConfig) -> None:
     write_json(path, settings)
 
 
+def _earlier_wall(folder: Path) -> list[float]:
+    """Wall seconds of the earlier invocations of the study in ``folder`` (from its ``results.json``)."""
+    try:
+        return list(json.loads((folder / "results.json").read_text()).get("wall_seconds", []))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return []
+
+
 def _pretrained_path(folder: Path, family: Family) -> Path:
     return folder / "pretrained" / f"{family.label}.safetensors"
 
@@ -89,43 +99,83 @@ def _pretrained_line(label: str, summary: dict[str, Any]) -> str:
             f"R² {before['distance_r2']:.2f} -> {after['distance_r2']:.2f} ({summary['seconds']:.0f} s)")
 
 
-def _work(cell: Cell, family: Family, config: StudyConfig, device: str, init_pe: str | None, threads: int | None) -> dict[str, Any]:
+def _work(cells: list[Cell], family: Family, config: StudyConfig, device: str, init_pe: str | None, threads: int | None,
+          ensemble: bool) -> dict[Cell, dict[str, Any]]:
     if threads:
         torch.set_num_threads(threads)
-    return run_cell(cell, family, config, device=device, init_pe=init_pe)
+    return run_cells(cells, family, config, device=device, init_pe=init_pe, ensemble=ensemble)
 
 
 def _describe(cell: Cell, result: dict[str, Any]) -> str:
     value = result["test"]
     shown = f"acc {100 * value:5.1f}%" if result["metric"] == "accuracy" else f"R² {value:6.3f}"
-    return f"{cell}: {shown} ({result['seconds']:.0f} s)"
+    return f"{cell}: {shown}"
+
+
+def jobs_of(cells: list[Cell], ensemble_families: set[str]) -> list[list[Cell]]:
+    """Cells grouped into jobs, in the order of ``cells`` (seed by seed).
+
+    A job trains once per distinct training (twins of :data:`~.execute.TRAINS_AS` share one);
+    for a family in ``ensemble_families`` one job holds every seed and task of one training-set
+    size, trained as one stacked ensemble.
+    """
+    jobs: dict[tuple, list[Cell]] = {}
+    for cell in cells:
+        if cell.family in ensemble_families:
+            key = (cell.family, cell.train_size)
+        else:
+            key = (cell.family, TRAINS_AS.get(cell.task, cell.task), cell.train_size, cell.seed)
+        jobs.setdefault(key, []).append(cell)
+    return list(jobs.values())
 
 
 class _Schedule:
-    """Cells ready to run, and cells that wait for their family's pretrained encoding."""
+    """Jobs ready to run, and jobs that wait for their family's pretrained encoding."""
 
-    def __init__(self, todo: list[Cell], families: dict[str, Family], folder: Path) -> None:
+    def __init__(self, jobs: list[list[Cell]], families: dict[str, Family], folder: Path) -> None:
         self.init: dict[str, str] = {}
         self.to_pretrain: list[Family] = []
-        waiting: dict[str, list[Cell]] = {}
+        waiting: dict[str, list[list[Cell]]] = {}
         for label, family in families.items():
             if family.pretrained:
                 path = _pretrained_path(folder, family)
                 if path.is_file():
                     self.init[label] = str(path)
-                elif any(c.family == label for c in todo):
+                elif any(job[0].family == label for job in jobs):
                     self.to_pretrain.append(family)
                     waiting[label] = []
-        self.ready = [c for c in todo if c.family not in waiting]
-        for cell in todo:
-            if cell.family in waiting:
-                waiting[cell.family].append(cell)
+        self.ready = [job for job in jobs if job[0].family not in waiting]
+        for job in jobs:
+            if job[0].family in waiting:
+                waiting[job[0].family].append(job)
         self._waiting = waiting
 
     def pretrained(self, family: Family, path: Path) -> None:
-        """The encoding of ``family`` exists: its cells may run."""
+        """The encoding of ``family`` exists: its jobs may run."""
         self.init[family.label] = str(path)
         self.ready += self._waiting.pop(family.label)
+
+
+def resolve_device(name: str) -> str:
+    """``auto`` is ``cuda`` where a GPU is present, else ``cpu``; other names pass through."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {name}: no CUDA device is available here; use --device cpu or auto")
+    return name
+
+
+def _ensemble_families(families: dict[str, Family], config: StudyConfig, device: str, log: Callable[[str], None]) -> set[str]:
+    """The families whose models train as stacked ensembles on ``device`` (the others: one model at a time)."""
+    out = set()
+    for label, family in families.items():
+        model = create_model(config.model.replace(**family.model_overrides, num_classes=2)).to(device).train()
+        error = stack_error(model)
+        if error:
+            log(f"family {label}: one model at a time, as its model cannot run under torch.vmap ({error[:120]})")
+        else:
+            out.add(label)
+    return out
 
 
 def run_study(
@@ -135,17 +185,23 @@ def run_study(
     command: str = "vitpos study",
     workers: int = 1,
     device: str = "cpu",
+    ensemble: bool | None = None,
     log: Callable[[str], None] = print,
 ) -> Path:
     """Run every unfinished cell of ``config`` into ``folder`` and write the report; returns its path.
 
-    ``workers`` > 1 trains that many cells at once in separate processes with one thread each
+    ``workers`` > 1 trains that many jobs at once in separate processes with one thread each
     (pretraining included), which uses several CPU cores better than threads inside one small model.
+    ``ensemble`` trains the seeds and tasks of one family and training-set size as one stacked
+    ensemble; the default (None) does so on CUDA only, where it fills the GPU, and not on a CPU,
+    where it measured slower than one model at a time (BENCHMARKS.md).
     """
     folder = Path(folder)
+    device = resolve_device(device)
+    ensemble = device.startswith("cuda") if ensemble is None else ensemble
     available, missing = split_available(config.families)
     for family in available:
-        family.validate()
+        family.check_builds(config.model)
     for label, values in missing.items():
         log(f"skipping family {label}: {', '.join(values)} not available in this installation")
     if not available:
@@ -158,18 +214,19 @@ def run_study(
     cells = runnable.cells()
     results = {c: r for c in cells if (r := store.load(c)) is not None}
     todo = [c for c in cells if c not in results]
-    schedule = _Schedule(todo, families, folder)
-    log(f"{len(cells)} training runs: {len(results)} already done, {len(todo)} to go, {workers} at a time"
+    stacked = _ensemble_families(families, runnable, device, log) if ensemble else set()
+    jobs = jobs_of(todo, stacked)
+    schedule = _Schedule(jobs, families, folder)
+    log(f"{len(cells)} training runs: {len(results)} already done, {len(todo)} to go in {len(jobs)} jobs, "
+        f"{workers} at a time on {device}" + (" (stacked ensembles)" if stacked else "")
         + (f"; first pretraining {', '.join(f.label for f in schedule.to_pretrain)}" if schedule.to_pretrain else ""))
-    seconds_per_cell: list[float] = []
+    progress = _Progress(todo, log)
 
-    def finished(cell: Cell, result: dict[str, Any]) -> None:
-        store.save(cell, result)
-        results[cell] = result
-        seconds_per_cell.append(result["seconds"])
-        left = len(todo) - len(seconds_per_cell)
-        eta = sum(seconds_per_cell) / len(seconds_per_cell) * left / max(workers, 1)
-        log(f"[{len(results):4d}/{len(cells)}] {_describe(cell, result)}  ~{eta / 60:.1f} min left")
+    def finished(job_results: dict[Cell, dict[str, Any]]) -> None:
+        for cell, result in job_results.items():
+            store.save(cell, result)
+            results[cell] = result
+        progress.done(job_results, len(results), len(cells))
 
     try:
         if workers <= 1:
@@ -177,32 +234,55 @@ def run_study(
                 path = _pretrained_path(folder, family)
                 log(_pretrained_line(family.label, _pretrain(path, family, runnable, device)))
                 schedule.pretrained(family, path)
-            for cell in schedule.ready:
-                finished(cell, run_cell(cell, families[cell.family], runnable, device=device, init_pe=schedule.init.get(cell.family)))
+            for job in schedule.ready:
+                family = families[job[0].family]
+                finished(_work(job, family, runnable, device, schedule.init.get(family.label), None, family.label in stacked))
         else:
-            _run_parallel(schedule, families, runnable, folder, device, workers, finished, log)
+            _run_parallel(schedule, families, runnable, folder, device, workers, stacked, finished, log)
     finally:
         seconds = time.perf_counter() - start
-        report = write_report(folder, runnable, results, missing=missing, seconds=seconds, command=command)
+        report = write_report(folder, runnable, results, missing=missing, wall_seconds=[*_earlier_wall(folder), *([seconds] if todo else [])],
+                              command=command)
     log(f"wrote {report} ({len(results)}/{len(cells)} runs, {seconds / 60:.1f} min)")
     return report
 
 
+class _Progress:
+    """Log each finished cell with the time left, extrapolated from this invocation's wall time per cell."""
+
+    def __init__(self, todo: list[Cell], log: Callable[[str], None]) -> None:
+        self.left = set(todo)
+        self.todo = len(todo)
+        self.log = log
+        self.began = time.perf_counter()
+
+    def done(self, job: dict[Cell, dict[str, Any]], finished: int, total: int) -> None:
+        """Log the cells of a finished job."""
+        self.left -= set(job)
+        elapsed = time.perf_counter() - self.began
+        eta = elapsed / max(self.todo - len(self.left), 1) * len(self.left)
+        for i, (cell, result) in enumerate(job.items()):
+            count = finished - len(job) + i + 1
+            self.log(f"[{count:4d}/{total}] {_describe(cell, result)}  ~{eta / 60:.1f} min left")
+
+
 def _run_parallel(schedule: _Schedule, families: dict[str, Family], config: StudyConfig, folder: Path, device: str,
-                  workers: int, finished: Callable[[Cell, dict[str, Any]], None], log: Callable[[str], None]) -> None:
-    """Keep ``workers`` processes busy: pretraining first, each family's cells once its encoding exists."""
+                  workers: int, stacked: set[str], finished: Callable[[dict[Cell, dict[str, Any]]], None],
+                  log: Callable[[str], None]) -> None:
+    """Keep ``workers`` processes busy: pretraining first, each family's jobs once its encoding exists."""
     threads = max(1, (os.cpu_count() or 1) // workers)
     context = multiprocessing.get_context("spawn")  # fork after torch has started threads can deadlock
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        pending: dict[Future, Cell | Family] = {}
+        pending: dict[Future, list[Cell] | Family] = {}
         for family in schedule.to_pretrain:
             pending[pool.submit(_pretrain, _pretrained_path(folder, family), family, config, device, threads)] = family
         try:
             while schedule.ready or pending:
                 while schedule.ready and len(pending) < workers:
-                    cell = schedule.ready.pop(0)
-                    init = schedule.init.get(cell.family)
-                    pending[pool.submit(_work, cell, families[cell.family], config, device, init, threads)] = cell
+                    job = schedule.ready.pop(0)
+                    label = job[0].family
+                    init = schedule.init.get(label)
+                    pending[pool.submit(_work, job, families[label], config, device, init, threads, label in stacked)] = job
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
                     job = pending.pop(future)
@@ -210,7 +290,7 @@ def _run_parallel(schedule: _Schedule, families: dict[str, Family], config: Stud
                         log(_pretrained_line(job.label, future.result()))
                         schedule.pretrained(job, _pretrained_path(folder, job))
                     else:
-                        finished(job, future.result())
+                        finished(future.result())
         except BaseException:
             for future in pending:
                 future.cancel()

@@ -1,0 +1,216 @@
+"""Train several models of one config as one: a stacked ensemble.
+
+Every parameter of the S members is stacked on a leading axis; one forward runs all members
+through :func:`torch.func.functional_call` under :func:`torch.vmap`, and one AdamW steps the
+stacked tensors. AdamW is elementwise, so this is exactly S independent optimisers; gradient
+clipping is per member. Each member keeps its own seed (initialisation, batch order,
+augmentation) and its own data, and ends where :func:`~vitpos.engine.train.train` would have
+taken the same model alone (``tests/engine/test_ensemble.py`` checks it in float64). Only
+randomness inside the forward (dropout, drop path) is drawn differently: per member by vmap.
+
+Small models gain most: S members fill the matrix units that one tiny model leaves idle.
+The ensemble keeps nothing on disk; runs that need checkpoints, EMA, compile or several
+processes use the single-model trainer.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+from torch.func import functional_call
+
+from ..config import ModelConfig
+from ..data.dataset import DataSplits
+from ..encodings.saved import load_position_encoding
+from ..models.factory import create_model
+from .config import TrainConfig
+from .distributed import Dist, epoch_batches, pick_device, steps_per_epoch
+from .evaluate import evaluate, input_dtype, loss_precision, task_loss
+from .metrics import RunningMetrics
+from .optim import WarmupCosine, decays
+from .setup import check_model_fits_data
+from .train import TrainResult, build_augment, step_seed
+
+__all__ = ["Member", "EnsembleError", "train_ensemble", "stack_error"]
+
+_PER_MEMBER = ("seed", "data", "init_pe")
+"""Training options that may differ between the members of one ensemble."""
+_UNSUPPORTED = {"ema_decay": 0.0, "compile": False, "run_dir": None, "save_every": 0}
+
+
+class EnsembleError(ValueError):
+    """The members cannot train as one ensemble (different settings, or an unsupported option)."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """One model of an ensemble: its training settings (seed, data spec, init_pe) and its data."""
+
+    cfg: TrainConfig
+    data: DataSplits
+
+
+def _shared_settings(members: Sequence[Member]) -> TrainConfig:
+    """The settings every member shares; raises where they differ or name an unsupported option."""
+    if not members:
+        raise EnsembleError("an ensemble needs at least one member")
+    first = members[0].cfg
+    shared = {k: v for k, v in first.to_dict().items() if k not in _PER_MEMBER}
+    for member in members[1:]:
+        other = {k: v for k, v in member.cfg.to_dict().items() if k not in _PER_MEMBER}
+        differ = sorted(k for k in shared if shared[k] != other[k])
+        if differ:
+            raise EnsembleError(f"ensemble members differ in {', '.join(differ)}; only {', '.join(_PER_MEMBER)} may differ")
+    bad = [k for k, off in _UNSUPPORTED.items() if getattr(first, k) != off]
+    if bad:
+        raise EnsembleError(f"{', '.join(bad)} need the single-model trainer (vitpos.engine.train); leave them off")
+    return first
+
+
+def stack_error(model: nn.Module) -> str | None:
+    """Why ``model`` cannot train under :func:`torch.vmap` with stacked parameters, or None if it can
+    (tried: a forward and a backward pass on a tiny batch)."""
+    params = {k: torch.stack([v.detach()] * 2).requires_grad_(v.requires_grad) for k, v in model.named_parameters()}
+    buffers = {k: torch.stack([v] * 2) for k, v in model.named_buffers()}
+    size = getattr(model.cfg, "image_hw", (32, 32))
+    chans = getattr(model.cfg, "in_chans", 3)
+    x = torch.zeros(2, 1, chans, *size, dtype=input_dtype(model), device=next(model.parameters()).device)
+    try:
+        out = torch.vmap(lambda p, b, xs: functional_call(model, (p, b), (xs,)), randomness="different")(params, buffers, x)
+        out.float().sum().backward()
+    except (RuntimeError, NotImplementedError) as err:
+        return str(err).splitlines()[0]
+    return None
+
+
+class _Stack:
+    """The members' modules and their parameters stacked on a leading axis."""
+
+    def __init__(self, models: list[nn.Module]) -> None:
+        self.models = models
+        self.base = models[0]
+        self.params = {
+            name: torch.stack([dict(m.named_parameters())[name].detach() for m in models]).requires_grad_(True)
+            for name, _ in self.base.named_parameters()
+        }
+        self.buffers = {name: torch.stack([dict(m.named_buffers())[name] for m in models]) for name, _ in self.base.named_buffers()}
+        self._forward = torch.vmap(self._one, randomness="different")
+
+    def _one(self, params: dict, buffers: dict, x: torch.Tensor) -> torch.Tensor:
+        return functional_call(self.base, (params, buffers), (x,))
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # S, B, C, H, W -> S, B, outputs
+        return self._forward(self.params, self.buffers, x)
+
+    def train(self, mode: bool) -> None:
+        self.base.train(mode)
+
+    @torch.no_grad()
+    def write_back(self) -> None:
+        """Copy every member's slice of the stacked parameters into its own module."""
+        for i, model in enumerate(self.models):
+            for name, param in model.named_parameters():
+                param.copy_(self.params[name][i])
+
+    def clip_(self, max_norm: float) -> None:
+        """Clip each member's gradient to global norm ``max_norm``, as ``clip_grad_norm_`` clips one model's."""
+        grads = [p.grad for p in self.params.values() if p.grad is not None]
+        if not grads:
+            return
+        norms = torch.stack([g.flatten(1).norm(2, dim=1) for g in grads], dim=1).norm(2, dim=1)  # S
+        coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(coef.view(-1, *([1] * (g.ndim - 1))).to(g.dtype))
+
+
+def _build_member(model_cfg: ModelConfig, member: Member, device: torch.device) -> nn.Module:
+    """The member's model exactly as the single-model trainer builds it (same seed, same order)."""
+    torch.manual_seed(member.cfg.seed)
+    model = create_model(model_cfg)
+    if member.cfg.init_pe:
+        load_position_encoding(model, member.cfg.init_pe)
+    return model.to(device)
+
+
+def train_ensemble(model_cfg: ModelConfig, members: Sequence[Member]) -> list[TrainResult]:
+    """Train every member as :func:`~vitpos.engine.train.train` would alone, all in one stacked model.
+
+    Members share every training option except ``seed``, ``data`` and ``init_pe``, and their
+    training splits must give the same number of steps per epoch. Returns one result per member,
+    in order (no run folder, no checkpoint).
+    """
+    cfg = _shared_settings(members)
+    device = pick_device(cfg.device)
+    infos = [m.data.info for m in members]
+    for info in infos:
+        check_model_fits_data(model_cfg, info)
+    augments = [build_augment(m.cfg, info) for m, info in zip(members, infos)]
+    size = model_cfg.image_hw
+    splits = [{s: m.data.split(s).at_size(size) for s in ("train", "val", "test")} for m in members]
+    steps = {steps_per_epoch(len(s["train"]), cfg.batch_size, Dist()) for s in splits}
+    if len(steps) > 1:
+        raise EnsembleError(f"ensemble members have different steps per epoch ({sorted(steps)}); give them equal training splits")
+    per_epoch = steps.pop()
+    schedule = WarmupCosine(cfg.lr, cfg.min_lr, round(cfg.warmup_epochs * per_epoch), cfg.epochs * per_epoch)
+
+    stack = _Stack([_build_member(model_cfg, m, device) for m in members])
+    mask = decays(stack.base)
+    optimizer = torch.optim.AdamW([
+        {"params": [stack.params[n] for n, on in mask.items() if on], "weight_decay": cfg.weight_decay},
+        {"params": [stack.params[n] for n, on in mask.items() if not on], "weight_decay": 0.0},
+    ], lr=cfg.lr, betas=cfg.betas)
+    dtype = input_dtype(stack.base)
+    amp = cfg.amp and device.type == "cuda"
+    histories: list[list[dict[str, Any]]] = [[] for _ in members]
+    step = 0
+    for epoch in range(cfg.epochs):
+        stack.train(True)
+        began = time.perf_counter()
+        orders = [epoch_batches(len(s["train"]), cfg.batch_size, m.cfg.seed, epoch, Dist()) for m, s in zip(members, splits)]
+        running = [RunningMetrics(info.task, info.num_outputs, device) for info in infos]
+        for t in range(per_epoch):
+            xs, ys, raw = [], [], []
+            for i, member in enumerate(members):
+                images, targets = splits[i]["train"][orders[i][t]]
+                torch.manual_seed(step_seed(member.cfg.seed, step, 0))
+                images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+                x, y = augments[i](images, targets)
+                xs.append(x.to(dtype))
+                ys.append(y)
+                raw.append(targets)
+            lr = schedule.apply(optimizer, step)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+                outputs = stack(torch.stack(xs))
+            losses = [task_loss(loss_precision(outputs[i]), ys[i], infos[i].task, cfg.label_smoothing) for i in range(len(members))]
+            optimizer.zero_grad(set_to_none=True)
+            torch.stack(losses).sum().backward()  # member i's gradient is that of its own loss alone
+            if cfg.grad_clip:
+                stack.clip_(cfg.grad_clip)
+            optimizer.step()
+            for i, loss in enumerate(losses):
+                running[i].add_loss(loss, len(xs[i]))
+                if not augments[i].mixes:
+                    running[i].add_predictions(loss_precision(outputs[i]).detach(), raw[i])
+            step += 1
+        elapsed = time.perf_counter() - began
+        evaluate_now = (epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs
+        if evaluate_now:
+            stack.write_back()
+        for i, model in enumerate(stack.models):
+            row = {"epoch": epoch + 1, "step": step, "lr": lr} | {f"train_{k}": v for k, v in running[i].compute().items()}
+            if evaluate_now:
+                row |= {f"val_{k}": v for k, v in _evaluate(model, splits[i]["val"], cfg, device).items()}
+            histories[i].append(row | {"time_s": elapsed, "images_per_s": per_epoch * cfg.batch_size * len(members) / elapsed})
+    stack.write_back()
+    return [
+        TrainResult(model.eval(), None, history, _evaluate(model, s["test"], cfg, device), None, None)
+        for model, history, s in zip(stack.models, histories, splits)
+    ]
+
+
+def _evaluate(model: nn.Module, dataset, cfg: TrainConfig, device: torch.device) -> dict[str, float]:
+    return evaluate(model, dataset, batch_size=cfg.batch_size, device=device, amp=cfg.amp, workers=cfg.workers)

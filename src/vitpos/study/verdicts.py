@@ -1,0 +1,76 @@
+"""From per-seed values to a verdict: a bootstrap confidence interval of the mean against a bound.
+
+A claim says that a quantity lies above (``>``) or below (``<``) a bound. The claim is
+*reproduced* when the whole 95% interval lies on its side of the bound, *contradicted* when the
+whole interval lies on the other side, and *inconclusive* otherwise; then the number of seeds that
+would decide it is estimated from the interval's width, which shrinks as one over the square root
+of the number of seeds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["REPRODUCED", "CONTRADICTED", "INCONCLUSIVE", "NOT_RUN", "Verdict", "bootstrap_ci", "judge"]
+
+REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_RUN = "reproduced", "contradicted", "inconclusive", "not run"
+RESAMPLES = 10_000
+"""Bootstrap resamples per interval."""
+
+
+def bootstrap_ci(values: Sequence[float], level: float = 0.95, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``values`` (resampling seeds with replacement)."""
+    data = np.asarray(values, dtype=float)
+    if data.size == 0:
+        raise ValueError("a confidence interval needs at least one value")
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, data.size, size=(resamples, data.size))].mean(axis=1)
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of one claim's test."""
+
+    outcome: str
+    n: int
+    """Seeds that entered the test."""
+    mean: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+    seeds_needed: int | None = None
+    """For an inconclusive claim: seeds that would likely decide it (None: no estimate, e.g. one
+    seed, or a mean on the bound)."""
+
+    def to_dict(self) -> dict:
+        """Plain dict, for JSON."""
+        return {"outcome": self.outcome, "n": self.n, "mean": self.mean, "low": self.low, "high": self.high,
+                "seeds_needed": self.seeds_needed}
+
+
+def judge(values: Sequence[float], side: str, bound: float, level: float = 0.95) -> Verdict:
+    """Test "mean ``side`` ``bound``" (``side`` is ``>`` or ``<``) on per-seed ``values``."""
+    if side not in (">", "<"):
+        raise ValueError(f"side must be '>' or '<', got {side!r}")
+    data = [float(v) for v in values if v is not None and not math.isnan(v)]
+    n = len(data)
+    if n == 0:
+        return Verdict(NOT_RUN, 0)
+    mean = float(np.mean(data))
+    low, high = bootstrap_ci(data, level)
+    if n == 1:  # one seed says nothing about the spread
+        return Verdict(INCONCLUSIVE, 1, mean, low, high, None)
+    above, below = low > bound, high < bound
+    if above or below:
+        holds = above if side == ">" else below
+        return Verdict(REPRODUCED if holds else CONTRADICTED, n, mean, low, high)
+    gap = abs(mean - bound)
+    half = (high - low) / 2
+    needed = None if gap == 0 else max(n + 1, math.ceil(n * (half / gap) ** 2))
+    return Verdict(INCONCLUSIVE, n, mean, low, high, needed)

@@ -1,0 +1,74 @@
+"""A stacked ensemble member ends exactly where the single-model trainer takes the same model."""
+
+import pytest
+import torch
+
+from vitpos.data.synthetic import SyntheticTask
+from vitpos.engine.config import TrainConfig
+from vitpos.engine.ensemble import EnsembleError, Member, stack_error, train_ensemble
+from vitpos.engine.train import train
+from vitpos.models.factory import create_model, get_config
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+MODEL = get_config("thesis_vit", img_size=16, embed_dim=16, num_heads=2, mlp_ratio=2.0)
+
+
+@pytest.fixture
+def float64():
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(before)
+
+
+def _member(task: str, seed: int, **train) -> Member:
+    data = SyntheticTask(task, img_size=16, square_size=4, train=48, val=16, test=24, seed=seed).splits()
+    settings = dict(epochs=3, batch_size=16, lr=3e-3, warmup_epochs=1, weight_decay=0.1, device="cpu", progress=False)
+    return Member(TrainConfig(data=data.info.spec, seed=seed, **{**settings, **train}), data)
+
+
+@pytest.mark.parametrize("absolute,clip", [("learned:std=1", 0.05), ("fourier:gamma=2", 0.0)])
+def test_a_member_equals_the_model_trained_alone(float64, absolute, clip):
+    """Seeds and tasks (classification and regression) mixed, clipping active on one case: every
+    member's parameters, training loss and val/test metrics match a lone run after 9 steps."""
+    model_cfg = MODEL.replace(absolute=absolute, num_classes=2)
+    members = [_member("direction", 0, grad_clip=clip), _member("distance", 1, grad_clip=clip), _member("absolute", 7, grad_clip=clip)]
+    together = train_ensemble(model_cfg, members)
+    for member, result in zip(members, together):
+        alone = train(model_cfg, member.cfg, member.data)
+        assert next(result.model.parameters()).dtype == torch.float64
+        for (name, p), q in zip(result.model.named_parameters(), alone.model.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-9, atol=1e-11, msg=name)
+        assert set(result.test) == set(alone.test)
+        for key, value in alone.test.items():
+            assert result.test[key] == pytest.approx(value, rel=1e-9, abs=1e-11), key
+        for row, ref in zip(result.history, alone.history, strict=True):
+            for key in ("train_loss", "val_loss", "lr", "step"):
+                if key in ref:
+                    assert row[key] == pytest.approx(ref[key], rel=1e-9), key
+    before = create_model(model_cfg)
+    assert any((p - q).abs().max() > 1e-3 for p, q in zip(together[0].model.parameters(), before.parameters()))
+
+
+def test_members_that_cannot_share_one_optimiser_are_refused():
+    with pytest.raises(EnsembleError, match="members differ in lr"):
+        train_ensemble(MODEL, [_member("direction", 0), _member("direction", 1, lr=1e-2)])
+    with pytest.raises(EnsembleError, match="ema_decay need the single-model trainer"):
+        train_ensemble(MODEL, [_member("direction", 0, ema_decay=0.9), _member("direction", 1, ema_decay=0.9)])
+
+
+def test_stack_error_tells_which_models_vmap():
+    assert stack_error(create_model(MODEL.replace(absolute="fourier:gamma=2", conditional="peg@-1", join="lape")).train()) is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_a_member_equals_the_model_trained_alone():
+    model_cfg = MODEL.replace(absolute="learned:std=1", num_classes=2)
+    members = [_member(task, seed, device="cuda", amp=False) for task, seed in (("direction", 0), ("distance", 1))]
+    for member, result in zip(members, train_ensemble(model_cfg, members)):
+        alone = train(model_cfg, member.cfg, member.data)
+        for p, q in zip(result.model.parameters(), alone.model.parameters()):  # TF32 convolutions: loose
+            torch.testing.assert_close(p, q, rtol=1e-3, atol=1e-3)
+    amp = train_ensemble(model_cfg, [_member("direction", s, device="cuda") for s in (0, 1)])  # bf16 autocast
+    assert all(torch.isfinite(p).all() for r in amp for p in r.model.parameters())
