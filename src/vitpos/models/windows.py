@@ -20,8 +20,8 @@ While tracing (``torch.export``, ``torch.compile``) the grid sizes are symbolic,
 must hold for every size, so the first rule is realised without branching on a side: windows
 are always M x M, an axis shorter than M is padded to one whole window whose padded keys are
 masked, and the shift is a tensor, ``M // 2`` where the side exceeds M and 0 elsewhere; every
-block pads, rolls and masks (by zero rows, a zero shift and a mask of padding only where eager
-execution skips the step). For real tokens this is the same attention as the eager rule: the
+block gathers its windows (padding, roll and cut in one index) and masks, where eager execution
+may skip a step. For real tokens this is the same attention as the eager rule: the
 same keys, and relative terms that depend only on the offset (or, for RoPE, the position from
 the window's first row and column). The exception is a relative bias normalised over its keys
 (LaPE's join with a bias, :class:`~vitpos.encodings.lape.NormalisedBias`), whose statistics
