@@ -195,3 +195,16 @@ def test_compiled_dynamic_model_does_not_recompile_per_size(one_thread):
             torch.testing.assert_close(compiled(x), model(x), rtol=0, atol=1e-5)
     assert counter.frame_count == 1
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
+
+
+def test_command_writes_the_program_and_its_config(tmp_path, capsys, one_thread):
+    from vitpos.cli import main
+
+    out = tmp_path / "lite.pt2"
+    args = ["export", "--model", "vit_lite_7_4", "--depth", "1", "--img-size", "16", "--min-size", "8", "--max-size", "32"]
+    assert main([*args, str(out)]) == 0
+    assert "image sides 8..32" in capsys.readouterr().out
+    deployed = load_deployed(out)
+    assert deployed(torch.randn(2, 3, 24, 8)).shape == (2, 10)
+    assert main(["export", "--model", "swin_tiny_lape", "--min-size", "64", "--max-size", "1024", str(tmp_path / "s.pt2")]) == 2
+    assert "use --min-size 224 or more" in capsys.readouterr().err
