@@ -9,6 +9,7 @@ count, warm-up, and the median of repeated, interleaved timings; the spread is m
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
@@ -16,6 +17,7 @@ import time
 import torch
 
 from .cases import BASELINE, CASES, TARGETS, Case
+from .gpu_report import NOT_MEASURED, gpu_section, replace_section
 from .reference import report as reference_report
 from .report import Miss, render, target_misses
 from .timing import Timing, build, image_side, paired_overheads, peak_memory, step_fn
@@ -140,8 +142,9 @@ def main(argv: list[str] | None = None) -> int:
             command=command, threads=args.threads, minutes=(time.perf_counter() - start) / 60, note=args.note,
             table=header + rows, misses=misses, skipped=skipped, reference=reference,
         )  # fmt: skip
-        with open(args.out, "w") as f:
-            f.write(text)
+        previous = open(args.out).read() if os.path.exists(args.out) else ""
+        with open(args.out, "w") as f:  # the GPU section, written by python -m bench.gpu, stays
+            f.write(replace_section(text, gpu_section(previous) or NOT_MEASURED))
     return 0
 
 

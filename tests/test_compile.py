@@ -49,3 +49,9 @@ def test_all_four_slots_compile_without_graph_breaks(path):
 @pytest.mark.slow
 def test_all_four_slots_compile_with_inductor():
     check_compiled_equals_eager(all_slot_model(), "inductor", None)
+
+
+def test_rope_compiles_without_graph_breaks():
+    """The compiled rotation is the real-arithmetic form of the eager complex one."""
+    model = vitpos.create_model("vit_lite_7_4", **TINY | dict(depth=1), absolute="none", relative="rope2d:mixed")
+    check_compiled_equals_eager(model, "aot_eager", None)

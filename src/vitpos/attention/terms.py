@@ -50,18 +50,32 @@ class Rotation:
     num_prefix_tokens: int
 
     def to(self, dtype: torch.dtype) -> "Rotation":
-        """The same rotation with its tables in ``dtype``."""
-        return replace(self, cos_sin=self.cos_sin.to(dtype))
+        """The rotation for queries in ``dtype``: its tables in ``dtype``, at least float32 (the
+        turn is computed in that precision and rounded once)."""
+        return replace(self, cos_sin=self.cos_sin.to(torch.promote_types(dtype, torch.float32)))
 
     def apply(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rotated (q, k), both (B, heads, N, d), in one pass over both."""
+        """Rotated (q, k), both (B, heads, N, d), in one step over both.
+
+        Eager: one complex multiplication of the stacked pairs (``python -m bench.rope``: x0.15 to
+        x0.31 the time of rotating q and k apart in real arithmetic, DeiT-S shapes, one CPU
+        thread, two runs on a shared machine). Compiled: the same in
+        real arithmetic, which inductor fuses into one kernel (it generates no code for complex
+        operations).
+        """
         p = self.num_prefix_tokens
+        both = torch.stack([q, k])  # 2, B, heads, N, d: one contiguous copy of both
+        cells = both[..., p:, :].to(self.cos_sin.dtype)
         cos, sin = self.cos_sin.unbind(0)
-        cells = torch.stack([q[..., p:, :], k[..., p:, :]])  # 2, B, heads, H*W, d
-        even, odd = cells.unflatten(-1, (-1, 2)).unbind(-1)
-        turned = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+        if torch.compiler.is_compiling():
+            even, odd = cells.unflatten(-1, (-1, 2)).unbind(-1)
+            turned = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+        else:
+            pairs = torch.view_as_complex(cells.unflatten(-1, (-1, 2)).contiguous())
+            turned = torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2)
+        turned = turned.to(q.dtype)
         if p:
-            turned = torch.cat([torch.stack([q[..., :p, :], k[..., :p, :]]), turned], dim=-2)
+            turned = torch.cat([both[..., :p, :], turned], dim=-2)
         return turned[0], turned[1]
 
 

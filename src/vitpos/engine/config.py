@@ -50,7 +50,11 @@ class TrainConfig:
     crop_scale: float | None = bounded(None, gt=0, le=1)
     """Smallest area fraction of the random resized crop; default 0.08 for folders and CIFAR, no crop elsewhere."""
     amp: bool = True
-    """bfloat16 autocast on CUDA (ignored on CPU)."""
+    """Mixed precision: autocast in amp_dtype on CUDA (on CPU only with cpu_amp)."""
+    amp_dtype: str = bounded("bfloat16", choices=("bfloat16", "float16"))
+    """The autocast dtype: bfloat16, or float16 (with a gradient scaler on CUDA)."""
+    cpu_amp: bool = False
+    """Autocast on CPU too (with amp); off by default, as CPUs without bf16 units run it slower."""
     compile: bool = False
     """Compile the training forward with torch.compile."""
     seed: int = bounded(0, ge=0)

@@ -30,6 +30,7 @@ from ..models.factory import create_model
 from .config import TrainConfig
 from .distributed import Dist, epoch_batches, pick_device, steps_per_epoch
 from .evaluate import evaluate, input_dtype, loss_precision, task_loss
+from .precision import Precision
 from .metrics import RunningMetrics
 from .optim import WarmupCosine, decays
 from .setup import check_model_fits_data
@@ -164,7 +165,12 @@ def train_ensemble(model_cfg: ModelConfig, members: Sequence[Member]) -> list[Tr
         {"params": [stack.params[n] for n, on in mask.items() if not on], "weight_decay": 0.0},
     ], lr=cfg.lr, betas=cfg.betas)
     dtype = input_dtype(stack.base)
-    amp = cfg.amp and device.type == "cuda"
+    precision = Precision.for_run(cfg.amp, cfg.amp_dtype, cfg.cpu_amp, device)
+    if precision.scales_gradients:
+        raise EnsembleError(
+            "TrainConfig.amp_dtype = 'float16' on CUDA needs a gradient scaler, which stacked ensembles do not use: "
+            "set amp_dtype to bfloat16 or turn amp off"
+        )
     histories: list[list[dict[str, Any]]] = [[] for _ in members]
     step = 0
     for epoch in range(cfg.epochs):
@@ -183,7 +189,7 @@ def train_ensemble(model_cfg: ModelConfig, members: Sequence[Member]) -> list[Tr
                 ys.append(y)
                 raw.append(targets)
             lr = schedule.apply(optimizer, step)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+            with precision.autocast():
                 outputs = stack(torch.stack(xs))
             losses = [task_loss(loss_precision(outputs[i]), ys[i], infos[i].task, cfg.label_smoothing) for i in range(len(members))]
             optimizer.zero_grad(set_to_none=True)
@@ -203,14 +209,14 @@ def train_ensemble(model_cfg: ModelConfig, members: Sequence[Member]) -> list[Tr
         for i, model in enumerate(stack.models):
             row = {"epoch": epoch + 1, "step": step, "lr": lr} | {f"train_{k}": v for k, v in running[i].compute().items()}
             if evaluate_now:
-                row |= {f"val_{k}": v for k, v in _evaluate(model, splits[i]["val"], cfg, device).items()}
+                row |= {f"val_{k}": v for k, v in _evaluate(model, splits[i]["val"], cfg, device, precision).items()}
             histories[i].append(row | {"time_s": elapsed, "images_per_s": per_epoch * cfg.batch_size * len(members) / elapsed})
     stack.write_back()
     return [
-        TrainResult(model.eval(), None, history, _evaluate(model, s["test"], cfg, device), None, None)
+        TrainResult(model.eval(), None, history, _evaluate(model, s["test"], cfg, device, precision), None, None)
         for model, history, s in zip(stack.models, histories, splits)
     ]
 
 
-def _evaluate(model: nn.Module, dataset, cfg: TrainConfig, device: torch.device) -> dict[str, float]:
-    return evaluate(model, dataset, batch_size=cfg.batch_size, device=device, amp=cfg.amp, workers=cfg.workers)
+def _evaluate(model: nn.Module, dataset, cfg: TrainConfig, device: torch.device, precision: Precision) -> dict[str, float]:
+    return evaluate(model, dataset, batch_size=cfg.batch_size, device=device, precision=precision, workers=cfg.workers)

@@ -17,6 +17,7 @@ from ..data.dataset import ImageDataset, as_size, iterate_batches
 from ..data.transforms import normalize, soft_cross_entropy, to_float
 from .distributed import Dist, eval_batches
 from .metrics import RunningMetrics, primary_metric
+from .precision import Precision
 
 __all__ = ["task_loss", "evaluate", "evaluate_resolutions", "resolution_table", "loss_precision", "input_dtype"]
 
@@ -49,10 +50,11 @@ def evaluate(
     batch_size: int = 256,
     device: torch.device | str | None = None,
     ctx: Dist = Dist(),
-    amp: bool = False,
+    precision: Precision | None = None,
     workers: int = 0,
 ) -> dict[str, float]:
-    """Loss and acc1/acc5 (percent) or r2 of ``model`` on ``dataset``, over all processes."""
+    """Loss and acc1/acc5 (percent) or r2 of ``model`` on ``dataset``, over all processes;
+    ``precision`` gives the autocast (none by default)."""
     device = torch.device(device) if device is not None else next(model.parameters()).device
     info = dataset.info
     was_training = model.training
@@ -63,7 +65,7 @@ def evaluate(
     for images, targets in iterate_batches(dataset, batches, workers, pin_memory=device.type == "cuda"):
         x = normalize(to_float(images.to(device, non_blocking=True)), info.mean, info.std).to(dtype)
         targets = targets.to(device, non_blocking=True)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp and device.type == "cuda"):
+        with (precision or Precision(device.type)).autocast():
             outputs = loss_precision(model(x))
         metrics.add_loss(task_loss(outputs, targets, info.task), len(x))
         metrics.add_predictions(outputs, targets)

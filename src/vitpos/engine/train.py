@@ -1,6 +1,7 @@
 """The trainer: ``train(model_cfg, train_cfg, data) -> TrainResult``.
 
-AdamW with warm-up + cosine, gradient clipping, optional EMA, bf16 autocast on CUDA, optional
+AdamW with warm-up + cosine, gradient clipping, optional EMA, bf16 / fp16 autocast (CUDA, or CPU
+on request; fp16 with a gradient scaler on CUDA), optional
 ``torch.compile``, data parallelism under ``torchrun``, checkpoints and ``resume``.
 
 Every optimiser step reseeds torch's generator from (seed, step, rank), and batch order is a
@@ -38,6 +39,7 @@ from .distributed import Dist, epoch_batches, setup, steps_per_epoch, teardown
 from .evaluate import evaluate, input_dtype, loss_precision, task_loss
 from .metrics import RunningMetrics
 from .optim import ModelEma, WarmupCosine, build_optimizer
+from .precision import Precision
 from .records import write_history, write_run_config, write_summary
 from .run_lock import locked_run_folder
 from .setup import check_model_fits_data
@@ -122,6 +124,8 @@ class _Trainer:
             load_position_encoding(self.model, cfg.init_pe)
         self.model = self.model.to(device)
         self.optimizer = build_optimizer(self.model, cfg.lr, cfg.weight_decay, cfg.betas)
+        self.precision = Precision.for_run(cfg.amp, cfg.amp_dtype, cfg.cpu_amp, device)
+        self.scaler = self.precision.scaler()
         self.ema = ModelEma(self.model, cfg.ema_decay) if cfg.ema_decay else None
         self.run_dir = Path(cfg.run_dir) if cfg.run_dir else None
         self.epoch, self.batch, self.step = 0, 0, 0
@@ -235,7 +239,6 @@ class _Trainer:
         cfg, ctx, device, info = self.cfg, self.ctx, self.device, self.info
         batches = epoch_batches(len(self.train_set), cfg.batch_size, cfg.seed, self.epoch, ctx)
         self.model.train()
-        amp = cfg.amp and device.type == "cuda"
         dtype = input_dtype(self.model)
         bar = self.bar
         bar.set_description(f"epoch {self.epoch + 1}/{cfg.epochs}", refresh=False)
@@ -247,14 +250,16 @@ class _Trainer:
             x, y = self.augment(images, targets)
             x = x.to(dtype)
             lr = self.schedule.apply(self.optimizer, self.step)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+            with self.precision.autocast():
                 outputs = loss_precision(self.net(x))
             loss = task_loss(outputs, y, info.task, cfg.label_smoothing)
             self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            self.scaler.scale(loss).backward()
             if cfg.grad_clip:
+                self.scaler.unscale_(self.optimizer)
                 nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
-            self.optimizer.step()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
             if self.ema is not None:
                 self.ema.update(self.model)
             self.running.add_loss(loss, len(x))
@@ -285,7 +290,7 @@ class _Trainer:
         ))
 
     def _evaluate(self, dataset, prefix: str) -> dict[str, float]:
-        kw = dict(batch_size=self.cfg.batch_size, device=self.device, ctx=self.ctx, amp=self.cfg.amp, workers=self.cfg.workers)
+        kw = dict(batch_size=self.cfg.batch_size, device=self.device, ctx=self.ctx, precision=self.precision, workers=self.cfg.workers)
         out = {prefix + k: v for k, v in evaluate(self.model, dataset, **kw).items()}
         if self.ema is not None:
             out |= {f"ema_{prefix}{k}": v for k, v in evaluate(self.ema.module, dataset, **kw).items()}

@@ -1,0 +1,103 @@
+"""The GPU section of BENCHMARKS.md: its cases, its table and its place in the file (no CUDA needed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .cases import BASELINE, CASES, Case
+
+HEADING = "## GPU"
+NOT_MEASURED = (
+    f"{HEADING}\n\nNo GPU figures have been measured yet: `python -m bench.gpu --out BENCHMARKS.md` on a "
+    "machine with CUDA writes this section (device, torch version, command, bf16 autocast training "
+    "and inference overheads of every slot value on DeiT-S at 196 and 784 tokens, eager and compiled, "
+    "peak memory, and vitpos against timm's DeiT-S and Swin-T when timm is installed).\n"
+)
+
+
+@dataclass(frozen=True)
+class GpuGroup:
+    """One paired comparison: every case at ``tokens`` in ``mode`` ('train' or 'infer'), eager or compiled."""
+
+    tokens: int
+    mode: str
+    compiled: bool
+
+    @property
+    def title(self) -> str:
+        return f"{self.tokens} tokens, {'training step' if self.mode == 'train' else 'inference'}, {'compiled' if self.compiled else 'eager'}"
+
+
+def gpu_groups(tokens: tuple[int, ...] = (196, 784), compiled: tuple[bool, ...] = (False, True)) -> list[GpuGroup]:
+    """Every (tokens, mode, eager/compiled) comparison the GPU benchmark runs."""
+    return [GpuGroup(t, mode, c) for t in tokens for c in compiled for mode in ("train", "infer")]
+
+
+def gpu_cases() -> list[Case]:
+    """Every available slot value of the CPU benchmark, the no-PE baseline first."""
+    return [BASELINE] + [c for c in CASES if c is not BASELINE and c.available()]
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    """One measured case of one group: images/s, overhead against the group's baseline (median,
+    min, max over rounds) and peak CUDA memory of a training step (bytes, None in inference)."""
+
+    label: str
+    images_per_s: float
+    overhead: tuple[float, float, float]
+    peak_bytes: int | None = None
+
+
+def render_table(group: GpuGroup, rows: list[GpuRow], baseline: str) -> list[str]:
+    """Markdown lines of one group's table."""
+    lines = [
+        f"### {group.title}",
+        "",
+        "| case | img/s | overhead (min to max) | peak memory |",
+        "| --- | --- | --- | --- |",
+    ]
+    base_peak = next((r.peak_bytes for r in rows if r.label == baseline), None)
+    for r in rows:
+        median, low, high = r.overhead
+        over = "baseline" if r.label == baseline else f"{median:+.1%} ({low:+.1%} to {high:+.1%})"
+        memory = ""
+        if r.peak_bytes is not None:
+            memory = f"{r.peak_bytes / 2**30:.2f} GiB" + (f" ×{r.peak_bytes / base_peak:.2f}" if base_peak else "")
+        lines.append(f"| {r.label} | {r.images_per_s:.1f} | {over} | {memory} |")
+    return lines + [""]
+
+
+def render_section(device: str, torch_version: str, command: str, batch: int, tables: list[list[str]]) -> str:
+    """The whole GPU section: what was run, on what, and the tables."""
+    head = [
+        HEADING,
+        "",
+        f"- Device: {device}; torch {torch_version}",
+        f"- Command: `{command}`",
+        f"- Settings: bf16 autocast, batch {batch} at 196 tokens (scaled by 196 / tokens), AdamW training "
+        "steps; overheads paired against the baseline timed beside them (see the CPU settings above); "
+        "peak memory from `torch.cuda.max_memory_allocated` over one training step.",
+        "",
+    ]
+    return "\n".join(head + [line for table in tables for line in table])
+
+
+def replace_section(text: str, section: str) -> str:
+    """``text`` with its GPU section (from :data:`HEADING` to the next '## ' heading) replaced by
+    ``section``, or ``section`` appended where there is none."""
+    start = text.find(f"\n{HEADING}\n")
+    if start < 0:
+        return text.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
+    end = text.find("\n## ", start + 1)
+    rest = "" if end < 0 else text[end:]
+    return text[: start + 1] + section.rstrip("\n") + "\n" + rest
+
+
+def gpu_section(text: str) -> str | None:
+    """The GPU section of ``text``, or None."""
+    start = text.find(f"\n{HEADING}\n")
+    if start < 0:
+        return None
+    end = text.find("\n## ", start + 1)
+    return text[start + 1 : None if end < 0 else end + 1]
