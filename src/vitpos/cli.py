@@ -20,7 +20,7 @@ from typing import Sequence
 __all__ = ["main", "build_parser"]
 
 COMMANDS = (
-    "models", "train", "eval", "convert",
+    "models", "train", "eval", "convert", "export",
     "study", "pretrain-pe", "probe", "similarity", "attention", "equivariance", "awareness", "buckets", "relative-bias",
 )
 """Subcommands; each is the module ``vitpos.commands.<name with - as _>`` and defines ``add_parser(subparsers)``."""

@@ -7,10 +7,19 @@ import torch.nn.functional as F
 
 from .errors import VitposError
 
-__all__ = ["Grid", "patch_grid", "grid_coords", "grid_offsets", "resample_table", "tokens_to_map", "map_to_tokens"]
+__all__ = ["Grid", "tracing", "patch_grid", "grid_coords", "grid_offsets", "resample_table", "tokens_to_map", "map_to_tokens"]
 
 Grid = tuple[int, int]
-"""(H, W): rows then columns, counted in patches."""
+"""(H, W): rows then columns, counted in patches; symbolic sizes (``torch.SymInt``) while tracing."""
+
+
+def tracing() -> bool:
+    """True under ``torch.compile`` and ``torch.export``, where grid sizes may be symbolic.
+
+    Code that would branch on a grid size (a shortcut at the native grid, a per-grid cache)
+    takes its general path then, so the traced graph holds for every size.
+    """
+    return torch.compiler.is_compiling()
 
 
 def patch_grid(image_hw: tuple[int, int], patch_size: int, *, pad: bool = False) -> Grid:
@@ -21,7 +30,8 @@ def patch_grid(image_hw: tuple[int, int], patch_size: int, *, pad: bool = False)
             f"image size {h}x{w} is not divisible by the patch size {patch_size}; resize the input "
             f"to a multiple of {patch_size} or build the model with pad_to_patch=True"
         )
-    return (-(-h // patch_size), -(-w // patch_size))
+    # ceiling division written as floor division of a sum: simpler for symbolic sizes
+    return ((h + patch_size - 1) // patch_size, (w + patch_size - 1) // patch_size)
 
 
 def grid_coords(grid: Grid, *, device=None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -47,7 +57,10 @@ def tokens_to_map(x: torch.Tensor, grid: Grid) -> torch.Tensor:
     h, w = grid
     if n != h * w:
         raise ValueError(f"{n} tokens do not fill a {h}x{w} grid")
-    return x.transpose(1, 2).reshape(b, c, h, w)
+    maps = x.transpose(1, 2).reshape(b, c, h, w)
+    # a channels-last view; while tracing, a contiguous copy: a convolution's layout choice on the
+    # view depends on whether the (symbolic) batch is 1
+    return maps.contiguous() if tracing() else maps
 
 
 def map_to_tokens(x: torch.Tensor) -> torch.Tensor:
@@ -56,8 +69,12 @@ def map_to_tokens(x: torch.Tensor) -> torch.Tensor:
 
 
 def resample_table(table: torch.Tensor, old_grid: Grid, new_grid: Grid) -> torch.Tensor:
-    """Resize a (1, H*W, D) per-cell table bicubically (no antialias, so it exports); identity if equal."""
-    if tuple(old_grid) == tuple(new_grid):
+    """Resize a (1, H*W, D) per-cell table bicubically (no antialias, so it exports); identity if equal.
+
+    While tracing the table is always interpolated (to the same size it is an exact copy), so the
+    graph does not depend on whether the grid is the native one.
+    """
+    if not tracing() and tuple(old_grid) == tuple(new_grid):
         return table
     maps = tokens_to_map(table, old_grid)
     # interpolate in float32 at least: bicubic is not implemented for half on every backend

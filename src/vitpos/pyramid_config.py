@@ -120,6 +120,16 @@ class PyramidConfig(HostConfig):
         h, w = image_hw or self.image_hw
         return (h // step, w // step)
 
+    def stage_grids(self, image_hw: tuple[int, int]) -> list[tuple[int, int]]:
+        """The token grid of every stage for an image of size ``image_hw``; raises if it does not fit."""
+        h, w = image_hw
+        if h % self.stride or w % self.stride:
+            raise ValueError(
+                f"image size {h}x{w} is not divisible by this pyramid's total stride {self.stride} "
+                f"(patch {self.patch_size}, then 2 per later stage); resize the input to a multiple of {self.stride}"
+            )
+        return [self.stage_grid(s, image_hw) for s in range(self.num_stages)]
+
     def stage_prefix_tokens(self, stage: int) -> int:
         """Prefix tokens in ``stage``: the class token joins the last stage only (as in PVT)."""
         return int(bool(self.class_token) and stage == self.num_stages - 1)

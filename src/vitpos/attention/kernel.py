@@ -12,6 +12,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
+from ..grid import tracing
 from .chunked import chunked_attention
 from .flex import flex_attention, score_mod
 from .policy import SUPPORTED_DTYPES, Request, choose_path, unsupported
@@ -89,6 +90,9 @@ def _content_query(q: torch.Tensor, terms: RelativeTerms | None) -> torch.Tensor
 
 def _sdpa(q, k, v, terms, scale, mask, dropout_p, return_weights, path):
     bias = _logit_mask(q, k, terms, scale, mask)
+    if bias is not None and tracing():
+        # a mask broadcast over the batch makes the tracer guard on whether the (symbolic) batch is 1
+        bias = bias.expand(q.shape[0], *bias.shape[1:])
     return F.scaled_dot_product_attention(_content_query(q, terms), k, v, attn_mask=bias, dropout_p=dropout_p, scale=scale)
 
 

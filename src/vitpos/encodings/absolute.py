@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from ..grid import Grid, grid_coords, resample_table
+from ..grid import Grid, grid_coords, resample_table, tracing
 from ..registry import ABSOLUTE
 from ..spec import SlotSpec, one_of, positive_float, positive_int
 from .base import SlotContext, SlotEntry
@@ -103,7 +103,7 @@ class LearnedPosition(AbsoluteEncoding):
             self.prefix_table = None
 
     def forward(self, grid: Grid) -> torch.Tensor:
-        if tuple(grid) == self.native_grid:
+        if not tracing() and tuple(grid) == self.native_grid:
             return self.table
         return self._cache.get(
             tuple(grid), lambda: resample_table(self.table, self.native_grid, grid), [self.table]

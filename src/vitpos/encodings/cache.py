@@ -8,6 +8,8 @@ from typing import Callable, Hashable, Iterable
 import torch
 from torch import nn
 
+from ..grid import tracing
+
 __all__ = ["GridCache", "EvalMemo"]
 
 
@@ -16,8 +18,9 @@ class GridCache:
 
     An entry is keyed by the caller's key plus the in-place version counter of every
     parameter, so an optimiser step or ``load_state_dict`` invalidates it. Nothing is cached
-    while autograd records (the result must stay in the graph), while compiling, or under a
-    ``torch.func`` transform (vmapped parameters are wrappers, one per call).
+    while autograd records (the result must stay in the graph), while compiling or exporting
+    (keys would hold symbolic sizes, and a traced graph must compute the value for every size),
+    or under a ``torch.func`` transform (vmapped parameters are wrappers, one per call).
     """
 
     def __init__(self, maxsize: int = 8) -> None:
@@ -27,7 +30,7 @@ class GridCache:
     def get(self, key: Hashable, compute: Callable[[], torch.Tensor], params: Iterable[torch.Tensor] = ()) -> torch.Tensor:
         """Return the cached tensor for ``key`` or compute and store it."""
         params = tuple(params)
-        if torch.compiler.is_compiling() or (
+        if tracing() or (
             torch.is_grad_enabled() and any(p.requires_grad for p in params)
         ) or any(torch._C._functorch.is_functorch_wrapped_tensor(p) for p in params):
             return compute()

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from ..grid import Grid, resample_table
+from ..grid import Grid, resample_table, tracing
 from ..registry import ABSOLUTE, JOIN
 from .base import SlotContext, SlotEntry
 from .cache import EvalMemo
@@ -144,7 +144,7 @@ class UnsharedJoin(Join):
         if not 1 <= index < self.depth:
             raise IndexError(f"block {index} has no own table; blocks 1..{self.depth - 1} do (block 0 uses pe)")
         table = self.tables[index - 1 : index]
-        if tuple(grid) == self.native_grid:
+        if not tracing() and tuple(grid) == self.native_grid:
             return table
         key = (tuple(grid), index, table.device, table.dtype)
         return self.memo(key, lambda: self._resample(table, grid), [self.tables])

@@ -11,7 +11,7 @@ from torch import nn
 from ..attention import attention
 from ..encodings.relative.base import RelativePosition
 from ..errors import VitposError
-from ..grid import Grid, patch_grid
+from ..grid import Grid, patch_grid, tracing
 
 if TYPE_CHECKING:
     from ..encodings.conditional import ConditionalEncoding
@@ -41,12 +41,13 @@ class PatchEmbed(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Grid]:
         self._check_input(x)
         h, w = x.shape[-2:]
-        grid = patch_grid((h, w), self.patch_size, pad=self.pad)
+        patch_grid((h, w), self.patch_size, pad=self.pad)  # raises for sizes it cannot cut
         p = self.patch_size
         if self.pad and (h % p or w % p):
             x = F.pad(x, (0, (-w) % p, 0, (-h) % p))
         x = self.proj(x)  # B, D, H, W
-        return x.flatten(2).transpose(1, 2), grid
+        # the grid is read from the map, so that symbolic sizes (tracing) are the tensor's own
+        return x.flatten(2).transpose(1, 2), tuple(x.shape[-2:])
 
     def _check_input(self, x: torch.Tensor) -> None:
         """Raise :class:`VitposError` for inputs the model cannot take, saying how to convert them."""
@@ -116,7 +117,12 @@ class Attention(nn.Module):
         """The heads' outputs (B, heads, N, d) merged and projected; weights, if any, pass through."""
         out, weights = result if isinstance(result, tuple) else (result, None)
         b, _, n, _ = out.shape
-        out = self.proj_drop(self.proj(out.transpose(1, 2).reshape(b, n, -1)))
+        out = out.transpose(1, 2)
+        if tracing():
+            # a copy: otherwise a graph records the merge as a view where the traced kernel's output
+            # allowed one, which a runtime's own kernel (ONNX's attention) need not
+            out = out.clone(memory_format=torch.contiguous_format)
+        out = self.proj_drop(self.proj(out.reshape(b, n, -1)))
         return out if weights is None else (out, weights)
 
     def attend(

@@ -84,14 +84,7 @@ class PyramidTransformer(nn.Module):
 
     def stage_grids(self, image_hw: tuple[int, int]) -> list[Grid]:
         """The token grid of every stage for an image of size ``image_hw``; raises if it does not fit."""
-        h, w = image_hw
-        stride = self.cfg.stride
-        if h % stride or w % stride:
-            raise ValueError(
-                f"image size {h}x{w} is not divisible by this pyramid's total stride {stride} "
-                f"(patch {self.cfg.patch_size}, then 2 per later stage); resize the input to a multiple of {stride}"
-            )
-        return [self.cfg.stage_grid(s, image_hw) for s in range(self.cfg.num_stages)]
+        return self.cfg.stage_grids(image_hw)
 
     def forward_stages(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
         """Images -> (every stage's map (B, C, H, W), the last stage's normalised tokens (B, P + H*W, C))."""

@@ -39,8 +39,8 @@ class PatchMerging(nn.Module):
             raise ValueError(f"patch merging needs an even grid, got {h}x{w}")
         # Swin's channel order: (even row, even col), (odd, even), (even, odd), (odd, odd)
         parts = [x[..., r::2, c::2] for c in (0, 1) for r in (0, 1)]
-        merged = map_to_tokens(torch.cat(parts, dim=1))
-        return self.reduction(self.norm(merged)), (h // 2, w // 2)
+        merged = torch.cat(parts, dim=1)
+        return self.reduction(self.norm(map_to_tokens(merged))), tuple(merged.shape[-2:])
 
 
 @ARCHITECTURES.register("swin")

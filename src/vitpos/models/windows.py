@@ -15,6 +15,17 @@ Two rules extend Swin's to any grid:
   A padded query may attend to its window's tokens, so that no row of logits is empty.
 
 Relative encodings see the window grid ``(wh, ww)`` with no prefix tokens.
+
+While tracing (``torch.export``, ``torch.compile``) the grid sizes are symbolic, and a graph
+must hold for every size, so the first rule is realised without branching on a side: windows
+are always M x M, an axis shorter than M is padded to one whole window whose padded keys are
+masked, and the shift is a tensor, ``M // 2`` where the side exceeds M and 0 elsewhere; every
+block gathers its windows (padding, roll and cut in one index) and masks, where eager execution
+may skip a step. For real tokens this is the same attention as the eager rule: the
+same keys, and relative terms that depend only on the offset (or, for RoPE, the position from
+the window's first row and column). The exception is a relative bias normalised over its keys
+(LaPE's join with a bias, :class:`~vitpos.encodings.lape.NormalisedBias`), whose statistics
+would include the padded keys: exports of it need every stage's grid to be at least M x M.
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ import torch.nn.functional as F
 
 from ..encodings.cache import GridCache
 from ..encodings.relative.base import RelativePosition
-from ..grid import Grid
+from ..grid import Grid, tracing
 from .layers import Attention
 
 __all__ = ["WindowLayout", "partition_windows", "merge_windows", "window_mask", "WindowAttention"]
@@ -40,13 +51,18 @@ class WindowLayout:
     """The real token grid (H, W)."""
     window: Grid
     """Window size (wh, ww) in tokens."""
-    shift: Grid
-    """Cyclic shift (sh, sw); the grid is rolled by (-sh, -sw) before partitioning."""
+    shift: tuple
+    """Cyclic shift (sh, sw); the grid is rolled by (-sh, -sw) before partitioning (0-d tensors
+    while tracing)."""
 
     @classmethod
     def plan(cls, grid: Grid, window_size: int, shifted: bool) -> "WindowLayout":
         """Windows of ``window_size`` (shifted by half of it when ``shifted``); axes that fit in
-        one window become a single unshifted window."""
+        one window become a single unshifted window (while tracing: a padded whole window, see
+        the module docstring)."""
+        if tracing():
+            size = (window_size, window_size)
+            return cls(tuple(grid), size, tuple(_traced_shift(side, window_size) if shifted else 0 for side in grid))
         window = tuple(min(window_size, side) for side in grid)
         shift = tuple(window_size // 2 if shifted and side > window_size else 0 for side in grid)
         return cls(tuple(grid), window, shift)
@@ -54,7 +70,7 @@ class WindowLayout:
     @property
     def padded(self) -> Grid:
         """The grid after padding each axis to a multiple of its window size."""
-        return tuple(-(-side // size) * size for side, size in zip(self.grid, self.window))
+        return tuple((side + size - 1) // size * size for side, size in zip(self.grid, self.window))
 
     @property
     def num_windows(self) -> int:
@@ -64,8 +80,36 @@ class WindowLayout:
 
     @property
     def needs_mask(self) -> bool:
-        """True if some window mixes regions (a shift) or holds padding."""
-        return any(self.shift) or self.padded != self.grid
+        """True if some window mixes regions (a shift) or holds padding; always while tracing."""
+        return tracing() or any(self.shift) or self.padded != self.grid
+
+
+def _traced_shift(side: int, window_size: int) -> torch.Tensor:
+    """Swin's shift of an axis with a symbolic ``side`` as a 0-d tensor: M // 2 if side > M, else 0
+    (a tensor, so no shape depends on it and the graph does not branch on the side)."""
+    return (torch.full((), side, dtype=torch.long) > window_size).long() * (window_size // 2)
+
+
+def _slot_sources(layout: WindowLayout, device=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The gathers of the traced path: for every slot of every window (windows, then slots, row-major)
+    its row and column on the rolled, padded grid and the token it holds (H*W: padding).
+
+    Gathers instead of pad / roll / reshape: views of symbolically sized tensors make the tracer
+    guard on their contiguity, which holds at some sizes and not at others.
+    """
+    (h, w), (hp, wp), (m, _), (sh, sw) = layout.grid, layout.padded, layout.window, layout.shift
+    slots = torch.arange(layout.num_windows * m * m, device=device)
+    window, position = slots // (m * m), slots % (m * m)
+    row = window // (wp // m) * m + position // m
+    col = _mod(window, wp // m) * m + position % m
+    y, x = _mod(row + sh, hp), _mod(col + sw, wp)  # where the roll by (-sh, -sw) took them from
+    return row, col, torch.where((y < h) & (x < w), y * w + x, h * w)
+
+
+def _mod(x: torch.Tensor, n: int) -> torch.Tensor:
+    """``x % n`` (floored) for a symbolic ``n``, from a division: ONNX's exporter has no remainder
+    by a symbolic scalar."""
+    return x - x // n * n
 
 
 def partition_windows(x: torch.Tensor, layout: WindowLayout) -> torch.Tensor:
@@ -74,6 +118,10 @@ def partition_windows(x: torch.Tensor, layout: WindowLayout) -> torch.Tensor:
     (h, w), (hp, wp) = layout.grid, layout.padded
     if n != h * w:
         raise ValueError(f"{n} tokens do not fill a {h}x{w} grid")
+    wh, ww = layout.window
+    if tracing():
+        token = _slot_sources(layout, x.device)[2]
+        return F.pad(x, (0, 0, 0, 1)).index_select(1, token).reshape(b * layout.num_windows, wh * ww, c)
     x = x.reshape(b, h, w, c)
     if (hp, wp) != (h, w):
         x = F.pad(x, (0, 0, 0, wp - w, 0, hp - h))
@@ -92,23 +140,24 @@ def _cut(x: torch.Tensor, layout: WindowLayout) -> torch.Tensor:
 
 def merge_windows(windows: torch.Tensor, layout: WindowLayout) -> torch.Tensor:
     """Inverse of :func:`partition_windows`: (B * windows, wh*ww, C) -> (B, H*W, C)."""
-    (h, w), (hp, wp), (wh, ww) = layout.grid, layout.padded, layout.window
+    (h, w), (hp, wp), (wh, ww), (sh, sw) = layout.grid, layout.padded, layout.window, layout.shift
     c = windows.shape[-1]
     b = windows.shape[0] // layout.num_windows
+    if tracing():
+        tokens = torch.arange(h * w, device=windows.device)
+        row, col = _mod(tokens // w - sh, hp), _mod(_mod(tokens, w) - sw, wp)
+        slot = (row // wh * (wp // ww) + col // ww) * (wh * ww) + row % wh * ww + col % ww
+        return windows.reshape(b, -1, c).index_select(1, slot)
     x = windows.reshape(b, hp // wh, wp // ww, wh, ww, c).permute(0, 1, 3, 2, 4, 5).reshape(b, hp, wp, c)
     if any(layout.shift):
         x = torch.roll(x, shifts=layout.shift, dims=(1, 2))
     return x[:, :h, :w].reshape(b, h * w, c)
 
 
-def _region_labels(padded: int, window: int, shift: int) -> torch.Tensor:
-    """Swin's region id per row of the rolled axis: the last window holds up to two regions
-    that were apart before the roll."""
-    labels = torch.zeros(padded, dtype=torch.long)
-    if shift:
-        labels[padded - window : padded - shift] = 1
-        labels[padded - shift :] = 2
-    return labels
+def _region_labels(rows: torch.Tensor, padded: int, window: int, shift: int) -> torch.Tensor:
+    """Swin's region id of ``rows`` of the rolled axis: the last window holds up to two regions
+    that were apart before the roll (rows of the last window 1, its last ``shift`` rows 2)."""
+    return (rows >= padded - window).long() + (rows >= padded - shift).long()
 
 
 def window_mask(layout: WindowLayout, device=None) -> torch.Tensor | None:
@@ -118,14 +167,20 @@ def window_mask(layout: WindowLayout, device=None) -> torch.Tensor | None:
     if not layout.needs_mask:
         return None
     (h, w), (hp, wp), (wh, ww), (sh, sw) = layout.grid, layout.padded, layout.window, layout.shift
-    rows, cols = _region_labels(hp, wh, sh), _region_labels(wp, ww, sw)
-    region = (rows[:, None] * 3 + cols[None, :]).to(device)
-    padding = torch.zeros(hp, wp, dtype=torch.bool, device=device)
-    padding[h:, :] = True
-    padding[:, w:] = True
-    padding = torch.roll(padding, shifts=(-sh, -sw), dims=(0, 1))
-    region_w, padding_w = _cut(torch.stack([region, padding.long()], dim=-1)[None], layout).unbind(-1)  # windows, N
-    padding_w = padding_w.bool()
+    if tracing():
+        row, col, token = _slot_sources(layout, device)
+        region_w = (_region_labels(row, hp, wh, sh) * 3 + _region_labels(col, wp, ww, sw)).reshape(-1, wh * ww)
+        padding_w = (token == h * w).reshape(-1, wh * ww)
+    else:
+        rows = _region_labels(torch.arange(hp, device=device), hp, wh, sh)
+        cols = _region_labels(torch.arange(wp, device=device), wp, ww, sw)
+        padding = torch.zeros(hp, wp, dtype=torch.bool, device=device)
+        padding[h:, :] = True
+        padding[:, w:] = True
+        padding = torch.roll(padding, shifts=(-sh, -sw), dims=(0, 1))
+        region = rows[:, None] * 3 + cols[None, :]
+        region_w, padding_w = _cut(torch.stack([region, padding.long()], dim=-1)[None], layout).unbind(-1)  # windows, N
+        padding_w = padding_w.bool()
     blocked = (region_w[:, :, None] != region_w[:, None, :]) | (padding_w[:, None, :] & ~padding_w[:, :, None])
     return torch.zeros(blocked.shape, device=device).masked_fill(blocked, float("-inf"))
 

@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from ...grid import Grid, grid_offsets
 from ..cache import GridCache
@@ -113,22 +114,28 @@ class IndexFunction:
         return piecewise_index(x, self.alpha, self.beta, self.gamma)
 
 
-def quantize_distance(squared: torch.Tensor, variant: str = "rank") -> torch.Tensor:
+def quantize_distance(squared: torch.Tensor, variant: str = "rank", *, root_bound: int | None = None) -> torch.Tensor:
     """quant() of Eq. 21 from squared integer distances, as float64.
 
     ``rank``: the position of the distance among all distances of integer offsets
     (0, 1, sqrt 2, 2, sqrt 5, 2 sqrt 2, 3, ... -> 0, 1, 2, ...). ``squared``: the squared
-    distance itself (the authors' released code).
+    distance itself (the authors' released code). ``root_bound``: an integer s with s^2 above
+    every entry (a grid's H + W); given, no value is read back, so the ranks trace with
+    symbolic grid sizes.
     """
     if variant == "squared":
         return squared.to(torch.float64)
     if variant != "rank":
         raise ValueError(f"unknown quantization {variant!r}; valid values: {', '.join(QUANT_VARIANTS)}")
-    top = int(squared.max()) if squared.numel() else 0
-    side = torch.arange(math.isqrt(top) + 1, device=squared.device)
-    sums = (side[:, None] ** 2 + side[None, :] ** 2).flatten()
-    attainable = torch.unique(sums[sums <= top])  # sorted
-    return torch.searchsorted(attainable, squared.long()).to(torch.float64)
+    if root_bound is None:
+        root_bound = math.isqrt(int(squared.max()) if squared.numel() else 0) + 1
+    # mark every a^2 + b^2 below 2 s^2 (a, b < s, which holds them all up to s^2), then count the
+    # marks below each distance: its rank among attainable distances
+    axis = torch.arange(root_bound, device=squared.device) ** 2
+    sums = (axis[:, None] + axis[None, :]).flatten()
+    attainable = torch.zeros(2 * root_bound * root_bound, dtype=torch.long, device=squared.device).index_fill(0, sums, 1)
+    below = attainable.cumsum(0) - attainable
+    return below[squared.long()].to(torch.float64)
 
 
 @dataclass(frozen=True)
@@ -193,7 +200,7 @@ class Bucketing:
             distance = (dy**2 + dx**2).to(torch.float64).sqrt()
             maps = [rows(distance.round() if self.round_distance else distance) + rows.bound]
         else:
-            maps = [rows(quantize_distance(dy**2 + dx**2, self.quant)) + rows.bound]
+            maps = [rows(quantize_distance(dy**2 + dx**2, self.quant, root_bound=h + w)) + rows.bound]
         sizes, start, out = self.axis_sizes(num_prefix_tokens), 0, []
         for ids, size in zip(maps, sizes):
             out.append(_add_prefix_bucket(ids, size - 1, num_prefix_tokens) + start)
@@ -211,19 +218,18 @@ _BUCKET_IDS = GridCache(maxsize=64)
 
 
 def _check_grid(grid: Grid) -> tuple[int, int]:
-    if len(grid) != 2 or any(int(s) != s or s < 1 for s in grid):
+    if len(grid) != 2 or any(s < 1 or not isinstance(s, torch.SymInt) and int(s) != s for s in grid):
         raise ValueError(f"grid must be (H, W) with positive integers, got {grid!r}")
-    return int(grid[0]), int(grid[1])
+    # symbolic sizes (tracing) stay symbolic: int() would fix the traced graph to one grid
+    return tuple(s if isinstance(s, torch.SymInt) else int(s) for s in grid)
 
 
 def _add_prefix_bucket(ids: torch.Tensor, extra_id: int, num_prefix_tokens: int) -> torch.Tensor:
     """Pad (L, L) ids to (P + L, P + L); every pair involving a prefix token gets ``extra_id``."""
     if num_prefix_tokens == 0:
         return ids
-    n = num_prefix_tokens + ids.shape[-1]
-    out = ids.new_full((n, n), extra_id)
-    out[num_prefix_tokens:, num_prefix_tokens:] = ids
-    return out
+    p = num_prefix_tokens
+    return F.pad(ids, (p, 0, p, 0), value=extra_id)
 
 
 def relative_buckets(

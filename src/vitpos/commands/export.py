@@ -1,0 +1,37 @@
+"""``vitpos export``: one graph for every image size in a range, as a ``torch.export`` program or ONNX.
+
+    vitpos export --model deit_tiny_patch16_224 --format pt2 --min-size 64 --max-size 1024 deit.pt2
+    vitpos export --checkpoint runs/cifar --format onnx --min-size 32 --max-size 256 cifar.onnx
+
+Writes OUT and, beside it, OUT with the suffix ``.yaml``: the resolved model config and the
+accepted sizes. Load both with ``vitpos.deploy.load_deployed(OUT)``, which checks each input's
+size as the eager model does before running the graph.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..deploy import FORMATS, export_model
+from .model_args import add_model_arguments, build_model
+
+
+def run(args: argparse.Namespace) -> int:
+    model = build_model(args)
+    meta = export_model(model, args.out, fmt=args.format, min_size=args.min_size, max_size=args.max_size)
+    print(f"wrote {args.out} ({args.format}, image sides {args.min_size}..{args.max_size}) and {meta}")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export", help="export a model for any image size in a range (torch.export .pt2 or ONNX)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_model_arguments(p, default_model="deit_tiny_patch16_224")
+    p.add_argument("--format", choices=FORMATS, default="pt2", help="pt2: a torch.export program; onnx: an ONNX file (default pt2)")
+    p.add_argument("--min-size", type=int, default=64, help="smallest image side in pixels (default 64)")
+    p.add_argument("--max-size", type=int, default=1024, help="largest image side in pixels (default 1024)")
+    p.add_argument("out", type=Path, metavar="OUT", help="the file to write, e.g. model.pt2 or model.onnx")
+    p.set_defaults(func=run)

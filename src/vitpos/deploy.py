@@ -1,0 +1,220 @@
+"""Deployment at any resolution: one exported graph (``torch.export`` or ONNX) for a range of image sizes.
+
+The image height and width are symbolic in the exported graph (multiples of the model's stride
+between ``min_size`` and ``max_size``), and so is the batch. Grid sizes, resampled tables, fixed
+tables, bucket ids and window layouts are computed from them inside the graph, so one file
+serves every size in the range (see the README's "Export" section for what exports).
+
+A size the graph was not built for fails inside it with a shape-guard message; :class:`Deployed`
+checks the size first and raises the eager model's own error instead, so a deployed model and
+the eager one reject the same inputs with the same words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.fx.experimental._config as fx_config
+import yaml
+from torch import nn
+
+from .config import HostConfig
+from .engine.atomic import write_atomic
+from .errors import VitposError
+from .encodings.lape import NormalisedBias
+from .grid import patch_grid
+from .models.factory import config_from_dict
+from .models.windows import WindowAttention
+
+__all__ = ["FORMATS", "ExportRange", "input_stride", "check_image_size", "export_program", "export_model", "Deployed", "load_deployed"]
+
+FORMATS = ("pt2", "onnx")
+INPUT_NAME = "images"
+
+
+def input_stride(cfg: HostConfig) -> int:
+    """The step of valid image sides: the patch size (ViT) or the total stride (pyramids)."""
+    return getattr(cfg, "stride", cfg.patch_size)
+
+
+def check_image_size(cfg: HostConfig, image_hw: tuple[int, int]) -> None:
+    """Raise the eager model's error for an image size its host cannot take."""
+    if hasattr(cfg, "stage_grids"):
+        cfg.stage_grids(image_hw)
+    else:
+        patch_grid(image_hw, cfg.patch_size, pad=cfg.pad_to_patch)
+
+
+@dataclass(frozen=True)
+class ExportRange:
+    """The image sides an exported graph accepts: multiples of ``stride`` in [min_size, max_size]."""
+
+    min_size: int
+    max_size: int
+    stride: int
+
+    def __post_init__(self) -> None:
+        lo, hi = self.min_size, self.max_size
+        if lo < self.stride or hi < lo:
+            raise VitposError(
+                f"export range {lo}..{hi} is empty or below one stride ({self.stride} pixels); "
+                f"choose --min-size >= {self.stride} and --max-size >= --min-size"
+            )
+        if lo % self.stride or hi % self.stride:
+            raise VitposError(
+                f"--min-size {lo} and --max-size {hi} must be multiples of the model's stride {self.stride}"
+            )
+
+    def check(self, image_hw: tuple[int, int]) -> None:
+        """Raise :class:`VitposError` if a side lies outside the range."""
+        h, w = image_hw
+        if not (self.min_size <= h <= self.max_size and self.min_size <= w <= self.max_size):
+            raise VitposError(
+                f"image size {h}x{w} is outside the exported range: both sides must lie in "
+                f"{self.min_size}..{self.max_size}; resize the input or export again with --min-size/--max-size covering it"
+            )
+
+    def dynamic_shapes(self) -> dict[str, dict[int, Any]]:
+        """``dynamic_shapes`` for ``torch.export``: a dynamic batch, sides ``stride * k``."""
+        lo, hi = self.min_size // self.stride, self.max_size // self.stride
+        side = {axis: self.stride * torch.export.Dim(name, min=lo, max=hi) for axis, name in ((2, "height"), (3, "width"))}
+        return {"x": {0: torch.export.Dim("batch", min=1, max=4096), **side}}
+
+
+def _example(model: nn.Module, span: ExportRange) -> torch.Tensor:
+    """A traced input: two images at the training size, moved into the range."""
+    cfg = model.cfg
+    h, w = (min(max(side, span.min_size), span.max_size) for side in cfg.image_hw)
+    return torch.randn(2, cfg.in_chans, h, w)
+
+
+def export_program(model: nn.Module, span: ExportRange) -> torch.export.ExportedProgram:
+    """``torch.export`` of ``model`` (eval mode) with a dynamic batch and image size.
+
+    The eager model first runs at the smallest size, so a range it cannot take fails with its
+    own message. Size-oblivious reasoning (``backed_size_oblivious``) keeps the tracer from
+    specialising on whether a symbolic size (windows per row, say) is 1.
+    """
+    model = model.eval()
+    check_image_size(model.cfg, (span.min_size, span.min_size))
+    _check_normalised_window_bias(model, span)
+    with torch.no_grad():
+        try:
+            model(torch.zeros(1, model.cfg.in_chans, span.min_size, span.min_size))
+        except ValueError as err:
+            raise VitposError(f"the model cannot run at --min-size {span.min_size}: {err}") from None
+        with fx_config.patch(backed_size_oblivious=True):
+            return torch.export.export(model, (_example(model, span),), dynamic_shapes=span.dynamic_shapes())
+
+
+def _check_normalised_window_bias(model: nn.Module, span: ExportRange) -> None:
+    """Raise if a window block normalises its relative bias over keys (LaPE) on a stage grid
+    smaller than a window: the traced graph pads such axes to whole windows (see
+    :mod:`vitpos.models.windows`), and the padded keys would enter the normalisation."""
+    if not hasattr(model, "stages"):
+        return
+    grids = model.cfg.stage_grids((span.min_size, span.min_size))
+    too_small, smallest = [], span.min_size
+    for index, (stage, grid) in enumerate(zip(model.stages, grids)):
+        windows = {b.attn.window_size for b in stage.blocks
+                   if isinstance(b.attn, WindowAttention) and isinstance(b.attn.relative, NormalisedBias)}
+        for size in windows:
+            step = model.cfg.patch_size * 2**index  # pixels per token of this stage
+            smallest = max(smallest, span.stride * -(-size * step // span.stride))
+            if min(grid) < size:
+                too_small.append(f"stage {index} (grid {grid[0]}x{grid[1]}, {size}x{size} windows)")
+    if too_small:
+        raise VitposError(
+            f"join 'lape' normalises a relative bias over the keys of each window, and the exported graph pads "
+            f"a stage grid smaller than one window; at --min-size {span.min_size} that holds for "
+            f"{', '.join(too_small)}; use --min-size {smallest} or more"
+        )
+
+
+def _metadata(cfg: HostConfig, span: ExportRange, fmt: str) -> str:
+    export = {"format": fmt, "input": INPUT_NAME, **asdict(span), "torch": str(torch.__version__)}
+    header = "# vitpos export: the model config and the image sizes the exported graph accepts\n"
+    return header + yaml.safe_dump({"model": cfg.to_dict(), "export": export}, sort_keys=False)
+
+
+def metadata_path(path: str | Path) -> Path:
+    """The YAML file written beside an exported graph: same name, suffix ``.yaml``."""
+    return Path(path).with_suffix(".yaml")
+
+
+def export_model(model: nn.Module, path: str | Path, *, fmt: str, min_size: int, max_size: int) -> Path:
+    """Export ``model`` to ``path`` (``.pt2`` program or ONNX file) and its config beside it; returns that YAML path."""
+    if fmt not in FORMATS:
+        raise VitposError(f"unknown export format {fmt!r}; valid values: {', '.join(FORMATS)}")
+    path = Path(path)
+    span = ExportRange(min_size, max_size, input_stride(model.cfg))
+    program = export_program(model, span)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "pt2":
+        torch.export.save(program, path)
+    else:
+        _require_onnx()
+        onnx_program = torch.onnx.export(program, dynamo=True, input_names=[INPUT_NAME], output_names=["output"])
+        onnx_program.save(str(path))
+    meta = metadata_path(path)
+    write_atomic(meta, _metadata(model.cfg, span, fmt))
+    return meta
+
+
+def _require_onnx() -> None:
+    try:
+        import onnx  # noqa: F401
+        import onnxscript  # noqa: F401
+    except ImportError:
+        raise VitposError("ONNX export needs the packages onnx and onnxscript: pip install 'vitpos[export]'") from None
+
+
+class Deployed(nn.Module):
+    """An exported graph behind the eager model's input checks: images (B, C, H, W) -> outputs.
+
+    Sizes the host cannot take raise the eager model's error, sizes outside the exported range
+    say so and how to widen it; valid inputs go to the graph unchanged.
+    """
+
+    def __init__(self, run: Callable[[torch.Tensor], torch.Tensor], cfg: HostConfig, span: ExportRange) -> None:
+        super().__init__()
+        self.run, self.cfg, self.span = run, cfg, span
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.ndim != 4 or x.shape[1] != self.cfg.in_chans:
+            raise VitposError(f"expected images of shape (B, {self.cfg.in_chans}, H, W), got {tuple(x.shape)}")
+        image_hw = tuple(x.shape[-2:])
+        check_image_size(self.cfg, image_hw)
+        self.span.check(image_hw)
+        return self.run(x)
+
+
+def load_deployed(path: str | Path) -> Deployed:
+    """An exported ``.pt2`` program (torch) or ``.onnx`` file (onnxruntime) with its YAML, as :class:`Deployed`."""
+    path, meta = Path(path), metadata_path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no exported model at {path}; write one with `vitpos export`")
+    if not meta.is_file():
+        raise FileNotFoundError(f"{meta} is missing: `vitpos export` writes it beside {path.name}; export again")
+    data = yaml.safe_load(meta.read_text())
+    cfg, span = config_from_dict(data["model"]), ExportRange(**{k: data["export"][k] for k in ("min_size", "max_size", "stride")})
+    if data["export"]["format"] == "pt2":
+        return Deployed(torch.export.load(path).module(), cfg, span)
+    return Deployed(_onnx_runner(path), cfg, span)
+
+
+def _onnx_runner(path: Path) -> Callable[[torch.Tensor], torch.Tensor]:
+    try:
+        import onnxruntime
+    except ImportError:
+        raise VitposError("running an ONNX file needs onnxruntime: pip install onnxruntime") from None
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        (out,) = session.run(None, {INPUT_NAME: x.detach().cpu().float().numpy()})
+        return torch.from_numpy(out)
+
+    return run
