@@ -18,20 +18,14 @@ from vitpos.registry import ABSOLUTE, CONDITIONAL, JOIN, RELATIVE
 from vitpos.spec import SlotSpec
 
 from ..conftest import TINY, TINY_PVT, TINY_SWIN
+from ..relative.test_slot import ISSUE_STRINGS
 
 RELATIVE_VALUES = [
-    "irpe",
+    *ISSUE_STRINGS,  # every relative method, as in the slot tests
     "irpe:product:bias:k",
     "irpe:euclidean:bias:qk:unshared",
     "irpe:cross:ctx:qkv:unshared",
     "irpe:quant:ctx:qv",
-    "shaw",
-    "xl",
-    "huang",
-    "sasa",
-    "swin",
-    "rope2d",
-    "rope2d:mixed",
 ]
 OTHER_SLOTS = [
     *({"absolute": name} for name in ABSOLUTE.names() if name != "none"),
