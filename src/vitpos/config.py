@@ -19,7 +19,9 @@ from .validation import bounded, check_fields
 if TYPE_CHECKING:
     from .encodings.base import SlotContext
 
-__all__ = ["PositionConfig", "HostConfig", "ModelConfig", "PyramidConfig", "PYRAMID_ARCHS", "SLOT_NAMES", "slot_registry"]
+__all__ = [
+    "PositionConfig", "HostConfig", "ModelConfig", "PyramidConfig", "HOST_CONFIGS", "PYRAMID_ARCHS", "SLOT_NAMES", "slot_registry",
+]
 
 SLOT_NAMES = ("absolute", "join", "conditional", "relative")
 _Config = TypeVar("_Config", bound="HostConfig")
@@ -214,6 +216,8 @@ def _plain(value: Any) -> Any:
 class ModelConfig(HostConfig):
     """Everything needed to build a plain ViT (a pyramid of one stage); presets are instances of this class."""
 
+    arch: str = bounded("vit", choices=("vit",))
+    """Host architecture: 'vit' (a plain ViT), 'pvt' or 'swin' (pyramids)."""
     embed_dim: int = bounded(192, ge=1)
     """Token width D."""
     depth: int = bounded(12, ge=1)
@@ -377,3 +381,8 @@ class PyramidConfig(HostConfig):
 
         grid, prefix = self.stage_grid(stage), self.stage_prefix_tokens(stage)
         return SlotContext(self.embed_dims[stage], self.num_heads[stage], self.depths[stage], grid, prefix)
+
+
+HOST_CONFIGS: tuple[type[HostConfig], ...] = (ModelConfig, PyramidConfig)
+"""The config class of every host (the command line offers the union of their fields)."""
+
