@@ -114,10 +114,12 @@ def test_format_1_checkpoint_with_the_earlier_vit_names_loads_as_a_run_checkpoin
     folder = tmp_path / "step-00000001"
     folder.mkdir()
     shutil.copy(LEGACY / f"{name}.safetensors", folder / "model.safetensors")  # written by the earlier hosts
-    model, ckpt = load_model(folder)
+    model, _ = load_model(folder)
+    converted = vitpos.create_model(None, checkpoint=folder).eval()  # the same file as `vitpos convert` wrote it
     io = load_file(LEGACY / f"{name}.io.safetensors")
     with torch.no_grad():
-        torch.testing.assert_close(model.double()(io["input"]), io["logits"], rtol=1e-12, atol=1e-12)
+        for loaded in (model, converted):
+            torch.testing.assert_close(loaded.double()(io["input"]), io["logits"], rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("name", ["deit_tiny_patch16_224", "pvt_tiny", "swin_tiny"])
