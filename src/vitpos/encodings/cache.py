@@ -6,11 +6,10 @@ from collections import OrderedDict
 from typing import Callable, Hashable, Iterable
 
 import torch
-from torch import nn
 
 from ..grid import tracing
 
-__all__ = ["GridCache", "EvalMemo"]
+__all__ = ["GridCache"]
 
 
 class GridCache:
@@ -48,23 +47,3 @@ class GridCache:
     def clear(self) -> None:
         """Drop every entry."""
         self._entries.clear()
-
-
-class EvalMemo(nn.Module):
-    """Base for modules that memoise per-grid tensors in eval mode only.
-
-    Training recomputes every time (the result must stay in the autograd graph); ``train()``
-    and ``eval()`` empty the memo, so nothing computed in one mode is served in the other.
-    """
-
-    def __init__(self, maxsize: int = 8) -> None:
-        super().__init__()
-        self._memo = GridCache(maxsize)
-
-    def memo(self, key: Hashable, compute: Callable[[], torch.Tensor], params: Iterable[torch.Tensor]) -> torch.Tensor:
-        """``compute()``, memoised per ``key`` in eval mode while ``params`` are unchanged."""
-        return compute() if self.training else self._memo.get(key, compute, params)
-
-    def train(self, mode: bool = True) -> "EvalMemo":
-        self._memo.clear()
-        return super().train(mode)

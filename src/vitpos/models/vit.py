@@ -42,8 +42,7 @@ class VisionTransformer(nn.Module):
 
         pos, ctx = cfg.position, slot_context(cfg)
         self.absolute = pos.entry("absolute").from_spec(pos.spec("absolute"), ctx)
-        self.join = pos.entry("join").from_spec(pos.spec("join"), ctx)
-        self.join.bind_absolute(self.absolute)
+        self.join = pos.entry("join").from_spec(pos.spec("join"), ctx, has_absolute=self.absolute is not None)
         self.conditional = pos.entry("conditional").from_spec(pos.spec("conditional"), ctx)
         relative_entry, relative_spec = pos.entry("relative"), pos.spec("relative")
 

@@ -15,7 +15,7 @@ from ...grid import Grid
 from ...registry import RELATIVE
 from ...spec import SlotSpec
 from ..base import SlotContext, SlotEntry
-from .index import Bucketing
+from .buckets import Bucketing
 
 __all__ = ["RelativePosition", "RelativeBias", "BucketedEncoding", "NoRelative"]
 

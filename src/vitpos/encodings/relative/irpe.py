@@ -8,7 +8,7 @@ Slot string ``irpe[:METHOD][:MODE][:ON][:unshared][:clip][:squared][:round][:uns
 * ON — the targets, a subsequence of ``qkv`` (default ``k``); bias mode acts on q and/or k only;
 * ``unshared`` — one table per head instead of one shared by the heads (Table 2);
 * ``clip`` — the clip function h instead of the piecewise g (Table 3);
-* ``squared`` — Quantization on squared distances, as the released code does (see ``index.py``);
+* ``squared`` — Quantization on squared distances, as the released code does (see ``buckets.py``);
 * ``round`` — Euclidean buckets of the distance rounded to an integer before g, as the released
   code does; Eq. 20 applies g to the exact distance (the default). The ids differ only for
   distances beyond alpha;
@@ -40,7 +40,7 @@ from ..base import SlotContext, SlotEntry
 from ...attention.terms import RelativeTerms
 from ..cache import GridCache
 from .base import BucketedEncoding, RelativeBias, RelativePosition
-from .index import METHODS, Bucketing, IndexFunction
+from .buckets import METHODS, Bucketing, IndexFunction
 
 __all__ = ["IRPE", "IRPEOptions", "IRPEBias", "IRPEContextual"]
 
