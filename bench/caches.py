@@ -49,7 +49,8 @@ CASES: tuple[tuple[str, str, dict], ...] = (
     ("LaPE + Swin bias", "deit_small_patch16_224", {"absolute": "learned", "join": "lape", "relative": "swin"}),
     ("RoPE 2-D axial", "deit_small_patch16_224", {"absolute": "none", "relative": "rope2d"}),
     ("RoPE 2-D mixed", "deit_small_patch16_224", {"absolute": "none", "relative": "rope2d:mixed"}),
-    ("swin_tiny (window masks)", "swin_tiny", {}),
+    ("swin_tiny", "swin_tiny", {}),
+    ("swin_tiny, no relative (window masks)", "swin_tiny", {"relative": "none"}),
 )
 SIZES = (224, 288)
 VARIANTS = ("cached", "no module caches", "no caches")
@@ -73,9 +74,6 @@ class PassThrough:
         finally:
             self.clock[0] += time.perf_counter() - start
             self.clock[1] = 0
-
-    def clear(self) -> None:
-        pass
 
 
 def _bucket_module():

@@ -8,6 +8,7 @@ from torch import nn
 import vitpos
 from vitpos import PositionConfig, SlotSpec
 from vitpos.encodings.conditional import ConditionalEncoding
+from vitpos.grid import resample_table
 from vitpos.registry import ABSOLUTE, CONDITIONAL, JOIN
 
 from .conftest import TINY
@@ -158,11 +159,17 @@ def test_unshared_parameter_count_is_one_table_per_further_layer(model_name, ext
     assert count(unshared) - count(base) == extra
 
 
-def test_unshared_tables_resample_like_the_learned_encoding():
+def test_unshared_tables_resample_like_the_learned_encoding_and_are_cached_in_inference():
     model = vitpos.create_model("vit_lite_7_4", **DEEP, join="unshared").eval()
     join = model.join
+    assert join.layer_table(2, (6, 2)).requires_grad  # autograd records: computed in the graph
     with torch.no_grad():
         table = join.layer_table(2, (6, 2))
+        assert join.layer_tables((6, 2)) is join.layer_tables((6, 2))  # one resampling per grid
+        for index in (1, 2):  # resampled together, each as on its own
+            alone = join.tables[index - 1 : index].clone()
+            cells = resample_table(alone[:, 1:], (4, 4), (6, 2))
+            assert torch.equal(join.layer_table(index, (6, 2)), torch.cat([alone[:, :1], cells], dim=1))
         cells = join.tables[1:2, 1:].transpose(1, 2).reshape(1, 32, 4, 4)
         reference = F.interpolate(cells, size=(6, 2), mode="bicubic", align_corners=False).flatten(2).transpose(1, 2)
         assert torch.allclose(table[:, 1:], reference, atol=1e-6)

@@ -36,6 +36,7 @@ from ..grid import Grid, resample_table, tracing
 from ..registry import ABSOLUTE, JOIN
 from ..spec import SlotSpec
 from .base import SlotContext, SlotEntry
+from .cache import GridCache
 from .relative.base import RelativePosition
 
 if TYPE_CHECKING:
@@ -137,7 +138,7 @@ class UnsharedJoin(Join):
     Block 0 adds the absolute encoding's own table (``pe``); blocks 1..depth-1 each own a table
     shaped like it — one vector per prefix token, then one per cell of the native grid,
     trunc-normal std 0.02 — whose cells are resampled bicubically at other grids (prefix rows
-    are kept). So a model has ``depth`` tables in all, as in the authors' code. Only for
+    are kept; in inference once per grid). So a model has ``depth`` tables in all, as in the authors' code. Only for
     encodings with a free table (``learned_table``); a fixed one has nothing to unshare.
     """
 
@@ -148,6 +149,7 @@ class UnsharedJoin(Join):
         h, w = self.native_grid
         self.tables = nn.Parameter(torch.empty(ctx.depth - 1, ctx.num_prefix_tokens + h * w, ctx.embed_dim))
         nn.init.trunc_normal_(self.tables, std=0.02)
+        self._resampled = GridCache()
 
     @classmethod
     def check_combination(cls, position: "PositionConfig") -> None:
@@ -160,15 +162,24 @@ class UnsharedJoin(Join):
             )
 
     def terms(self, pe: torch.Tensor | None, grid: Grid) -> JoinTerms:
-        return JoinTerms(residual=(pe, *(self.layer_table(i, grid) for i in range(1, self.depth))))
+        return JoinTerms(residual=(pe, *self.layer_tables(grid).split(1)))
 
     def layer_table(self, index: int, grid: Grid) -> torch.Tensor:  # 1, P + H*W, D
         """The own table of block ``index`` (1..depth-1) at ``grid``."""
         if not 1 <= index < self.depth:
             raise IndexError(f"block {index} has no own table; blocks 1..{self.depth - 1} do (block 0 uses pe)")
-        table = self.tables[index - 1 : index]
+        return self.layer_tables(grid)[index - 1 : index]
+
+    def layer_tables(self, grid: Grid) -> torch.Tensor:  # depth - 1, P + H*W, D
+        """The own tables of blocks 1..depth-1 at ``grid``: resampled in one call off the native grid,
+        and cached per grid while no gradient is recorded (``python -m bench.caches``: recomputing
+        them costs 7-8% of a DeiT-S forward at 288 px; see BENCHMARKS.md)."""
+        tables = self.tables
         if not tracing() and tuple(grid) == self.native_grid:
-            return table
-        p = self.num_prefix_tokens
-        cells = resample_table(table[:, p:], self.native_grid, grid)
-        return torch.cat([table[:, :p], cells], dim=1)
+            return tables
+        key = (tuple(grid), tables.device, tables.dtype)
+        return self._resampled.get(key, lambda: self._resample(grid), [tables])
+
+    def _resample(self, grid: Grid) -> torch.Tensor:
+        p, tables = self.num_prefix_tokens, self.tables
+        return torch.cat([tables[:, :p], resample_table(tables[:, p:], self.native_grid, grid)], dim=1)

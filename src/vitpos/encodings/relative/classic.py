@@ -21,7 +21,6 @@ from ..base import SlotContext
 import torch.nn.functional as F
 
 from ...attention.terms import RelativeTerms
-from ..cache import GridCache
 from ..sincos import sincos_1d
 from .base import BucketedEncoding, RelativeBias, RelativePosition
 from .buckets import Bucketing, IndexFunction
@@ -167,7 +166,6 @@ class SwinRelativeBias(BucketedEncoding, RelativeBias):
         self.init_buckets(Bucketing("product", IndexFunction.clip_at(rows), IndexFunction.clip_at(cols)), ctx.num_prefix_tokens)
         self.table = nn.Parameter(torch.empty(ctx.num_heads, self.num_buckets))
         nn.init.trunc_normal_(self.table, std=0.02)
-        self._cache = GridCache()
 
     @classmethod
     def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0) -> "SwinRelativeBias":
@@ -175,9 +173,3 @@ class SwinRelativeBias(BucketedEncoding, RelativeBias):
 
     def bucket_bias_terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
         return self.bucket_terms(grid, num_prefix_tokens, device, bias_table=self.table)
-
-    def position_bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # heads, N, N
-        table = self.table
-        key = (tuple(grid), num_prefix_tokens, table.device, table.dtype)
-        compute = lambda: self.bucket_bias_terms(grid, num_prefix_tokens, table.device).logits(None, None, 1.0)[0]  # noqa: E731
-        return self._cache.get(key, compute, [table])

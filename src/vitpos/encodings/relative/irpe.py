@@ -38,7 +38,6 @@ from ...registry import RELATIVE
 from ...spec import SlotSpec, SpecError
 from ..base import SlotContext, SlotEntry
 from ...attention.terms import RelativeTerms
-from ..cache import GridCache
 from .base import BucketedEncoding, RelativeBias, RelativePosition
 from .buckets import METHODS, Bucketing, IndexFunction
 
@@ -160,19 +159,10 @@ class IRPEBias(BucketedEncoding, RelativeBias):
         for target in ("q", "k"):
             table = nn.Parameter(torch.zeros(rows, self.num_buckets)) if target in options.on else None
             self.register_parameter(f"bias_{target}", table)
-        self._cache = GridCache()
 
     def tables(self) -> list[torch.Tensor]:
         """The bias tables of the targets (q and/or k)."""
         return [t for t in (self.bias_q, self.bias_k) if t is not None]
-
-    def position_bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # heads or 1, N, N
-        tables = self.tables()
-        key = (tuple(grid), num_prefix_tokens, tables[0].device, tables[0].dtype)
-        return self._cache.get(key, lambda: self._bias(grid, num_prefix_tokens), tables)
-
-    def _bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:
-        return self.bucket_bias_terms(grid, num_prefix_tokens, self.tables()[0].device).logits(None, None, 1.0)[0]
 
     def bucket_table(self) -> torch.Tensor:  # heads or 1, K
         """The summed tables of the targets in logit units: the bias of each bucket."""
