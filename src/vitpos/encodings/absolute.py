@@ -65,6 +65,8 @@ class FixedTableEncoding(AbsoluteEncoding):
     """Base of the parameter-free encodings: a table computed in float64 at every call, then cast
     to the module's device and dtype (those of ``_anchor``, an empty buffer that follows ``.to()``)."""
 
+    _anchor: torch.Tensor
+
     def __init__(self, ctx: SlotContext) -> None:
         super().__init__(ctx)
         self.register_buffer("_anchor", torch.empty(0), persistent=False)

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["JoinTerms", "Join", "InputJoin", "SharedJoin", "UnsharedJoin", "require_absolute"]
 
-Terms = tuple["torch.Tensor | None", ...]
+Terms = tuple[torch.Tensor | None, ...]
 """One entry per block, from block 0; blocks past the end get nothing."""
 
 
@@ -71,8 +71,8 @@ class JoinTerms:
 class Join(SlotEntry, nn.Module):
     """Base class: a join adds nothing. Subclasses override :meth:`terms`.
 
-    Built by ``from_spec(spec, ctx, has_absolute=...)``: ``has_absolute`` says whether the host
-    has an absolute encoding (``pe`` is None at every call when it has none).
+    Built by ``from_spec(spec, ctx, has_absolute=...)``: the host says whether it has an absolute
+    encoding (without one, ``pe`` is None at every call; LaPE then owns no LN_pe parameters).
     """
 
     def __init__(self, ctx: SlotContext, has_absolute: bool = True) -> None:
@@ -81,7 +81,7 @@ class Join(SlotEntry, nn.Module):
         self.has_absolute = has_absolute
 
     @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, *, has_absolute: bool) -> "Join":
+    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, has_absolute: bool = True) -> "Join":
         return cls(ctx, has_absolute, **spec.typed_options(cls._schema))
 
     def terms(self, pe: torch.Tensor | None, grid: Grid) -> JoinTerms:

@@ -136,7 +136,7 @@ class LapeJoin(Join):
             )
 
     @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, *, has_absolute: bool) -> "LapeJoin":
+    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, has_absolute: bool = True) -> "LapeJoin":
         return cls(ctx, has_absolute, chained="chained" in spec.flags, **spec.typed_options(cls._schema))
 
     def terms(self, pe: torch.Tensor | None, grid: Grid) -> JoinTerms:
