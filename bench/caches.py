@@ -49,7 +49,7 @@ CASES: tuple[tuple[str, str, dict], ...] = (
     ("LaPE + Swin bias", "deit_small_patch16_224", {"absolute": "learned", "join": "lape", "relative": "swin"}),
     ("RoPE 2-D axial", "deit_small_patch16_224", {"absolute": "none", "relative": "rope2d"}),
     ("RoPE 2-D mixed", "deit_small_patch16_224", {"absolute": "none", "relative": "rope2d:mixed"}),
-    ("swin_tiny", "swin_tiny", {}),
+    ("swin_tiny (window masks and Swin bias)", "swin_tiny", {}),
     ("swin_tiny, no relative (window masks)", "swin_tiny", {"relative": "none"}),
 )
 SIZES = (224, 288)
