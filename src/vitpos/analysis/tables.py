@@ -1,7 +1,7 @@
 """Read the position signal out of a model: the absolute table and the PE each layer receives.
 
 These helpers only use the host's slot interfaces (``position_encoding`` and the join's
-``enter`` / ``before_block`` / ``attention_pos``), so they work for every join — including
+``terms``), so they work for every join — including
 joins such as LaPE that hand each layer its own normalised copy of the PE.
 """
 
@@ -56,14 +56,11 @@ def layer_position_encodings(model: nn.Module, grid: Grid | None = None) -> dict
     pe = _sequence_pe(model, grid)
     prefix = model.num_prefix_tokens
     out = {"absolute": pe[0, prefix:].detach().float()}
-    join = model.join
-    # Probe the join with an all-zero token stream: whatever it adds is its position term.
-    zeros = torch.zeros_like(pe)
+    terms = model.join.terms(pe, grid)
     for index in range(len(model.blocks)):
-        term = join.attention_pos(index, pe, grid)
+        term = terms.attention_at(index)
         if term is None:
-            term = join.before_block(index, zeros, pe, grid)
-            if not term.abs().amax().item():
-                continue
-        out[f"block {index}"] = term.expand_as(pe)[0, prefix:].detach().float()
+            term = terms.residual_at(index)
+        if term is not None:
+            out[f"block {index}"] = term.expand_as(pe)[0, prefix:].detach().float()
     return out
