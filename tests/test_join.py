@@ -42,7 +42,7 @@ def record(model: nn.Module, images: torch.Tensor) -> dict[str, list[torch.Tenso
     """Run ``model`` and capture each block's input and output and each attention's input."""
     seen: dict[str, list[torch.Tensor]] = {"block_in": [], "block_out": [], "attn_in": []}
     hooks = []
-    for block in model.blocks:
+    for block in model.stages[0].blocks:
         hooks.append(block.register_forward_pre_hook(lambda m, args: seen["block_in"].append(args[0])))
         hooks.append(block.register_forward_hook(lambda m, args, out: seen["block_out"].append(out)))
         hooks.append(block.attn.register_forward_pre_hook(lambda m, args: seen["attn_in"].append(args[0])))
@@ -56,7 +56,7 @@ def record(model: nn.Module, images: torch.Tensor) -> dict[str, list[torch.Tenso
 
 def tokens(model: nn.Module, images: torch.Tensor) -> torch.Tensor:
     """Patch embeddings with the prefix tokens in front: the bare tokens, before any position signal."""
-    x, _ = model.patch_embed(images)
+    x, _ = model.downsamples[0](images)
     return model._prepend_prefix(x)
 
 
@@ -71,8 +71,8 @@ def test_every_join_with_every_absolute_encoding(join, absolute):
     for head in ("cls", "gap"):
         model = vitpos.create_model("vit_lite_7_4", **TINY, absolute=absolute, join=join, head=head)
         for size in GRIDS:
-            grid = model.grid_for(size)
-            feats = model.forward_features(torch.randn(2, 3, *size))
+            grid = model.stage_grids(size)[-1]
+            feats = model.forward_tokens(torch.randn(2, 3, *size))
             assert feats.shape == (2, model.num_prefix_tokens + grid[0] * grid[1], 32)
             assert torch.isfinite(feats).all()
 
@@ -120,11 +120,11 @@ def test_input_join_adds_pe_once_before_block_zero():
     model = vitpos.create_model("vit_lite_7_4", **DEEP).eval()
     images = torch.randn(2, 3, 32, 32)
     seen = record(model, images)
-    pe = model.position_encoding((4, 4))
+    pe = model.stages[0].position_encoding((4, 4))
     assert torch.equal(seen["block_in"][0], tokens(model, images) + pe)
     for i in range(1, 3):
         assert torch.equal(seen["block_in"][i], seen["block_out"][i - 1])
-        assert torch.equal(seen["attn_in"][i], model.blocks[i].norm1(seen["block_in"][i]))
+        assert torch.equal(seen["attn_in"][i], model.stages[0].blocks[i].norm1(seen["block_in"][i]))
 
 
 @pytest.mark.parametrize("absolute", ["sincos1d", "learned"])
@@ -132,22 +132,22 @@ def test_shared_join_adds_the_same_pe_before_every_block(absolute):
     model = vitpos.create_model("vit_lite_7_4", **DEEP, absolute=absolute, join="shared").eval()
     images = torch.randn(2, 3, 24, 40)
     seen = record(model, images)
-    pe = model.position_encoding((3, 5))
+    pe = model.stages[0].position_encoding((3, 5))
     assert torch.equal(seen["block_in"][0], tokens(model, images) + pe)
     for i in range(1, 3):
         assert torch.equal(seen["block_in"][i], seen["block_out"][i - 1] + pe)
-        assert torch.equal(seen["attn_in"][i], model.blocks[i].norm1(seen["block_in"][i]))
+        assert torch.equal(seen["attn_in"][i], model.stages[0].blocks[i].norm1(seen["block_in"][i]))
 
 
 def test_unshared_join_adds_a_distinct_table_per_layer():
     model = vitpos.create_model("vit_lite_7_4", **DEEP, join="unshared").eval()
     images = torch.randn(2, 3, 32, 32)
     seen = record(model, images)
-    assert torch.equal(seen["block_in"][0], tokens(model, images) + model.position_encoding((4, 4)))
+    assert torch.equal(seen["block_in"][0], tokens(model, images) + model.stages[0].position_encoding((4, 4)))
     for i in range(1, 3):
-        table = model.join.tables[i - 1 : i]
+        table = model.stages[0].join.tables[i - 1 : i]
         assert torch.equal(seen["block_in"][i], seen["block_out"][i - 1] + table)
-    assert not torch.equal(model.join.tables[0], model.join.tables[1])
+    assert not torch.equal(model.stages[0].join.tables[0], model.stages[0].join.tables[1])
 
 
 @pytest.mark.parametrize("model_name,extra", [("deit_tiny_patch16_224", 11 * 197 * 192), ("vit_lite_7_4", 6 * 65 * 256)])
@@ -161,7 +161,7 @@ def test_unshared_parameter_count_is_one_table_per_further_layer(model_name, ext
 
 def test_unshared_tables_resample_like_the_learned_encoding_and_are_cached_in_inference():
     model = vitpos.create_model("vit_lite_7_4", **DEEP, join="unshared").eval()
-    join = model.join
+    join = model.stages[0].join
     assert join.layer_table(2, (6, 2)).requires_grad  # autograd records: computed in the graph
     with torch.no_grad():
         table = join.layer_table(2, (6, 2))
@@ -186,14 +186,14 @@ def test_join_terms_are_a_pure_function_of_pe_and_grid(join):
     no state behind: the join's attributes are the same before and after."""
     model = vitpos.create_model("vit_lite_7_4", **DEEP, join=join).eval()
     randomise_parameters(model)
-    before = dict(vars(model.join))
+    before = dict(vars(model.stages[0].join))
     with torch.no_grad():
-        pe = model.position_encoding((3, 5))
-        first = model.join.terms(pe, (3, 5))
+        pe = model.stages[0].position_encoding((3, 5))
+        first = model.stages[0].join.terms(pe, (3, 5))
         model(torch.randn(2, 3, 32, 32))
-        model.join.terms(model.position_encoding((4, 4)), (4, 4))
-        again = model.join.terms(pe, (3, 5))
-    assert dict(vars(model.join)) == before
+        model.stages[0].join.terms(model.stages[0].position_encoding((4, 4)), (4, 4))
+        again = model.stages[0].join.terms(pe, (3, 5))
+    assert dict(vars(model.stages[0].join)) == before
     for name in ("residual", "attention"):
         mine, theirs = getattr(first, name), getattr(again, name)
         assert len(mine) == len(theirs) <= 3
@@ -210,16 +210,16 @@ def test_join_terms_per_join():
         ("lape:eta=2", False, 0, 2),
     ]:
         model = vitpos.create_model("vit_lite_7_4", **DEEP, join=join)
-        pe = model.position_encoding((4, 4))
-        terms = model.join.terms(pe, (4, 4))
+        pe = model.stages[0].position_encoding((4, 4))
+        terms = model.stages[0].join.terms(pe, (4, 4))
         assert (terms.entry is pe) == entry and (terms.entry is None) != entry
         assert len(terms.residual) == residual and len(terms.attention) == attention
         assert terms.residual_at(3) is None and terms.attention_at(3) is None
         if join == "shared":
             assert all(t is pe for t in terms.residual)
         if join == "unshared":
-            assert terms.residual[0] is pe and torch.equal(terms.residual[2], model.join.tables[1:2])
-        assert model.join.terms(None, (4, 4)).entry is None
+            assert terms.residual[0] is pe and torch.equal(terms.residual[2], model.stages[0].join.tables[1:2])
+        assert model.stages[0].join.terms(None, (4, 4)).entry is None
 
 
 def randomise_parameters(model: nn.Module) -> None:
@@ -232,7 +232,7 @@ def randomise_parameters(model: nn.Module) -> None:
 def test_gradients_reach_join_and_absolute_parameters_off_the_native_grid(join):
     model = vitpos.create_model("vit_lite_7_4", **DEEP, join=join)
     model(torch.randn(2, 3, 40, 24)).sum().backward()
-    params = [*model.join.named_parameters(), *model.absolute.named_parameters()]
+    params = [*model.stages[0].join.named_parameters(), *model.stages[0].absolute.named_parameters()]
     for name, p in params:
         assert p.grad is not None and p.grad.abs().sum() > 0, name
 
@@ -261,7 +261,7 @@ def test_joins_compose_with_a_conditional_generator(join, monkeypatch):
     plain.load_state_dict(model.state_dict(), strict=False)
     images = torch.randn(2, 3, 24, 40)
     out = model(images)
-    assert model.conditional.calls == [-1, 0]
+    assert model.stages[0].conditional.calls == [-1, 0]
     assert out.shape == (2, 5) and not torch.allclose(out, plain(images))
     out.sum().backward()
-    assert model.conditional.weight.grad is not None
+    assert model.stages[0].conditional.weight.grad is not None

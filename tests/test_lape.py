@@ -94,19 +94,19 @@ def test_lape_presets(name, expected):
 @pytest.mark.parametrize("mode", ["train", "eval"])
 def test_attention_input_is_ln_x_plus_ln_pe_and_tokens_enter_bare(absolute, mode):
     model = vitpos.create_model("vit_lite_7_4", **DEEP, absolute=absolute, join="lape:eta=2")
-    randomise(model.join)
+    randomise(model.stages[0].join)
     model.train(mode == "train")
     images = torch.randn(2, 3, 24, 40)
     with torch.set_grad_enabled(mode == "train"):
         seen = record(model, images)
-        pe = model.position_encoding((3, 5))
-    gamma, beta = model.join.pe_norm.weight, model.join.pe_norm.bias
+        pe = model.stages[0].position_encoding((3, 5))
+    gamma, beta = model.stages[0].join.pe_norm.weight, model.stages[0].join.pe_norm.bias
     # Eq. 8: block 0 sees the bare tokens; the residual stream carries x only
     assert torch.equal(seen["block_in"][0], tokens(model, images))
     for i in (1, 2):
         assert torch.equal(seen["block_in"][i], seen["block_out"][i - 1])
     # Eq. 9 for the first eta = 2 blocks; block 2 gets no position term at all
-    for i, block in enumerate(model.blocks):
+    for i, block in enumerate(model.stages[0].blocks):
         x = seen["block_in"][i]
         expected = layer_norm_by_hand(x, block.norm1.weight, block.norm1.bias)
         if i < 2:
@@ -117,16 +117,16 @@ def test_attention_input_is_ln_x_plus_ln_pe_and_tokens_enter_bare(absolute, mode
 def test_prefix_rows_learned_are_normalised_and_zero_rows_receive_beta():
     for absolute in ("sincos2d", "learned"):
         model = vitpos.create_model("vit_lite_7_4", **DEEP, absolute=absolute, join="lape")
-        randomise(model.join)
-        pe = model.position_encoding((4, 4))
-        out = model.join.layer_encodings(pe)
-        beta = model.join.pe_norm.bias
+        randomise(model.stages[0].join)
+        pe = model.stages[0].position_encoding((4, 4))
+        out = model.stages[0].join.layer_encodings(pe)
+        beta = model.stages[0].join.pe_norm.bias
         for layer in range(3):
             if absolute == "sincos2d":
                 assert torch.equal(pe[0, 0], torch.zeros(32))
                 assert torch.allclose(out[layer, 0, 0], beta[layer])
             else:
-                row = layer_norm_by_hand(pe[0, 0], model.join.pe_norm.weight[layer], beta[layer])
+                row = layer_norm_by_hand(pe[0, 0], model.stages[0].join.pe_norm.weight[layer], beta[layer])
                 assert torch.allclose(out[layer, 0, 0], row, atol=1e-5)
 
 
@@ -177,9 +177,9 @@ def test_table5_forms_by_hand(form):
 def test_gradients_reach_every_layer_of_the_pe_norm_and_the_table():
     model = vitpos.create_model("vit_lite_7_4", **DEEP, join="lape:chained")
     model(torch.randn(2, 3, 32, 32)).sum().backward()
-    for p in (model.join.pe_norm.weight, model.join.pe_norm.bias):
+    for p in (model.stages[0].join.pe_norm.weight, model.stages[0].join.pe_norm.bias):
         assert (p.grad.abs().sum(-1) > 0).all()
-    assert model.absolute.table.grad.abs().sum() > 0
+    assert model.stages[0].absolute.table.grad.abs().sum() > 0
 
 
 @pytest.mark.parametrize(
@@ -199,37 +199,37 @@ def test_invalid_lape_models_raise_clear_errors(overrides, pattern):
 
 def lape_model(**overrides) -> nn.Module:
     model = vitpos.create_model("vit_lite_7_4", **{**DEEP, "join": "lape", **overrides})
-    randomise(model.join)
+    randomise(model.stages[0].join)
     return model
 
 
 def test_eval_equals_training_and_follows_every_parameter_update():
     model = lape_model().eval()
-    join = model.join
+    join = model.stages[0].join
     images = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         first = model(images)
         model.train()  # same weights, no dropout
         assert torch.equal(model(images), first)
         model.eval()
-        for param in (join.pe_norm.weight, model.absolute.table, model.absolute.prefix_table):
+        for param in (join.pe_norm.weight, model.stages[0].absolute.table, model.stages[0].absolute.prefix_table):
             param.mul_(1.5)  # in place, as an optimiser or load_state_dict would
             updated = model(images)
             assert not torch.allclose(updated, first)
-            pe = model.position_encoding((4, 4))
+            pe = model.stages[0].position_encoding((4, 4))
             assert torch.equal(join.terms(pe, (4, 4)).attention[1], join.layer_encodings(pe)[1])
             first = updated
 
 
 def test_other_grids_and_dtypes():
     model = lape_model(absolute="sincos2d").eval()
-    join = model.join
+    join = model.stages[0].join
     with torch.no_grad():
-        small = join.layer_encodings(model.position_encoding((4, 4)))
-        wide = join.layer_encodings(model.position_encoding((3, 5)))
+        small = join.layer_encodings(model.stages[0].position_encoding((4, 4)))
+        wide = join.layer_encodings(model.stages[0].position_encoding((3, 5)))
         assert small.shape == (3, 1, 17, 32) and wide.shape == (3, 1, 16, 32)
         model.double()
-        doubled = join.layer_encodings(model.position_encoding((4, 4)))
+        doubled = join.layer_encodings(model.stages[0].position_encoding((4, 4)))
         assert doubled.dtype == torch.float64 and torch.allclose(doubled.float(), small, atol=1e-5)
         assert model(torch.randn(1, 3, 24, 40, dtype=torch.float64)).dtype == torch.float64
 
@@ -305,9 +305,9 @@ def test_lape_with_only_a_relative_bias_normalises_it_in_the_first_eta_blocks():
     model = vitpos.create_model("vit_lite_7_4", **DEEP, absolute="none", join="lape:eta=2", relative="test_clipped")
     plain = vitpos.create_model("vit_lite_7_4", **DEEP, absolute="none", relative="test_clipped")
     assert count(model) - count(plain) == 2 * 2 * 2  # gamma and beta per head, in 2 blocks
-    kinds = [type(block.attn.relative) for block in model.blocks]
+    kinds = [type(block.attn.relative) for block in model.stages[0].blocks]
     assert kinds == [NormalisedBias, NormalisedBias, ClippedBias]
-    assert model.blocks[0].attn.relative.encoding is not model.blocks[1].attn.relative.encoding
+    assert model.stages[0].blocks[0].attn.relative.encoding is not model.stages[0].blocks[1].attn.relative.encoding
     for size in ((32, 32), (24, 40), (8, 8)):
         assert model(torch.randn(2, 3, *size)).shape == (2, 5)
 
@@ -315,7 +315,7 @@ def test_lape_with_only_a_relative_bias_normalises_it_in_the_first_eta_blocks():
 @pytest.mark.usefixtures("test_relatives")
 def test_attention_logits_use_the_normalised_bias():
     model = vitpos.create_model("vit_lite_7_4", **DEEP, absolute="learned", join="lape", relative="test_clipped").eval()
-    block = model.blocks[1]
+    block = model.stages[0].blocks[1]
     randomise(block.attn.relative.norm)
     seen = {}
     block.attn.register_forward_pre_hook(lambda m, args: seen.update(h=args[0]))
@@ -338,7 +338,7 @@ def test_attention_logits_use_the_normalised_bias():
 @pytest.mark.usefixtures("test_relatives")
 def test_normalised_bias_follows_updates_of_the_wrapped_bias():
     model = vitpos.create_model("vit_lite_7_4", **DEEP, absolute="none", join="lape", relative="test_clipped").eval()
-    wrapped = model.blocks[0].attn.relative
+    wrapped = model.stages[0].blocks[0].attn.relative
     with torch.no_grad():
         first = wrapped.position_bias((4, 4), 1)
         assert torch.equal(wrapped.position_bias((4, 4), 1), first)
@@ -353,4 +353,4 @@ def test_lape_needs_something_to_normalise():
         vitpos.create_model("vit_lite_7_4", **TINY, absolute="none", join="lape", relative="test_rotate")
     # with an absolute encoding, a non-bias relative encoding simply passes through
     model = vitpos.create_model("vit_lite_7_4", **TINY, join="lape", relative="test_rotate")
-    assert all(type(block.attn.relative) is RotateOnly for block in model.blocks)
+    assert all(type(block.attn.relative) is RotateOnly for block in model.stages[0].blocks)

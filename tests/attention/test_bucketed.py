@@ -117,7 +117,7 @@ def test_every_path_of_a_model_gives_the_same_output_and_gradients(slots, monkey
     x = torch.randn(2, 3, 32, 40, dtype=torch.float64)  # 4 x 5 grid + class token: chunks of 8, 8 and 5
     results, inference = {}, {}
     for name in PATHS:
-        for block in model.blocks:
+        for block in model.stages[0].blocks:
             block.attn.path = name
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "attention path .* cannot compute")  # value terms under sdpa / flex

@@ -39,7 +39,7 @@ EVERY_ENCODING = ISSUE_STRINGS + [
 
 
 def relative_modules(model):
-    return [block.attn.relative for block in model.blocks]
+    return [block.attn.relative for block in model.stages[0].blocks]
 
 
 @pytest.mark.parametrize("text", EVERY_ENCODING)
@@ -136,7 +136,7 @@ def test_bias_model_with_constant_tables_equals_the_model_without_it(text):
     with torch.no_grad():  # and a non-constant table does change the output
         relative_modules(biased)[0].terms((4, 5), 1)  # cache warm-up must not hide the update
         next(relative_modules(biased)[0].parameters()).normal_(std=5.0)
-    assert not torch.allclose(biased.forward_features(x), plain.forward_features(x), atol=1e-3)
+    assert not torch.allclose(biased.forward_tokens(x), plain.forward_tokens(x), atol=1e-3)
 
 
 @pytest.mark.parametrize("text", EVERY_ENCODING)
@@ -144,8 +144,8 @@ def test_bias_model_with_constant_tables_equals_the_model_without_it(text):
 def test_runs_at_grids_smaller_and_larger_than_training(text, prefix):
     model = vitpos.create_model("vit_lite_7_4", **TINY | prefix, relative=text)  # trained at 4x4
     for size in ((16, 24), (32, 32), (56, 40), (8, 72)):
-        grid = model.grid_for(size)
-        feats = model.forward_features(torch.randn(2, 3, *size))
+        grid = model.stage_grids(size)[-1]
+        feats = model.forward_tokens(torch.randn(2, 3, *size))
         assert feats.shape == (2, model.num_prefix_tokens + grid[0] * grid[1], 32)
         assert torch.isfinite(feats).all()
 
@@ -154,7 +154,7 @@ def test_runs_at_grids_smaller_and_larger_than_training(text, prefix):
 def test_gradients_reach_every_table(text):
     model = vitpos.create_model("vit_lite_7_4", **TINY, relative=text)
     # every token counts (through a class-token head the last layer only sees prefix buckets)
-    model.forward_features(torch.randn(2, 3, 40, 24)).square().sum().backward()  # off the training grid
+    model.forward_tokens(torch.randn(2, 3, 40, 24)).square().sum().backward()  # off the training grid
     for i, rel in enumerate(relative_modules(model)):
         for name, p in rel.named_parameters():
             assert p.grad is not None and p.grad.abs().sum() > 0, (i, name)
