@@ -12,7 +12,7 @@ from .registry import ABSOLUTE, CONDITIONAL, JOIN, RELATIVE, Registry
 from .spec import SlotSpec
 from .validation import bounded, check_fields
 
-__all__ = ["PositionConfig", "HostConfig", "ModelConfig", "SLOT_NAMES"]
+__all__ = ["PositionConfig", "HostConfig", "ModelConfig", "SLOT_NAMES", "slot_registry"]
 
 SLOT_NAMES = ("absolute", "join", "conditional", "relative")
 _Config = TypeVar("_Config", bound="HostConfig")
@@ -22,6 +22,13 @@ _SLOT_REGISTRIES: dict[str, Registry] = {
     "conditional": CONDITIONAL,
     "relative": RELATIVE,
 }
+
+
+def slot_registry(slot: str) -> Registry:
+    """The registry of the encodings of ``slot`` (one of :data:`SLOT_NAMES`)."""
+    if slot not in _SLOT_REGISTRIES:
+        raise ConfigError(f"unknown slot {slot!r}; slots: {', '.join(SLOT_NAMES)}")
+    return _SLOT_REGISTRIES[slot]
 
 
 @dataclass
