@@ -6,7 +6,6 @@ import torch
 from vitpos.analysis.tables import NoPositionTableError, absolute_table, layer_position_encodings
 from vitpos.encodings.join import Join
 from vitpos.encodings.sincos import sincos_2d
-from vitpos.models.vit import slot_context
 
 from .families import tiny_model, tiny_pyramid
 
@@ -39,7 +38,7 @@ class PerLayerJoin(Join):
 
 def test_per_layer_terms_are_read_through_the_join_interface():
     model = tiny_model({"absolute": "sincos2d"})
-    model.stages[0].join = PerLayerJoin(slot_context(model.cfg))
+    model.stages[0].join = PerLayerJoin(model.cfg.stage_context(0))
     tables = layer_position_encodings(model)
     assert list(tables) == ["absolute", "block 0", "block 1"]
     assert torch.allclose(tables["block 0"], 2 * tables["absolute"])

@@ -62,7 +62,7 @@ def test_a_relative_family_needs_gap_in_the_one_block_study_model(head):
     [
         ("learnt", "unknown family 'learnt'; built-in families: none, learned"),
         ("x: relative", "'relative' must look like slot=spec"),
-        ("x: position=learned", "unknown slot\\(s\\) position"),
+        ("x: position=learned", "unknown slot\\(s\\) or host option\\(s\\) position; slots: absolute, join"),
         ("a b: absolute=none", "may only use letters"),
     ],
 )

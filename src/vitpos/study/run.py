@@ -84,7 +84,7 @@ def _pretrain(path: Path, family: Family, config: StudyConfig, device: str, thre
     if threads:
         torch.set_num_threads(threads)
     start = time.perf_counter()
-    model_cfg = config.model.replace(**family.model_overrides)
+    model_cfg = family.model_config(config.model)
     train_cfg = TrainConfig(epochs=config.pretrain_epochs, batch_size=config.batch_size, lr=config.lr,
                             weight_decay=config.weight_decay, device=device, progress=False)
     result = pretrain_position_encoding(model_cfg, path, train_cfg, size=config.pretrain_size, probe_folds=config.probe_folds)
@@ -169,7 +169,7 @@ def _ensemble_families(families: dict[str, Family], config: StudyConfig, device:
     """The families whose models train as stacked ensembles on ``device`` (the others: one model at a time)."""
     out = set()
     for label, family in families.items():
-        model = create_model(config.model.replace(**family.model_overrides, num_classes=2)).to(device).train()
+        model = create_model(family.model_config(config.model, num_classes=2)).to(device).train()
         error = stack_error(model)
         if error:
             log(f"family {label}: one model at a time, as its model cannot run under torch.vmap ({error[:120]})")
