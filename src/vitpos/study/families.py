@@ -77,7 +77,11 @@ class Family:
         """The family's host before its slots: the study's model (``study``), or its host's at the
         study's image size, with the family's options."""
         base = study if self.host is None else study_host(self.host, study.img_size)
-        return base.replace(**self.options) if self.options else base
+        try:
+            return base.replace(**self.options) if self.options else base
+        except (ValueError, TypeError) as err:
+            raise FamilyError(f"family {self.label!r} cannot be built on the study's {self.host or 'vit'} host "
+                              f"({self.describe()}): {err}") from None
 
     def model_config(self, study: HostConfig, **overrides: Any) -> HostConfig:
         """The family's model: :meth:`host_config` with the family's slots and head, and ``overrides``."""
