@@ -63,7 +63,7 @@ def test_learned_resampling_is_identity_at_native_grid():
     assert torch.equal(resample_table(enc.table, (4, 5), (4, 5)), enc.table)
 
 
-def test_learned_resampling_is_bicubic_and_cached():
+def test_learned_resampling_is_bicubic_and_follows_the_table():
     enc = build("learned")
     out = enc((8, 10))
     ref = torch.nn.functional.interpolate(
@@ -72,20 +72,28 @@ def test_learned_resampling_is_bicubic_and_cached():
     assert torch.allclose(out, ref, atol=1e-6)
     with torch.no_grad():
         first = enc((8, 10))
-        assert enc((8, 10)) is first  # cached per grid in inference
-        enc.table.add_(1.0)  # a parameter update invalidates the entry
-        assert not torch.allclose(enc((8, 10)), first)
+        enc.table.add_(1.0)  # in place, as an optimiser step or load_state_dict: nothing stale is served
+        assert torch.allclose(enc((8, 10)), first + 1.0, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["learnable_sincos", "fourier"])
-def test_computed_encodings_are_cached_in_inference_only(name):
+def test_computed_encodings_follow_their_parameters(name):
     enc = build(name)
-    assert enc((3, 4)) is not enc((3, 4))  # autograd records: recomputed, in the graph
+    assert enc((3, 4)).requires_grad  # in the graph, from the parameters
     with torch.no_grad():
         first = enc((3, 4))
-        assert enc((3, 4)) is first
-        next(enc.parameters()).mul_(1.5)  # a parameter update invalidates the entry
+        next(enc.parameters()).mul_(1.5)  # in place: the next call sees the update
         assert not torch.allclose(enc((3, 4)), first)
+
+
+@pytest.mark.parametrize("name", ["sincos1d", "sincos2d"])
+def test_fixed_tables_follow_the_module_dtype_and_are_computed_in_float64(name):
+    enc = build(name)
+    reference = enc.float64_table((3, 4))
+    assert reference.dtype == torch.float64 and enc((3, 4)).dtype == torch.float32
+    assert torch.equal(enc((3, 4))[0], reference.float())
+    assert torch.equal(enc.double()((3, 4))[0], reference)
+    assert enc.half()((3, 4)).dtype == torch.float16
 
 
 def test_learned_init_and_prefix_vector():

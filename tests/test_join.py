@@ -8,6 +8,7 @@ from torch import nn
 import vitpos
 from vitpos import PositionConfig, SlotSpec
 from vitpos.encodings.conditional import ConditionalEncoding
+from vitpos.grid import resample_table
 from vitpos.registry import ABSOLUTE, CONDITIONAL, JOIN
 
 from .conftest import TINY
@@ -158,22 +159,73 @@ def test_unshared_parameter_count_is_one_table_per_further_layer(model_name, ext
     assert count(unshared) - count(base) == extra
 
 
-def test_unshared_tables_resample_like_the_learned_encoding_and_are_memoised():
+def test_unshared_tables_resample_like_the_learned_encoding_and_are_cached_in_inference():
     model = vitpos.create_model("vit_lite_7_4", **DEEP, join="unshared").eval()
     join = model.join
+    assert join.layer_table(2, (6, 2)).requires_grad  # autograd records: computed in the graph
     with torch.no_grad():
         table = join.layer_table(2, (6, 2))
-        assert join.layer_table(2, (6, 2)) is table  # memoised in eval
+        assert join.layer_tables((6, 2)) is join.layer_tables((6, 2))  # one resampling per grid
+        for index in (1, 2):  # resampled together, each as on its own
+            alone = join.tables[index - 1 : index].clone()
+            cells = resample_table(alone[:, 1:], (4, 4), (6, 2))
+            assert torch.equal(join.layer_table(index, (6, 2)), torch.cat([alone[:, :1], cells], dim=1))
         cells = join.tables[1:2, 1:].transpose(1, 2).reshape(1, 32, 4, 4)
         reference = F.interpolate(cells, size=(6, 2), mode="bicubic", align_corners=False).flatten(2).transpose(1, 2)
         assert torch.allclose(table[:, 1:], reference, atol=1e-6)
         assert torch.equal(table[:, :1], join.tables[1:2, :1])  # prefix row kept
-        join.tables.add_(1.0)  # a parameter update drops the entry
+        join.tables.add_(1.0)  # an in-place update (optimiser step, load_state_dict) is seen at once
         assert torch.equal(join.layer_table(2, (6, 2))[:, :1], table[:, :1] + 1.0)
-    model.train()
-    assert join.layer_table(2, (6, 2)) is not join.layer_table(2, (6, 2))  # never memoised in training
     with pytest.raises(IndexError, match="block 0 has no own table"):
         join.layer_table(0, (4, 4))
+
+
+@pytest.mark.parametrize("join", JOINS)
+def test_join_terms_are_a_pure_function_of_pe_and_grid(join):
+    """The same (pe, grid) gives equal terms whatever was computed before, and a forward pass leaves
+    no state behind: the join's attributes are the same before and after."""
+    model = vitpos.create_model("vit_lite_7_4", **DEEP, join=join).eval()
+    randomise_parameters(model)
+    before = dict(vars(model.join))
+    with torch.no_grad():
+        pe = model.position_encoding((3, 5))
+        first = model.join.terms(pe, (3, 5))
+        model(torch.randn(2, 3, 32, 32))
+        model.join.terms(model.position_encoding((4, 4)), (4, 4))
+        again = model.join.terms(pe, (3, 5))
+    assert dict(vars(model.join)) == before
+    for name in ("residual", "attention"):
+        mine, theirs = getattr(first, name), getattr(again, name)
+        assert len(mine) == len(theirs) <= 3
+        for a, b in zip(mine, theirs):
+            assert (a is None and b is None) or torch.equal(a, b)
+    assert (first.entry is None and again.entry is None) or torch.equal(first.entry, again.entry)
+
+
+def test_join_terms_per_join():
+    """What each join's terms hold: input -> entry; shared -> pe before every block; unshared -> pe
+    then the own tables; lape -> normalised pe in every attention input."""
+    for join, entry, residual, attention in [
+        ("input", True, 0, 0), ("shared", False, 3, 0), ("unshared", False, 3, 0), ("lape", False, 0, 3),
+        ("lape:eta=2", False, 0, 2),
+    ]:
+        model = vitpos.create_model("vit_lite_7_4", **DEEP, join=join)
+        pe = model.position_encoding((4, 4))
+        terms = model.join.terms(pe, (4, 4))
+        assert (terms.entry is pe) == entry and (terms.entry is None) != entry
+        assert len(terms.residual) == residual and len(terms.attention) == attention
+        assert terms.residual_at(3) is None and terms.attention_at(3) is None
+        if join == "shared":
+            assert all(t is pe for t in terms.residual)
+        if join == "unshared":
+            assert terms.residual[0] is pe and torch.equal(terms.residual[2], model.join.tables[1:2])
+        assert model.join.terms(None, (4, 4)).entry is None
+
+
+def randomise_parameters(model: nn.Module) -> None:
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
 
 
 @pytest.mark.parametrize("join", ["shared", "unshared", "lape"])

@@ -1,5 +1,5 @@
-"""LaPE: Eq. 8-9 by hand, Table 5's forms, Table 6's eta, parameter counts, the eval cache and
-LaPE for relative biases."""
+"""LaPE: Eq. 8-9 by hand, Table 5's forms, Table 6's eta, parameter counts, eval against training
+and LaPE for relative biases."""
 
 import pytest
 import torch
@@ -37,7 +37,7 @@ def randomise(module: nn.Module) -> None:
 def build_join(text: str, ctx: SlotContext = CTX) -> LapeJoin:
     spec = SlotSpec.parse(text)
     LapeJoin.validate(spec)
-    return LapeJoin.from_spec(spec, ctx)
+    return LapeJoin.from_spec(spec, ctx, has_absolute=True)
 
 
 def count(model: nn.Module) -> int:
@@ -119,7 +119,7 @@ def test_prefix_rows_learned_are_normalised_and_zero_rows_receive_beta():
         model = vitpos.create_model("vit_lite_7_4", **DEEP, absolute=absolute, join="lape")
         randomise(model.join)
         pe = model.position_encoding((4, 4))
-        out = model.join.layer_encodings(pe, (4, 4))
+        out = model.join.layer_encodings(pe)
         beta = model.join.pe_norm.bias
         for layer in range(3):
             if absolute == "sincos2d":
@@ -138,10 +138,10 @@ def test_chained_lape_normalises_the_previous_layers_output():
     for layer in range(3):
         current = layer_norm_by_hand(current, join.pe_norm.weight[layer], join.pe_norm.bias[layer])
         expected.append(current)
-    assert torch.allclose(join.layer_encodings(pe, (4, 5)), torch.stack(expected), atol=1e-5)
+    assert torch.allclose(join.layer_encodings(pe), torch.stack(expected), atol=1e-5)
     plain = build_join("lape")
     plain.load_state_dict(join.state_dict())
-    assert not torch.allclose(plain.layer_encodings(pe, (4, 5))[1:], torch.stack(expected)[1:], atol=1e-3)
+    assert not torch.allclose(plain.layer_encodings(pe)[1:], torch.stack(expected)[1:], atol=1e-3)
 
 
 FORM_BY_HAND = {
@@ -166,7 +166,7 @@ def test_table5_forms_by_hand(form):
     assert (None if norm.weight is None else tuple(norm.weight.shape)) == GAMMA_SHAPE.get(form)
     assert (norm.bias is not None) == (form in ("affine", "ln"))
     pe = torch.randn(1, 21, 16) * 2 + 1
-    out = join.layer_encodings(pe, (4, 5))
+    out = join.layer_encodings(pe)
     assert out.shape == (3, 1, 21, 16)
     for layer in range(3):
         g = 1.0 if norm.weight is None else norm.weight[layer]
@@ -194,7 +194,7 @@ def test_invalid_lape_models_raise_clear_errors(overrides, pattern):
         vitpos.create_model("vit_lite_7_4", **DEEP, **overrides)
 
 
-# ---------------------------------------------------------------- the inference cache
+# ---------------------------------------------------------------- eval, training, other grids and dtypes
 
 
 def lape_model(**overrides) -> nn.Module:
@@ -203,78 +203,43 @@ def lape_model(**overrides) -> nn.Module:
     return model
 
 
-def test_eval_cache_is_reused_and_equals_the_uncached_path():
+def test_eval_equals_training_and_follows_every_parameter_update():
     model = lape_model().eval()
+    join = model.join
     images = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         first = model(images)
-        pe = model.position_encoding((4, 4))
-        cached = model.join.layer_encodings(pe, (4, 4))
-        assert model.join.layer_encodings(model.position_encoding((4, 4)), (4, 4)) is cached
-        second = model(images)
-        assert torch.equal(cached, model.join._transform(pe))
-        model.train()  # same weights, no dropout: the uncached training path
-        uncached = model(images)
-    assert torch.equal(first, second) and torch.equal(first, uncached)
-
-
-def test_cache_is_dropped_by_a_training_step():
-    model = lape_model().eval()
-    images = torch.randn(2, 3, 32, 32)
-    with torch.no_grad():
-        before = model.join.layer_encodings(model.position_encoding((4, 4)), (4, 4))
-    model.train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    model(images).logsumexp(-1).sum().backward()
-    optimizer.step()
-    model.eval()
-    with torch.no_grad():
-        pe = model.position_encoding((4, 4))
-        after = model.join.layer_encodings(pe, (4, 4))
-        assert not torch.allclose(after, before)
-        assert torch.equal(after, model.join._transform(pe))
-
-
-def test_cache_is_dropped_by_train_and_by_any_parameter_update():
-    model = lape_model().eval()
-    join = model.join
-    with torch.no_grad():
-        first = join.layer_encodings(model.position_encoding((4, 4)), (4, 4))
-        model.train()
+        model.train()  # same weights, no dropout
+        assert torch.equal(model(images), first)
         model.eval()
-        again = join.layer_encodings(model.position_encoding((4, 4)), (4, 4))
-        assert again is not first and torch.equal(again, first)
         for param in (join.pe_norm.weight, model.absolute.table, model.absolute.prefix_table):
             param.mul_(1.5)  # in place, as an optimiser or load_state_dict would
+            updated = model(images)
+            assert not torch.allclose(updated, first)
             pe = model.position_encoding((4, 4))
-            updated = join.layer_encodings(pe, (4, 4))
-            assert not torch.allclose(updated, again)
-            assert torch.equal(updated, join._transform(pe))
-            again = updated
+            assert torch.equal(join.terms(pe, (4, 4)).attention[1], join.layer_encodings(pe)[1])
+            first = updated
 
 
-def test_a_new_grid_or_dtype_recomputes_the_cache():
+def test_other_grids_and_dtypes():
     model = lape_model(absolute="sincos2d").eval()
     join = model.join
     with torch.no_grad():
-        small = join.layer_encodings(model.position_encoding((4, 4)), (4, 4))
-        pe = model.position_encoding((3, 5))
-        wide = join.layer_encodings(pe, (3, 5))
-        assert wide.shape == (3, 1, 16, 32) and torch.equal(wide, join._transform(pe))
-        assert join.layer_encodings(model.position_encoding((4, 4)), (4, 4)) is small
+        small = join.layer_encodings(model.position_encoding((4, 4)))
+        wide = join.layer_encodings(model.position_encoding((3, 5)))
+        assert small.shape == (3, 1, 17, 32) and wide.shape == (3, 1, 16, 32)
         model.double()
-        doubled = join.layer_encodings(model.position_encoding((4, 4)), (4, 4))
+        doubled = join.layer_encodings(model.position_encoding((4, 4)))
         assert doubled.dtype == torch.float64 and torch.allclose(doubled.float(), small, atol=1e-5)
         assert model(torch.randn(1, 3, 24, 40, dtype=torch.float64)).dtype == torch.float64
 
 
-def test_nothing_is_cached_while_autograd_records_or_in_training():
-    model = lape_model().eval()
-    pe = model.position_encoding((4, 4))
-    assert model.join.layer_encodings(pe, (4, 4)) is not model.join.layer_encodings(pe, (4, 4))
-    model.train()
-    with torch.no_grad():
-        assert model.join.layer_encodings(pe, (4, 4)) is not model.join.layer_encodings(pe, (4, 4))
+def test_lape_without_an_absolute_encoding_owns_no_pe_norm():
+    join = LapeJoin.from_spec(SlotSpec.parse("lape"), CTX, has_absolute=False)
+    assert join.pe_norm is None and not list(join.parameters())
+    assert join.terms(None, (4, 5)).attention == ()
+    with pytest.raises(ValueError, match="built without an absolute encoding"):
+        join.layer_encodings(torch.randn(1, 21, 16))
 
 
 # ---------------------------------------------------------------- LaPE for relative biases
@@ -371,19 +336,15 @@ def test_attention_logits_use_the_normalised_bias():
 
 
 @pytest.mark.usefixtures("test_relatives")
-def test_normalised_bias_cache_and_invalidation():
+def test_normalised_bias_follows_updates_of_the_wrapped_bias():
     model = vitpos.create_model("vit_lite_7_4", **DEEP, absolute="none", join="lape", relative="test_clipped").eval()
     wrapped = model.blocks[0].attn.relative
     with torch.no_grad():
         first = wrapped.position_bias((4, 4), 1)
-        assert wrapped.position_bias((4, 4), 1) is first
-        assert torch.equal(first, wrapped._normalised((4, 4), 1))
+        assert torch.equal(wrapped.position_bias((4, 4), 1), first)
         wrapped.encoding.table.mul_(2.0)
         wrapped.encoding.table[0, 0, 0] += 1.0  # not a rescaling, which LN would undo
-        updated = wrapped.position_bias((4, 4), 1)
-        assert not torch.allclose(updated, first) and torch.equal(updated, wrapped._normalised((4, 4), 1))
-        model.train()
-        assert wrapped.position_bias((4, 4), 1) is not wrapped.position_bias((4, 4), 1)
+        assert not torch.allclose(wrapped.position_bias((4, 4), 1), first)
 
 
 @pytest.mark.usefixtures("test_relatives")

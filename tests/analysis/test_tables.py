@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from vitpos.analysis.tables import NoPositionTableError, absolute_table, layer_position_encodings
-from vitpos.encodings.join import Join
+from vitpos.encodings.join import Join, JoinTerms
 from vitpos.encodings.sincos import sincos_2d
 
 from .families import tiny_model, tiny_pyramid
@@ -29,11 +29,8 @@ def test_input_join_gives_only_the_absolute_table():
 class PerLayerJoin(Join):
     """A join that scales the PE differently at each block's attention input, and adds it to the stream at block 1."""
 
-    def attention_pos(self, index, pe, grid):
-        return pe * (index + 2) if index == 0 else None
-
-    def before_block(self, index, x, pe, grid):
-        return x + 3 * pe if index == 1 else x
+    def terms(self, pe, grid):
+        return JoinTerms(residual=(None, 3 * pe), attention=(2 * pe,))
 
 
 def test_per_layer_terms_are_read_through_the_join_interface():

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from vitpos.encodings.base import SlotContext
-from vitpos.attention import PATHS, chunked
+from vitpos.attention import PATHS, bucketed
 from vitpos.models.layers import Attention
 from vitpos.registry import RELATIVE
 from vitpos.spec import SlotSpec
@@ -73,7 +73,7 @@ def build_attention(spec_text: str, case: dict) -> Attention:
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("spec_text", SPECS)
 def test_efficient_equals_reference_forward_and_gradients(spec_text, seed, monkeypatch):
-    monkeypatch.setattr(chunked, "MIN_CHUNK", 3)  # several chunks even on small grids
+    monkeypatch.setattr(bucketed, "MIN_CHUNK", 3)  # several chunks even on small grids
     case = random_case(1000 * seed + SPECS.index(spec_text))
     attn = build_attention(spec_text, case)
     grid, prefix = case["grid"], case["prefix"]

@@ -134,7 +134,7 @@ def test_bias_model_with_constant_tables_equals_the_model_without_it(text):
     x = torch.randn(2, 3, 32, 40)
     torch.testing.assert_close(biased(x), plain(x), rtol=1e-5, atol=1e-5)
     with torch.no_grad():  # and a non-constant table does change the output
-        relative_modules(biased)[0].position_bias((4, 5), 1)  # cache warm-up must not hide the update
+        relative_modules(biased)[0].terms((4, 5), 1)  # cache warm-up must not hide the update
         next(relative_modules(biased)[0].parameters()).normal_(std=5.0)
     assert not torch.allclose(biased.forward_features(x), plain.forward_features(x), atol=1e-3)
 
@@ -222,8 +222,9 @@ def test_eval_caches_bias_and_ids_and_invalidates_on_update():
     model = vitpos.create_model("vit_lite_7_4", **TINY, relative="irpe:product:bias:k").eval()
     first, second = relative_modules(model)[:2]
     with torch.no_grad():
-        bias = first.position_bias((5, 3), 1)
-        assert first.position_bias((5, 3), 1) is bias
+        bias = first.terms((5, 3), 1).bias
+        assert first.terms((5, 3), 1).bias is bias and torch.equal(bias, first.position_bias((5, 3), 1))
         assert first.bucket_ids((5, 3), 1, "cpu") is second.bucket_ids((5, 3), 1, "cpu")  # shared by layers
         first.bias_k.add_(1.0)
-        assert not torch.equal(first.position_bias((5, 3), 1), bias)
+        assert not torch.equal(first.terms((5, 3), 1).bias, bias)
+    assert first.terms((5, 3), 1).bias_table is not None  # autograd records: per bucket, nothing cached

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import vitpos
-from vitpos.encodings.relative.index import Bucketing, IndexFunction
+from vitpos.encodings.relative.buckets import Bucketing, IndexFunction
 from vitpos.released import CheckpointLoadError
 from vitpos.released.irpe import query_order
 

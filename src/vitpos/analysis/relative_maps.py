@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from ..encodings.relative.base import RelativeBias
-from ..encodings.relative.index import relative_buckets
+from ..encodings.relative.buckets import relative_buckets
 from ..errors import ConfigError
 from ..grid import Grid
 from ..models.layers import Attention

@@ -1,8 +1,8 @@
 """Read the position signal out of a model: a stage's absolute table and the PE each block receives.
 
 These helpers only use the host's stages (``stages[s].position_encoding`` and the stage's
-join: ``enter`` / ``before_block`` / ``attention_pos``), so they work on every host and for
-every join, including joins such as LaPE that hand each block its own normalised copy of the PE.
+join's ``terms``), so they work on every host and for every join, including joins such as LaPE
+that hand each block its own normalised copy of the PE.
 Without a ``stage`` they read the last stage (the plain ViT's only one).
 """
 
@@ -63,14 +63,11 @@ def layer_position_encodings(model: nn.Module, grid: Grid | None = None, stage: 
     host_stage = model.stages[s]
     prefix = host_stage.num_prefix_tokens
     out = {"absolute": pe[0, prefix:].detach().float()}
-    join = host_stage.join
-    # Probe the join with an all-zero token stream: whatever it adds is its position term.
-    zeros = torch.zeros_like(pe)
+    terms = host_stage.join.terms(pe, grid)
     for index in range(len(host_stage.blocks)):
-        term = join.attention_pos(index, pe, grid)
+        term = terms.attention_at(index)
         if term is None:
-            term = join.before_block(index, zeros, pe, grid)
-            if not term.abs().amax().item():
-                continue
-        out[f"block {index}"] = term.expand_as(pe)[0, prefix:].detach().float()
+            term = terms.residual_at(index)
+        if term is not None:
+            out[f"block {index}"] = term.expand_as(pe)[0, prefix:].detach().float()
     return out

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from ..grid import tracing
-from .chunked import chunked_attention
+from .bucketed import bucketed_attention
 from .flex import flex_attention, score_mod
 from .policy import SUPPORTED_DTYPES, Request, choose_path, unsupported
 from .terms import RelativeTerms
@@ -129,7 +129,7 @@ def _bucketed(q, k, v, terms, scale, mask, dropout_p, return_weights, path):
         ids, num_buckets = terms.ids, terms.num_buckets
         if terms.bias is not None:
             bias = terms.bias if bias is None else terms.bias + bias
-    out, weights = chunked_attention(
+    out, weights = bucketed_attention(
         _content_query(q, terms), k, v, scale, ids, num_buckets=num_buckets, row_scores=row, col_scores=col,
         bias=bias, bucket_weights=terms is not None and terms.value_term, mode=path,
     )  # fmt: skip

@@ -4,7 +4,7 @@ Paths (:data:`PATHS`), what each can give, and the policy that picks among them.
 rest on these measurements:
 
 * CPU (2 cores, ``python -m bench``, BENCHMARKS.md): with a gradient, the ``stored`` path
-  (:mod:`.chunked`, the (B, heads, N, N) weights kept, terms added in place, bias gradients
+  (:mod:`.bucketed`, the (B, heads, N, N) weights kept, terms added in place, bias gradients
   reduced before the scatter) beats autograd through a float mask (``scaled_dot_product_attention``
   falls back to its math path when the mask needs a gradient); from
   :data:`CHUNK_FROM_TOKENS` tokens on the ``chunked`` path keeps training memory near that of
@@ -42,7 +42,7 @@ __all__ = ["PATHS", "SUPPORTED_DTYPES", "CHUNK_FROM_TOKENS", "Request", "unsuppo
 PATHS = ("sdpa", "flex", "explicit", "stored", "chunked")
 """``sdpa``: ``scaled_dot_product_attention`` with the logit terms as one float mask;
 ``flex``: FlexAttention with a ``score_mod``; ``explicit``: logits, softmax and weights as
-tensors (the only path that returns the weights); ``stored`` / ``chunked``: :mod:`.chunked`."""
+tensors (the only path that returns the weights); ``stored`` / ``chunked``: :mod:`.bucketed`."""
 
 SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 

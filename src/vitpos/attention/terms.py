@@ -20,7 +20,7 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 
-from .lookup import BucketIndex, lookup
+from .bucket_lookup import BucketIndex, lookup
 
 __all__ = ["Rotation", "RelativeTerms", "bucket_maps"]
 
@@ -31,7 +31,7 @@ def bucket_maps(ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 
 def _lookup(scores: torch.Tensor, index: torch.Tensor, cols: int) -> torch.Tensor:
-    """:func:`.lookup.lookup`; with a gradient in bf16 / fp16 it reads float32 scores, so that
+    """:func:`.bucket_lookup.lookup`; with a gradient in bf16 / fp16 it reads float32 scores, so that
     backward sums each bucket's hundreds of pair gradients in float32."""
     if scores.requires_grad and scores.dtype in (torch.bfloat16, torch.float16):
         return lookup(scores.float(), index, cols).to(scores.dtype)

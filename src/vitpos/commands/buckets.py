@@ -9,7 +9,7 @@ import torch
 from ..analysis.plots import save_heatmaps
 from ..analysis.relative_maps import bucket_maps
 from ..analysis.similarity import parse_references
-from ..encodings.relative.index import INDEX_FUNCTIONS, METHODS, QUANT_VARIANTS
+from ..encodings.relative.buckets import INDEX_FUNCTIONS, METHODS, QUANT_VARIANTS
 from ..files import write_json
 from ..spec import positive_float
 from .model_args import add_output_argument

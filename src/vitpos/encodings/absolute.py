@@ -12,15 +12,15 @@ import math
 import torch
 from torch import nn
 
-from ..grid import Grid, grid_coords, resample_table, tracing
+from ..grid import Grid, grid_coords, resample_table
 from ..registry import ABSOLUTE
 from ..spec import SlotSpec, one_of, positive_float, positive_int
 from .base import SlotContext, SlotEntry
-from .cache import GridCache
 from .sincos import interleave_sin_cos, sincos_1d, sincos_2d, sincos_frequencies
 
 __all__ = [
     "AbsoluteEncoding",
+    "FixedTableEncoding",
     "NoAbsolute",
     "LearnedPosition",
     "SinCos1dPosition",
@@ -41,9 +41,6 @@ class AbsoluteEncoding(SlotEntry, nn.Module):
         self.embed_dim = ctx.embed_dim
         self.native_grid: Grid = tuple(ctx.grid)
         self.num_prefix_tokens = ctx.num_prefix_tokens
-        # follows .to(): gives fixed tables their device and dtype
-        self.register_buffer("_anchor", torch.empty(0), persistent=False)
-        self._cache = GridCache()
 
     def forward(self, grid: Grid) -> torch.Tensor:  # 1, H*W, D
         """The encoding of every cell of ``grid`` in row-major order."""
@@ -63,11 +60,23 @@ class AbsoluteEncoding(SlotEntry, nn.Module):
             prefix = cells.new_zeros(1, self.num_prefix_tokens, cells.shape[-1])
         return torch.cat([prefix, cells], dim=1)
 
-    def _fixed(self, grid: Grid, table_fn) -> torch.Tensor:
-        """Cache a parameter-free float64 table per (grid, device, dtype)."""
-        anchor = self._anchor
-        key = (tuple(grid), anchor.device, anchor.dtype)
-        return self._cache.get(key, lambda: table_fn(grid).to(anchor)[None])
+
+class FixedTableEncoding(AbsoluteEncoding):
+    """Base of the parameter-free encodings: a table computed in float64 at every call, then cast
+    to the module's device and dtype (those of ``_anchor``, an empty buffer that follows ``.to()``)."""
+
+    _anchor: torch.Tensor
+
+    def __init__(self, ctx: SlotContext) -> None:
+        super().__init__(ctx)
+        self.register_buffer("_anchor", torch.empty(0), persistent=False)
+
+    def forward(self, grid: Grid) -> torch.Tensor:
+        return self.float64_table(grid, self._anchor.device).to(self._anchor.dtype)[None]
+
+    def float64_table(self, grid: Grid, device=None) -> torch.Tensor:  # H*W, D in float64
+        """The float64 table of ``grid`` on ``device``."""
+        raise NotImplementedError
 
 
 @ABSOLUTE.register("none")
@@ -103,30 +112,26 @@ class LearnedPosition(AbsoluteEncoding):
             self.prefix_table = None
 
     def forward(self, grid: Grid) -> torch.Tensor:
-        if not tracing() and tuple(grid) == self.native_grid:
-            return self.table
-        return self._cache.get(
-            tuple(grid), lambda: resample_table(self.table, self.native_grid, grid), [self.table]
-        )
+        return resample_table(self.table, self.native_grid, grid)
 
     def prefix(self) -> torch.Tensor | None:
         return self.prefix_table
 
 
 @ABSOLUTE.register("sincos1d")
-class SinCos1dPosition(AbsoluteEncoding):
+class SinCos1dPosition(FixedTableEncoding):
     """Vaswani et al.'s fixed 1-D encoding over the row-major patch index."""
 
-    def forward(self, grid: Grid) -> torch.Tensor:
-        return self._fixed(grid, lambda g: sincos_1d(torch.arange(g[0] * g[1]), self.embed_dim))
+    def float64_table(self, grid: Grid, device=None) -> torch.Tensor:
+        return sincos_1d(torch.arange(grid[0] * grid[1], device=device), self.embed_dim)
 
 
 @ABSOLUTE.register("sincos2d")
-class SinCos2dPosition(AbsoluteEncoding):
+class SinCos2dPosition(FixedTableEncoding):
     """The thesis's fixed 2-D encoding (Eq. 1): x in the first half, y in the second."""
 
-    def forward(self, grid: Grid) -> torch.Tensor:
-        return self._fixed(grid, lambda g: sincos_2d(g, self.embed_dim))
+    def float64_table(self, grid: Grid, device=None) -> torch.Tensor:
+        return sincos_2d(grid, self.embed_dim, device=device)
 
 
 @ABSOLUTE.register("learnable_sincos")
@@ -149,10 +154,6 @@ class LearnableSinCosPosition(AbsoluteEncoding):
         self.weight = nn.Parameter(weight)
 
     def forward(self, grid: Grid) -> torch.Tensor:
-        # recomputed while autograd records; cached per grid in inference
-        return self._cache.get(tuple(grid), lambda: self._compute(grid), [self.weight])
-
-    def _compute(self, grid: Grid) -> torch.Tensor:
         coords = grid_coords(grid, device=self.weight.device, dtype=self.weight.dtype)
         return interleave_sin_cos(coords @ self.weight.t())[None]
 
@@ -190,5 +191,4 @@ class FourierPosition(AbsoluteEncoding):
         return torch.cat([proj.cos(), proj.sin()], dim=-1) / math.sqrt(self.fourier_dim)
 
     def forward(self, grid: Grid) -> torch.Tensor:
-        # recomputed while autograd records; cached per grid in inference
-        return self._cache.get(tuple(grid), lambda: self.mlp(self.features(grid))[None], self.parameters())
+        return self.mlp(self.features(grid))[None]

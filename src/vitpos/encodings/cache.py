@@ -1,4 +1,23 @@
-"""A small per-grid memo for tensors that are pure functions of the grid and some parameters."""
+"""The one cache of vitpos: a per-grid memo for tensors that are pure functions of the grid and
+some parameters.
+
+Every module computes what it needs from its parameters at each call; a :class:`GridCache`
+holds a result only where ``python -m bench.caches`` shows that recomputing it costs at least
+1% of an inference forward pass (BENCHMARKS.md, "Per-grid caches"):
+
+* the bucket ids of a grid (:mod:`.relative.buckets`, shared by every layer): 10-18% of a
+  DeiT-S forward with a bucketed relative encoding;
+* the dense bias of a bias-type relative encoding (:class:`.relative.base.RelativeBias`, LaPE's
+  normalised bias included): 2-3% (iRPE, Swin), 10-12% with LaPE's normalisation;
+* RoPE's cosines and sines (:class:`.relative.rope.Rope2d`): about 2%;
+* the unshared join's per-layer tables resampled to another grid: 7-8% at 288 px;
+* Swin's shifted-window masks (:class:`vitpos.models.windows.WindowAttention`): 2-4% of a
+  Swin-T forward.
+
+Absolute encodings (fixed, learned, learnable sinusoids, Fourier features) and LaPE's per-layer
+normalised encodings cost 0.1-0.3% to recompute and are not cached. A cache is invisible to its
+callers: nothing outside the module that owns it builds a key.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +25,10 @@ from collections import OrderedDict
 from typing import Callable, Hashable, Iterable
 
 import torch
-from torch import nn
 
 from ..grid import tracing
 
-__all__ = ["GridCache", "EvalMemo"]
+__all__ = ["GridCache"]
 
 
 class GridCache:
@@ -44,27 +62,3 @@ class GridCache:
         if len(self._entries) > self.maxsize:
             self._entries.popitem(last=False)
         return value
-
-    def clear(self) -> None:
-        """Drop every entry."""
-        self._entries.clear()
-
-
-class EvalMemo(nn.Module):
-    """Base for modules that memoise per-grid tensors in eval mode only.
-
-    Training recomputes every time (the result must stay in the autograd graph); ``train()``
-    and ``eval()`` empty the memo, so nothing computed in one mode is served in the other.
-    """
-
-    def __init__(self, maxsize: int = 8) -> None:
-        super().__init__()
-        self._memo = GridCache(maxsize)
-
-    def memo(self, key: Hashable, compute: Callable[[], torch.Tensor], params: Iterable[torch.Tensor]) -> torch.Tensor:
-        """``compute()``, memoised per ``key`` in eval mode while ``params`` are unchanged."""
-        return compute() if self.training else self._memo.get(key, compute, params)
-
-    def train(self, mode: bool = True) -> "EvalMemo":
-        self._memo.clear()
-        return super().train(mode)

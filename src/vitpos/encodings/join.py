@@ -2,10 +2,31 @@
 
 ``input`` adds it once (ViT/DeiT); ``shared`` and ``unshared`` add it before every block (the
 joining methods LaPE's Table 4 compares against); ``lape`` lives in :mod:`.lape`.
+
+A join is a pure function of its parameters: :meth:`Join.terms` maps the absolute encoding of
+the whole sequence ``pe`` (1, P + H*W, D) and the grid to a :class:`JoinTerms`, which
+:func:`vitpos.models.layers.run_blocks` asks for once per forward and applies:
+
+* ``entry`` — added to the tokens before block 0 (before ``pos_drop`` and a conditional
+  generator at -1);
+* ``residual[i]`` — added to the residual stream entering block ``i``;
+* ``attention[i]`` — added to block ``i``'s normalised attention input, so it reaches the
+  queries, keys and values (LaPE).
+
+Nothing is carried from one call to the next, or from one block to the next. A join that adds
+its term to the queries and keys only — DETR's encoder adds the absolute encoding to q and k
+(not v) at every layer — is a fourth per-block field (e.g. ``query_key[i]``), which the
+attention adds to its q and k inputs (``q = W_q (h + pos)``, ``k = W_k (h + pos)``,
+``v = W_v h``); the three fields above stay as they are.
+
+What a join does to the relative encodings is fixed at construction: the host passes each
+block's relative encoding through :meth:`Join.adapt_relative` (LaPE wraps a bias in
+:class:`~.lape.NormalisedBias`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -13,55 +34,59 @@ from torch import nn
 
 from ..grid import Grid, resample_table, tracing
 from ..registry import ABSOLUTE, JOIN
+from ..spec import SlotSpec
 from .base import SlotContext, SlotEntry
-from .cache import EvalMemo
+from .cache import GridCache
 from .relative.base import RelativePosition
 
 if TYPE_CHECKING:
     from ..config import PositionConfig
 
-__all__ = ["Join", "InputJoin", "SharedJoin", "UnsharedJoin", "require_absolute"]
+__all__ = ["JoinTerms", "Join", "InputJoin", "SharedJoin", "UnsharedJoin", "require_absolute"]
+
+Terms = tuple[torch.Tensor | None, ...]
+"""One entry per block, from block 0; blocks past the end get nothing."""
 
 
-class Join(SlotEntry, EvalMemo):
-    """Base class. ``pe`` is the absolute encoding of the whole sequence, (1, P + H*W, D), or None;
-    its prefix rows are zero unless the encoding learns prefix vectors (DeiT's learned one does).
+@dataclass(frozen=True)
+class JoinTerms:
+    """What a join adds in one forward pass at one grid (see the module docstring).
 
-    The host calls :meth:`bind_absolute` once at construction, then passes each block's relative
-    encoding through :meth:`adapt_relative`. Per forward it calls :meth:`enter` once before
-    block 0, then for every block ``i`` :meth:`before_block` on the residual stream and
-    :meth:`attention_pos`, whose result is added to the block's normalised attention input.
+    Every tensor broadcasts to the token sequence (B, P + H*W, D).
     """
 
-    def __init__(self, ctx: SlotContext) -> None:
-        super().__init__(maxsize=8 * ctx.depth)  # room for per-layer entries at several grids
+    entry: torch.Tensor | None = None
+    residual: Terms = ()
+    attention: Terms = ()
+
+    def residual_at(self, index: int) -> torch.Tensor | None:
+        """The term added to the residual stream entering block ``index``, or None."""
+        return self.residual[index] if index < len(self.residual) else None
+
+    def attention_at(self, index: int) -> torch.Tensor | None:
+        """The term added to block ``index``'s normalised attention input, or None."""
+        return self.attention[index] if index < len(self.attention) else None
+
+
+class Join(SlotEntry, nn.Module):
+    """Base class: a join adds nothing. Subclasses override :meth:`terms`.
+
+    Built by ``from_spec(spec, ctx, has_absolute=...)``: the host says whether it has an absolute
+    encoding (without one, ``pe`` is None at every call; LaPE then owns no LN_pe parameters).
+    """
+
+    def __init__(self, ctx: SlotContext, has_absolute: bool = True) -> None:
+        super().__init__()
         self.depth = ctx.depth
-        self._absolute: tuple[nn.Module | None] | None = None
+        self.has_absolute = has_absolute
 
-    def bind_absolute(self, absolute: nn.Module | None) -> None:
-        """Record the module whose ``with_prefix(grid)`` is ``pe`` (None: the model has none)."""
-        # a tuple, not an attribute module: the encoding stays registered once, under the host
-        self._absolute = (absolute,)
+    @classmethod
+    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, has_absolute: bool = True) -> "Join":
+        return cls(ctx, has_absolute, **spec.typed_options(cls._schema))
 
-    def absolute_parameters(self) -> tuple[torch.Tensor, ...] | None:
-        """The parameters ``pe`` depends on, or None while no encoding is bound (then nothing
-        derived from ``pe`` may be cached, since its source is unknown)."""
-        if self._absolute is None:
-            return None
-        source = self._absolute[0]
-        return () if source is None else tuple(source.parameters())
-
-    def enter(self, x: torch.Tensor, pe: torch.Tensor | None, grid: Grid) -> torch.Tensor:
-        """Tokens entering block 0."""
-        return x
-
-    def before_block(self, index: int, x: torch.Tensor, pe: torch.Tensor | None, grid: Grid) -> torch.Tensor:
-        """The residual stream entering block ``index``."""
-        return x
-
-    def attention_pos(self, index: int, pe: torch.Tensor | None, grid: Grid) -> torch.Tensor | None:
-        """A term added to block ``index``'s normalised attention input, or None."""
-        return None
+    def terms(self, pe: torch.Tensor | None, grid: Grid) -> JoinTerms:
+        """This join's terms for the absolute encoding ``pe`` (1, P + H*W, D) or None, at ``grid``."""
+        return JoinTerms()
 
     def adapt_relative(self, index: int, relative: RelativePosition | None) -> RelativePosition | None:
         """The relative encoding block ``index`` should use (e.g. wrapped); unchanged by default."""
@@ -81,8 +106,8 @@ def require_absolute(position: "PositionConfig", join: str, why: str) -> None:
 class InputJoin(Join):
     """ViT/DeiT: add the encoding to the tokens once, before the first block."""
 
-    def enter(self, x: torch.Tensor, pe: torch.Tensor | None, grid: Grid) -> torch.Tensor:
-        return x if pe is None else x + pe
+    def terms(self, pe: torch.Tensor | None, grid: Grid) -> JoinTerms:
+        return JoinTerms(entry=pe)
 
 
 @JOIN.register("shared")
@@ -98,8 +123,8 @@ class SharedJoin(Join):
     def check_combination(cls, position: "PositionConfig") -> None:
         require_absolute(position, "shared", "adds the absolute encoding before every block")
 
-    def before_block(self, index: int, x: torch.Tensor, pe: torch.Tensor | None, grid: Grid) -> torch.Tensor:
-        return x if pe is None else x + pe
+    def terms(self, pe: torch.Tensor | None, grid: Grid) -> JoinTerms:
+        return JoinTerms(residual=(pe,) * self.depth)
 
 
 def _learned_table_values() -> list[str]:
@@ -113,17 +138,18 @@ class UnsharedJoin(Join):
     Block 0 adds the absolute encoding's own table (``pe``); blocks 1..depth-1 each own a table
     shaped like it — one vector per prefix token, then one per cell of the native grid,
     trunc-normal std 0.02 — whose cells are resampled bicubically at other grids (prefix rows
-    are kept). So a model has ``depth`` tables in all, as in the authors' code. Only for
+    are kept; in inference once per grid). So a model has ``depth`` tables in all, as in the authors' code. Only for
     encodings with a free table (``learned_table``); a fixed one has nothing to unshare.
     """
 
-    def __init__(self, ctx: SlotContext) -> None:
-        super().__init__(ctx)
+    def __init__(self, ctx: SlotContext, has_absolute: bool = True) -> None:
+        super().__init__(ctx, has_absolute)
         self.native_grid: Grid = tuple(ctx.grid)
         self.num_prefix_tokens = ctx.num_prefix_tokens
         h, w = self.native_grid
         self.tables = nn.Parameter(torch.empty(ctx.depth - 1, ctx.num_prefix_tokens + h * w, ctx.embed_dim))
         nn.init.trunc_normal_(self.tables, std=0.02)
+        self._resampled = GridCache()
 
     @classmethod
     def check_combination(cls, position: "PositionConfig") -> None:
@@ -135,21 +161,25 @@ class UnsharedJoin(Join):
                 f"use join='shared' to add a fixed encoding before every block"
             )
 
-    def before_block(self, index: int, x: torch.Tensor, pe: torch.Tensor | None, grid: Grid) -> torch.Tensor:
-        table = pe if index == 0 else self.layer_table(index, grid)
-        return x if table is None else x + table
+    def terms(self, pe: torch.Tensor | None, grid: Grid) -> JoinTerms:
+        return JoinTerms(residual=(pe, *self.layer_tables(grid).split(1)))
 
     def layer_table(self, index: int, grid: Grid) -> torch.Tensor:  # 1, P + H*W, D
-        """The own table of block ``index`` (1..depth-1) at ``grid``; resampled ones are memoised in eval."""
+        """The own table of block ``index`` (1..depth-1) at ``grid``."""
         if not 1 <= index < self.depth:
             raise IndexError(f"block {index} has no own table; blocks 1..{self.depth - 1} do (block 0 uses pe)")
-        table = self.tables[index - 1 : index]
-        if not tracing() and tuple(grid) == self.native_grid:
-            return table
-        key = (tuple(grid), index, table.device, table.dtype)
-        return self.memo(key, lambda: self._resample(table, grid), [self.tables])
+        return self.layer_tables(grid)[index - 1 : index]
 
-    def _resample(self, table: torch.Tensor, grid: Grid) -> torch.Tensor:
-        p = self.num_prefix_tokens
-        cells = resample_table(table[:, p:], self.native_grid, grid)
-        return torch.cat([table[:, :p], cells], dim=1)
+    def layer_tables(self, grid: Grid) -> torch.Tensor:  # depth - 1, P + H*W, D
+        """The own tables of blocks 1..depth-1 at ``grid``: resampled in one call off the native grid,
+        and cached per grid while no gradient is recorded (``python -m bench.caches``: recomputing
+        them costs 7-8% of a DeiT-S forward at 288 px; see BENCHMARKS.md)."""
+        tables = self.tables
+        if not tracing() and tuple(grid) == self.native_grid:
+            return tables
+        key = (tuple(grid), tables.device, tables.dtype)
+        return self._resampled.get(key, lambda: self._resample(grid), [tables])
+
+    def _resample(self, grid: Grid) -> torch.Tensor:
+        p, tables = self.num_prefix_tokens, self.tables
+        return torch.cat([tables[:, :p], resample_table(tables[:, p:], self.native_grid, grid)], dim=1)

@@ -20,8 +20,7 @@ from ..grid import Grid
 from ..registry import JOIN
 from ..spec import SlotSpec, one_of, positive_int
 from .base import SlotContext
-from .cache import EvalMemo
-from .join import Join
+from .join import Join, JoinTerms
 from .relative.base import RelativeBias, RelativePosition
 
 if TYPE_CHECKING:
@@ -106,20 +105,21 @@ class LapeJoin(Join):
 
     With a bias-type relative encoding (:class:`RelativeBias`), blocks 0..eta-1 normalise its
     bias instead (:class:`NormalisedBias`); other relative encodings pass through unchanged.
-    In eval mode the per-layer encodings are computed once per grid and reused.
+    Without an absolute encoding (``has_absolute=False``) the join owns no LN_pe parameters.
     """
 
     _schema = {"eta": positive_int, "form": one_of(*FORMS)}
 
-    def __init__(self, ctx: SlotContext, eta: int | None = None, form: str = "ln", chained: bool = False) -> None:
-        super().__init__(ctx)
+    def __init__(
+        self, ctx: SlotContext, has_absolute: bool = True, eta: int | None = None, form: str = "ln", chained: bool = False
+    ) -> None:
+        super().__init__(ctx, has_absolute)
         eta = ctx.depth if eta is None else eta
         if not 1 <= eta <= ctx.depth:
             raise ValueError(f"lape: eta={eta} must be between 1 and the model depth {ctx.depth}")
         self.eta, self.form, self.chained, self.num_heads = eta, form, chained, ctx.num_heads
-        self.pe_norm = PositionNorm(form, eta, ctx.embed_dim, PE_EPS)
-        # this forward's per-layer encodings, computed once in enter() and dropped after the last use
-        self._current: tuple[torch.Tensor, tuple[torch.Tensor, ...]] | None = None
+        # no pe to normalise: no dead parameters
+        self.pe_norm = PositionNorm(form, eta, ctx.embed_dim, PE_EPS) if has_absolute else None
 
     @classmethod
     def validate(cls, spec: SlotSpec) -> None:
@@ -136,37 +136,17 @@ class LapeJoin(Join):
             )
 
     @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext) -> "LapeJoin":
-        return cls(ctx, chained="chained" in spec.flags, **spec.typed_options(cls._schema))
+    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, has_absolute: bool = True) -> "LapeJoin":
+        return cls(ctx, has_absolute, chained="chained" in spec.flags, **spec.typed_options(cls._schema))
 
-    def bind_absolute(self, absolute: nn.Module | None) -> None:
-        super().bind_absolute(absolute)
-        if absolute is None:
-            self.pe_norm = None  # no pe to normalise: keep no dead parameters
+    def terms(self, pe: torch.Tensor | None, grid: Grid) -> JoinTerms:
+        # Eq. 8: x_0 = alpha (no entry term); Eq. 9: LN_pe,l(pe) joins block l's attention input
+        return JoinTerms() if pe is None else JoinTerms(attention=tuple(self.layer_encodings(pe).unbind(0)))
 
-    def enter(self, x: torch.Tensor, pe: torch.Tensor | None, grid: Grid) -> torch.Tensor:
-        self._current = None if pe is None else (pe, self.layer_encodings(pe, grid).unbind(0))
-        return x  # Eq. 8: x_0 = alpha
-
-    def attention_pos(self, index: int, pe: torch.Tensor | None, grid: Grid) -> torch.Tensor | None:
-        if pe is None or index >= self.eta:
-            return None
-        current = self._current
-        if current is None or current[0] is not pe:  # called outside the host's forward
-            current = (pe, self.layer_encodings(pe, grid).unbind(0))
-        if index == self.eta - 1:
-            self._current = None
-        return current[1][index]
-
-    def layer_encodings(self, pe: torch.Tensor, grid: Grid) -> torch.Tensor:  # eta, 1, P + H*W, D
-        """LN_pe,l(pe) for l = 0..eta-1 (or the chosen form), stacked; memoised per grid in eval."""
-        sources = self.absolute_parameters()
-        if sources is None:
-            return self._transform(pe)
-        key = (tuple(grid), tuple(pe.shape), pe.dtype, pe.device)
-        return self.memo(key, lambda: self._transform(pe), [*self.parameters(), *sources])
-
-    def _transform(self, pe: torch.Tensor) -> torch.Tensor:
+    def layer_encodings(self, pe: torch.Tensor) -> torch.Tensor:  # eta, 1, P + H*W, D
+        """LN_pe,l(pe) for l = 0..eta-1 (or the chosen form), stacked."""
+        if self.pe_norm is None:
+            raise ValueError("this LaPE join was built without an absolute encoding (has_absolute=False); it has no pe to normalise")
         if not self.chained:
             return self.pe_norm(pe)
         layers, current = [], pe
@@ -176,7 +156,7 @@ class LapeJoin(Join):
         return torch.stack(layers)
 
     def adapt_relative(self, index: int, relative: RelativePosition | None) -> RelativePosition | None:
-        if self._absolute == (None,) and not isinstance(relative, RelativeBias):
+        if not self.has_absolute and not isinstance(relative, RelativeBias):
             raise ValueError(
                 f"join 'lape' with absolute='none' normalises a relative bias, but block {index}'s relative "
                 f"encoding ({type(relative).__name__}) is not a plain bias (RelativeBias); use a bias-type "
@@ -190,7 +170,7 @@ class LapeJoin(Join):
         return f"eta={self.eta}, form={self.form}, chained={self.chained}"
 
 
-class NormalisedBias(RelativeBias, EvalMemo):
+class NormalisedBias(RelativeBias):
     """LaPE for a bias-type relative encoding: its bias, layer-normalised over the key axis.
 
     Only the patch-to-patch block is normalised, as the authors add LN(bias) to
@@ -205,16 +185,8 @@ class NormalisedBias(RelativeBias, EvalMemo):
         super().__init__()
         self.encoding = encoding
         self.norm = PositionNorm(form, 1, num_heads, BIAS_EPS, channel_axis=-3)
-        # follows .to(), so the memo key sees device and dtype even without parameters
-        self.register_buffer("_anchor", torch.empty(0), persistent=False)
 
-    def position_bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # heads or 1, N, N
-        anchor = self._anchor
-        key = (tuple(grid), num_prefix_tokens, anchor.device, anchor.dtype)
-        state = [*self.parameters(), *self.buffers()]
-        return self.memo(key, lambda: self._normalised(grid, num_prefix_tokens), state)
-
-    def _normalised(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:
+    def position_bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # heads, N, N
         p = num_prefix_tokens
         bias = self.encoding.position_bias(grid, p)
         patches = self.norm(bias[:, p:, p:])[0]  # heads, H*W, H*W

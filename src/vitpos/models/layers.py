@@ -223,14 +223,18 @@ def run_blocks(
     conditional: "ConditionalEncoding | None",
     pos_drop: nn.Module,
 ) -> torch.Tensor:
-    """Run ``blocks`` with the slot hooks: the join's entry, conditional generators at their
-    positions (-1 = before block 0, i = after block i), and the join's per-block terms."""
-    x = pos_drop(join.enter(x, pe, grid))
+    """Run ``blocks`` with the slots: the join's terms (:class:`~vitpos.encodings.join.JoinTerms`,
+    computed once from ``pe`` and ``grid``) and conditional generators at their positions
+    (-1 = before block 0, i = after block i)."""
+    terms = join.terms(pe, grid)
+    x = pos_drop(x if terms.entry is None else x + terms.entry)
     if conditional is not None and -1 in conditional.positions:
         x = conditional(-1, x, grid, num_prefix_tokens)
     for i, block in enumerate(blocks):
-        x = join.before_block(i, x, pe, grid)
-        x = block(x, grid, num_prefix_tokens, join.attention_pos(i, pe, grid))
+        residual = terms.residual_at(i)
+        if residual is not None:
+            x = x + residual
+        x = block(x, grid, num_prefix_tokens, terms.attention_at(i))
         if conditional is not None and i in conditional.positions:
             x = conditional(i, x, grid, num_prefix_tokens)
     return x

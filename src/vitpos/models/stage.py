@@ -43,8 +43,7 @@ class Stage(nn.Module):
         self.num_prefix_tokens = ctx.num_prefix_tokens
         try:
             self.absolute = position.entry("absolute").from_spec(position.spec("absolute"), ctx)
-            self.join = position.entry("join").from_spec(position.spec("join"), ctx)
-            self.join.bind_absolute(self.absolute)
+            self.join = position.entry("join").from_spec(position.spec("join"), ctx, has_absolute=self.absolute is not None)
             self.conditional = position.entry("conditional").from_spec(position.spec("conditional"), ctx)
             relative_entry, relative_spec = position.entry("relative"), position.spec("relative")
             self.blocks = nn.ModuleList(

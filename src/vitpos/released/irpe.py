@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from ..config import HostConfig
-from ..encodings.relative.index import Bucketing
+from ..encodings.relative.buckets import Bucketing
 from ..encodings.relative.irpe import IRPEBias, IRPEContextual, IRPEOptions
 from ..spec import SlotSpec
 from .layout import Layout, Target

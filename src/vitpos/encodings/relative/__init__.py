@@ -2,6 +2,6 @@
 
 from . import classic, irpe, rope  # noqa: F401  (registration)
 from .base import NoRelative, RelativeBias, RelativePosition
-from .index import relative_buckets
+from .buckets import relative_buckets
 
 __all__ = ["RelativePosition", "RelativeBias", "NoRelative", "relative_buckets"]

@@ -15,7 +15,8 @@ from ...grid import Grid
 from ...registry import RELATIVE
 from ...spec import SlotSpec
 from ..base import SlotContext, SlotEntry
-from .index import Bucketing
+from ..cache import GridCache
+from .buckets import Bucketing
 
 __all__ = ["RelativePosition", "RelativeBias", "BucketedEncoding", "NoRelative"]
 
@@ -60,27 +61,37 @@ class BucketedEncoding:
 class RelativeBias(RelativePosition):
     """A relative encoding whose whole effect is a content-independent logit bias.
 
-    Subclasses implement :meth:`position_bias` (dense) and, where the bias has a per-bucket
-    form, :meth:`bucket_bias_terms`; joins such as LaPE may transform the dense bias (see
+    Subclasses implement :meth:`position_bias` (dense) or :meth:`bucket_bias_terms` (per bucket;
+    the dense bias is then read from it); joins such as LaPE may transform the dense bias (see
     :meth:`vitpos.encodings.join.Join.adapt_relative`). While the tables need a gradient the
-    terms are per bucket (their gradient is summed onto the buckets); otherwise they are the
-    dense bias, which subclasses cache per grid.
+    terms are per bucket where a bucket form exists (their gradient is summed onto the buckets);
+    otherwise they are the dense bias, cached per grid (``python -m bench.caches``: rebuilding it
+    in every layer costs 2-3% of a DeiT-S inference forward; see BENCHMARKS.md).
     """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._dense = GridCache()
 
     def position_bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # heads or 1, N, N
         """The bias added to the logits of every (query, key) pair, in logit units."""
-        raise NotImplementedError
+        bucketed = self.bucket_bias_terms(grid, num_prefix_tokens, next(self.parameters()).device)
+        if bucketed is None:
+            raise NotImplementedError(f"{type(self).__name__} defines neither position_bias nor bucket_bias_terms")
+        return bucketed.logits(None, None, 1.0)[0]
 
     def bucket_bias_terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms | None:
         """The bias per bucket, or None where it has no bucket form."""
         return None
 
     def terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
-        if torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
+        params = list(self.parameters())
+        if torch.is_grad_enabled() and any(p.requires_grad for p in params):
             bucketed = self.bucket_bias_terms(grid, num_prefix_tokens, device)
             if bucketed is not None:
                 return bucketed
-        return RelativeTerms(bias=self.position_bias(grid, num_prefix_tokens))
+        key = (tuple(grid), num_prefix_tokens, *((params[0].device, params[0].dtype) if params else ()))
+        return RelativeTerms(bias=self._dense.get(key, lambda: self.position_bias(grid, num_prefix_tokens), params))
 
 
 @RELATIVE.register("none")

@@ -16,27 +16,19 @@ from torch import nn
 
 from ...grid import Grid
 from ...registry import RELATIVE
-from ...spec import SlotSpec
+from ...spec import SlotSpec, positive_int
 from ..base import SlotContext
 import torch.nn.functional as F
 
 from ...attention.terms import RelativeTerms
-from ..cache import GridCache
 from ..sincos import sincos_1d
 from .base import BucketedEncoding, RelativeBias, RelativePosition
-from .index import Bucketing, IndexFunction
+from .buckets import Bucketing, IndexFunction
 from .irpe import IRPEContextual, IRPEOptions
 
 __all__ = ["ShawRelative", "TransformerXLRelative", "HuangRelative", "SASARelative", "SwinRelativeBias"]
 
 DEFAULT_MAX_DIST = 3
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError("must be a positive integer")
-    return value
 
 
 class _ClippedEncoding:
@@ -48,11 +40,11 @@ class _ClippedEncoding:
     def validate(cls, spec: SlotSpec) -> None:
         spec.check_no_placement()
         spec.check_flags(set())
-        spec.typed_options({"max_dist": _positive_int})
+        spec.typed_options({"max_dist": positive_int})
 
     @classmethod
     def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0):
-        max_dist = spec.typed_options({"max_dist": _positive_int}).get("max_dist", cls.default_max_dist)
+        max_dist = spec.typed_options({"max_dist": positive_int}).get("max_dist", cls.default_max_dist)
         return cls(ctx, max_dist)
 
 
@@ -92,7 +84,7 @@ def offset_sinusoids(max_dist: int, dim: int) -> torch.Tensor:
         raise ValueError(f"the 2-D offset sinusoids need a head width divisible by 4, got {dim}")
     side = 2 * max_dist + 1
     t = torch.arange(side * side)
-    dy, dx = t // side - max_dist, t % side - max_dist  # the Product id layout of index.py
+    dy, dx = t // side - max_dist, t % side - max_dist  # the Product id layout of buckets.py
     return torch.cat([sincos_1d(dx, dim // 2), sincos_1d(dy, dim // 2)], dim=-1)
 
 
@@ -174,7 +166,6 @@ class SwinRelativeBias(BucketedEncoding, RelativeBias):
         self.init_buckets(Bucketing("product", IndexFunction.clip_at(rows), IndexFunction.clip_at(cols)), ctx.num_prefix_tokens)
         self.table = nn.Parameter(torch.empty(ctx.num_heads, self.num_buckets))
         nn.init.trunc_normal_(self.table, std=0.02)
-        self._cache = GridCache()
 
     @classmethod
     def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0) -> "SwinRelativeBias":
@@ -182,9 +173,3 @@ class SwinRelativeBias(BucketedEncoding, RelativeBias):
 
     def bucket_bias_terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
         return self.bucket_terms(grid, num_prefix_tokens, device, bias_table=self.table)
-
-    def position_bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # heads, N, N
-        table = self.table
-        key = (tuple(grid), num_prefix_tokens, table.device, table.dtype)
-        compute = lambda: self.bucket_bias_terms(grid, num_prefix_tokens, table.device).logits(None, None, 1.0)[0]  # noqa: E731
-        return self._cache.get(key, compute, [table])

@@ -8,7 +8,7 @@ Slot string ``irpe[:METHOD][:MODE][:ON][:unshared][:clip][:squared][:round][:uns
 * ON — the targets, a subsequence of ``qkv`` (default ``k``); bias mode acts on q and/or k only;
 * ``unshared`` — one table per head instead of one shared by the heads (Table 2);
 * ``clip`` — the clip function h instead of the piecewise g (Table 3);
-* ``squared`` — Quantization on squared distances, as the released code does (see ``index.py``);
+* ``squared`` — Quantization on squared distances, as the released code does (see ``buckets.py``);
 * ``round`` — Euclidean buckets of the distance rounded to an integer before g, as the released
   code does; Eq. 20 applies g to the exact distance (the default). The ids differ only for
   distances beyond alpha;
@@ -38,9 +38,8 @@ from ...registry import RELATIVE
 from ...spec import SlotSpec, SpecError
 from ..base import SlotContext, SlotEntry
 from ...attention.terms import RelativeTerms
-from ..cache import GridCache
 from .base import BucketedEncoding, RelativeBias, RelativePosition
-from .index import METHODS, Bucketing, IndexFunction
+from .buckets import METHODS, Bucketing, IndexFunction
 
 __all__ = ["IRPE", "IRPEOptions", "IRPEBias", "IRPEContextual"]
 
@@ -160,19 +159,10 @@ class IRPEBias(BucketedEncoding, RelativeBias):
         for target in ("q", "k"):
             table = nn.Parameter(torch.zeros(rows, self.num_buckets)) if target in options.on else None
             self.register_parameter(f"bias_{target}", table)
-        self._cache = GridCache()
 
     def tables(self) -> list[torch.Tensor]:
         """The bias tables of the targets (q and/or k)."""
         return [t for t in (self.bias_q, self.bias_k) if t is not None]
-
-    def position_bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # heads or 1, N, N
-        tables = self.tables()
-        key = (tuple(grid), num_prefix_tokens, tables[0].device, tables[0].dtype)
-        return self._cache.get(key, lambda: self._bias(grid, num_prefix_tokens), tables)
-
-    def _bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:
-        return self.bucket_bias_terms(grid, num_prefix_tokens, self.tables()[0].device).logits(None, None, 1.0)[0]
 
     def bucket_table(self) -> torch.Tensor:  # heads or 1, K
         """The summed tables of the targets in logit units: the bias of each bucket."""

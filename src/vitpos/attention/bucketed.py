@@ -1,4 +1,5 @@
-"""Attention with bucketed relative terms, computed without autograd's N x N bookkeeping.
+"""The ``stored`` and ``chunked`` paths: attention with bucketed relative terms, computed without
+autograd's N x N bookkeeping.
 
     out_i = sum_j alpha_ij v_j,  alpha_i = softmax_j(scale q_i . k_j + L_ij),
     L_ij  = sum_m R[i, I_m(i, j)] + sum_m C[j, I_m(i, j)] + bias_ij
@@ -31,9 +32,9 @@ import contextlib
 
 import torch
 
-from .lookup import BucketIndex, add_at, lookup
+from .bucket_lookup import BucketIndex, add_at, lookup
 
-__all__ = ["MIN_CHUNK", "MODES", "chunk_rows", "chunked_attention"]
+__all__ = ["MIN_CHUNK", "MODES", "chunk_rows", "bucketed_attention"]
 
 MODES = ("stored", "chunked")
 MIN_CHUNK = 16
@@ -199,7 +200,7 @@ def _backward(ctx, grad_out, grad_weights):
     return dq, dk, dv, d_row, d_col, d_bias, None, None, None, None, None
 
 
-def chunked_attention(
+def bucketed_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
@@ -229,7 +230,7 @@ def chunked_attention(
         raise ValueError(f"mode must be 'chunked' or 'stored', got {mode!r}")
     mixed = sorted({str(t.dtype) for t in (q, k, v, row_scores, col_scores, bias) if t is not None})
     if len(mixed) > 1:
-        raise ValueError(f"chunked_attention takes its inputs in one dtype, got {', '.join(mixed)}; cast them to q's dtype")
+        raise ValueError(f"bucketed_attention takes its inputs in one dtype, got {', '.join(mixed)}; cast them to q's dtype")
     chunk = None if mode == "stored" else chunk or chunk_rows(q.shape[-2], q.shape[-1])
     # one copy each now instead of one per matrix product (q, k, v are usually strided views of qkv)
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import vitpos
-from vitpos.attention import PATHS, chunked
-from vitpos.attention.chunked import chunk_rows, chunked_attention
+from vitpos.attention import PATHS, bucketed
+from vitpos.attention.bucketed import bucketed_attention, chunk_rows
 from vitpos.attention.policy import CHUNK_FROM_TOKENS
 
 from ..conftest import TINY
@@ -46,7 +46,7 @@ def plain(t: dict) -> torch.Tensor:
 
 
 def efficient(t: dict, mode: str, chunk: int | None) -> torch.Tensor:
-    out, weights = chunked_attention(
+    out, weights = bucketed_attention(
         t["q"], t["k"], t["v"], SCALE, t["ids"], num_buckets=K, row_scores=t["row"] + t["row_bias"],
         col_scores=t["col"], bias=t["bias"], bucket_weights=True, mode=mode, chunk=chunk,
     )  # fmt: skip
@@ -72,7 +72,7 @@ def test_gradcheck(mode):
     t = inputs(2, seed=1, b=1, h=2, n=5)
 
     def fn(q, k, v, row, col, bias):
-        out, weights = chunked_attention(
+        out, weights = bucketed_attention(
             q, k, v, SCALE, t["ids"], num_buckets=K, row_scores=row, col_scores=col, bias=bias,
             bucket_weights=True, mode=mode, chunk=3,
         )  # fmt: skip
@@ -84,19 +84,19 @@ def test_gradcheck(mode):
 def test_missing_ids_and_unknown_modes_are_rejected():
     q = torch.randn(1, 1, 3, 2)
     with pytest.raises(ValueError, match="looked up by bucket id: pass ids"):
-        chunked_attention(q, q, q, 1.0, row_scores=torch.randn(1, 1, 3, 4))
+        bucketed_attention(q, q, q, 1.0, row_scores=torch.randn(1, 1, 3, 4))
     with pytest.raises(ValueError, match="mode must be 'chunked' or 'stored'"):
-        chunked_attention(q, q, q, 1.0, mode="flash")
+        bucketed_attention(q, q, q, 1.0, mode="flash")
 
 
 def test_chunk_rows():
-    assert chunk_rows(1000, 64) == 64 and chunk_rows(10, 64) == 10 and chunk_rows(1000, 4) == chunked.MIN_CHUNK
+    assert chunk_rows(1000, 64) == 64 and chunk_rows(10, 64) == 10 and chunk_rows(1000, 4) == bucketed.MIN_CHUNK
 
 
 def test_mixed_dtypes_are_refused_with_the_dtypes_named():
     q = torch.randn(1, 1, 3, 2)
     with pytest.raises(ValueError, match="one dtype, got torch.bfloat16, torch.float32"):
-        chunked_attention(q, q, q.bfloat16(), 1.0)
+        bucketed_attention(q, q, q.bfloat16(), 1.0)
 
 
 SPECS = ["irpe:product:ctx:qkv", "irpe:cross:ctx:qk:unshared", "irpe:product:bias:qk", "shaw", "xl", "huang", "sasa", "swin"]
@@ -108,7 +108,7 @@ MODELS = [dict(relative=text) for text in SPECS] + [
 
 @pytest.mark.parametrize("slots", MODELS, ids=lambda slots: ",".join(slots.values()))
 def test_every_path_of_a_model_gives_the_same_output_and_gradients(slots, monkeypatch):
-    monkeypatch.setattr(chunked, "MIN_CHUNK", 3)
+    monkeypatch.setattr(bucketed, "MIN_CHUNK", 3)
     model = vitpos.create_model("vit_lite_7_4", **TINY | dict(num_heads=2, embed_dim=16), **slots).double()
     with torch.no_grad():
         for name, p in model.named_parameters():

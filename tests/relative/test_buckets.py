@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import vitpos
-from vitpos.encodings.relative.index import (
+from vitpos.encodings.relative.buckets import (
     METHODS,
     Bucketing,
     IndexFunction,
