@@ -15,9 +15,9 @@ them to a forward hook. They are laid out on the stage's token grid as one dense
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 from torch import nn

@@ -137,8 +137,8 @@ def equivariance_error(
     finally:
         model.train(was_training)
     errors = []
-    for stage_grid_, original, shifted in zip(grids, maps, shifted_maps):
-        factor = (stage_grid_[0] // grid[0], stage_grid_[1] // grid[1])
+    for grid_s, original, shifted in zip(grids, maps, shifted_maps, strict=True):
+        factor = (grid_s[0] // grid[0], grid_s[1] // grid[1])
         stage_shift = (shift[0] * factor[0], shift[1] * factor[1])
         errors.append(_relative_error(shifted, original, stage_shift, mode, margin * max(factor)))
     logit_change = None

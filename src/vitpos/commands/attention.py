@@ -24,7 +24,13 @@ from ..analysis.similarity import default_references, parse_references
 from ..analysis.stages import stage_grid, stage_indices, stage_name
 from ..files import write_json
 from .model_args import (
-    add_input_arguments, add_model_arguments, add_output_argument, add_stage_argument, build_model, figure_path, sample_images,
+    add_input_arguments,
+    add_model_arguments,
+    add_output_argument,
+    add_stage_argument,
+    build_model,
+    figure_path,
+    sample_images,
 )
 
 
@@ -66,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         uniform = uniform_attention_distance(grid, stride)
         distances = [mean_attention_distance(m.weights, grid, m.num_prefix_tokens, m.key_stride).tolist() for m in maps]
         print(f"{stage_name(model, stage, f'{grid[0]}x{grid[1]} grid')} (uniform attention: {uniform:.2f})")
-        for m, per_head in zip(maps, distances):
+        for m, per_head in zip(maps, distances, strict=True):
             print(f"  block {m.block:2d}  " + "  ".join(f"head {h}: {d:5.2f}" for h, d in enumerate(per_head)))
         paths += _figures(args, model, stage, maps)
         stages.append({"stage": stage, "grid": list(grid), "key_stride": stride, "uniform_distance": uniform,

@@ -5,12 +5,25 @@ from __future__ import annotations
 import argparse
 
 from ..analysis.plots import save_heatmaps
-from ..analysis.relative_maps import RelativeLayer, bias_maps, reference_lattice, relative_attention_layers, relative_logit_bias
+from ..analysis.relative_maps import (
+    RelativeLayer,
+    bias_maps,
+    reference_lattice,
+    relative_attention_layers,
+    relative_logit_bias,
+)
 from ..analysis.stages import stage_indices, stage_name
 from ..errors import ConfigError
 from ..files import write_json
 from ..spec import non_negative_int, positive_int
-from .model_args import add_input_arguments, add_model_arguments, add_output_argument, add_stage_argument, build_model, sample_images
+from .model_args import (
+    add_input_arguments,
+    add_model_arguments,
+    add_output_argument,
+    add_stage_argument,
+    build_model,
+    sample_images,
+)
 from .options import option_type
 
 

@@ -10,7 +10,7 @@ both stages, and the probes read the last stage's table.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..config import HostConfig, PyramidConfig
 from ..models.factory import get_config

@@ -71,7 +71,7 @@ class StudyConfig:
                 raise ValueError(f"resolutions {bad} are not multiples of the stride of {whose} ({stride} pixels)")
 
     @classmethod
-    def full(cls, **overrides: Any) -> "StudyConfig":
+    def full(cls, **overrides: Any) -> StudyConfig:
         """The thesis protocol: 10 seeds, 5000/1000/1000 images at 32x32, learning curves from 500 images."""
         settings = dict(seeds=10, train_size=5000, val_size=1000, test_size=1000, efficiency_sizes=(500, 1000, 2000), batch_size=64,
                         resolutions=(24, 32, 48, 64), epochs=30, pretrain_size=5000, pretrain_epochs=30, probe_folds=10,
@@ -112,7 +112,7 @@ class StudyConfig:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "StudyConfig":
+    def from_dict(cls, data: dict[str, Any]) -> StudyConfig:
         """Inverse of :meth:`to_dict` (e.g. the ``config`` of a ``results.json``)."""
         data = dict(data)
         data["families"] = tuple(Family(**f) for f in data["families"])

@@ -14,14 +14,16 @@ import json
 import multiprocessing
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from ..engine.config import TrainConfig
 from ..engine.ensemble import stack_error
+from ..errors import VitposError
 from ..files import write_json
 from ..models.factory import create_model
 from ..pretrain import pretrain_position_encoding
@@ -30,7 +32,6 @@ from .execute import TRAINS_AS, run_cells
 from .families import Family, split_available
 from .protocol import StudyConfig
 from .report import write_report
-from ..errors import VitposError
 
 __all__ = ["run_study", "StudyFolderError"]
 
