@@ -193,4 +193,4 @@ def test_relative_bias_on_swin_windows(tmp_path, capsys):
     assert all(b["grid"] == [4, 4] for b in blocks.values())  # one window
     assert_png(tmp_path / "relative_bias_stage2_block0.png")
     assert main(["relative-bias", *PYRAMID_ARGS["swin"], "--stage", "1", "--block", "1", "--out", str(tmp_path)]) == 2
-    assert "block 1 of stage 1 has no relative encoding" in capsys.readouterr().err
+    assert "block 1 of stage 1 does not exist; the model has 4 layers with a relative encoding: stage 0 block 0," in capsys.readouterr().err

@@ -126,7 +126,8 @@ def equivariance_error(
     grid = grids[-1]
     if not (abs(shift[0]) < grid[0] and abs(shift[1]) < grid[1]):
         raise ConfigError(
-            f"shift {tuple(shift)} leaves the {grid[0]}x{grid[1]} grid: shift by fewer tokens than the grid has "
+            f"shift {tuple(shift)} leaves the {grid[0]}x{grid[1]} grid: shift by fewer patches (last-stage tokens) "
+            f"than the grid has "
             f"(|rows| < {grid[0]}, |cols| < {grid[1]})"
         )
     was_training = model.training

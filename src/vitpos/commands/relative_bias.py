@@ -35,7 +35,7 @@ def _layers(model, args: argparse.Namespace) -> list[tuple[int, RelativeLayer]]:
     if not chosen:
         where = f"block {args.block}" + (f" of stage {args.stage}" if args.stage is not None else "")
         have = ", ".join(stage_name(model, layer.stage, f"block {layer.block}") for _, layer in layers)
-        raise ConfigError(f"{where} has no relative encoding; the blocks that have one: {have}")
+        raise ConfigError(f"{where} does not exist; the model has {len(layers)} layers with a relative encoding: {have}")
     return chosen
 
 
@@ -46,8 +46,9 @@ def run(args: argparse.Namespace) -> int:
     for index, layer in _layers(model, args):
         heads = layer.attn.num_heads
         if args.attention_head is not None and args.attention_head >= heads:
-            raise ConfigError(f"--attention-head {args.attention_head} does not exist: the model has {heads} heads "
-                              f"in stage {layer.stage}; use 0 to {heads - 1}")
+            where = f" in stage {layer.stage}" if len(model.stages) > 1 else ""
+            raise ConfigError(f"--attention-head {args.attention_head} does not exist: the model has {heads} heads{where}; "
+                              f"use 0 to {heads - 1}")
         grid, prefix = layer.view(model, tuple(images.shape[-2:]))
         refs = reference_lattice(grid, args.per_side)
         rows, cols = sorted({r for r, _ in refs}), sorted({c for _, c in refs})
