@@ -28,7 +28,7 @@ def test_pretraining_changes_the_encoding_and_records_probes(tmp_path):
     assert meta["notes"]["tasks"] == ["direction4", "distance"] and meta["notes"]["probes_after"] == result.after.to_dict()
     loaded = vitpos.create_model(cfg)
     load_position_encoding(loaded, result.path)
-    assert not torch.equal(loaded.absolute.wr.weight, fresh.absolute.wr.weight)  # trained, not the initial weights
+    assert not torch.equal(loaded.stages[0].absolute.wr.weight, fresh.stages[0].absolute.wr.weight)  # trained, not the initial weights
 
 
 def test_bad_tasks_are_a_clear_error(tmp_path):

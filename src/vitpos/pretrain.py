@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from .analysis.probes import ProbeResult, probe_table
+from .analysis.stages import native_grid
 from .analysis.tables import absolute_table
 from .config import ModelConfig
 from .data.synthetic import TASKS as SYNTHETIC_TASKS
@@ -78,7 +79,7 @@ def pretrain_position_encoding(
     trained: nn.Module = create_model(model_cfg)  # the trainer builds the same model from this seed
     if train_cfg.init_pe:
         load_position_encoding(trained, train_cfg.init_pe)
-    grid = tuple(model_cfg.grid)
+    grid = native_grid(trained)
     before = probe_table(absolute_table(trained), grid, folds=probe_folds, seed=train_cfg.seed)
     path = Path(path)
     tests: dict[str, dict[str, float]] = {}

@@ -4,12 +4,12 @@ import pytest
 import torch
 from torch import nn
 
-from vitpos.analysis.relative_maps import bias_maps, bucket_maps, reference_lattice, relative_logit_bias
+from vitpos.analysis.relative_maps import bias_maps, bucket_maps, reference_lattice, relative_attention_layers, relative_logit_bias
 from vitpos.attention import RelativeTerms
 from vitpos.encodings.relative.base import RelativeBias, RelativePosition
 from vitpos.grid import grid_offsets
 
-from .families import tiny_model
+from .families import tiny_model, tiny_pyramid
 
 
 class RowOffsetBias(RelativeBias):
@@ -41,7 +41,7 @@ class QueryDotBias(RelativePosition):
 
 def test_position_bias_needs_no_input_and_maps_around_references():
     model = tiny_model({"absolute": "none"})
-    model.blocks[1].attn.relative = RowOffsetBias(2)
+    model.stages[0].blocks[1].attn.relative = RowOffsetBias(2)
     bias = relative_logit_bias(model, block=0)  # the first layer that has a relative encoding
     assert bias.shape == (2, 17, 17)
     maps = bias_maps(bias, (4, 4), [(0, 0), (3, 2)], 1)
@@ -52,13 +52,16 @@ def test_position_bias_needs_no_input_and_maps_around_references():
 
 def test_content_dependent_bias_is_evaluated_on_the_captured_queries():
     model = tiny_model({"absolute": "learned"})
-    model.blocks[0].attn.relative = QueryDotBias(16)
+    attn = model.stages[0].blocks[0].attn
+    attn.relative = QueryDotBias(16)
     images = torch.randn(3, 3, 32, 32)
     bias = relative_logit_bias(model, 0, images)
-    tokens, grid = model.patch_embed(images)
-    h = model.blocks[0].norm1(model._prepend_prefix(tokens) + model.position_encoding(grid))
-    q = model.blocks[0].attn.qkv(h)[..., :32].reshape(3, 17, 2, 16).transpose(1, 2)
-    expected = (q @ model.blocks[0].attn.relative.p[0] * 16**-0.5)[..., None].expand(-1, -1, -1, 17).mean(0)
+    seen = []
+    handle = attn.register_forward_pre_hook(lambda _m, args: seen.append(args[0]))
+    model(images)
+    handle.remove()
+    q = attn.qkv(seen[0])[..., :32].reshape(3, 17, 2, 16).transpose(1, 2)
+    expected = (q @ attn.relative.p[0] * 16**-0.5)[..., None].expand(-1, -1, -1, 17).mean(0)
     assert torch.allclose(bias, expected, atol=1e-5)
     with pytest.raises(ValueError, match="pass images"):
         relative_logit_bias(model, 0)
@@ -90,3 +93,30 @@ def test_bucket_maps_follow_the_methods_directions():
     assert (cross[1, 0] == cross[1, 0, :1, :]).all()
     with pytest.raises(ValueError, match="product"):
         bucket_maps("manhattan", grid, [centre])
+
+
+def test_swin_bias_lives_on_one_window_of_each_stage():
+    model = tiny_pyramid("swin", img_size=64)  # grids 32, 16, 8, 4 in 4x4 windows
+    layers = relative_attention_layers(model)
+    assert [(layer.stage, layer.block) for layer in layers] == [(0, 0), (1, 0), (2, 0), (3, 0)]
+    assert all(layer.windowed and layer.view(model, (64, 64)) == ((4, 4), 0) for layer in layers)
+    stage2 = model.stages[2].blocks[0].attn.relative
+    with torch.no_grad():
+        stage2.table.normal_()  # a trained bias, far from its 0.02 init
+    bias = relative_logit_bias(model, 2)
+    assert bias.shape == (3, 16, 16) and torch.equal(bias, stage2.position_bias((4, 4), 0).float())
+    # Swin's bias depends only on the offset: the same for every query/key pair one row apart
+    maps = bias_maps(bias, (4, 4), [(1, 1), (2, 2)], 0)
+    assert torch.equal(maps[:, 0, 0, 0], maps[:, 1, 1, 1])
+
+
+def test_pyramid_content_dependent_bias_is_the_mean_over_windows_and_images():
+    model = tiny_pyramid("swin", {"relative": "irpe:product:ctx:k"}, img_size=64)
+    with torch.no_grad():
+        for p in model.stages[0].blocks[0].attn.relative.parameters():
+            p.normal_()  # iRPE's contextual tables start at zero
+    images = torch.randn(2, 3, 64, 64)
+    bias = relative_logit_bias(model, 0, images)
+    assert bias.shape == (1, 16, 16) and torch.isfinite(bias).all() and bias.abs().max() > 1e-3
+    each = [relative_logit_bias(model, 0, images[i : i + 1]) for i in range(2)]
+    assert torch.allclose(bias, (each[0] + each[1]) / 2, atol=1e-5)

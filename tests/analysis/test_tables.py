@@ -6,9 +6,8 @@ import torch
 from vitpos.analysis.tables import NoPositionTableError, absolute_table, layer_position_encodings
 from vitpos.encodings.join import Join, JoinTerms
 from vitpos.encodings.sincos import sincos_2d
-from vitpos.models.vit import slot_context
 
-from .families import tiny_model
+from .families import tiny_model, tiny_pyramid
 
 
 @pytest.mark.parametrize("head", ["cls", "gap"])
@@ -24,7 +23,7 @@ def test_input_join_gives_only_the_absolute_table():
     model = tiny_model({"absolute": "learned"})
     tables = layer_position_encodings(model)
     assert list(tables) == ["absolute"]
-    assert torch.equal(tables["absolute"], model.absolute.table[0].detach())
+    assert torch.equal(tables["absolute"], model.stages[0].absolute.table[0].detach())
 
 
 class PerLayerJoin(Join):
@@ -36,7 +35,7 @@ class PerLayerJoin(Join):
 
 def test_per_layer_terms_are_read_through_the_join_interface():
     model = tiny_model({"absolute": "sincos2d"})
-    model.join = PerLayerJoin(slot_context(model.cfg))
+    model.stages[0].join = PerLayerJoin(model.cfg.stage_context(0))
     tables = layer_position_encodings(model)
     assert list(tables) == ["absolute", "block 0", "block 1"]
     assert torch.allclose(tables["block 0"], 2 * tables["absolute"])
@@ -53,14 +52,15 @@ def test_model_without_table_is_a_clear_error():
 
 def test_lape_gives_each_block_its_normalised_encoding():
     model = tiny_model({"absolute": "learned", "join": "lape:eta=1"})
+    join = model.stages[0].join
     with torch.no_grad():
-        model.join.pe_norm.weight.normal_()  # distinct per-layer affine, as after training
+        join.pe_norm.weight.normal_()  # distinct per-layer affine, as after training
     grid = (4, 4)
     tables = layer_position_encodings(model, grid)
     assert list(tables) == ["absolute", "block 0"]  # eta=1: block 1 gets no position term
-    pe = model.position_encoding(grid)
-    expected = torch.nn.functional.layer_norm(pe, (32,), eps=model.join.pe_norm.eps)
-    expected = expected * model.join.pe_norm.weight[0] + model.join.pe_norm.bias[0]
+    pe = model.stages[0].position_encoding(grid)
+    expected = torch.nn.functional.layer_norm(pe, (32,), eps=join.pe_norm.eps)
+    expected = expected * join.pe_norm.weight[0] + join.pe_norm.bias[0]
     assert torch.allclose(tables["block 0"], expected[0, 1:], atol=1e-5)
 
 
@@ -68,4 +68,31 @@ def test_unshared_join_gives_each_block_its_own_table():
     model = tiny_model({"absolute": "learned", "join": "unshared"})
     tables = layer_position_encodings(model)
     assert list(tables) == ["absolute", "block 0", "block 1"]
-    assert torch.equal(tables["block 1"], model.join.layer_table(1, (4, 4))[0, 1:].detach())
+    assert torch.equal(tables["block 1"], model.stages[0].join.layer_table(1, (4, 4))[0, 1:].detach())
+
+
+@pytest.mark.parametrize("arch", ["pvt", "swin"])
+def test_every_stage_of_a_pyramid_has_its_own_table(arch):
+    model = tiny_pyramid(arch, {"absolute": "sincos2d"})
+    for stage, (grid, width) in enumerate(zip([(16, 16), (8, 8), (4, 4), (2, 2)], (8, 16, 24, 32))):
+        table = absolute_table(model, stage=stage)
+        assert table.shape == (grid[0] * grid[1], width)
+        assert torch.allclose(table, sincos_2d(grid, width).float())
+    assert torch.equal(absolute_table(model), absolute_table(model, stage=3))  # the last stage by default
+    assert absolute_table(model, (3, 5), stage=1).shape == (15, 16)
+    with pytest.raises(ValueError, match="stage 4 does not exist: the model has 4 stage"):
+        absolute_table(model, stage=4)
+
+
+def test_pyramid_class_token_joins_the_last_stage_only():
+    model = tiny_pyramid("pvt", {"absolute": "learned", "join": "unshared"}, head="cls")
+    tables = layer_position_encodings(model)  # the last stage: its 2x2 cells, without the class token's row
+    assert list(tables) == ["absolute", "block 0"] and tables["absolute"].shape == (4, 32)
+    assert torch.equal(tables["absolute"], model.stages[3].position_encoding((2, 2))[0, 1:].detach())
+    assert torch.equal(tables["block 0"], tables["absolute"])  # the unshared join's block 0 adds the table itself
+    assert layer_position_encodings(model, stage=0)["absolute"].shape == (256, 8)
+
+
+def test_swin_without_table_names_the_option():
+    with pytest.raises(NoPositionTableError, match=r"absolute='none'.*--absolute"):
+        absolute_table(tiny_pyramid("swin"))

@@ -35,6 +35,8 @@ def test_fresh_only_deletes_a_study_folder(tmp_path, capsys):
     (["--family", "sinusoidal"], "unknown family 'sinusoidal'; built-in families: none, learned"),
     (["--family", "x: absolute=sinusoid"], "absolute=sinusoid names no registered absolute encoding; valid: "),
     (["--family", "x: conditional=peg@3"], "family 'x' cannot be built on the study model"),
+    (["--family", "x: host=deit"], "unknown host 'deit'; study hosts: vit, pvt, swin"),
+    (["--family", "x: host=swin depths=1,1,1"], "family 'x' cannot be built on the study's swin host"),
     (["--seeds", "0"], "seeds must be at least 1, got 0"),
 ])
 def test_bad_input_is_a_clear_error(argv, message, tmp_path, capsys):

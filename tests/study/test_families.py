@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from vitpos import create_model
-from vitpos.study.families import DEFAULT_FAMILIES, Family, FamilyError, parse_family, split_available
+from vitpos.study.families import DEFAULT_FAMILIES, PYRAMID_FAMILIES, Family, FamilyError, parse_family, split_available
 from vitpos.study.protocol import study_model
 
 
@@ -62,7 +62,7 @@ def test_a_relative_family_needs_gap_in_the_one_block_study_model(head):
     [
         ("learnt", "unknown family 'learnt'; built-in families: none, learned"),
         ("x: relative", "'relative' must look like slot=spec"),
-        ("x: position=learned", "unknown slot\\(s\\) position"),
+        ("x: position=learned", "unknown slot\\(s\\) or host option\\(s\\) position; slots: absolute, join"),
         ("a b: absolute=none", "may only use letters"),
     ],
 )
@@ -83,3 +83,39 @@ def test_unregistered_values_are_reported_missing_and_invalid_combinations_rejec
 def test_a_family_that_cannot_be_built_on_the_study_model_is_a_clear_error():
     with pytest.raises(FamilyError, match="family 'wide' cannot be built on the study model"):
         parse_family("wide: conditional=peg@7").check_builds(study_model())  # the study model has one block
+
+
+def test_a_family_names_a_host_and_its_options():
+    family = parse_family("pvt_sin: host=pvt absolute=sincos2d depths=2,1 head=gap")
+    assert (family.host, family.slots, family.head, family.options) == ("pvt", {"absolute": "sincos2d"}, "gap", {"depths": (2, 1)})
+    assert family.describe() == "host=pvt, absolute=sincos2d, head=gap, depths=2,1"
+    cfg = family.model_config(study_model(), num_classes=3)
+    assert (cfg.arch, cfg.depths, cfg.head, cfg.num_classes, cfg.position.absolute) == ("pvt", (2, 1), "gap", 3, "sincos2d")
+    assert Family(**family.to_dict()) == family  # through JSON: tuples come back as lists
+    assert "host" not in parse_family("learned").to_dict()  # the settings of earlier study folders stay equal
+
+
+@pytest.mark.parametrize("img_size", [24, 32])
+def test_pyramid_hosts_end_on_the_study_models_grid(img_size):
+    vit = study_model(img_size)
+    for family in PYRAMID_FAMILIES:
+        family.check_builds(vit)
+        cfg = family.model_config(vit)
+        assert cfg.stage_grids(cfg.image_hw)[-1] == vit.grid and cfg.embed_dims[-1] == vit.embed_dim
+    assert parse_family("pvt_learned").has_table and not parse_family("swin_relative").has_table  # Swin: no table by default
+    assert parse_family("sw: host=swin absolute=learned").has_table
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("x: host=deit absolute=none", "unknown host 'deit'; study hosts: vit, pvt, swin"),
+        ("x: host=swin windows=3", "unknown slot\\(s\\) or host option\\(s\\) windows.*options of the swin host: .*window_size"),
+        ("x: host=pvt absolute=fourier pretrained", "a pretrained encoding is one table"),
+    ],
+)
+def test_bad_host_families_are_clear_errors(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_family(text)
+    with pytest.raises(FamilyError, match="family 'w' cannot be built on the study's swin host"):
+        parse_family("w: host=swin window_size=5 depths=1,1,1").check_builds(study_model())

@@ -36,7 +36,7 @@ def test_smaller_training_sets_get_the_same_steps():
         (dict(seeds=0), "seeds must be at least 1"),
         (dict(efficiency_sizes=(1000,)), "efficiency sizes must lie between"),
         (dict(efficiency_sizes=(10,)), "efficiency sizes must lie between batch_size=32"),
-        (dict(resolutions=(30,)), "not multiples of the patch size 4"),
+        (dict(resolutions=(30,)), "not multiples of the stride of the study model \\(4 pixels\\)"),
         (dict(families=()), "at least one family"),
         (dict(families=(parse_family("peg"), parse_family("peg"))), "labels must be unique"),
     ],

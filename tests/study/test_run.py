@@ -109,3 +109,20 @@ def test_stacked_ensembles_give_the_results_of_one_model_at_a_time(tmp_path):
     for a, b in zip(stacked, alone, strict=True):
         assert (a["family"], a["task"], a["seed"]) == (b["family"], b["task"], b["seed"])
         assert a["test"] == pytest.approx(b["test"], abs=1e-5)
+
+
+def test_pyramid_families_end_to_end(tmp_path):
+    tiny_host = "embed_dims=8,32 num_heads=1,2 mlp_ratios=2,2"
+    families = (parse_family(f"pvt_sin: host=pvt absolute=sincos2d {tiny_host}"), parse_family(f"swin_rel: host=swin {tiny_host}"))
+    report = run_study(tiny(families=families, efficiency_sizes=()), tmp_path, log=lambda _: None).read_text()
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["finished_cells"] == results["total_cells"] == 2 * 4
+    pvt, swin = results["summary"]["pvt_sin"], results["summary"]["swin_rel"]
+    # the probes read the last stage's table: a fixed sinusoidal one, on the study model's 8x8 grid
+    assert pvt["probes"]["direction/before/left_right"]["mean"] == pvt["probes"]["direction/after/left_right"]["mean"] == 1.0
+    assert not swin["probes"]  # Swin's position is its relative bias: no table to probe
+    assert set(pvt["resolution"]) == set(swin["resolution"]) == {"24", "32"}
+    assert "| pvt_sin | `host=pvt, absolute=sincos2d, embed_dims=8,32, num_heads=1,2, mlp_ratios=2,2` |" in report
+    assert "- family swin_rel: the swin host, 2 stages of 1, 1 block(s), widths 8, 32, grids 16x16, 8x8, gap head" in report
+    (tmp_path / "report.md").unlink()
+    assert report_from_results(tmp_path).read_text() == report  # the families come back from results.json

@@ -1,100 +1,205 @@
-"""Attention maps per block and head (CPVT Fig. 5) and how local they are.
+"""Attention maps per stage, block and head (CPVT Fig. 5) and how local they are.
 
-The weights are read from every :class:`vitpos.models.layers.Attention` in the model: for the
-duration of the call each layer is asked for them (``return_weights=True``, which the attention
-kernel computes on its explicit path) and hands them to a forward hook. Any host built from
-that module works (Swin's window attention gives them per window).
+The weights are read from the attention layer of every block of every stage
+(``stages[s].blocks[i].attn``): for the duration of the call each layer is asked for them
+(``return_weights=True``, which the attention kernel computes on its explicit path) and hands
+them to a forward hook. They are laid out on the stage's token grid as one dense
+(B, heads, queries, keys) matrix per layer, whatever the host's attention:
+
+* global attention (ViT, PVT without reduction): queries and keys are the stage's tokens;
+* PVT's spatial-reduction attention: the keys are the prefix tokens and the grid reduced by the
+  layer's ``sr_ratio`` (a key cell covers r x r query cells; distances use its centre);
+* Swin's window attention: each window's weights are put at its tokens' places (undoing the
+  shift and dropping padding); a query gives no weight to tokens outside its window.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from ..grid import Grid, grid_coords
 from ..models.layers import Attention
+from ..models.windows import WindowAttention, partition_windows
 
-__all__ = ["explicit_attention", "attention_maps", "patch_attention", "query_maps", "mean_attention_distance", "uniform_attention_distance"]
+__all__ = [
+    "AttentionMap",
+    "key_grid_of",
+    "explicit_attention",
+    "attention_maps",
+    "patch_attention",
+    "query_maps",
+    "mean_attention_distance",
+    "uniform_attention_distance",
+]
+
+
+@dataclass(frozen=True)
+class AttentionMap:
+    """The softmax weights of one attention layer, on its stage's grid."""
+
+    stage: int
+    block: int
+    weights: torch.Tensor
+    """(B, heads, P + H*W, P + h*w): queries (prefix first, then the grid row-major) by keys."""
+    grid: Grid
+    """The queries' grid (H, W): the stage's."""
+    key_stride: int
+    """Query cells per key cell along each axis: 1, or PVT's spatial-reduction ratio."""
+    num_prefix_tokens: int
+
+    @property
+    def key_grid(self) -> Grid:
+        """The keys' grid (h, w): the stage's, or its spatially reduced grid (PVT)."""
+        return key_grid_of(self.grid, self.key_stride)
+
+
+@dataclass
+class _Call:
+    """What one attention layer saw and returned in one forward."""
+
+    layer: Attention
+    grid: Grid
+    num_prefix_tokens: int
+    weights: torch.Tensor
 
 
 @contextmanager
-def explicit_attention(model: nn.Module) -> Iterator[list[torch.Tensor]]:
-    """Within the block, every forward appends each attention layer's weights (B, heads, N, N)."""
-    layers = [m for m in model.modules() if isinstance(m, Attention)]
-    if not layers:
-        raise ValueError(f"{type(model).__name__} has no vitpos Attention layers to read weights from")
-    captured: list[torch.Tensor] = []
+def _captured(layers: list[Attention]) -> Iterator[list[_Call]]:
+    """Within the block, every forward of ``layers`` appends its input grid and weights."""
+    calls: list[_Call] = []
+    pending: dict[int, tuple[Grid, int]] = {}
 
-    def ask(_module, args, kwargs):
+    def ask(module, args, kwargs):
+        grid = args[1] if len(args) > 1 else kwargs["grid"]
+        prefix = args[2] if len(args) > 2 else kwargs["num_prefix_tokens"]
+        pending[id(module)] = (tuple(grid), int(prefix))
         return args, {**kwargs, "return_weights": True}
 
-    def keep(_module, _args, _kwargs, output):
+    def keep(module, _args, _kwargs, output):
         out, weights = output
-        captured.append(weights.detach())
+        calls.append(_Call(module, *pending.pop(id(module)), weights.detach()))
         return out
 
     handles = [layer.register_forward_pre_hook(ask, with_kwargs=True) for layer in layers]
     handles += [layer.register_forward_hook(keep, with_kwargs=True) for layer in layers]
     try:
-        yield captured
+        yield calls
     finally:
         for handle in handles:
             handle.remove()
 
 
-@torch.no_grad()
-def attention_maps(model: nn.Module, images: torch.Tensor) -> list[torch.Tensor]:
-    """Softmax attention weights of every attention layer, in forward order: each (B, heads, N, N).
+@contextmanager
+def explicit_attention(model: nn.Module) -> Iterator[list[torch.Tensor]]:
+    """Within the block, every forward appends each attention layer's weights as the layer
+    returns them: (B, heads, N, M), or per window (B * windows, heads, n, n) for window attention."""
+    layers = [m for m in model.modules() if isinstance(m, Attention)]
+    if not layers:
+        raise ValueError(f"{type(model).__name__} has no vitpos Attention layers to read weights from")
+    weights: list[torch.Tensor] = []
+    with _captured(layers) as calls:
+        yield weights
+        weights.extend(call.weights for call in calls)
 
-    Rows sum to one. N counts prefix tokens first, then the grid cells in row-major order.
-    The model is put in eval mode (no attention dropout) and restored afterwards.
+
+def _window_tokens(layer: WindowAttention, grid: Grid) -> torch.Tensor:
+    """(windows, n): the token each slot of each window holds on ``grid``; H*W for padding."""
+    h, w = grid
+    ids = torch.arange(1, h * w + 1, dtype=torch.float64).reshape(1, h * w, 1)
+    slots = partition_windows(ids, layer.layout(grid))[..., 0].long() - 1  # padding: -1
+    return torch.where(slots < 0, h * w, slots)
+
+
+def key_grid_of(grid: Grid, key_stride: int = 1) -> Grid:
+    """The grid of keys reduced by ``key_stride`` (the remainder is cut off, as in PVT)."""
+    return (grid[0] // key_stride, grid[1] // key_stride)
+
+
+def _dense(call: _Call, batch: int) -> tuple[torch.Tensor, int]:
+    """The call's weights as (B, heads, queries, keys) on the grid, and the key stride."""
+    weights, (h, w) = call.weights, call.grid
+    if isinstance(call.layer, WindowAttention):
+        tokens = _window_tokens(call.layer, call.grid).to(weights.device)  # windows, n
+        windows, n = tokens.shape
+        per_image = weights.reshape(batch, windows, weights.shape[1], n, n).transpose(1, 2)  # B, heads, windows, n, n
+        dense = weights.new_zeros(batch, weights.shape[1], h * w + 1, h * w + 1)
+        dense[:, :, tokens[:, :, None], tokens[:, None, :]] = per_image
+        return dense[..., : h * w, : h * w], 1
+    return weights, getattr(call.layer, "sr_ratio", 1)
+
+
+@torch.no_grad()
+def attention_maps(model: nn.Module, images: torch.Tensor) -> list[AttentionMap]:
+    """Softmax attention weights of every block of every stage, in forward order.
+
+    Rows of real queries sum to one. The model is put in eval mode (no attention dropout) and
+    restored afterwards.
     """
+    owners = {id(block.attn): (s, i) for s, stage in enumerate(model.stages) for i, block in enumerate(stage.blocks)}
+    layers = [block.attn for stage in model.stages for block in stage.blocks]
     was_training = model.training
     model.eval()
     try:
-        with explicit_attention(model) as captured:
+        with _captured(layers) as calls:
             model(images)
     finally:
         model.train(was_training)
-    return list(captured)
+    out = []
+    for call in calls:
+        weights, key_stride = _dense(call, images.shape[0])
+        out.append(AttentionMap(*owners[id(call.layer)], weights, call.grid, key_stride, call.num_prefix_tokens))
+    return out
 
 
 def patch_attention(weights: torch.Tensor, num_prefix_tokens: int) -> torch.Tensor:
-    """The patch-to-patch block of (…, N, N) weights, renormalised so each query row sums to one."""
+    """The patch-to-patch block of (…, N, M) weights, renormalised so each query row sums to one."""
     block = weights[..., num_prefix_tokens:, num_prefix_tokens:]
     return block / block.sum(dim=-1, keepdim=True).clamp_min(1e-12)
 
 
-def query_maps(weights: torch.Tensor, grid: Grid, queries: list[tuple[int, int]], num_prefix_tokens: int) -> torch.Tensor:
-    """(…, Q, H, W): where each query cell (row, col) attends, on the grid (patch keys only)."""
+def query_maps(
+    weights: torch.Tensor, grid: Grid, queries: list[tuple[int, int]], num_prefix_tokens: int, key_stride: int = 1
+) -> torch.Tensor:
+    """(…, Q, h, w): where each query cell (row, col) of ``grid`` attends, on the keys' grid (patch keys only)."""
     h, w = grid
+    kh, kw = key_grid_of(grid, key_stride)
     patches = patch_attention(weights, num_prefix_tokens)
-    if patches.shape[-1] != h * w:
-        raise ValueError(f"{patches.shape[-1]} patch tokens do not fill the {h}x{w} grid")
+    if patches.shape[-2] != h * w or patches.shape[-1] != kh * kw:
+        raise ValueError(
+            f"{patches.shape[-2]} x {patches.shape[-1]} patch weights do not fit {h}x{w} queries and {kh}x{kw} keys"
+        )
     rows = torch.tensor([r * w + c for r, c in queries], dtype=torch.long)
-    return patches[..., rows, :].reshape(*patches.shape[:-2], len(queries), h, w)
+    return patches[..., rows, :].reshape(*patches.shape[:-2], len(queries), kh, kw)
 
 
-def _cell_distances(grid: Grid, device=None) -> torch.Tensor:
-    coords = grid_coords(grid, dtype=torch.float64, device=device)
-    return torch.cdist(coords, coords)  # N, N
+def _cell_distances(grid: Grid, key_stride: int = 1, device=None) -> torch.Tensor:
+    """(H*W, h*w) distances, in query cells, from each query cell to the centre of each key cell
+    (a key cell covers ``key_stride`` x ``key_stride`` query cells)."""
+    queries = grid_coords(grid, dtype=torch.float64, device=device)
+    keys = grid_coords(key_grid_of(grid, key_stride), dtype=torch.float64, device=device) * key_stride + (key_stride - 1) / 2
+    return torch.cdist(queries, keys)
 
 
-def uniform_attention_distance(grid: Grid) -> float:
-    """The mean attention distance of uniform attention: the mean distance between two cells."""
-    return float(_cell_distances(grid).mean())
+def uniform_attention_distance(grid: Grid, key_stride: int = 1) -> float:
+    """The mean attention distance of uniform attention: the mean distance from a query cell to a key cell."""
+    return float(_cell_distances(grid, key_stride).mean())
 
 
-def mean_attention_distance(weights: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:
-    """(heads,): the expected distance in patches from a query to the keys it attends.
+def mean_attention_distance(
+    weights: torch.Tensor, grid: Grid, num_prefix_tokens: int, key_stride: int = 1
+) -> torch.Tensor:
+    """(heads,): the expected distance in cells from a query to the keys it attends.
 
-    Computed on the patch-to-patch weights of (B, heads, N, N), averaged over queries and the
-    batch. Uniform attention gives :func:`uniform_attention_distance`; smaller is more local.
+    Computed on the patch-to-patch weights of (…, heads, N, M), averaged over queries and
+    every leading dimension (images). Uniform attention gives :func:`uniform_attention_distance`;
+    smaller is more local.
     """
-    distance = _cell_distances(grid, weights.device)
+    distance = _cell_distances(grid, key_stride, weights.device)
     patches = patch_attention(weights.double(), num_prefix_tokens)
-    per_query = (patches * distance).sum(dim=-1)  # B, heads, N
-    return per_query.mean(dim=(0, -1)).float()
+    per_query = (patches * distance).sum(dim=-1).mean(dim=-1)  # …, heads
+    return per_query.reshape(-1, per_query.shape[-1]).mean(dim=0).float()

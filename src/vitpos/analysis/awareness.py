@@ -18,8 +18,9 @@ from sklearn.model_selection import GroupKFold
 from torch import nn
 
 from ..errors import ConfigError
-from ..grid import grid_coords
+from ..grid import grid_coords, map_to_tokens
 from .fitting import ridge_predictions, single_threaded
+from .stages import stage_grid, stage_index
 
 __all__ = ["AwarenessResult", "token_features", "position_awareness"]
 
@@ -39,31 +40,38 @@ class AwarenessResult:
 
 
 @torch.no_grad()
-def token_features(model: nn.Module, images: torch.Tensor, block: int | None = None) -> torch.Tensor:
-    """Patch-token features (B, H*W, D): the final normalised output, or the output of ``blocks[block]``."""
+def token_features(model: nn.Module, images: torch.Tensor, block: int | None = None, stage: int = -1) -> torch.Tensor:
+    """Patch-token features (B, H*W, D) of ``stage`` (default the last): the output of its block
+    ``block``, or without ``block`` the stage's feature map (the last stage's: after the final norm)."""
+    s = stage_index(model, stage)
+    host_stage = model.stages[s]
     was_training = model.training
     model.eval()
     try:
         if block is None:
-            return model.forward_features(images)[:, model.num_prefix_tokens :]
-        blocks = model.blocks
+            if s == len(model.stages) - 1:
+                return model.forward_tokens(images)[:, host_stage.num_prefix_tokens :]
+            return map_to_tokens(model.forward_features(images)[s])
+        blocks = host_stage.blocks
         if not -len(blocks) <= block < len(blocks):
-            raise ValueError(f"block {block} does not exist; the model has {len(blocks)} blocks")
+            where = f"stage {s} has" if len(model.stages) > 1 else "the model has"
+            raise ValueError(f"block {block} does not exist; {where} {len(blocks)} blocks")
         captured: list[torch.Tensor] = []
         handle = blocks[block].register_forward_hook(lambda _m, _i, out: captured.append(out))
         try:
-            model.forward_features(images)
+            model(images)
         finally:
             handle.remove()
-        return captured[0][:, model.num_prefix_tokens :]
+        return captured[0][:, host_stage.num_prefix_tokens :]
     finally:
         model.train(was_training)
 
 
 def position_awareness(
-    model: nn.Module, images: torch.Tensor, *, block: int | None = None, folds: int = 5
+    model: nn.Module, images: torch.Tensor, *, block: int | None = None, stage: int = -1, folds: int = 5
 ) -> AwarenessResult:
-    """Fit and score, with ``folds``-fold cross-validation over images, the token-to-cell probe."""
+    """Fit and score, with ``folds``-fold cross-validation over images, the token-to-cell probe
+    on the features of ``stage`` (see :func:`token_features`)."""
     batch = images.shape[0]
     if batch < 2:
         raise ValueError("position awareness needs at least 2 images (the folds split images)")
@@ -71,8 +79,8 @@ def position_awareness(
         raise ConfigError(
             f"folds = {folds}: the folds split the {batch} images, so use 2 to {batch} folds (or more images)"
         )
-    grid = model.grid_for(tuple(images.shape[-2:]))
-    feats = token_features(model, images, block)
+    grid = stage_grid(model, tuple(images.shape[-2:]), stage)
+    feats = token_features(model, images, block, stage)
     n = grid[0] * grid[1]
     x = feats.reshape(batch * n, -1).double().cpu().numpy()
     cells = grid_coords(grid, dtype=torch.float64).numpy()

@@ -1,9 +1,11 @@
 """Translation equivariance (CPVT §3 and appendix A; thesis ch. 4).
 
-Shift the input by whole patches and compare the features of the shifted input with the
-shifted features of the original: an equivariant model gives the same tokens, moved. The error
-is measured on interior cells, away from the grid border and from content that entered or left
-the image; for a GAP model the logits should not change at all.
+Shift the input by whole last-stage tokens (patches of a plain ViT; ``cfg.stride`` pixels of a
+pyramid, which moves every stage's map by whole cells) and compare the features of the shifted
+input with the shifted features of the original: an equivariant model gives the same tokens,
+moved. The error is measured on interior cells, away from the grid border and from content
+that entered or left the image, for the last stage and for every stage of a pyramid; for a GAP
+model the logits should not change at all.
 
 Two shifts: ``roll`` (cyclic, nothing enters or leaves: a model with circular padding and no
 absolute table is exactly equivariant) and ``zero`` (the image moves and the vacated strip is
@@ -13,12 +15,14 @@ filled with zeros, as when an object moves on a black background).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
 from ..errors import ConfigError
 from ..grid import Grid, tokens_to_map
+from .stages import stage_grid
 
 __all__ = ["MODES", "DIRECTIONS", "translate", "interior_mask", "EquivarianceResult", "equivariance_error", "equivariance_sweep"]
 
@@ -65,64 +69,84 @@ class EquivarianceResult:
     """How far a model is from translation equivariance for one shift."""
 
     feature_error: float
-    """||f(Tx) - T f(x)|| / ||T f(x)|| over interior patch tokens; 0 for an equivariant model."""
+    """||f(Tx) - T f(x)|| / ||T f(x)|| over interior patch tokens of the last stage; 0 for an equivariant model."""
     logit_change: float | None
     """||g(Tx) - g(x)|| / ||g(x)|| of the head's output; 0 for a translation-invariant model.
     None for a model without a head."""
     interior_cells: int
-    """Number of cells the feature error is measured on."""
+    """Number of last-stage cells the feature error is measured on."""
+    stage_errors: tuple[float, ...] = ()
+    """The feature error of every stage's map, first to last (the last is ``feature_error``);
+    stage s sees the same image shift as ``stride / stride_s`` times more cells, and its margin
+    grows by the same factor."""
 
-    def to_dict(self) -> dict[str, float | int | None]:
+    def to_dict(self) -> dict[str, Any]:
         """Plain dict, for JSON."""
-        return asdict(self)
+        return {**asdict(self), "stage_errors": list(self.stage_errors)}
 
 
-def _patch_maps(model: nn.Module, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Normalised patch tokens as a (B, D, H, W) map, and the pooled head output."""
-    features = model.forward_features(images)
-    grid = model.grid_for(tuple(images.shape[-2:]))
-    maps = tokens_to_map(features[:, model.num_prefix_tokens :], grid)
-    return maps, model.forward_head(features)
+def _stage_maps(model: nn.Module, images: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Every stage's feature map (B, C_s, H_s, W_s), the last one of normalised patch tokens, and the head output."""
+    tokens = model.forward_tokens(images)
+    last = tokens_to_map(tokens[:, model.num_prefix_tokens :], stage_grid(model, tuple(images.shape[-2:])))
+    earlier = model.forward_features(images)[:-1] if len(model.stages) > 1 else []
+    return [*earlier, last], model.forward_head(tokens)
+
+
+def _relative_error(shifted: torch.Tensor, original: torch.Tensor, shift: tuple[int, int], mode: str, margin: int) -> tuple[float, int]:
+    """The feature error of one stage's maps, and the number of interior cells it is measured on."""
+    expected = translate(original, shift, mode)
+    mask = interior_mask(tuple(original.shape[-2:]), shift, margin, mode)
+    if not mask.any():
+        raise ConfigError(
+            f"no interior cells left for shift {shift} and margin {margin} on grid {tuple(original.shape[-2:])}; "
+            "use a smaller shift or margin"
+        )
+    diff = (shifted - expected)[..., mask]
+    return float(diff.norm() / expected[..., mask].norm().clamp_min(1e-12)), int(mask.sum())
 
 
 @torch.no_grad()
 def equivariance_error(
     model: nn.Module, images: torch.Tensor, shift: tuple[int, int] = (1, 1), *, mode: str = "roll", margin: int = 1
 ) -> EquivarianceResult:
-    """Shift ``images`` by ``shift`` = (rows, columns) patches and compare features and logits.
+    """Shift ``images`` by ``shift`` = (rows, columns) last-stage tokens and compare features and logits.
 
+    One token of the last stage is ``model.cfg.stride`` pixels (the patch size of a plain ViT).
     ``margin`` cells at the border are excluded from the feature error (zero padding and the
     class token let them know where they are); use 0 to include every cell that has a source.
     """
-    if images.shape[-2] % model.cfg.patch_size or images.shape[-1] % model.cfg.patch_size:
-        raise ValueError("equivariance needs image sizes that are whole multiples of the patch size")
-    grid = model.grid_for(tuple(images.shape[-2:]))
+    stride = model.cfg.stride
+    if images.shape[-2] % stride or images.shape[-1] % stride:
+        raise ValueError(
+            f"equivariance needs image sizes that are whole multiples of the last stage's stride ({stride} pixels), "
+            f"got {images.shape[-2]}x{images.shape[-1]}"
+        )
+    grids = model.stage_grids(tuple(images.shape[-2:]))
+    grid = grids[-1]
     if not (abs(shift[0]) < grid[0] and abs(shift[1]) < grid[1]):
         raise ConfigError(
-            f"shift {tuple(shift)} leaves the {grid[0]}x{grid[1]} grid: shift by fewer patches than the grid has "
+            f"shift {tuple(shift)} leaves the {grid[0]}x{grid[1]} grid: shift by fewer patches (last-stage tokens) "
+            f"than the grid has "
             f"(|rows| < {grid[0]}, |cols| < {grid[1]})"
         )
     was_training = model.training
     model.eval()
     try:
-        patch = model.cfg.patch_size
-        maps, logits = _patch_maps(model, images)
-        shifted_maps, shifted_logits = _patch_maps(model, translate(images, (shift[0] * patch, shift[1] * patch), mode))
+        maps, logits = _stage_maps(model, images)
+        shifted_maps, shifted_logits = _stage_maps(model, translate(images, (shift[0] * stride, shift[1] * stride), mode))
     finally:
         model.train(was_training)
-    expected = translate(maps, shift, mode)
-    mask = interior_mask(tuple(maps.shape[-2:]), shift, margin, mode)
-    if not mask.any():
-        raise ConfigError(
-            f"no interior cells left for shift {shift} and margin {margin} on grid {tuple(maps.shape[-2:])}; "
-            "use a smaller shift or margin"
-        )
-    diff = (shifted_maps - expected)[..., mask]
-    feature_error = float(diff.norm() / expected[..., mask].norm().clamp_min(1e-12))
+    errors = []
+    for grid_s, original, shifted in zip(grids, maps, shifted_maps, strict=True):
+        factor = (grid_s[0] // grid[0], grid_s[1] // grid[1])
+        stage_shift = (shift[0] * factor[0], shift[1] * factor[1])
+        errors.append(_relative_error(shifted, original, stage_shift, mode, margin * max(factor)))
     logit_change = None
     if model.num_classes:
         logit_change = float((shifted_logits - logits).norm() / logits.norm().clamp_min(1e-12))
-    return EquivarianceResult(feature_error, logit_change, int(mask.sum()))
+    feature_error, interior_cells = errors[-1]
+    return EquivarianceResult(feature_error, logit_change, interior_cells, tuple(e for e, _ in errors))
 
 
 def equivariance_sweep(

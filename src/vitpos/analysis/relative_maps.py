@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
@@ -19,8 +21,10 @@ from ..encodings.relative.buckets import relative_buckets
 from ..errors import ConfigError
 from ..grid import Grid
 from ..models.layers import Attention
+from ..models.windows import WindowAttention, partition_windows
+from .stages import stage_grid
 
-__all__ = ["bucket_maps", "reference_lattice", "relative_attention_layers", "relative_logit_bias", "bias_maps"]
+__all__ = ["bucket_maps", "reference_lattice", "RelativeLayer", "relative_attention_layers", "relative_logit_bias", "bias_maps"]
 
 
 def reference_lattice(grid: Grid, per_side: int = 5) -> list[tuple[int, int]]:
@@ -45,15 +49,43 @@ def bucket_maps(method: str, grid: Grid, references: list[tuple[int, int]], **op
     return ids[..., rows, :].reshape(*ids.shape[:-2], len(references), h, w), count
 
 
-def relative_attention_layers(model: nn.Module) -> list[Attention]:
-    """The attention layers of ``model`` that carry a relative encoding, in forward order; raises if none."""
-    layers = [m for m in model.modules() if isinstance(m, Attention) and m.relative is not None]
+@dataclass(frozen=True)
+class RelativeLayer:
+    """An attention layer that carries a relative encoding, and where it sits in the host."""
+
+    stage: int
+    block: int
+    attn: Attention
+
+    @property
+    def windowed(self) -> bool:
+        """True when the layer attends within windows (Swin): its encoding sees one window."""
+        return isinstance(self.attn, WindowAttention)
+
+    def view(self, model: nn.Module, image_hw: tuple[int, int]) -> tuple[Grid, int]:
+        """The grid and prefix-token count the encoding sees for images of ``image_hw``: the
+        stage's, or one window of it (Swin)."""
+        grid = stage_grid(model, image_hw, self.stage)
+        if self.windowed:
+            return tuple(self.attn.layout(grid).window), 0
+        return grid, model.stages[self.stage].num_prefix_tokens
+
+
+def relative_attention_layers(model: nn.Module) -> list[RelativeLayer]:
+    """The blocks of ``model`` whose attention carries a relative encoding, stage by stage; raises if none."""
+    layers = [
+        RelativeLayer(s, i, block.attn)
+        for s, stage in enumerate(model.stages)
+        for i, block in enumerate(stage.blocks)
+        if block.attn.relative is not None
+    ]
     if not layers:
-        raise ValueError(f"this model has no relative encoding (relative={model.cfg.position.relative!r})")
+        raise ValueError(f"this model has no relative encoding (relative={model.cfg.position.relative!r}); "
+                         "set the relative slot (--relative), e.g. to swin or irpe:product:ctx:k")
     return layers
 
 
-def _layer(model: nn.Module, block: int) -> Attention:
+def _layer(model: nn.Module, block: int) -> RelativeLayer:
     layers = relative_attention_layers(model)
     if not -len(layers) <= block < len(layers):
         raise ValueError(f"block {block} does not exist; the model has {len(layers)} layers with a relative encoding")
@@ -62,16 +94,17 @@ def _layer(model: nn.Module, block: int) -> Attention:
 
 @torch.no_grad()
 def relative_logit_bias(model: nn.Module, block: int = 0, images: torch.Tensor | None = None) -> torch.Tensor:
-    """(heads or 1, N, N): the logits block ``block``'s relative encoding adds, in logit units.
+    """(heads or 1, N, N): the logits that layer ``block`` (counted over the layers with a relative
+    encoding, stage by stage) adds, in logit units, on the grid it sees (:meth:`RelativeLayer.view`).
 
     ``images`` are needed unless the encoding is a pure position bias; for content-dependent
-    encodings the result is the mean over the batch.
+    encodings the result is the mean over the batch (and over the windows of window attention).
     """
-    attn = _layer(model, block)
-    rel = attn.relative
+    layer = _layer(model, block)
+    attn, rel = layer.attn, layer.attn.relative
     if isinstance(rel, RelativeBias):
-        grid = tuple(model.cfg.grid) if images is None else model.grid_for(tuple(images.shape[-2:]))
-        return rel.position_bias(grid, model.num_prefix_tokens).float()
+        grid, prefix = layer.view(model, model.cfg.image_hw if images is None else tuple(images.shape[-2:]))
+        return rel.position_bias(grid, prefix).float()
     if images is None:
         raise ValueError(f"{type(rel).__name__} depends on the queries and keys; pass images to evaluate it on")
     captured: list[tuple] = []
@@ -83,12 +116,15 @@ def relative_logit_bias(model: nn.Module, block: int = 0, images: torch.Tensor |
     finally:
         handle.remove()
         model.train(was_training)
-    x, grid, num_prefix_tokens = captured[0]
+    x, grid, num_prefix_tokens = captured[0][:3]
+    if isinstance(attn, WindowAttention):  # the windows, as the layer attends within them
+        layout = attn.layout(tuple(grid))
+        x, grid, num_prefix_tokens = partition_windows(x, layout), layout.window, 0
     b, n, _ = x.shape
     # the same projection Attention.forward applies before the relative terms
     qkv = attn.qkv(x).reshape(b, n, 3, attn.num_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
     q, k, _ = qkv.unbind(0)
-    terms = rel.terms(grid, num_prefix_tokens, q.device)
+    terms = rel.terms(tuple(grid), num_prefix_tokens, q.device)
     if terms.rotation is not None:
         q, k = terms.rotation.apply(q, k)
     bias = terms.logits(q, k, attn.scale)

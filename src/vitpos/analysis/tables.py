@@ -1,8 +1,9 @@
-"""Read the position signal out of a model: the absolute table and the PE each layer receives.
+"""Read the position signal out of a model: a stage's absolute table and the PE each block receives.
 
-These helpers only use the host's slot interfaces (``position_encoding`` and the join's
-``terms``), so they work for every join — including
-joins such as LaPE that hand each layer its own normalised copy of the PE.
+These helpers only use the host's stages (``stages[s].position_encoding`` and the stage's
+join's ``terms``), so they work on every host and for every join, including joins such as LaPE
+that hand each block its own normalised copy of the PE.
+Without a ``stage`` they read the last stage (the plain ViT's only one).
 """
 
 from __future__ import annotations
@@ -10,54 +11,60 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..grid import Grid
 from ..errors import VitposError
+from ..grid import Grid
+from .stages import native_grid, stage_index
 
-__all__ = ["native_grid", "absolute_table", "layer_position_encodings", "NoPositionTableError"]
+__all__ = ["native_grid", "absolute_table", "layer_position_encodings", "NoPositionTableError", "TABLE_ENCODINGS"]
+
+TABLE_ENCODINGS = ("learned", "sincos1d", "sincos2d", "learnable_sincos", "fourier")
+"""Absolute encodings that give a table to analyse (examples for the error message)."""
 
 
 class NoPositionTableError(VitposError):
     """The model has no absolute position table to analyse."""
 
 
-def native_grid(model: nn.Module) -> Grid:
-    """The grid the model was built for (its training resolution)."""
-    return tuple(model.cfg.grid)
-
-
-def _sequence_pe(model: nn.Module, grid: Grid) -> torch.Tensor:
-    """The encoding of the whole sequence (1, P + H*W, D); raises if the model has none."""
-    pe = model.position_encoding(grid) if hasattr(model, "position_encoding") else None
+def _sequence_pe(model: nn.Module, grid: Grid, stage: int) -> torch.Tensor:
+    """The encoding of stage ``stage``'s whole sequence (1, P + H*W, D); raises if it has none."""
+    pe = model.stages[stage].position_encoding(grid)
     if pe is None:
         raise NoPositionTableError(
-            f"this model has no absolute position table (absolute={model.cfg.position.absolute!r}); "
-            "table analyses need learned, sincos1d, sincos2d, learnable_sincos or fourier"
+            f"this model has no absolute position table (absolute={model.cfg.position.absolute!r}); table analyses "
+            f"need an absolute encoding: set the absolute slot (--absolute) to one of {', '.join(TABLE_ENCODINGS)}"
         )
     return pe
 
 
 @torch.no_grad()
-def absolute_table(model: nn.Module, grid: Grid | None = None) -> torch.Tensor:
-    """The absolute encoding of every grid cell, (H*W, D), in row-major order (prefix rows dropped)."""
-    grid = tuple(grid or native_grid(model))
-    return _sequence_pe(model, grid)[0, model.num_prefix_tokens :].detach().float()
+def absolute_table(model: nn.Module, grid: Grid | None = None, stage: int = -1) -> torch.Tensor:
+    """The absolute encoding of every cell of ``stage``, (H*W, D), row-major (prefix rows dropped).
+
+    ``grid`` defaults to the stage's native grid.
+    """
+    s = stage_index(model, stage)
+    grid = tuple(grid or native_grid(model, s))
+    return _sequence_pe(model, grid, s)[0, model.stages[s].num_prefix_tokens :].detach().float()
 
 
 @torch.no_grad()
-def layer_position_encodings(model: nn.Module, grid: Grid | None = None) -> dict[str, torch.Tensor]:
-    """Every distinct position signal the blocks receive, each (H*W, D), keyed by where it enters.
+def layer_position_encodings(model: nn.Module, grid: Grid | None = None, stage: int = -1) -> dict[str, torch.Tensor]:
+    """Every distinct position signal the blocks of ``stage`` receive, each (H*W, D), keyed by where it enters.
 
-    ``"absolute"`` is the table itself; ``"block i"`` is the term the join adds at block ``i``
-    (to the normalised attention input, or to the residual stream) when it adds one. The
-    ``input`` join only contributes ``"absolute"``; ``shared``/``unshared``/``lape`` joins also
-    give one entry per block. Raises :class:`NoPositionTableError` without an absolute encoding.
+    ``"absolute"`` is the table itself; ``"block i"`` is the term the join adds at the stage's
+    block ``i`` (to the normalised attention input, or to the residual stream) when it adds
+    one. The ``input`` join only contributes ``"absolute"``; ``shared``/``unshared``/``lape``
+    joins also give one entry per block. Raises :class:`NoPositionTableError` without an
+    absolute encoding.
     """
-    grid = tuple(grid or native_grid(model))
-    pe = _sequence_pe(model, grid)
-    prefix = model.num_prefix_tokens
+    s = stage_index(model, stage)
+    grid = tuple(grid or native_grid(model, s))
+    pe = _sequence_pe(model, grid, s)
+    host_stage = model.stages[s]
+    prefix = host_stage.num_prefix_tokens
     out = {"absolute": pe[0, prefix:].detach().float()}
-    terms = model.join.terms(pe, grid)
-    for index in range(len(model.blocks)):
+    terms = host_stage.join.terms(pe, grid)
+    for index in range(len(host_stage.blocks)):
         term = terms.attention_at(index)
         if term is None:
             term = terms.residual_at(index)

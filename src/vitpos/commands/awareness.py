@@ -6,6 +6,7 @@ import argparse
 
 from ..analysis.awareness import position_awareness
 from ..analysis.plots import save_curves
+from ..analysis.stages import stage_grid, stage_index, stage_name
 from ..files import write_json
 from ..spec import positive_int
 from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images
@@ -15,11 +16,16 @@ from .options import option_type
 def run(args: argparse.Namespace) -> int:
     model = build_model(args)
     images = sample_images(model, args)
+    stage = stage_index(model, args.stage)
+    last = stage == len(model.stages) - 1
+    grid = stage_grid(model, tuple(images.shape[-2:]), stage)
+    print(f"{stage_name(model, stage, f'{grid[0]}x{grid[1]} grid')}")
     print(f"{'features':10s} {'R2':>7s} {'cell acc':>8s}")
     results = {}
-    for block in [*range(len(model.blocks)), None]:
+    # the last stage's output after the final norm; an earlier stage's output is its last block's
+    for block in [*range(len(model.stages[stage].blocks)), *([None] if last else [])]:
         name = "final" if block is None else f"block {block}"
-        result = position_awareness(model, images, block=block, folds=args.folds)
+        result = position_awareness(model, images, block=block, stage=stage, folds=args.folds)
         results[name] = result.to_dict()
         print(f"{name:10s} {result.r2:7.3f} {result.cell_accuracy:8.3f}")
     names = list(results)
@@ -28,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         {label: ([r[key] for r in results.values()], [0.0] * len(names))
          for key, label in (("cell_accuracy", "cell accuracy"), ("r2", "(column, row) R²"))},
         xlabel="features after block (final: after the last norm)", ylabel="probe score", xticklabels=[n.replace("block ", "") for n in names],
-        title="can a linear probe read each token's own cell?",
+        title=f"can a linear probe read each token's own cell? {stage_name(model, stage, '')}".strip(),
     )
     print(f"wrote {write_json(args.out / 'awareness.json', results)} and {figure}")
     return 0
@@ -38,6 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("awareness", help="probe token features for their own position", description=__doc__)
     add_model_arguments(p)
     add_input_arguments(p)
+    p.add_argument("--stage", type=int, default=-1, help="the stage whose tokens to probe: 0 = first, -1 = last (default)")
     p.add_argument("--folds", type=option_type(positive_int), default=5, help="cross-validation folds over images (default 5)")
     add_output_argument(p, "awareness")
     p.set_defaults(func=run)

@@ -1,4 +1,8 @@
-"""``vitpos equivariance``: how far features and logits are from translation equivariance (CPVT §3)."""
+"""``vitpos equivariance``: how far features and logits are from translation equivariance (CPVT §3).
+
+Shifts count tokens of the last stage (patches of a plain ViT, the total stride of a pyramid);
+a pyramid also reports the error of every stage's map.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import math
 
 from ..analysis.equivariance import MODES, equivariance_error, equivariance_sweep
 from ..analysis.plots import save_curves
+from ..analysis.stages import stage_grid
 from ..files import write_json
 from ..spec import non_negative_int
 from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images
@@ -26,11 +31,14 @@ def run(args: argparse.Namespace) -> int:
     model = build_model(args)
     images = sample_images(model, args)
     result = equivariance_error(model, images, args.shift, mode=args.mode, margin=args.margin)
-    print(f"shift {args.shift} patches ({args.mode}), {result.interior_cells} interior cells")
+    stride = model.cfg.stride
+    print(f"shift {args.shift} last-stage tokens of {stride} pixels ({args.mode}), {result.interior_cells} interior cells")
     print(f"feature error  {result.feature_error:.3e}   (0 = equivariant)")
+    if len(result.stage_errors) > 1:
+        print("per stage      " + "  ".join(f"{s}: {e:.3e}" for s, e in enumerate(result.stage_errors)))
     if result.logit_change is not None:
         print(f"logit change   {result.logit_change:.3e}   (0 = invariant; expect 0 only with a GAP head)")
-    grid = model.grid_for(tuple(images.shape[-2:]))
+    grid = stage_grid(model, tuple(images.shape[-2:]))
     steps = min(max(4, *map(abs, args.shift)), min(grid) - 1)
     sweep = equivariance_sweep(model, images, steps, mode=args.mode, margin=args.margin)
     series = {}
@@ -40,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
             if not all(math.isnan(v) for v in values):
                 series[f"{label}, {direction}"] = (values, [0.0] * len(values))
     figure = save_curves(
-        args.out / "equivariance.png", list(range(1, steps + 1)), series, xlabel="shift (patches)",
+        args.out / "equivariance.png", list(range(1, steps + 1)), series, xlabel=f"shift (last-stage tokens of {stride} pixels)",
         ylabel="relative error (0 = equivariant)", title=f"{args.mode} shifts on the {grid[0]}x{grid[1]} grid",
         xticklabels=[str(k) for k in range(1, steps + 1)],
     )
@@ -54,7 +62,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("equivariance", help="translation equivariance of features and logits", description=__doc__)
     add_model_arguments(p)
     add_input_arguments(p)
-    p.add_argument("--shift", type=parse_shift, default=(1, 1), help="rows,cols in patches (default 1,1)")
+    p.add_argument("--shift", type=parse_shift, default=(1, 1), help="rows,cols in last-stage tokens (default 1,1)")
     p.add_argument("--mode", choices=MODES, default="roll", help="cyclic shift, or shift with zero fill (default roll)")
     p.add_argument("--margin", type=option_type(non_negative_int), default=1, help="border cells left out of the feature error (default 1)")
     add_output_argument(p, "equivariance")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +14,17 @@ from ..config import SLOT_NAMES
 from ..data.spec import open_data
 from ..data.transforms import normalize, to_float
 from ..engine.checkpoint import load_model
-from ..models.factory import create_model
+from ..errors import ConfigError
+from ..models.factory import create_model, get_config
 from ..spec import non_negative_int, positive_int
 from .options import option_type
 
-__all__ = ["add_model_arguments", "build_model", "add_input_arguments", "sample_images", "add_output_argument"]
+__all__ = [
+    "add_model_arguments", "build_model", "add_input_arguments", "sample_images", "add_output_argument", "add_stage_argument",
+    "figure_path",
+]
 
-_MODEL_OPTIONS = ("img_size", "depth", "head")
+_MODEL_OPTIONS = ("img_size", "depth", "head", "patch_size", "embed_dims", "depths", "num_heads", "window_size", "sr_ratios")
 _SLOT_EXAMPLES = {"absolute": "sincos2d", "join": "lape", "conditional": "peg@0", "relative": "irpe:product:ctx:k"}
 
 
@@ -33,19 +38,53 @@ def add_model_arguments(p: argparse.ArgumentParser, default_model: str = "thesis
     g.add_argument("--img-size", type=option_type(positive_int), help="training image size (sets the native grid)")
     g.add_argument("--depth", type=option_type(positive_int), help="number of encoder blocks")
     g.add_argument("--head", choices=("cls", "gap"), help="class token or global average pooling")
+    g.add_argument("--patch-size", type=option_type(positive_int), help="pixels per patch (pyramids: of the first stage)")
+    g.add_argument("--embed-dims", type=_int_list, metavar="N,N,..", help="pyramid hosts: token width of each stage")
+    g.add_argument("--depths", type=_int_list, metavar="N,N,..", help="pyramid hosts: blocks per stage, e.g. 1,1,1,1")
+    g.add_argument("--num-heads", type=_int_or_list, metavar="N[,N,..]", help="attention heads (pyramid hosts: per stage)")
+    g.add_argument("--window-size", type=option_type(positive_int), help="Swin hosts: window side in tokens")
+    g.add_argument("--sr-ratios", type=_int_list, metavar="N,N,..", help="PVT hosts: spatial-reduction ratio per stage")
     g.add_argument("--seed", type=option_type(non_negative_int), default=0, help="seed for initialisation and inputs")
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} must be comma-separated integers, e.g. 1,1,1,1") from None
+    if min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: every value must be at least 1")
+    return values
+
+
+def _int_or_list(text: str) -> int | tuple[int, ...]:
+    values = _int_list(text)
+    return values[0] if len(values) == 1 and "," not in text else values
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def build_model(args: argparse.Namespace) -> nn.Module:
     """The trained model of ``--checkpoint``, or a fresh one from ``--model`` and overrides; eval mode."""
     overrides: dict[str, Any] = {s: getattr(args, s) for s in SLOT_NAMES if getattr(args, s)}
-    overrides |= {n: getattr(args, n) for n in _MODEL_OPTIONS if getattr(args, n) is not None}
+    overrides |= {n: getattr(args, n) for n in _MODEL_OPTIONS if getattr(args, n, None) is not None}
     if args.checkpoint:
         if overrides:
-            raise ValueError(f"--checkpoint fixes the model; drop {', '.join('--' + k.replace('_', '-') for k in overrides)}")
+            raise ValueError(f"--checkpoint fixes the model; drop {', '.join(_flag(k) for k in overrides)}")
         return load_model(args.checkpoint)[0]
+    base = get_config(args.model)
+    fields = {f.name for f in dataclasses.fields(base)}
+    foreign = [name for name in overrides if name not in SLOT_NAMES and name not in fields]
+    if foreign:
+        own = [_flag(n) for n in _MODEL_OPTIONS if n in fields]
+        raise ConfigError(
+            f"{', '.join(map(_flag, foreign))} does not apply to --model {args.model} (a {base.arch} host); "
+            f"its options here: {', '.join(own)}"
+        )
     torch.manual_seed(args.seed)
-    return create_model(args.model, **overrides).eval()
+    return create_model(base, **overrides).eval()
 
 
 def add_input_arguments(p: argparse.ArgumentParser) -> None:
@@ -67,6 +106,27 @@ def sample_images(model: nn.Module, args: argparse.Namespace) -> torch.Tensor:
         return normalize(to_float(images), test.info.mean, test.info.std)
     generator = torch.Generator().manual_seed(args.seed)
     return torch.randn(args.images, model.cfg.in_chans, h, w, generator=generator)
+
+
+def _stage(text: str) -> int | None:
+    if text == "all":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"stage {text!r} must be a stage number (0 = first, -1 = last) or 'all'") from None
+
+
+def add_stage_argument(p: argparse.ArgumentParser, default: str, what: str) -> None:
+    """--stage: which stage of a pyramid host to analyse (a number, -1 = the last, or ``all``)."""
+    p.add_argument("--stage", type=_stage, default=_stage(default), metavar="S|all",
+                   help=f"the stage whose {what} to analyse: 0 = first, -1 = last (the plain ViT's only one), "
+                        f"or all (default {default})")
+
+
+def figure_path(out: Path, stem: str, model: nn.Module, stage: int) -> Path:
+    """``out/<stem>.png``, or ``out/<stem>_stage<S>.png`` for a host of several stages."""
+    return out / (f"{stem}.png" if len(model.stages) == 1 else f"{stem}_stage{stage}.png")
 
 
 def add_output_argument(p: argparse.ArgumentParser, command: str) -> None:

@@ -14,7 +14,7 @@ import shlex
 import shutil
 from pathlib import Path
 
-from ..study import DEFAULT_FAMILIES, StudyConfig, parse_family, run_study
+from ..study import BUILT_IN_FAMILIES, DEFAULT_FAMILIES, StudyConfig, parse_family, run_study
 from ..study.report import report_from_results
 from ..study.run import SETTINGS_FILE, resolve_device
 
@@ -79,7 +79,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--full", action="store_true", help="the thesis protocol: 10 seeds, 5000/1000/1000 images, 30 epochs")
     p.add_argument("--family", action="append", metavar="FAMILY",
                    help="a family to compare (repeatable; replaces the default list): a built-in label ("
-                        + ", ".join(f.label for f in DEFAULT_FAMILIES) + ") or 'label: slot=spec ... [head=gap] [pretrained]'")
+                        + ", ".join(f.label for f in BUILT_IN_FAMILIES) + "; the default list: "
+                        + ", ".join(f.label for f in DEFAULT_FAMILIES) + ") or 'label: [host=pvt|swin] slot=spec ... "
+                        "[head=gap] [option=value ...] [pretrained]'")
     p.add_argument("--seeds", type=int, help="seeds per cell (default 5; --full 10)")
     p.add_argument("--epochs", type=int, help="training epochs over the full training set (default 15; --full 30)")
     p.add_argument("--train-size", type=int, help="training images per task")

@@ -15,8 +15,9 @@ from torch import nn
 
 from ..analysis.probes import probe_table
 from ..analysis.similarity import default_references, similarity_maps
+from ..analysis.stages import native_grid
 from ..analysis.tables import absolute_table
-from ..config import ModelConfig
+from ..config import HostConfig
 from ..data.dataset import DataSplits
 from ..data.synthetic import SyntheticTask
 from ..encodings.saved import load_position_encoding
@@ -85,7 +86,7 @@ class _Prepared:
 
     cell: Cell
     data: DataSplits
-    model_cfg: ModelConfig
+    model_cfg: HostConfig
     train_cfg: TrainConfig
     probes: bool
     similarity: bool
@@ -100,7 +101,7 @@ def _prepare(cell: Cell, family: Family, config: StudyConfig, device: str, init_
         train=cell.train_size, val=config.val_size, test=config.test_size, seed=cell.seed,
     )
     data = task.splits()
-    model_cfg = model_base.replace(**family.model_overrides, num_classes=data.info.num_outputs)
+    model_cfg = family.model_config(model_base, num_classes=data.info.num_outputs)
     full = cell.train_size == config.train_size
     probes = family.has_table and full and cell.task in PROBE_TASKS
     contrast = family.has_table and full and cell.task == SIMILARITY_TASK
@@ -112,8 +113,8 @@ def _prepare(cell: Cell, family: Family, config: StudyConfig, device: str, init_
 def _measure(job: _Prepared, result: TrainResult, config: StudyConfig) -> dict[str, Any]:
     """Test and val metric, and where they apply probes, resolution sweep, half contrast and similarity maps."""
     cell, data, before = job.cell, job.data, job.before
-    grid = tuple(job.model_cfg.grid)
     model = result.model.cpu()
+    grid = native_grid(model)  # the last stage's: the probes and maps read its table
     kind = data.info.task
     test = result.test if result.test else evaluate(model, data.test, batch_size=256, device="cpu")
     out: dict[str, Any] = {

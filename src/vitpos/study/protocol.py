@@ -6,10 +6,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import ModelConfig
-from ..models.factory import config_from_dict, get_config
+from ..config import HostConfig
+from ..models.factory import config_from_dict
 from .cells import Cell
 from .families import DEFAULT_FAMILIES, Family
+from .hosts import study_model
 
 __all__ = ["TASKS", "EFFICIENCY_TASKS", "StudyConfig", "study_model"]
 
@@ -17,15 +18,6 @@ TASKS = ("direction", "distance", "absolute", "absolute_colorshift")
 """Thesis §4.1 (Table 1), §4.2 (Table 3) and §4.3 (Table 4)."""
 EFFICIENCY_TASKS = ("direction", "distance")
 """The tasks of the learning curves (thesis Fig. 3)."""
-
-
-def study_model(img_size: int = 24) -> ModelConfig:
-    """The ``thesis_vit`` preset (the thesis's one-block ViT with a class token) at ``img_size``.
-
-    The default study uses 24x24 images, a 6x6 grid, so that every family has the optimiser
-    steps it needs within minutes on a CPU; ``--full`` uses the preset's 32x32 (8x8 grid).
-    """
-    return get_config("thesis_vit", img_size=img_size)
 
 
 @dataclass
@@ -55,7 +47,7 @@ class StudyConfig:
     pretrain_epochs: int = 8
     probe_folds: int = 5
     """Cross-validation folds of the table probes (the thesis uses 10)."""
-    model: ModelConfig = field(default_factory=study_model)
+    model: HostConfig = field(default_factory=study_model)
 
     def __post_init__(self) -> None:
         for name in ("seeds", "train_size", "val_size", "test_size", "epochs", "batch_size", "pretrain_size", "pretrain_epochs", "probe_folds"):
@@ -71,13 +63,15 @@ class StudyConfig:
         labels = [f.label for f in self.families]
         if len(set(labels)) != len(labels):
             raise ValueError(f"family labels must be unique, got {labels}")
-        patch = self.model.patch_size
-        bad = [r for r in self.resolutions if r % patch]
-        if bad:
-            raise ValueError(f"resolutions {bad} are not multiples of the patch size {patch}")
+        for family in self.families:
+            stride = family.host_config(self.model).stride
+            bad = [r for r in self.resolutions if r % stride]
+            if bad:
+                whose = "the study model" if family.host is None else f"family {family.label}'s {family.host} host"
+                raise ValueError(f"resolutions {bad} are not multiples of the stride of {whose} ({stride} pixels)")
 
     @classmethod
-    def full(cls, **overrides: Any) -> "StudyConfig":
+    def full(cls, **overrides: Any) -> StudyConfig:
         """The thesis protocol: 10 seeds, 5000/1000/1000 images at 32x32, learning curves from 500 images."""
         settings = dict(seeds=10, train_size=5000, val_size=1000, test_size=1000, efficiency_sizes=(500, 1000, 2000), batch_size=64,
                         resolutions=(24, 32, 48, 64), epochs=30, pretrain_size=5000, pretrain_epochs=30, probe_folds=10,
@@ -118,7 +112,7 @@ class StudyConfig:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "StudyConfig":
+    def from_dict(cls, data: dict[str, Any]) -> StudyConfig:
         """Inverse of :meth:`to_dict` (e.g. the ``config`` of a ``results.json``)."""
         data = dict(data)
         data["families"] = tuple(Family(**f) for f in data["families"])

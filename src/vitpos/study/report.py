@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import torch
@@ -315,6 +316,11 @@ def write_report(
     lines += ["## Setup", "", f"- model: {m.depth} encoder block(s), width {m.embed_dim}, {m.num_heads} heads, MLP ratio "
               f"{m.mlp_ratio:g}, patch {m.patch_size} on {m.image_hw[0]}x{m.image_hw[1]} images, {m.head} head; "
               "each family sets its slots on it"]
+    for family in (f for f in config.families if f.host):
+        h = family.model_config(config.model)
+        grids = ", ".join(f"{a}x{b}" for a, b in h.stage_grids(h.image_hw))
+        lines.append(f"- family {family.label}: the {h.arch} host, {h.num_stages} stages of {', '.join(map(str, h.depths))} "
+                     f"block(s), widths {', '.join(map(str, h.embed_dims))}, grids {grids}, {h.head} head")
     lines += [
         f"- data: {config.train_size}/{config.val_size}/{config.test_size} train/val/test images per task, "
         f"learning curves at {', '.join(map(str, config.train_sizes))} training images "

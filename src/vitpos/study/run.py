@@ -14,14 +14,16 @@ import json
 import multiprocessing
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from ..engine.config import TrainConfig
 from ..engine.ensemble import stack_error
+from ..errors import VitposError
 from ..files import write_json
 from ..models.factory import create_model
 from ..pretrain import pretrain_position_encoding
@@ -30,7 +32,6 @@ from .execute import TRAINS_AS, run_cells
 from .families import Family, split_available
 from .protocol import StudyConfig
 from .report import write_report
-from ..errors import VitposError
 
 __all__ = ["run_study", "StudyFolderError"]
 
@@ -84,7 +85,7 @@ def _pretrain(path: Path, family: Family, config: StudyConfig, device: str, thre
     if threads:
         torch.set_num_threads(threads)
     start = time.perf_counter()
-    model_cfg = config.model.replace(**family.model_overrides)
+    model_cfg = family.model_config(config.model)
     train_cfg = TrainConfig(epochs=config.pretrain_epochs, batch_size=config.batch_size, lr=config.lr,
                             weight_decay=config.weight_decay, device=device, progress=False)
     result = pretrain_position_encoding(model_cfg, path, train_cfg, size=config.pretrain_size, probe_folds=config.probe_folds)
@@ -169,7 +170,7 @@ def _ensemble_families(families: dict[str, Family], config: StudyConfig, device:
     """The families whose models train as stacked ensembles on ``device`` (the others: one model at a time)."""
     out = set()
     for label, family in families.items():
-        model = create_model(config.model.replace(**family.model_overrides, num_classes=2)).to(device).train()
+        model = create_model(family.model_config(config.model, num_classes=2)).to(device).train()
         error = stack_error(model)
         if error:
             log(f"family {label}: one model at a time, as its model cannot run under torch.vmap ({error[:120]})")
