@@ -129,7 +129,9 @@ class BoxHead(nn.Module):
 
 @ARCHITECTURES.register("detr")
 class DETR(nn.Module):
-    """The detector; ``forward(images)`` returns DETR's output dict:
+    """The detector, a :class:`~vitpos.models.host.Host` whose one stage is the encoder.
+
+    ``forward(images)`` returns DETR's output dict:
     ``pred_logits`` (B, Q, C + 1), ``pred_boxes`` (B, Q, 4) and, with ``aux_loss``, ``aux_outputs``
     (one dict per earlier decoder layer). Any image whose sides are multiples of the stride works.
 
@@ -182,18 +184,24 @@ class DETR(nn.Module):
 
     def forward_features(self, x: torch.Tensor) -> list[torch.Tensor]:
         """The encoder's output as one map (B, D, H/s, W/s), in a list as every host gives it."""
-        tokens, grid, _ = self._encode(x)
-        return [tokens_to_map(tokens, grid)]
+        return [tokens_to_map(*self._encode(x))]
 
-    def _encode(self, x: torch.Tensor) -> tuple[torch.Tensor, Grid, torch.Tensor | None]:
+    def _encode(self, x: torch.Tensor) -> tuple[torch.Tensor, Grid]:
         self._check_input(x)
         features = self.input_proj(self.backbone(x))
         grid = tuple(features.shape[-2:])
-        tokens = self.encoder(features.flatten(2).transpose(1, 2), grid)
-        return tokens, grid, self.stages[0].position_encoding(grid)
+        return self.encoder(features.flatten(2).transpose(1, 2), grid), grid
 
-    def forward_head(self, hidden: torch.Tensor) -> dict:
-        """Decoder outputs (layers, B, Q, D) -> the output dict (the last layer's, plus aux_outputs)."""
+    def forward_head(self, tokens: torch.Tensor, pre_logits: bool = False, grid: Grid | None = None) -> dict | torch.Tensor:
+        """The encoder's tokens (B, H*W, D) on ``grid`` (default: the training grid) -> the output dict
+        (the last decoder layer's, plus ``aux_outputs``); ``pre_logits``: the last layer's query features (B, Q, D)."""
+        grid = self.cfg.grid if grid is None else tuple(grid)
+        if tokens.shape[1] != grid[0] * grid[1]:
+            raise ValueError(f"{tokens.shape[1]} tokens do not fill the grid {grid[0]}x{grid[1]}; pass the grid they were encoded on")
+        pos = self.stages[0].position_encoding(grid)
+        hidden = self.decoder(tokens, None if pos is None else pos.to(tokens.dtype))
+        if pre_logits:
+            return hidden[-1]
         logits, boxes = self.class_embed(hidden), self.bbox_embed(hidden)
         out = {"pred_logits": logits[-1], "pred_boxes": boxes[-1]}
         if self.cfg.aux_loss:
@@ -201,8 +209,8 @@ class DETR(nn.Module):
         return out
 
     def forward(self, x: torch.Tensor) -> dict:
-        memory, _, pos = self._encode(x)
-        return self.forward_head(self.decoder(memory, None if pos is None else pos.to(memory.dtype)))
+        tokens, grid = self._encode(x)
+        return self.forward_head(tokens, grid=grid)
 
     def criterion(self) -> SetCriterion:
         """DETR's set loss with this model's weights."""
