@@ -21,8 +21,8 @@ preset                                  Table 6    slots (absolute / relative)
 ``detr_r50``: DETR-R50's transformer and heads (width 256, 8 heads, 6 + 6 layers, feed-forward
 2048, 100 queries, 91 COCO category ids, stride 32) with the CNN stem standing in for ResNet-50
 (its last width 2048, as ResNet-50's, so the input projection has DETR's shape). Without the
-backbone it has 18,070,368 parameters: DETR's 18,069,856 (encoder 7,890,432, decoder 9,472,512
-with its norm 512, queries 25,600, input projection 524,544, class head 23,644, box head
+backbone it has 18,070,368 parameters: DETR's 18,069,856 (encoder 7,890,432, decoder 9,473,024
+with its final norm, queries 25,600, input projection 524,544, class head 23,644, box head
 132,612) plus the final encoder LayerNorm of the pre-norm form (512). DETR's published 41.3M
 (41,302,368 trainable, its log) adds ResNet-50's 23,232,512 trainable parameters (conv1 and
 layer1 frozen, BatchNorm frozen as buffers). tests/models/test_detr.py asserts the count.
