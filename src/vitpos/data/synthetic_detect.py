@@ -20,9 +20,10 @@ import torch
 from ..detection.targets import ObjectTargets, pad_objects
 from ..errors import ConfigError
 from ..validation import bounded, check_fields
-from .dataset import DataInfo, DataSplits, Size, TensorImages, as_size
+from .dataset import DataInfo, DataSplits, as_size
+from .synthetic import SyntheticImages
 
-__all__ = ["SyntheticDetection", "DetectionImages", "DETECT_COLOURS"]
+__all__ = ["SyntheticDetection", "DETECT_COLOURS"]
 
 DETECT_COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255), "yellow": (255, 255, 0)}
 """The classes, in label order, and their colours."""
@@ -73,15 +74,15 @@ class SyntheticDetection:
         """Train, val and test splits at the task's image size."""
         return DataSplits(*(self.render(name) for name in ("train", "val", "test")))
 
-    def render(self, split: str, img_size: int | tuple[int, int] | None = None) -> "DetectionImages":
-        """Draw ``split`` at ``img_size`` (default: the task's)."""
+    def render(self, split: str, img_size: int | tuple[int, int] | None = None) -> SyntheticImages:
+        """Draw ``split`` at ``img_size`` (default: the task's); other sizes are drawn anew (:meth:`at_size`)."""
         size = as_size(self.img_size if img_size is None else img_size)
         task = dataclasses.replace(self, img_size=size)  # validates the new size
         rng = np.random.default_rng([self.seed, _SPLIT_STREAM[split]])
         n = getattr(self, split)
         images = torch.zeros(n, 3, *size, dtype=torch.uint8)
         objects = [task._draw(rng, images[i]) for i in range(n)]
-        return DetectionImages(images, pad_objects(objects, self.objects), self, split)
+        return SyntheticImages(images, pad_objects(objects, self.objects), self, split)
 
     def _draw(self, rng: np.random.Generator, image: torch.Tensor) -> ObjectTargets:
         """Paint one image's squares in place; its targets."""
@@ -103,16 +104,3 @@ class SyntheticDetection:
             labels.append(label)
         xywh = torch.tensor([[x + s / 2, y + s / 2, s, s] for x, y, s, _ in boxes], dtype=torch.float32).reshape(-1, 4)
         return ObjectTargets(torch.tensor(labels, dtype=torch.int64), xywh / torch.tensor([w, h, w, h], dtype=torch.float32))
-
-
-class DetectionImages(TensorImages):
-    """A rendered split; :meth:`at_size` draws it anew at the other size."""
-
-    def __init__(self, images: torch.Tensor, targets: torch.Tensor, task: SyntheticDetection, split: str) -> None:
-        super().__init__(images, targets, task.info)
-        self.task = task
-        self.split = split
-
-    def at_size(self, size: int | tuple[int, int]) -> "DetectionImages":
-        size = as_size(size)
-        return self if size == self.image_size else self.task.render(self.split, size)
