@@ -65,7 +65,7 @@ def fmt(t: Timing, baseline: bool) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.detect", description=__doc__)
-    p.add_argument("--sizes", default="64,256", help="comma-separated image sides (stride 8: 64 -> 64 tokens, 256 -> 1,024)")
+    p.add_argument("--sizes", default="32,128", help="comma-separated image sides (stride 4: 32 -> 64 tokens, 128 -> 1,024)")
     p.add_argument("--batch", type=int, default=8, help="images per step at the first size (scaled by area after it)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeats", type=int, default=5)
@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     sizes = [int(s) for s in args.sizes.split(",")]
     started = time.perf_counter()
-    header = "| Slot values | " + " | ".join(f"{s} px ({(s // 8) ** 2} tokens)" for s in sizes) + " |"
+    stride = vitpos.get_config("detr_tiny_sine").stride
+    header = "| Slot values | " + " | ".join(f"{s} px ({(s // stride) ** 2} tokens)" for s in sizes) + " |"
     columns: list[dict[str, str]] = []
     for side in sizes:
         batch = max(1, round(args.batch * (sizes[0] / side) ** 2))
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         HEADING, "",
         f"`{command.strip()}` — CPU only ({os.cpu_count()} cores, torch {torch.__version__}, {args.threads} thread(s)), "
         f"{args.repeats} paired rounds, {time.perf_counter() - started:.0f} s. One training step of `detr_tiny_sine` (stem, "
-        "2 encoder + 2 decoder layers, width 64, 10 queries) with the slot values of each row: forward, DETR's set loss "
+        "2 encoder + 2 decoder layers, width 64, 8 queries) with the slot values of each row: forward, DETR's set loss "
         "with Hungarian matching and auxiliary layers, backward, AdamW. Time over the no-PE baseline measured beside it, "
         "minus one: median (min to max) over rounds. No GPU figure: none was measured.", "",
         header, "|---|" + "---|" * len(sizes),

@@ -24,15 +24,15 @@ class DetrConfig(HostConfig):
 
     arch: str = "detr"
     """Host architecture (registered in ``vitpos.registry.ARCHITECTURES``)."""
-    img_size: int | tuple[int, int] = bounded(64, ge=1)
+    img_size: int | tuple[int, int] = bounded(32, ge=1)
     """Training image size; sets the native grid of learned tables."""
-    patch_size: int = bounded(8, ge=1)
+    patch_size: int = bounded(4, ge=1)
     """The backbone's stride in pixels: one encoder token per patch_size x patch_size pixels."""
     in_chans: int = bounded(3, ge=1)
     """Input image channels."""
     num_classes: int = bounded(4, ge=1)
     """Object classes; the class head has one more output, "no object"."""
-    stem_widths: tuple[int, ...] = (32, 64, 128)
+    stem_widths: tuple[int, ...] = (32, 64)
     """Channels of the CNN stem's stride-2 3x3 convolutions (GroupNorm, ReLU), in the backbone's
     role (DETR's ResNet-50); there are log2(patch_size) of them."""
     embed_dim: int = bounded(64, ge=1)
@@ -45,7 +45,7 @@ class DetrConfig(HostConfig):
     """Decoder layers (DETR: 6)."""
     mlp_ratio: float = bounded(4.0, gt=0)
     """Feed-forward width as a multiple of embed_dim (DETR: 2048 / 256 = 8)."""
-    num_queries: int = bounded(10, ge=1)
+    num_queries: int = bounded(8, ge=1)
     """Learned object queries: the most objects one image can yield (DETR: 100)."""
     qkv_bias: bool = True
     """Biases on the encoder's query, key and value projections (DETR has them)."""

@@ -9,7 +9,7 @@ from vitpos.engine.evaluate import evaluate
 from vitpos.engine.train import train
 from vitpos.errors import VitposError
 
-DATA = "synthetic:detect:img=32:objects=2:min=4:max=8:train=32:val=16:test=16"
+DATA = "synthetic:detect:objects=2:min=4:max=8:train=32:val=16:test=16"
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +23,7 @@ def request(**train) -> RunRequest:
 
 
 def small_detr(cfg):
-    return cfg.replace(stem_widths=(8, 16, 32), embed_dim=32, enc_depth=1, dec_depth=1, num_queries=4)
+    return cfg.replace(stem_widths=(8, 16), embed_dim=32, enc_depth=1, dec_depth=1, num_queries=4)
 
 
 def resolve(req: RunRequest):
@@ -91,7 +91,7 @@ def test_evaluate_gives_ap_100_for_a_model_that_outputs_the_truth():
 
 def test_a_detector_on_class_labels_and_a_classifier_on_boxes_are_refused():
     with pytest.raises(VitposError, match="use detection data"):
-        train(*RunRequest("detr_tiny_sine", {}, {"data": "synthetic:direction:img=64:train=8:val=8:test=8", "epochs": 1, "batch_size": 8}).resolve())
+        train(*RunRequest("detr_tiny_sine", {}, {"data": "synthetic:direction:img=32:train=8:val=8:test=8", "epochs": 1, "batch_size": 8}).resolve())
     with pytest.raises(VitposError, match="use a detr_\\* preset"):
         train(*RunRequest("thesis_vit", {"patch_size": 4}, {"data": DATA, "epochs": 1, "batch_size": 8}).resolve())
 

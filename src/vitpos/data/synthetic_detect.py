@@ -6,7 +6,7 @@ classes), never overlapping, on a black background. The targets are the squares'
 boxes (normalised cx, cy, w, h), padded to ``objects`` rows (:mod:`vitpos.detection.targets`).
 Like the red-green tasks, every split is a pure function of the fields and can be drawn at any
 image size (squares keep their pixel sizes), so a model trained at one size is evaluated at others.
-Spec: ``synthetic:detect[:img=64|HxW][:objects=4][:min=6][:max=16][:train=1000][:val=200][:test=200][:seed=0]``.
+Spec: ``synthetic:detect[:img=32|HxW][:objects=3][:min=4][:max=10][:train=800][:val=100][:test=200][:seed=0]``.
 """
 
 from __future__ import annotations
@@ -34,15 +34,15 @@ _SPLIT_STREAM = {"train": 10, "val": 11, "test": 12}
 class SyntheticDetection:
     """The task; every split is a pure function of these fields."""
 
-    img_size: int | tuple[int, int] = bounded(64, ge=1)
-    objects: int = bounded(4, ge=1)
+    img_size: int | tuple[int, int] = bounded(32, ge=1)
+    objects: int = bounded(3, ge=1)
     """The most squares in one image (each image holds 1 to ``objects``)."""
-    min_size: int = bounded(6, ge=1)
+    min_size: int = bounded(4, ge=1)
     """Smallest square side in pixels."""
-    max_size: int = bounded(16, ge=1)
+    max_size: int = bounded(10, ge=1)
     """Largest square side in pixels."""
-    train: int = bounded(1000, ge=1)
-    val: int = bounded(200, ge=1)
+    train: int = bounded(800, ge=1)
+    val: int = bounded(100, ge=1)
     test: int = bounded(200, ge=1)
     seed: int = bounded(0, ge=0)
 
@@ -59,7 +59,7 @@ class SyntheticDetection:
         """The data spec that opens exactly this task (the options that are not the default)."""
         h, w = as_size(self.img_size)
         parts = ["synthetic:detect"]
-        if (h, w) != (64, 64):
+        if (h, w) != (32, 32):
             parts.append(f"img={h}" if h == w else f"img={h}x{w}")
         defaults, names = SyntheticDetection(), {"min_size": "min", "max_size": "max"}
         fields = ("objects", "min_size", "max_size", "train", "val", "test", "seed")

@@ -1,7 +1,7 @@
 """The detection study: iRPE's Table 6 claims on ``synthetic:detect`` with tiny DETRs (``vitpos study --task detect``).
 
-Each family is a ``detr_tiny_*`` preset (a Table 6 row), shrunk to 32 x 32 images with a stride-4
-stem (an 8 x 8 encoder grid) so that a run takes about a minute on a CPU. Every (family, seed)
+Each family is a ``detr_tiny_*`` preset (a Table 6 row) on 32 x 32 images (an 8 x 8 encoder grid),
+small enough to train on a CPU. Every (family, seed)
 cell trains with the engine on the same images and steps; its test AP is measured at the training
 size and, without fine-tuning, at ``long_size`` (a 16 x 16 grid by default: sequences much longer
 than the 9 x 9 buckets, where §4.2 expects the piecewise index to beat clipping). Cells are
@@ -83,8 +83,8 @@ class DetectStudyConfig:
             raise ValueError(f"img_size ({self.img_size}) and long_size ({self.long_size}) must be multiples of the stride 4")
 
     def model(self, family: str) -> DetrConfig:
-        """The family's preset at the study's size: a stride-4 stem, as many queries as fit the objects."""
-        return get_config(DETECT_FAMILIES[family], img_size=self.img_size, patch_size=4, stem_widths=(32, 64), num_queries=8)
+        """The family's preset at the study's image size."""
+        return get_config(DETECT_FAMILIES[family], img_size=self.img_size)
 
     def data(self, seed: int) -> SyntheticDetection:
         return SyntheticDetection(self.img_size, self.objects, self.min_size, self.max_size, self.train_size, self.val_size, self.test_size, seed)
