@@ -15,28 +15,24 @@ def _one_thread(one_thread):
     """Tiny detectors run faster on one thread where cores are shared."""
 
 
-def results(aps: dict[str, list[float]], long: dict[str, list[float]] | None = None) -> dict:
-    long = long or aps
-    return {Cell(f, "detect", 100, s): {"test": v, "long": long[f][s]} for f, values in aps.items() for s, v in enumerate(values)}
+def results(aps: dict[str, list[float]]) -> dict:
+    return {Cell(f, "detect", 100, s): {"test": v, "long": 0.0} for f, values in aps.items() for s, v in enumerate(values)}
 
 
-def verdicts(aps, long=None):
-    return {c.quantity: v.outcome for c, _, v in evaluate_claims(results(aps, long), 100, (), set(aps), DETECT_CLAIMS)}
+def verdicts(aps):
+    return {c.quantity: v.outcome for c, _, v in evaluate_claims(results(aps), 100, (), set(aps), DETECT_CLAIMS)}
 
 
 def test_claims_follow_the_per_seed_gaps():
     outcome = verdicts({
         "sine": [40.0, 42.0, 41.0], "none": [20.0, 22.0, 19.0], "irpe_ctx": [45.0, 47.0, 46.0],
-        "sine_irpe_ctx": [41.0, 42.5, 40.5], "sine_irpe_bias": [30.0, 29.0, 31.0], "sine_irpe_ctx_clip": [40.0, 41.0, 40.0],
-    }, long={
-        "sine": [0, 0, 0], "none": [0, 0, 0], "irpe_ctx": [0, 0, 0], "sine_irpe_bias": [0, 0, 0],
-        "sine_irpe_ctx": [30.0, 31.0, 30.5], "sine_irpe_ctx_clip": [20.0, 21.0, 20.0],
+        "sine_irpe_ctx": [41.0, 42.5, 40.5], "sine_irpe_bias": [30.0, 29.0, 31.0], "sine_irpe_ctx_clip": [44.0, 45.0, 44.5],
     })  # fmt: skip
     assert outcome["sine - none AP, points"] == REPRODUCED
     assert outcome["sine - irpe_ctx AP, points"] == CONTRADICTED
     assert outcome["sine_irpe_ctx - sine AP, points"] == REPRODUCED
     assert outcome["sine_irpe_bias - sine AP, points"] == CONTRADICTED
-    assert outcome["sine_irpe_ctx - sine_irpe_ctx_clip AP at the long size, points"] == REPRODUCED
+    assert outcome["sine_irpe_ctx - sine_irpe_ctx_clip AP, points"] == CONTRADICTED
 
 
 def test_claims_whose_families_did_not_run_are_left_out():

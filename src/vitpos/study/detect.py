@@ -1,11 +1,13 @@
 """The detection study: iRPE's Table 6 claims on ``synthetic:detect`` with tiny DETRs (``vitpos study --task detect``).
 
 Each family is a ``detr_tiny_*`` preset (a Table 6 row) on 32 x 32 images (an 8 x 8 encoder grid),
-small enough to train on a CPU. Every (family, seed)
-cell trains with the engine on the same images and steps; its test AP is measured at the training
-size and, without fine-tuning, at ``long_size`` (a 16 x 16 grid by default: sequences much longer
-than the 9 x 9 buckets, where §4.2 expects the piecewise index to beat clipping). Cells are
-stored one JSON each (:class:`~.cells.CellStore`), so an interrupted study continues; claims get
+small enough to train on a CPU. Every (family, seed) cell trains with the engine on the same
+images and steps; its test AP is measured at the training size and, without fine-tuning, at
+``long_size`` (a 16 x 16 grid by default). The piecewise-against-clip claim (§4.2: the two differ
+once offsets exceed the buckets) is tested at the training size, where offsets reach 7 and the
+clip's beta is 4: the models do not transfer to ``long_size`` (AP near 0 for every family in the
+default study), where a comparison would be vacuous; the table reports that AP. Cells are stored
+one JSON each (:class:`~.cells.CellStore`), so an interrupted study continues; claims get
 verdicts from the same bootstrap test as the main study (:mod:`.verdicts`).
 """
 
@@ -119,10 +121,10 @@ def run_detect_cell(cell: Cell, config: DetectStudyConfig, device: str = "cpu") 
     }
 
 
-def _ap(family: str, key: str = "test") -> Callable:
-    """AP (%) of ``family`` per seed, at the training size (``test``) or the long size (``long``)."""
+def _ap(family: str) -> Callable:
+    """Test AP (%) of ``family`` per seed, at the training size."""
     def measure(results: dict, full: int, _: tuple[int, ...]) -> dict[int, float]:
-        return {c.seed: r[key] for c, r in results.items() if c.family == family and c.task == TASK}
+        return {c.seed: r["test"] for c, r in results.items() if c.family == family and c.task == TASK}
     return measure
 
 
@@ -136,8 +138,8 @@ DETECT_CLAIMS: tuple[Claim, ...] = (
     Claim("iRPE Table 6 #1 vs #3", "a relative bias added to the absolute encoding does not hurt (it gains)", "40.6 vs 39.5 (+1.1)",
           "sine_irpe_bias - sine AP, points", ">", -1.0, difference(_ap("sine_irpe_bias"), _ap("sine")), ("sine_irpe_bias", "sine")),
     Claim("iRPE Table 6 #5 vs #6, §4.2", "the piecewise index is at least as good as clipping on long sequences", "40.8 vs 40.4 (+0.4)",
-          "sine_irpe_ctx - sine_irpe_ctx_clip AP at the long size, points", ">", -1.0,
-          difference(_ap("sine_irpe_ctx", "long"), _ap("sine_irpe_ctx_clip", "long")), ("sine_irpe_ctx", "sine_irpe_ctx_clip")),
+          "sine_irpe_ctx - sine_irpe_ctx_clip AP, points", ">", -1.0,
+          difference(_ap("sine_irpe_ctx"), _ap("sine_irpe_ctx_clip")), ("sine_irpe_ctx", "sine_irpe_ctx_clip")),
 )
 """Table 6's conclusions as tests: a gap above 0 for "worse"; non-inferiority within 1 AP point for
 "does not hurt" and "at least as good" (the paper's gains are 0.4-1.3 points, below what a small
