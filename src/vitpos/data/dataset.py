@@ -1,7 +1,8 @@
 """Data sets that hand out whole batches: ``dataset[indices] -> (uint8 images, targets)``.
 
 Every source (synthetic, CIFAR, digits, image folders) yields uint8 images of shape
-(B, C, H, W) and either integer class labels (B,) or float regression targets (B, K).
+(B, C, H, W) and either integer class labels (B,), float regression targets (B, K) or padded
+object rows (B, M, 5) for detection (:mod:`vitpos.detection.targets`).
 Conversion to float, augmentation and normalisation happen later, on the training device
 (:mod:`vitpos.data.transforms`).
 """
@@ -39,7 +40,7 @@ class DataInfo:
 
     spec: str
     """The data spec it was opened from, e.g. ``synthetic:direction``."""
-    task: Literal["classification", "regression"]
+    task: Literal["classification", "regression", "detection"]
     classes: tuple[str, ...] = ()
     """Class names (classification) in label order."""
     target_names: tuple[str, ...] = ()
@@ -55,8 +56,8 @@ class DataInfo:
 
     @property
     def num_outputs(self) -> int:
-        """Classes for classification, targets for regression: the model's ``num_classes``."""
-        return len(self.classes) if self.task == "classification" else len(self.target_names)
+        """Classes for classification and detection, targets for regression: the model's ``num_classes``."""
+        return len(self.target_names) if self.task == "regression" else len(self.classes)
 
 
 class ImageDataset(Dataset):

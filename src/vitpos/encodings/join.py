@@ -11,13 +11,12 @@ the whole sequence ``pe`` (1, P + H*W, D) and the grid to a :class:`JoinTerms`, 
   generator at -1);
 * ``residual[i]`` — added to the residual stream entering block ``i``;
 * ``attention[i]`` — added to block ``i``'s normalised attention input, so it reaches the
-  queries, keys and values (LaPE).
+  queries, keys and values (LaPE);
+* ``query_key[i]`` — added to block ``i``'s query and key inputs only (``q = W_q (h + pos)``,
+  ``k = W_k (h + pos)``, ``v = W_v h``), as DETR's encoder does at every layer
+  (:mod:`.detr_join`).
 
-Nothing is carried from one call to the next, or from one block to the next. A join that adds
-its term to the queries and keys only — DETR's encoder adds the absolute encoding to q and k
-(not v) at every layer — is a fourth per-block field (e.g. ``query_key[i]``), which the
-attention adds to its q and k inputs (``q = W_q (h + pos)``, ``k = W_k (h + pos)``,
-``v = W_v h``); the three fields above stay as they are.
+Nothing is carried from one call to the next, or from one block to the next.
 
 What a join does to the relative encodings is fixed at construction: the host passes each
 block's relative encoding through :meth:`Join.adapt_relative` (LaPE wraps a bias in
@@ -58,6 +57,7 @@ class JoinTerms:
     entry: torch.Tensor | None = None
     residual: Terms = ()
     attention: Terms = ()
+    query_key: Terms = ()
 
     def residual_at(self, index: int) -> torch.Tensor | None:
         """The term added to the residual stream entering block ``index``, or None."""
@@ -66,6 +66,10 @@ class JoinTerms:
     def attention_at(self, index: int) -> torch.Tensor | None:
         """The term added to block ``index``'s normalised attention input, or None."""
         return self.attention[index] if index < len(self.attention) else None
+
+    def query_key_at(self, index: int) -> torch.Tensor | None:
+        """The term added to block ``index``'s query and key inputs only (not its values), or None."""
+        return self.query_key[index] if index < len(self.query_key) else None
 
 
 class Join(SlotEntry, nn.Module):
