@@ -15,7 +15,7 @@ import torch
 
 from ..grid import Grid
 from ..registry import ABSOLUTE
-from .absolute import AbsoluteEncoding
+from .absolute import FixedTableEncoding
 from .base import SlotContext
 from .sincos import interleave_sin_cos, sincos_frequencies
 
@@ -37,7 +37,7 @@ def detr_sine(grid: Grid, dim: int, *, temperature: float = 10000.0) -> torch.Te
 
 
 @ABSOLUTE.register("sine")
-class SinePosition(AbsoluteEncoding):
+class SinePosition(FixedTableEncoding):
     """DETR's sine encoding: y then x, indices normalised to the image (see the module docstring)."""
 
     def __init__(self, ctx: SlotContext) -> None:
@@ -45,5 +45,5 @@ class SinePosition(AbsoluteEncoding):
             raise ValueError(f"sine needs an embedding width divisible by 4, got {ctx.embed_dim}")
         super().__init__(ctx)
 
-    def forward(self, grid: Grid) -> torch.Tensor:
-        return self._fixed(grid, lambda g: detr_sine(g, self.embed_dim))
+    def float64_table(self, grid: Grid, device: torch.device | None = None) -> torch.Tensor:
+        return detr_sine(grid, self.embed_dim).to(device)
