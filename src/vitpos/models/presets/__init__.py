@@ -2,3 +2,4 @@
 
 from . import cpvt, deit, irpe, lape, thesis  # noqa: F401  (registration)
 from . import pvt, swin  # noqa: F401  (registration)
+from . import fpn  # noqa: F401  (registration)
