@@ -1,7 +1,8 @@
 """Data sets that hand out whole batches: ``dataset[indices] -> (uint8 images, targets)``.
 
 Every source (synthetic, CIFAR, digits, image folders) yields uint8 images of shape
-(B, C, H, W) and either integer class labels (B,) or float regression targets (B, K).
+(B, C, H, W) and either integer class labels (B,), float regression targets (B, K) or
+integer segmentation masks (B, H, W).
 Conversion to float, augmentation and normalisation happen later, on the training device
 (:mod:`vitpos.data.transforms`).
 """
@@ -39,9 +40,9 @@ class DataInfo:
 
     spec: str
     """The data spec it was opened from, e.g. ``synthetic:direction``."""
-    task: Literal["classification", "regression"]
+    task: Literal["classification", "regression", "segmentation"]
     classes: tuple[str, ...] = ()
-    """Class names (classification) in label order."""
+    """Class names (classification, and segmentation's per-pixel labels) in label order."""
     target_names: tuple[str, ...] = ()
     """Names of the regression targets, e.g. ('dx', 'dy')."""
     channels: int = 3
@@ -55,8 +56,8 @@ class DataInfo:
 
     @property
     def num_outputs(self) -> int:
-        """Classes for classification, targets for regression: the model's ``num_classes``."""
-        return len(self.classes) if self.task == "classification" else len(self.target_names)
+        """Classes (classification, segmentation) or regression targets: the model's ``num_classes``."""
+        return len(self.target_names) if self.task == "regression" else len(self.classes)
 
 
 class ImageDataset(Dataset):
