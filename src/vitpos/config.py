@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .errors import ConfigError
+from .grid import patch_grid
 from .registry import ABSOLUTE, CONDITIONAL, JOIN, RELATIVE, Registry
 from .spec import SlotSpec
 from .validation import bounded, check_fields
@@ -188,3 +189,30 @@ class ModelConfig(HostConfig):
     def num_prefix_tokens(self) -> int:
         """Class token plus registers."""
         return int(bool(self.class_token)) + self.reg_tokens
+
+    @property
+    def num_stages(self) -> int:
+        """The plain ViT is a pyramid of one stage."""
+        return 1
+
+    @property
+    def stride(self) -> int:
+        """Pixels per token: the patch size."""
+        return self.patch_size
+
+    @property
+    def embed_dims(self) -> tuple[int, ...]:
+        """Token width of each stage: ``(embed_dim,)``."""
+        return (self.embed_dim,)
+
+    def stage_grid(self, stage: int, image_hw: tuple[int, int] | None = None) -> tuple[int, int]:
+        """The token grid (H, W) of ``stage`` (only 0) for ``image_hw`` (default: the training size)."""
+        return self.stage_grids(image_hw or self.image_hw)[stage]
+
+    def stage_grids(self, image_hw: tuple[int, int]) -> list[tuple[int, int]]:
+        """The token grid of the one stage for an image of size ``image_hw``; raises if it does not fit."""
+        return [patch_grid(image_hw, self.patch_size, pad=self.pad_to_patch)]
+
+    def stage_prefix_tokens(self, stage: int) -> int:
+        """Prefix tokens of ``stage`` (only 0): class token plus registers."""
+        return self.num_prefix_tokens

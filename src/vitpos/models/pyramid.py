@@ -109,6 +109,10 @@ class PyramidTransformer(nn.Module):
         """Images (B, C, H, W) -> one feature map (B, C_s, H_s, W_s) per stage, for dense heads."""
         return self.forward_stages(x)[0]
 
+    def forward_tokens(self, x: torch.Tensor) -> torch.Tensor:
+        """Images (B, C, H, W) -> the last stage's normalised tokens (B, P + H*W, C)."""
+        return self.forward_stages(x)[1]
+
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
         """Pool the last stage's tokens (class token or mean of patch tokens) and classify."""
         x = x[:, 0] if self.cfg.head == "cls" else x[:, self.num_prefix_tokens :].mean(dim=1)
@@ -116,10 +120,15 @@ class PyramidTransformer(nn.Module):
         return x if pre_logits else self.head(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_stages(x)[1])
+        return self.forward_head(self.forward_tokens(x))
+
+    def position_parameters(self) -> dict[str, nn.Parameter]:
+        """Every parameter of the four position slots of every stage, by name."""
+        parts = (".absolute.", ".join.", ".conditional.", ".relative.")
+        return {n: p for n, p in self.named_parameters() if any(part in n for part in parts)}
 
     def no_weight_decay(self) -> set[str]:
         """Parameter names exempt from weight decay: the class token and position parameters."""
-        parts = (".absolute.", ".join.", ".conditional.", ".relative.")
-        return {n for n, _ in self.named_parameters() if n == "cls_token" or any(p in n for p in parts)}
+        prefix = {n for n, _ in self.named_parameters() if n == "cls_token"}
+        return prefix | set(self.position_parameters())
 

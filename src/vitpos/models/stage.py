@@ -40,6 +40,7 @@ class Stage(nn.Module):
     ) -> None:
         super().__init__()
         self.index = index
+        self.num_prefix_tokens = ctx.num_prefix_tokens
         try:
             self.absolute = position.entry("absolute").from_spec(position.spec("absolute"), ctx)
             self.join = position.entry("join").from_spec(position.spec("join"), ctx)

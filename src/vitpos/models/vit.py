@@ -31,7 +31,8 @@ class VisionTransformer(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.num_classes = cfg.num_classes
-        self.embed_dim = cfg.embed_dim
+        self.embed_dim = self.num_features = cfg.embed_dim
+        self.index = 0
         self.num_prefix_tokens = cfg.num_prefix_tokens
         self.patch_embed = PatchEmbed(cfg.patch_size, cfg.in_chans, cfg.embed_dim, pad=cfg.pad_to_patch)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.embed_dim)) if cfg.class_token else None
@@ -60,6 +61,17 @@ class VisionTransformer(nn.Module):
         self.head_drop = nn.Dropout(cfg.drop_rate)
         self.head = init_linear(nn.Linear(cfg.embed_dim, cfg.num_classes)) if cfg.num_classes else nn.Identity()
 
+    @property
+    def stages(self) -> nn.ModuleList:
+        """The one stage (this model holds its slots and blocks itself; not registered as a submodule)."""
+        stages = nn.ModuleList()
+        stages._modules["0"] = self  # a view: no parameter is registered twice
+        return stages
+
+    def stage_grids(self, image_hw: tuple[int, int]) -> list[Grid]:
+        """The token grid of the one stage for an image of size ``image_hw``; raises if it does not fit."""
+        return self.cfg.stage_grids(image_hw)
+
     def grid_for(self, image_hw: tuple[int, int]) -> Grid:
         """The token grid this model uses for an image of size ``image_hw``."""
         return patch_grid(image_hw, self.cfg.patch_size, pad=self.cfg.pad_to_patch)
@@ -71,6 +83,10 @@ class VisionTransformer(nn.Module):
     def _prepend_prefix(self, x: torch.Tensor) -> torch.Tensor:
         prefix = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.reg_token) if t is not None]
         return torch.cat([*prefix, x], dim=1) if prefix else x
+
+    def forward_tokens(self, x: torch.Tensor) -> torch.Tensor:
+        """Images (B, C, H, W) -> normalised tokens (B, P + H*W, D)."""
+        return self.forward_features(x)
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """Images (B, C, H, W) -> normalised tokens (B, P + H*W, D)."""
@@ -89,7 +105,12 @@ class VisionTransformer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(x))
 
+    def position_parameters(self) -> dict[str, nn.Parameter]:
+        """Every parameter of the four position slots, by name."""
+        slots = ("absolute.", "join.", "conditional.")
+        return {n: p for n, p in self.named_parameters() if n.startswith(slots) or ".attn.relative." in n}
+
     def no_weight_decay(self) -> set[str]:
         """Parameter names exempt from weight decay: prefix tokens and position parameters."""
-        exempt = ("cls_token", "reg_token", "absolute.", "join.", "conditional.")
-        return {n for n, _ in self.named_parameters() if n.startswith(exempt) or ".attn.relative." in n}
+        prefix = {n for n, _ in self.named_parameters() if n in ("cls_token", "reg_token")}
+        return prefix | set(self.position_parameters())

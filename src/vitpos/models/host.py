@@ -1,0 +1,68 @@
+"""The Host protocol: what every host (ViT, PVT, Swin, ...) offers the tools that use it.
+
+The engine, the analysis commands, the study and export rely only on these names. A host is a
+pyramid of stages (the plain ViT is a pyramid of one stage with no downsampling after it):
+every stage holds the four position slots at its own width and grid (:class:`~.stage.Stage`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import torch
+from torch import nn
+
+from ..grid import Grid
+
+if TYPE_CHECKING:
+    from ..config import HostConfig
+
+__all__ = ["Host"]
+
+
+@runtime_checkable
+class Host(Protocol):
+    """A vision transformer with position slots per stage, as the tools see it.
+
+    ``cfg`` is the host's config (:class:`~vitpos.config.HostConfig`): it knows the stages'
+    number, widths, grids and prefix tokens without building the model. ``stages`` holds one
+    :class:`~.stage.Stage` per stage (``.index``, ``.absolute``, ``.join``, ``.conditional``,
+    ``.blocks``, ``.num_prefix_tokens``, ``.position_encoding(grid)``); every block's ``attn``
+    returns its softmax weights with ``return_weights=True``.
+    """
+
+    cfg: HostConfig
+    num_classes: int
+    num_features: int
+    """Width of the last stage's tokens (what the head reads)."""
+    num_prefix_tokens: int
+    """Prefix tokens (class and register tokens) of the last stage."""
+    stages: nn.ModuleList
+
+    def stage_grids(self, image_hw: tuple[int, int]) -> list[Grid]:
+        """The token grid of every stage for an image of size ``image_hw``; raises if it does not fit."""
+        ...
+
+    def forward_features(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """Images -> one map (B, C_s, H_s, W_s) per stage; the last one after the final norm."""
+        ...
+
+    def forward_tokens(self, x: torch.Tensor) -> torch.Tensor:
+        """Images -> the last stage's normalised tokens (B, P + H*W, C), prefix tokens first."""
+        ...
+
+    def forward_head(self, tokens: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        """Pool the last stage's tokens and classify (or return the pooled features)."""
+        ...
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Images -> logits: ``forward_head(forward_tokens(x))``."""
+        ...
+
+    def no_weight_decay(self) -> set[str]:
+        """Parameter names exempt from weight decay: prefix tokens and position parameters."""
+        ...
+
+    def position_parameters(self) -> dict[str, nn.Parameter]:
+        """Every parameter of the four position slots of every stage, by its name in the model."""
+        ...
