@@ -81,3 +81,21 @@ def test_no_weight_decay_names_exist_in_the_model() -> None:
     assert "backbone.cls_token" in exempt and exempt <= names
     assert any(".absolute." in n for n in exempt)
     assert isinstance(model, SemanticFPN)
+
+
+@pytest.mark.parametrize("backbone", ["pvt", "swin"])
+def test_bf16_autocast_on_cpu_runs_forward_and_backward(backbone: str, one_thread) -> None:
+    model = create_model(tiny_fpn(backbone, conditional="peg@0"))
+    x, masks = torch.randn(2, 3, 32, 48), torch.randint(0, 3, (2, 32, 48))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(x)
+    assert logits.dtype == torch.bfloat16 and logits.shape == (2, 3, 32, 48)
+    loss = F.cross_entropy(logits.float(), masks)
+    loss.backward()
+    assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    model.eval()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        low = model(x).float()
+    with torch.no_grad():
+        full = model(x)
+    assert (low - full).abs().max() < 0.05 * full.abs().max() + 0.05
