@@ -102,7 +102,7 @@ def test_join_strings_normalise_flags_before_options():
                             r"scalar_norm, channel_norm, ln\)"),
         ("lape:chain", r"unknown flag 'chain'; valid flags: chained"),
         ("lape:k=3", r"unknown option 'k'; valid options: eta, form"),
-        ("everywhere", r"unknown join 'everywhere'; valid values: input, lape, shared, unshared"),
+        ("everywhere", r"unknown join 'everywhere'; valid values: detr, input, lape, shared, unshared"),
     ],
 )
 def test_bad_join_strings_say_what_is_wrong(join, pattern):

@@ -6,7 +6,7 @@ import argparse
 
 import torch
 
-from ..models.factory import create_model, get_config, list_models
+from ..models.factory import TASKS, create_model, get_config, list_models
 
 
 def count_parameters(name: str) -> int:
@@ -17,7 +17,7 @@ def count_parameters(name: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    names = list_models(args.pattern)
+    names = list_models(args.pattern, task=args.task)
     if not names:
         raise ValueError(f"no model matches {args.pattern!r}; run 'vitpos models' for the full list")
     header = f"{'model':48s} {'params':>12s}  absolute / join / conditional / relative"
@@ -32,4 +32,5 @@ def run(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("models", help="list model presets", description="List model presets.")
     p.add_argument("pattern", nargs="?", default="*", help="shell-style filter, e.g. 'cpvt*'")
+    p.add_argument("--task", choices=TASKS, help="only presets for this task (default: all)")
     p.set_defaults(func=run)

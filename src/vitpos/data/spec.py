@@ -7,15 +7,19 @@ from .cifar import load_cifar_splits
 from .dataset import DataSplits
 from .digits import load_digits_splits
 from .folders import load_folder_splits
+from .coco import load_coco_splits
 from .masks import load_mask_splits
 from .synthetic import TASKS, SyntheticTask
+from .synthetic_detect import SyntheticDetection
 from .synthetic_segment import SEGMENT_TASKS, SyntheticSegmentation
 
 __all__ = ["open_data", "DATA_FORMS"]
 
 DATA_FORMS = {
     "synthetic": "synthetic:TASK[:img=32|HxW][:square=PATCH][:train=5000][:val=1000][:test=1000][:seed=0][:free]",
+    "detect": "synthetic:detect[:img=64|HxW][:objects=4][:min=6][:max=16][:train=1000][:val=200][:test=200][:seed=0]",
     "folder": "folder:PATH",
+    "coco": "coco:PATH",
     "masks": "masks:PATH[:classes=N][:reduce_zero]",
     "cifar10": "cifar10:PATH",
     "cifar100": "cifar100:PATH",
@@ -30,6 +34,7 @@ def _image_size(text: str) -> int | tuple[int, int]:
 
 
 _SYNTHETIC_OPTIONS = {"img": _image_size, "square": int, "train": int, "val": int, "test": int, "seed": int}
+_DETECT_OPTIONS = {"img": _image_size, "objects": int, "min": int, "max": int, "train": int, "val": int, "test": int, "seed": int}
 
 
 def _forms() -> str:
@@ -43,9 +48,11 @@ def open_data(spec: str, *, patch_size: int | None = None) -> DataSplits:
     otherwise.
     """
     kind, _, rest = spec.partition(":")
-    if kind in ("folder", "cifar10", "cifar100"):
+    if kind in ("folder", "cifar10", "cifar100", "coco"):
         if not rest:
             raise SpecError(f"data spec {spec!r} needs a path: {DATA_FORMS[kind]}")
+        if kind == "coco":
+            return load_coco_splits(rest)
         return load_folder_splits(rest) if kind == "folder" else load_cifar_splits(kind, rest)
     if kind == "masks":
         return _masks(spec, rest)
@@ -55,7 +62,17 @@ def open_data(spec: str, *, patch_size: int | None = None) -> DataSplits:
     if kind == "digits":
         parsed.check_flags(set())
         return load_digits_splits(**parsed.typed_options({"seed": int}))
+    if "detect" in parsed.flags:
+        return _synthetic_detect(parsed).splits()
     return _synthetic(parsed, patch_size).splits()
+
+
+def _synthetic_detect(parsed: SlotSpec) -> SyntheticDetection:
+    parsed.check_no_placement()
+    parsed.check_flags({"detect"})
+    opts = parsed.typed_options(_DETECT_OPTIONS)
+    names = {"img": "img_size", "min": "min_size", "max": "max_size"}
+    return SyntheticDetection(**{names.get(k, k): v for k, v in opts.items()})
 
 
 def _synthetic(parsed: SlotSpec, patch_size: int | None) -> SyntheticTask:

@@ -1,6 +1,6 @@
 """Position encodings, one registered class per method; importing this fills the registries."""
 
-from . import absolute, conditional, join, lape, peg, relative  # noqa: F401  (registration)
+from . import absolute, conditional, detr_join, join, lape, peg, relative, sine  # noqa: F401  (registration)
 from .base import SlotContext, SlotEntry
 
 __all__ = ["SlotContext", "SlotEntry"]

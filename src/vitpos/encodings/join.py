@@ -30,7 +30,8 @@ class Join(SlotEntry, EvalMemo):
     The host calls :meth:`bind_absolute` once at construction, then passes each block's relative
     encoding through :meth:`adapt_relative`. Per forward it calls :meth:`enter` once before
     block 0, then for every block ``i`` :meth:`before_block` on the residual stream and
-    :meth:`attention_pos`, whose result is added to the block's normalised attention input.
+    :meth:`attention_pos`, whose result is added to the block's normalised attention input, and
+    :meth:`attention_qk_pos`, added to its query and key inputs only (``detr``).
     """
 
     def __init__(self, ctx: SlotContext) -> None:
@@ -61,6 +62,10 @@ class Join(SlotEntry, EvalMemo):
 
     def attention_pos(self, index: int, pe: torch.Tensor | None, grid: Grid) -> torch.Tensor | None:
         """A term added to block ``index``'s normalised attention input, or None."""
+        return None
+
+    def attention_qk_pos(self, index: int, pe: torch.Tensor | None, grid: Grid) -> torch.Tensor | None:
+        """A term added to block ``index``'s query and key inputs only (not values), or None."""
         return None
 
     def adapt_relative(self, index: int, relative: RelativePosition | None) -> RelativePosition | None:

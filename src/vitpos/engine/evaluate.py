@@ -1,4 +1,4 @@
-"""Evaluation: loss and top-1/top-5 or R² on a split, at one or several input resolutions.
+"""Evaluation: loss and top-1/top-5, R², COCO AP or mIoU on a split, at one or several input resolutions.
 
 At another resolution the model runs as trained, without fine-tuning: learned position tables
 are resampled to the new grid, fixed ones recomputed, everything else as is (CPVT §4.2).
@@ -10,36 +10,21 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..data.dataset import ImageDataset, as_size, iterate_batches
-from ..data.transforms import normalize, soft_cross_entropy, to_float
+from ..data.transforms import normalize, to_float
 from .distributed import Dist, eval_batches
-from .metrics import RunningMetrics, primary_metric
+from .metrics import primary_metric
 from .precision import Precision
+from .tasks import loss_precision, task_for, task_loss
 
 __all__ = ["task_loss", "evaluate", "evaluate_resolutions", "resolution_table", "loss_precision", "input_dtype"]
-
-
-def loss_precision(outputs: torch.Tensor) -> torch.Tensor:
-    """Outputs in at least float32: bf16/fp16 autocast outputs are upcast, a float64 model stays float64."""
-    return outputs if outputs.dtype == torch.float64 else outputs.float()
 
 
 def input_dtype(model: nn.Module) -> torch.dtype:
     """The dtype a model's inputs are cast to: that of its first floating parameter (float32 by default)."""
     return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
-
-
-def task_loss(outputs: torch.Tensor, targets: torch.Tensor, task: str, label_smoothing: float = 0.0) -> torch.Tensor:
-    """Cross entropy (hard or soft targets) for classification, mean squared error for regression."""
-    outputs = loss_precision(outputs)
-    if task == "regression":
-        return F.mse_loss(outputs, targets.to(outputs.dtype))
-    if targets.is_floating_point():
-        return soft_cross_entropy(outputs, targets)
-    return F.cross_entropy(outputs, targets, label_smoothing=label_smoothing)
 
 
 @torch.no_grad()
@@ -53,13 +38,14 @@ def evaluate(
     precision: Precision | None = None,
     workers: int = 0,
 ) -> dict[str, float]:
-    """Loss and acc1/acc5 (percent) or r2 of ``model`` on ``dataset``, over all processes;
-    ``precision`` gives the autocast (none by default)."""
+    """Loss and acc1/acc5 (percent), r2, AP (detection) or miou (segmentation) of ``model`` on ``dataset``, over all
+    processes; ``precision`` gives the autocast (none by default)."""
     device = torch.device(device) if device is not None else next(model.parameters()).device
     info = dataset.info
     was_training = model.training
     model.eval()
-    metrics = RunningMetrics(info.task, info.num_outputs, device)
+    task = task_for(info, model)
+    metrics = task.metrics(device, image_hw=dataset.image_size)
     dtype = input_dtype(model)
     batches = eval_batches(len(dataset), batch_size, ctx)
     for images, targets in iterate_batches(dataset, batches, workers, pin_memory=device.type == "cuda"):
@@ -67,7 +53,7 @@ def evaluate(
         targets = targets.to(device, non_blocking=True)
         with (precision or Precision(device.type)).autocast():
             outputs = loss_precision(model(x))
-        metrics.add_loss(task_loss(outputs, targets, info.task), len(x))
+        metrics.add_loss(task.loss(outputs, targets), len(x))
         metrics.add_predictions(outputs, targets)
     model.train(was_training)
     return metrics.reduced(ctx).compute()
@@ -103,12 +89,12 @@ def resolution_table(rows: list[tuple[str, int, dict[tuple[int, int], dict[str, 
     the first show their difference to the first row in parentheses, as CPVT does.
     """
     metric = primary_metric(task)
-    unit = "(%)" if metric == "acc1" else "(R²)"
+    unit = "(R²)" if metric == "r2" else {"AP": "(AP, %)", "miou": "(mIoU, %)"}.get(metric, "(%)")
     sizes = list(dict.fromkeys(hw for _, _, results in rows for hw in results))
     header = ["Model", "Params", *(f"{_size_label(hw)}{unit}" for hw in sizes)]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     base = rows[0][2] if rows else {}
-    fmt = "{:.1f}" if metric == "acc1" else "{:.3f}"
+    fmt = "{:.3f}" if metric == "r2" else "{:.1f}"
     for i, (name, params, results) in enumerate(rows):
         cells = [name, _params(params)]
         for hw in sizes:

@@ -36,13 +36,13 @@ from ..released import load_checkpoint as load_initial_weights
 from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_checkpoint, load_weights, save_checkpoint
 from .config import TrainConfig
 from .distributed import Dist, epoch_batches, setup, steps_per_epoch, teardown
-from .evaluate import evaluate, input_dtype, loss_precision, task_loss
-from .metrics import RunningMetrics
+from .evaluate import evaluate, input_dtype, loss_precision
 from .optim import ModelEma, WarmupCosine, build_optimizer
 from .precision import Precision
 from .records import write_history, write_run_config, write_summary
 from .run_lock import locked_run_folder
 from .setup import check_model_fits_data
+from .tasks import task_for
 
 __all__ = ["train", "TrainResult", "build_augment", "RunChangedWarning"]
 
@@ -83,8 +83,8 @@ def build_augment(cfg: TrainConfig, info: DataInfo) -> Augment:
                 f"{', '.join(moving)} move things within the image and would change the labels of "
                 f"{info.spec}; leave them off for synthetic tasks"
             )
-    if info.task == "regression" and (cfg.mixup or cfg.cutmix or cfg.label_smoothing):
-        raise ValueError(f"mixup, cutmix and label_smoothing need a classification task; {info.spec} is regression")
+    if info.task != "classification" and (cfg.mixup or cfg.cutmix or cfg.label_smoothing):
+        raise ValueError(f"mixup, cutmix and label_smoothing need a classification task; {info.spec} is {info.task}")
     default_on = info.photographic
     return Augment(
         info.mean,
@@ -123,6 +123,7 @@ class _Trainer:
         if cfg.init_pe:
             load_position_encoding(self.model, cfg.init_pe)
         self.model = self.model.to(device)
+        self.task = task_for(self.info, self.model)
         self.optimizer = build_optimizer(self.model, cfg.lr, cfg.weight_decay, cfg.betas)
         self.precision = Precision.for_run(cfg.amp, cfg.amp_dtype, cfg.cpu_amp, device)
         self.scaler = self.precision.scaler()
@@ -130,7 +131,7 @@ class _Trainer:
         self.run_dir = Path(cfg.run_dir) if cfg.run_dir else None
         self.epoch, self.batch, self.step = 0, 0, 0
         self.history: list[dict[str, Any]] = []
-        self.running = RunningMetrics(self.info.task, self.info.num_outputs, device)
+        self.running = self.task.metrics(device)
         self.last_checkpoint: Path | None = None
         self._check_run_dir(resume)
 
@@ -252,7 +253,7 @@ class _Trainer:
             lr = self.schedule.apply(self.optimizer, self.step)
             with self.precision.autocast():
                 outputs = loss_precision(self.net(x))
-            loss = task_loss(outputs, y, info.task, cfg.label_smoothing)
+            loss = self.task.loss(outputs, y, cfg.label_smoothing)
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.scale(loss).backward()
             if cfg.grad_clip:
@@ -264,7 +265,7 @@ class _Trainer:
                 self.ema.update(self.model)
             self.running.add_loss(loss, len(x))
             if not self.augment.mixes:
-                self.running.add_predictions(outputs.detach(), targets)
+                self.running.add_predictions(outputs, targets)
             self.step += 1
             self.batch += 1
             bar.update(1)
@@ -281,7 +282,7 @@ class _Trainer:
         row |= {"time_s": elapsed, "images_per_s": (self.batch - first) * cfg.batch_size / elapsed}
         self.history.append(row)
         self.epoch, self.batch = self.epoch + 1, 0
-        self.running = RunningMetrics(info.task, info.num_outputs, device)
+        self.running = self.task.metrics(device)
         if self.run_dir is not None and ctx.is_main:
             write_history(self.run_dir, self.history)
         self._save(lr)

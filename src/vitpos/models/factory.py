@@ -13,7 +13,7 @@ from ..config import HostConfig, ModelConfig
 from ..errors import ConfigError
 from ..registry import ARCHITECTURES, MODELS
 
-__all__ = ["create_model", "list_models", "get_config", "config_from_dict"]
+__all__ = ["create_model", "list_models", "get_config", "config_from_dict", "preset_task", "TASKS"]
 
 
 def get_config(name: str | HostConfig, **overrides: Any) -> HostConfig:
@@ -50,9 +50,21 @@ def create_model(
     return ARCHITECTURES.get(cfg.arch)(cfg)
 
 
-def list_models(pattern: str = "*") -> list[str]:
-    """Preset names matching a shell-style ``pattern``."""
-    return [n for n in MODELS.names() if fnmatch.fnmatch(n, pattern)]
+TASKS = ("classification", "detection", "segmentation")
+"""What presets predict: one output vector per image (classification, or regression with its
+head resized), objects (the DETR presets), or a class per pixel (the Semantic FPN presets)."""
+
+
+def preset_task(name: str) -> str:
+    """What preset ``name`` predicts: one of :data:`TASKS`."""
+    return getattr(MODELS.get(name), "task", "classification")
+
+
+def list_models(pattern: str = "*", task: str | None = None) -> list[str]:
+    """Preset names matching a shell-style ``pattern``; ``task`` keeps those of one task (:data:`TASKS`)."""
+    if task is not None and task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; valid tasks: {', '.join(TASKS)}")
+    return [n for n in MODELS.names() if fnmatch.fnmatch(n, pattern) and task in (None, preset_task(n))]
 
 
 def config_from_dict(data: dict[str, Any]) -> HostConfig:

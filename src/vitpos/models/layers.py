@@ -107,9 +107,15 @@ class Attention(nn.Module):
         num_prefix_tokens: int,
         mask: torch.Tensor | None = None,
         return_weights: bool = False,
+        qk_pos: torch.Tensor | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """``qk_pos`` (broadcastable to x) is added to the query and key inputs only: q, k from
+        ``x + qk_pos``, v from ``x`` (DETR's encoder)."""
         b, n, c = x.shape
-        qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        qkv = self.qkv(x)
+        if qk_pos is not None:  # W_qk (x + pos) + b = W_qk x + b + W_qk pos, pos projected once per batch
+            qkv = qkv + F.pad(F.linear(qk_pos, self.qkv.weight[: 2 * c]), (0, c))
+        qkv = qkv.reshape(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)  # B, heads, N, head_dim
         return self.project(self.attend(q, k, v, grid, num_prefix_tokens, mask, return_weights))
 
@@ -177,7 +183,8 @@ class DropPath(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-norm transformer block; ``pos`` (if given) is added to the normalised attention input."""
+    """Pre-norm transformer block; ``pos`` (if given) is added to the normalised attention input,
+    ``qk_pos`` to its query and key inputs only."""
 
     def __init__(
         self,
@@ -204,12 +211,26 @@ class Block(nn.Module):
         self.drop_path2 = DropPath(drop_path)
 
     def forward(
-        self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int, pos: torch.Tensor | None = None
+        self,
+        x: torch.Tensor,
+        grid: Grid,
+        num_prefix_tokens: int,
+        pos: torch.Tensor | None = None,
+        qk_pos: torch.Tensor | None = None,
     ) -> torch.Tensor:
         h = self.norm1(x)
         if pos is not None:
             h = h + pos
-        x = x + self.drop_path1(self.attn(h, grid, num_prefix_tokens))
+        if qk_pos is None:
+            out = self.attn(h, grid, num_prefix_tokens)
+        elif type(self.attn).forward is Attention.forward:
+            out = self.attn(h, grid, num_prefix_tokens, qk_pos=qk_pos)
+        else:
+            raise ValueError(
+                f"a position on queries and keys only (join 'detr') needs global attention; {type(self.attn).__name__} "
+                "does not take one: use another join on this host"
+            )
+        x = x + self.drop_path1(out)
         return x + self.drop_path2(self.mlp(self.norm2(x)))
 
 
@@ -224,13 +245,14 @@ def run_blocks(
     pos_drop: nn.Module,
 ) -> torch.Tensor:
     """Run ``blocks`` with the slot hooks: the join's entry, conditional generators at their
-    positions (-1 = before block 0, i = after block i), and the join's per-block terms."""
+    positions (-1 = before block 0, i = after block i), and the join's per-block terms (on the
+    attention input, or on its queries and keys only)."""
     x = pos_drop(join.enter(x, pe, grid))
     if conditional is not None and -1 in conditional.positions:
         x = conditional(-1, x, grid, num_prefix_tokens)
     for i, block in enumerate(blocks):
         x = join.before_block(i, x, pe, grid)
-        x = block(x, grid, num_prefix_tokens, join.attention_pos(i, pe, grid))
+        x = block(x, grid, num_prefix_tokens, join.attention_pos(i, pe, grid), join.attention_qk_pos(i, pe, grid))
         if conditional is not None and i in conditional.positions:
             x = conditional(i, x, grid, num_prefix_tokens)
     return x

@@ -40,6 +40,11 @@ class SemanticFPNConfig(PyramidConfig):
     """Channel dropout before the classifier: 0.1 in the released PVT/CPVT configs (mmseg's FPNHead);
     the paper has none (set 0)."""
 
+    @property
+    def task(self) -> str:
+        """What the model predicts: ``segmentation`` (a class per pixel)."""
+        return "segmentation"
+
     def _check_host(self) -> None:
         if self.head_dim % self.norm_groups:
             raise ConfigError(

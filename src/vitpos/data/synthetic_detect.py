@@ -1,0 +1,118 @@
+"""A synthetic detection task from the red-green generator: coloured squares on black, find each.
+
+Every image holds 1 to ``objects`` squares (uniformly many) of random side (``min_size`` to
+``max_size`` pixels), random position and random colour (red, green, blue or yellow: the four
+classes), never overlapping, on a black background. The targets are the squares' classes and
+boxes (normalised cx, cy, w, h), padded to ``objects`` rows (:mod:`vitpos.detection.targets`).
+Like the red-green tasks, every split is a pure function of the fields and can be drawn at any
+image size (squares keep their pixel sizes), so a model trained at one size is evaluated at others.
+Spec: ``synthetic:detect[:img=64|HxW][:objects=4][:min=6][:max=16][:train=1000][:val=200][:test=200][:seed=0]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..detection.targets import ObjectTargets, pad_objects
+from ..errors import ConfigError
+from ..validation import bounded, check_fields
+from .dataset import DataInfo, DataSplits, Size, TensorImages, as_size
+
+__all__ = ["SyntheticDetection", "DetectionImages", "DETECT_COLOURS"]
+
+DETECT_COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255), "yellow": (255, 255, 0)}
+"""The classes, in label order, and their colours."""
+_SPLIT_STREAM = {"train": 10, "val": 11, "test": 12}
+
+
+@dataclass(frozen=True)
+class SyntheticDetection:
+    """The task; every split is a pure function of these fields."""
+
+    img_size: int | tuple[int, int] = bounded(64, ge=1)
+    objects: int = bounded(4, ge=1)
+    """The most squares in one image (each image holds 1 to ``objects``)."""
+    min_size: int = bounded(6, ge=1)
+    """Smallest square side in pixels."""
+    max_size: int = bounded(16, ge=1)
+    """Largest square side in pixels."""
+    train: int = bounded(1000, ge=1)
+    val: int = bounded(200, ge=1)
+    test: int = bounded(200, ge=1)
+    seed: int = bounded(0, ge=0)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        h, w = as_size(self.img_size)
+        if self.min_size > self.max_size:
+            raise ConfigError(f"min={self.min_size} is larger than max={self.max_size}; give min <= max")
+        if min(h, w) < 2 * self.max_size:
+            raise ConfigError(f"a {h}x{w} image is too small for squares of up to {self.max_size} pixels; use img >= {2 * self.max_size}")
+
+    @property
+    def spec(self) -> str:
+        """The data spec that opens exactly this task (the options that are not the default)."""
+        h, w = as_size(self.img_size)
+        parts = ["synthetic:detect"]
+        if (h, w) != (64, 64):
+            parts.append(f"img={h}" if h == w else f"img={h}x{w}")
+        defaults, names = SyntheticDetection(), {"min_size": "min", "max_size": "max"}
+        fields = ("objects", "min_size", "max_size", "train", "val", "test", "seed")
+        parts += [f"{names.get(k, k)}={getattr(self, k)}" for k in fields if getattr(self, k) != getattr(defaults, k)]
+        return ":".join(parts)
+
+    @property
+    def info(self) -> DataInfo:
+        return DataInfo(self.spec, "detection", classes=tuple(DETECT_COLOURS), position_sensitive=True)
+
+    def splits(self) -> DataSplits:
+        """Train, val and test splits at the task's image size."""
+        return DataSplits(*(self.render(name) for name in ("train", "val", "test")))
+
+    def render(self, split: str, img_size: int | tuple[int, int] | None = None) -> "DetectionImages":
+        """Draw ``split`` at ``img_size`` (default: the task's)."""
+        size = as_size(self.img_size if img_size is None else img_size)
+        task = dataclasses.replace(self, img_size=size)  # validates the new size
+        rng = np.random.default_rng([self.seed, _SPLIT_STREAM[split]])
+        n = getattr(self, split)
+        images = torch.zeros(n, 3, *size, dtype=torch.uint8)
+        objects = [task._draw(rng, images[i]) for i in range(n)]
+        return DetectionImages(images, pad_objects(objects, self.objects), self, split)
+
+    def _draw(self, rng: np.random.Generator, image: torch.Tensor) -> ObjectTargets:
+        """Paint one image's squares in place; its targets."""
+        h, w = image.shape[-2:]
+        boxes: list[tuple[int, int, int, int]] = []
+        labels: list[int] = []
+        colours = list(DETECT_COLOURS.values())
+        wanted = int(rng.integers(1, self.objects + 1))
+        for _ in range(100 * wanted):
+            if len(boxes) == wanted:
+                break
+            side = int(rng.integers(self.min_size, self.max_size + 1))
+            x, y = int(rng.integers(0, w - side + 1)), int(rng.integers(0, h - side + 1))
+            if any(x < bx + bs and bx < x + side and y < by + bs and by < y + side for bx, by, bs, _ in boxes):
+                continue
+            label = int(rng.integers(len(colours)))
+            image[:, y : y + side, x : x + side] = torch.tensor(colours[label], dtype=torch.uint8)[:, None, None]
+            boxes.append((x, y, side, label))
+            labels.append(label)
+        xywh = torch.tensor([[x + s / 2, y + s / 2, s, s] for x, y, s, _ in boxes], dtype=torch.float32).reshape(-1, 4)
+        return ObjectTargets(torch.tensor(labels, dtype=torch.int64), xywh / torch.tensor([w, h, w, h], dtype=torch.float32))
+
+
+class DetectionImages(TensorImages):
+    """A rendered split; :meth:`at_size` draws it anew at the other size."""
+
+    def __init__(self, images: torch.Tensor, targets: torch.Tensor, task: SyntheticDetection, split: str) -> None:
+        super().__init__(images, targets, task.info)
+        self.task = task
+        self.split = split
+
+    def at_size(self, size: int | tuple[int, int]) -> "DetectionImages":
+        size = as_size(size)
+        return self if size == self.image_size else self.task.render(self.split, size)
