@@ -18,6 +18,7 @@ targets), ``in_chans`` and ``img_size``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,13 +29,19 @@ from ..config import SLOT_NAMES, ModelConfig
 from ..data.dataset import DataInfo, DataSplits
 from ..data.spec import open_data
 from ..models.factory import get_config
+from ..registry import ARCHITECTURES
 from ..errors import VitposError
 from .config import TrainConfig
 
-__all__ = ["RunRequest", "fit_model_to_data", "check_model_fits_data", "MODEL_KEYS"]
+__all__ = ["RunRequest", "fit_model_to_data", "check_model_fits_data", "model_keys"]
 
-MODEL_KEYS = frozenset(f.name for f in dataclasses.fields(ModelConfig)) | frozenset(SLOT_NAMES)
-"""Every model field and slot name a request may set."""
+
+@functools.cache
+def model_keys() -> frozenset[str]:
+    """Every field of any host's config (ViT, pyramids, segmenters, ...) and every slot name: what a
+    request may set (the chosen preset's config then refuses fields it does not have)."""
+    configs = {getattr(ARCHITECTURES.get(arch), "config_class", ModelConfig) for arch in ARCHITECTURES}
+    return frozenset(f.name for cls in configs for f in dataclasses.fields(cls)) | frozenset(SLOT_NAMES)
 
 
 @dataclass
@@ -51,9 +58,9 @@ class RunRequest:
         model = dict(self.model)
         self.model = {**(model.pop("position", None) or {}), **model}
         self.train = dict(self.train)
-        unknown = sorted(set(self.model) - MODEL_KEYS)
+        unknown = sorted(set(self.model) - model_keys())
         if unknown:
-            raise ValueError(f"unknown model option(s) {', '.join(unknown)}; valid: {', '.join(sorted(MODEL_KEYS))}")
+            raise ValueError(f"unknown model option(s) {', '.join(unknown)}; valid: {', '.join(sorted(model_keys()))}")
         unknown = sorted(set(self.train) - set(TrainConfig.field_names()))
         if unknown:
             raise ValueError(f"unknown training option(s) {', '.join(unknown)}; valid: {', '.join(TrainConfig.field_names())}")
