@@ -10,6 +10,7 @@ import pytest
 import torch
 import yaml
 
+import vitpos
 from vitpos.cli import main
 from vitpos.engine import RunRequest, train
 from vitpos.errors import VitposError
@@ -21,6 +22,7 @@ TINY_FPN = dict(
     sr_ratios=[4, 2, 1, 1], fpn_dim=16, head_dim=16, norm_groups=4, head_dropout=0.0, drop_path_rate=0.0,
 )
 """pvt_tiny_fpn shrunk to stride 16 and widths 8-32, with a 16-channel FPN and head."""
+HOST_FIELDS = ("patch_size", "embed_dims", "depths", "num_heads", "mlp_ratios", "sr_ratios", "drop_path_rate")
 DATA = "synthetic:segment:img=32:square=8:train=32:val=8:test=8"
 
 
@@ -73,7 +75,7 @@ def test_bf16_autocast_on_cpu_trains(tmp_path: Path) -> None:
     ("pvt_tiny_fpn", "synthetic:direction:img=32:train=8:val=8:test=8", "is a classification task, but the model .* is a segmenter"),
 ])
 def test_models_and_data_of_different_tasks_are_refused(preset: str, data: str, message: str) -> None:
-    model = {k: v for k, v in TINY_FPN.items() if preset.endswith("_fpn") or k not in ("fpn_dim", "head_dim", "norm_groups", "head_dropout")}
+    model = {k: v for k, v in TINY_FPN.items() if preset.endswith("_fpn") or k in HOST_FIELDS}
     with pytest.raises(VitposError, match=message):
         train(*RunRequest(preset, model, {"data": data, "epochs": 1, "batch_size": 8, "progress": False}).resolve())
 
@@ -81,3 +83,11 @@ def test_models_and_data_of_different_tasks_are_refused(preset: str, data: str, 
 def test_augmentations_that_move_pixels_are_refused() -> None:
     with pytest.raises(ValueError, match="hflip move things within the image"):
         train(*request(hflip=0.5).resolve())
+
+
+def test_init_loads_a_classifiers_weights_into_the_host(tmp_path: Path) -> None:
+    source = vitpos.create_model("pvt_tiny", img_size=32, num_classes=10, **{k: v for k, v in TINY_FPN.items() if k in HOST_FIELDS})
+    torch.save(source.state_dict(), tmp_path / "classifier.pth")
+    result = train(*request(epochs=1, lr=0.0, min_lr=0.0, init=str(tmp_path / "classifier.pth")).resolve())  # lr 0: weights stay
+    host = result.model.backbone.state_dict()
+    assert all(torch.equal(v, host[k]) for k, v in source.state_dict().items() if not k.startswith("head"))
