@@ -15,7 +15,9 @@ from vitpos.data.masks import load_mask_splits, resize_masks
 H, W = 12, 16
 
 
-def _write(root: Path, split: str, name: str, mask: np.ndarray, image_hw: tuple[int, int] = (H, W), mode: str = "L") -> Path:
+def _write(
+    root: Path, split: str, name: str, mask: np.ndarray, image_hw: tuple[int, int] = (H, W), mode: str = "L"
+) -> Path:
     (root / "images" / split).mkdir(parents=True, exist_ok=True)
     (root / "annotations" / split).mkdir(parents=True, exist_ok=True)
     pixels = np.random.default_rng(0).integers(0, 255, (*image_hw, 3), dtype=np.uint8)
@@ -65,12 +67,12 @@ def test_reduce_zero_maps_ade20k_ids(folder: Path) -> None:
 def test_class_names_from_classes_txt(folder: Path) -> None:
     (folder / "classes.txt").write_text("wall\nsky\nroad\n")
     assert load_mask_splits(folder).info.classes == ("wall", "sky", "road")
-    with pytest.raises(ValueError, match="classes=4 but .*classes.txt names 3"):
+    with pytest.raises(ValueError, match=r"classes=4 but .*classes\.txt names 3"):
         load_mask_splits(folder, classes=4)
 
 
 def test_missing_class_count_is_explained(folder: Path) -> None:
-    with pytest.raises(ValueError, match="no classes.txt.*classes=N"):
+    with pytest.raises(ValueError, match=r"no classes\.txt.*classes=N"):
         open_data(f"masks:{folder}")
 
 

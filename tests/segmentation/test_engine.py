@@ -24,10 +24,12 @@ TINY_FPN = dict(
 """pvt_tiny_fpn shrunk to stride 16 and widths 8-32, with a 16-channel FPN and head."""
 HOST_FIELDS = ("patch_size", "embed_dims", "depths", "num_heads", "mlp_ratios", "sr_ratios", "drop_path_rate")
 DATA = "synthetic:segment:img=32:square=8:train=32:val=8:test=8"
+DIRECTION = "synthetic:direction:img=32:train=8:val=8:test=8"
 
 
 def request(preset: str = "pvt_tiny_fpn", data: str = DATA, **train_options) -> RunRequest:
-    options = {"data": data, "epochs": 2, "batch_size": 8, "lr": 3e-3, "warmup_epochs": 0, "progress": False, **train_options}
+    options = {"data": data, "epochs": 2, "batch_size": 8, "lr": 3e-3, "warmup_epochs": 0, "progress": False}
+    options |= train_options
     return RunRequest(preset, dict(TINY_FPN), options)
 
 
@@ -38,7 +40,8 @@ def _one_thread(one_thread):
 
 def test_train_and_eval_commands_report_miou(tmp_path: Path, capsys) -> None:
     config = tmp_path / "seg.yaml"
-    config.write_text(yaml.safe_dump({"model": {"preset": "pvt_tiny_peg_gap_fpn", **TINY_FPN}, "train": {"data": DATA, "epochs": 1, "batch_size": 8}}))
+    model = {"preset": "pvt_tiny_peg_gap_fpn", **TINY_FPN}
+    config.write_text(yaml.safe_dump({"model": model, "train": {"data": DATA, "epochs": 1, "batch_size": 8}}))
     run_dir = tmp_path / "run"
     assert main(["train", f"--config={config}", f"--run-dir={run_dir}", "--no-progress"]) == 0
     out = capsys.readouterr().out
@@ -60,7 +63,7 @@ def test_resume_from_a_mid_epoch_checkpoint_is_exact(tmp_path: Path) -> None:
     resumed = train(*request(save_every=2, run_dir=str(cut_dir)).resolve(), resume=True)
     assert without_times(resumed.history) == without_times(full.history)
     assert {"train_miou", "val_miou", "val_aacc"} <= set(full.history[-1])
-    assert all(torch.equal(p, q) for p, q in zip(full.model.parameters(), resumed.model.parameters()))
+    assert all(torch.equal(p, q) for p, q in zip(full.model.parameters(), resumed.model.parameters(), strict=True))
     assert resumed.test == full.test and 0 <= full.test["miou"] <= 100
 
 
@@ -72,7 +75,7 @@ def test_bf16_autocast_on_cpu_trains(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("preset, data, message", [
     ("pvt_tiny", DATA, "is a segmentation task, but the model .* is not a segmenter"),
-    ("pvt_tiny_fpn", "synthetic:direction:img=32:train=8:val=8:test=8", "is a classification task, but the model .* is a segmenter"),
+    ("pvt_tiny_fpn", DIRECTION, "is a classification task, but the model .* is a segmenter"),
 ])
 def test_models_and_data_of_different_tasks_are_refused(preset: str, data: str, message: str) -> None:
     model = {k: v for k, v in TINY_FPN.items() if preset.endswith("_fpn") or k in HOST_FIELDS}
@@ -86,8 +89,10 @@ def test_augmentations_that_move_pixels_are_refused() -> None:
 
 
 def test_init_loads_a_classifiers_weights_into_the_host(tmp_path: Path) -> None:
-    source = vitpos.create_model("pvt_tiny", img_size=32, num_classes=10, **{k: v for k, v in TINY_FPN.items() if k in HOST_FIELDS})
+    host_fields = {k: v for k, v in TINY_FPN.items() if k in HOST_FIELDS}
+    source = vitpos.create_model("pvt_tiny", img_size=32, num_classes=10, **host_fields)
     torch.save(source.state_dict(), tmp_path / "classifier.pth")
-    result = train(*request(epochs=1, lr=0.0, min_lr=0.0, init=str(tmp_path / "classifier.pth")).resolve())  # lr 0: weights stay
+    # at lr 0 the weights stay as loaded
+    result = train(*request(epochs=1, lr=0.0, min_lr=0.0, init=str(tmp_path / "classifier.pth")).resolve())
     host = result.model.backbone.state_dict()
     assert all(torch.equal(v, host[k]) for k, v in source.state_dict().items() if not k.startswith("head"))

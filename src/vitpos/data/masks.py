@@ -18,8 +18,9 @@ side and centre-cropped (bicubic), masks the same way with nearest-neighbour sam
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -36,6 +37,8 @@ T = TypeVar("T")
 
 SPLIT_FOLDERS = {"train": ("training", "train"), "val": ("validation", "val"), "test": ("test",)}
 """Folder names accepted for each split, in order of preference."""
+MASK_MODES = ("L", "P")
+"""Pillow modes of single-channel masks: 8-bit grey values or palette indices, read as class ids."""
 
 
 def resize_masks(masks: torch.Tensor, size: Size) -> torch.Tensor:
@@ -56,7 +59,9 @@ class MaskTensors(TensorImages):
 class MaskFiles(ImageDataset):
     """(image, mask) file pairs, decoded when a batch is drawn; :meth:`at_size` must set the size first."""
 
-    def __init__(self, pairs: list[tuple[Path, Path]], info: DataInfo, reduce_zero: bool = False, size: Size | None = None) -> None:
+    def __init__(
+        self, pairs: list[tuple[Path, Path]], info: DataInfo, reduce_zero: bool = False, size: Size | None = None
+    ) -> None:
         super().__init__(info, size)
         self.pairs = pairs
         self.reduce_zero = reduce_zero
@@ -71,7 +76,7 @@ class MaskFiles(ImageDataset):
         images = torch.stack([decode_image(image, self.image_size) for image, _ in picked])
         return images, torch.stack([self.decode_mask(image, mask) for image, mask in picked])
 
-    def at_size(self, size: int | tuple[int, int]) -> "MaskFiles":
+    def at_size(self, size: int | tuple[int, int]) -> MaskFiles:
         view = copy.copy(self)
         view.image_size = as_size(size)
         return view
@@ -79,7 +84,7 @@ class MaskFiles(ImageDataset):
     def decode_mask(self, image: Path, mask: Path) -> torch.Tensor:
         """The class ids (H, W) int64 of ``mask``, checked against ``image`` and the classes."""
         image_wh = _open(image, "image", lambda img: img.size)
-        mode, mask_wh, ids = _open(mask, "mask", lambda m: (m.mode, m.size, self._ids(m) if m.mode in ("L", "P") else None))
+        mode, mask_wh, ids = _open(mask, "mask", self._read)
         if ids is None:
             raise ValueError(f"mask {mask} has mode {mode}; masks are single-channel PNGs (mode L or P) of class ids")
         if mask_wh != image_wh:
@@ -99,8 +104,12 @@ class MaskFiles(ImageDataset):
             )
         return torch.from_numpy(ids)
 
-    def _ids(self, mask: Image.Image) -> np.ndarray:
-        return np.asarray(fit_to_size(mask, self.image_size, Image.Resampling.NEAREST), dtype=np.int64)
+    def _read(self, mask: Image.Image) -> tuple[str, tuple[int, int], np.ndarray | None]:
+        """Mode, size (W, H) and, for a single-channel mask, its ids resized as the images are."""
+        if mask.mode not in MASK_MODES:
+            return mask.mode, mask.size, None
+        ids = np.asarray(fit_to_size(mask, self.image_size, Image.Resampling.NEAREST), dtype=np.int64)
+        return mask.mode, mask.size, ids
 
 
 def _open(path: Path, what: str, read: Callable[[Image.Image], T]) -> T:
@@ -126,11 +135,15 @@ def _pairs(images: Path, annotations: Path) -> list[tuple[Path, Path]]:
     for image in found:
         key = image.relative_to(images).with_suffix("")
         if key not in masks:
-            raise FileNotFoundError(f"image {image} has no mask: expected {annotations / key}.png; add it or remove the image")
+            raise FileNotFoundError(
+                f"image {image} has no mask: expected {annotations / key}.png; add it or remove the image"
+            )
         pairs.append((image, masks.pop(key)))
     if masks:
         orphan = next(iter(masks.values()))
-        raise FileNotFoundError(f"mask {orphan} has no image in {images} ({len(masks)} such mask(s)); add the image or remove the mask")
+        raise FileNotFoundError(
+            f"mask {orphan} has no image in {images} ({len(masks)} such mask(s)); add the image or remove the mask"
+        )
     return pairs
 
 
@@ -142,7 +155,9 @@ def _class_names(root: Path, classes: int | None) -> tuple[str, ...]:
             raise ValueError(f"classes={classes} but {listed} names {len(names)} classes; drop one of them")
         return names
     if classes is None:
-        raise ValueError(f"{root} has no classes.txt; name the classes in it (one per line) or pass classes=N (ADE20K: classes=150)")
+        raise ValueError(
+            f"{root} has no classes.txt; name the classes in it (one per line) or pass classes=N (ADE20K: classes=150)"
+        )
     return tuple(f"class_{i}" for i in range(classes))
 
 
@@ -154,7 +169,8 @@ def load_mask_splits(path: str | Path, classes: int | None = None, reduce_zero: 
     names = _class_names(root, classes)
     if len(names) >= IGNORE_INDEX:
         raise ValueError(f"{len(names)} classes do not fit 8-bit masks with {IGNORE_INDEX} as the ignored label")
-    spec = f"masks:{path}" + (f":classes={classes}" if classes is not None else "") + (":reduce_zero" if reduce_zero else "")
+    options = ([f"classes={classes}"] if classes is not None else []) + (["reduce_zero"] if reduce_zero else [])
+    spec = ":".join([f"masks:{path}", *options])
     info = DataInfo(spec, "segmentation", classes=names, mean=IMAGENET_MEAN, std=IMAGENET_STD, position_sensitive=True)
     splits = {}
     for split in ("train", "val", "test"):
@@ -164,7 +180,8 @@ def load_mask_splits(path: str | Path, classes: int | None = None, reduce_zero: 
             raise FileNotFoundError(f"{have} has no counterpart under {root / ('annotations' if images else 'images')}")
         if images is None:
             if split != "test":
-                raise FileNotFoundError(f"mask folder {root} has no {' or '.join(SPLIT_FOLDERS[split])} folder under images/")
+                names = " or ".join(SPLIT_FOLDERS[split])
+                raise FileNotFoundError(f"mask folder {root} has no {names} folder under images/")
             splits[split] = splits["val"]
             continue
         splits[split] = MaskFiles(_pairs(images, annotations), info, reduce_zero)

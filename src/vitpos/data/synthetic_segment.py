@@ -46,7 +46,7 @@ class SyntheticSegmentation(SyntheticTask):
         """The per-pixel classes of this task."""
         return DataInfo(self.spec, "segmentation", classes=_CLASSES[self.task], position_sensitive=True)
 
-    def render(self, split: str, img_size: int | tuple[int, int] | None = None) -> "SyntheticMasks":
+    def render(self, split: str, img_size: int | tuple[int, int] | None = None) -> SyntheticMasks:
         """Draw ``split`` at ``img_size`` (default: the task's); squares keep their pixel size."""
         size = as_size(self.img_size if img_size is None else img_size)
         task = dataclasses.replace(self, img_size=size)  # validates the new size
@@ -65,7 +65,7 @@ class SyntheticSegmentation(SyntheticTask):
             lower = [torch.from_numpy(xy[:, 1] + self.square_size / 2 >= height / 2) for xy in corners]
             labels = [1 + lower[0].long(), 3 + lower[1].long()]
         masks = torch.zeros(images.shape[0], *images.shape[2:], dtype=torch.uint8)
-        for where, label in zip((red, green), labels):
+        for where, label in zip((red, green), labels, strict=True):
             masks = torch.where(where, label.view(-1, 1, 1).to(torch.uint8), masks)
         return masks
 
@@ -78,6 +78,6 @@ class SyntheticMasks(MaskTensors):
         self.task = task
         self.split = split
 
-    def at_size(self, size: int | tuple[int, int]) -> "SyntheticMasks":
+    def at_size(self, size: int | tuple[int, int]) -> SyntheticMasks:
         size = as_size(size)
         return self if size == self.image_size else self.task.render(self.split, size)

@@ -51,7 +51,7 @@ class SemanticFPNConfig(PyramidConfig):
                 f"head_dim={self.head_dim} is not divisible by norm_groups={self.norm_groups}; "
                 "choose a group count that divides head_dim"
             )
-        self.backbone_config  # builds the host's config, which checks the host's fields
+        _ = self.backbone_config  # building the host's config checks the host's fields
 
     @property
     def backbone_config(self) -> PyramidConfig:
@@ -60,7 +60,7 @@ class SemanticFPNConfig(PyramidConfig):
         return PyramidConfig(**{**fields, "arch": self.backbone, "num_classes": 0})
 
     @classmethod
-    def on(cls, host: PyramidConfig, **overrides) -> "SemanticFPNConfig":
+    def on(cls, host: PyramidConfig, **overrides) -> SemanticFPNConfig:
         """A Semantic FPN on the host ``host`` (a PVT or Swin config), with ``overrides``."""
         fields = {f.name: getattr(host, f.name) for f in dataclasses.fields(PyramidConfig)}
         return cls(**{**fields, "arch": "semantic_fpn", "backbone": host.arch, "num_classes": 150, **overrides})

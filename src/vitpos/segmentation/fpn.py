@@ -32,10 +32,11 @@ class FeaturePyramid(nn.Module):
     def forward(self, maps: list[torch.Tensor]) -> list[torch.Tensor]:
         if len(maps) != len(self.lateral):
             raise ValueError(f"the FPN was built for {len(self.lateral)} stages, got {len(maps)} maps")
-        laterals = [conv(m) for conv, m in zip(self.lateral, maps)]
+        laterals = [conv(m) for conv, m in zip(self.lateral, maps, strict=True)]
         for i in range(len(laterals) - 1, 0, -1):
-            laterals[i - 1] = laterals[i - 1] + F.interpolate(laterals[i], size=laterals[i - 1].shape[-2:], mode="nearest")
-        return [conv(m) for conv, m in zip(self.output, laterals)]
+            coarser = F.interpolate(laterals[i], size=laterals[i - 1].shape[-2:], mode="nearest")
+            laterals[i - 1] = laterals[i - 1] + coarser
+        return [conv(m) for conv, m in zip(self.output, laterals, strict=True)]
 
 
 def _upsampling_stage(in_dim: int, dim: int, groups: int, upsample: bool) -> nn.Sequential:
@@ -47,13 +48,21 @@ def _upsampling_stage(in_dim: int, dim: int, groups: int, upsample: bool) -> nn.
     return nn.Sequential(*layers)
 
 
+def _scale_head(level: int, in_dim: int, dim: int, groups: int) -> nn.Sequential:
+    """Level ``level`` (stride 2**level times the finest) to the finest stride: max(1, level) stages."""
+    stages = max(1, level)
+    return nn.Sequential(*(_upsampling_stage(dim if k else in_dim, dim, groups, level > 0) for k in range(stages)))
+
+
 class SemanticFPNHead(nn.Module):
     """Per-pixel logits (B, K, H, W) at the input size from the FPN levels (finest first)."""
 
-    def __init__(self, levels: int, in_dim: int, dim: int, num_classes: int, groups: int = 32, dropout: float = 0.1) -> None:
+    def __init__(
+        self, levels: int, in_dim: int, dim: int, num_classes: int, groups: int = 32, dropout: float = 0.1
+    ) -> None:
         super().__init__()
         self.scale_heads = nn.ModuleList(
-            nn.Sequential(*(_upsampling_stage(in_dim if k == 0 else dim, dim, groups, level > 0) for k in range(max(1, level))))
+            _scale_head(level, in_dim, dim, groups)
             for level in range(levels)
         )
         self.dropout = nn.Dropout2d(dropout)
@@ -63,7 +72,7 @@ class SemanticFPNHead(nn.Module):
 
     def forward(self, levels: list[torch.Tensor], image_hw: tuple[int, int]) -> torch.Tensor:
         out = self.scale_heads[0](levels[0])
-        for head, level in zip(self.scale_heads[1:], levels[1:]):
+        for head, level in zip(self.scale_heads[1:], levels[1:], strict=True):
             up = head(level)
             if up.shape[-2:] != out.shape[-2:]:
                 up = F.interpolate(up, size=out.shape[-2:], mode="bilinear", align_corners=False)

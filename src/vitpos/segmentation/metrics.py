@@ -17,7 +17,9 @@ from .config import IGNORE_INDEX
 __all__ = ["confusion_matrix", "scores", "SegmentationMetrics"]
 
 
-def confusion_matrix(pred: torch.Tensor, target: torch.Tensor, num_classes: int, ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
+def confusion_matrix(
+    pred: torch.Tensor, target: torch.Tensor, num_classes: int, ignore_index: int = IGNORE_INDEX
+) -> torch.Tensor:
     """(K, K) int64 counts of (true, predicted) class pairs over pixels whose label is not ignored.
 
     Labels other than ``ignore_index`` outside [0, K) are an error (a mask of another data set).
@@ -46,7 +48,11 @@ def scores(matrix: torch.Tensor) -> dict[str, float]:
     union = labelled + predicted - tp
     iou = tp[union > 0] / union[union > 0]
     acc = tp[labelled > 0] / labelled[labelled > 0]
-    return {"miou": 100.0 * iou.mean().item(), "aacc": 100.0 * (tp.sum() / total).item(), "macc": 100.0 * acc.mean().item()}
+    return {
+        "miou": 100.0 * iou.mean().item(),
+        "aacc": 100.0 * (tp.sum() / total).item(),
+        "macc": 100.0 * acc.mean().item(),
+    }
 
 
 class SegmentationMetrics:
@@ -67,12 +73,14 @@ class SegmentationMetrics:
     @torch.no_grad()
     def add_predictions(self, outputs: torch.Tensor, targets: torch.Tensor) -> None:
         """Add a batch of logits (B, K, H, W) against masks (B, H, W)."""
-        self.matrix += confusion_matrix(outputs.argmax(1), targets, self.num_classes, self.ignore_index).to(self.matrix)
+        matrix = confusion_matrix(outputs.argmax(1), targets, self.num_classes, self.ignore_index)
+        self.matrix += matrix.to(self.matrix)
 
-    def reduced(self, ctx: Dist) -> "SegmentationMetrics":
+    def reduced(self, ctx: Dist) -> SegmentationMetrics:
         """A copy summed over every process."""
         out = SegmentationMetrics(self.num_classes, self.matrix.device, self.ignore_index)
-        out.load_state(all_reduce_sum(torch.tensor(self.state(), dtype=torch.float64, device=self.matrix.device), ctx).tolist())
+        sums = torch.tensor(self.state(), dtype=torch.float64, device=self.matrix.device)
+        out.load_state(all_reduce_sum(sums, ctx).tolist())
         return out
 
     def compute(self) -> dict[str, float]:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import torch
 from torch import nn
@@ -33,7 +34,9 @@ class SemanticFPN(nn.Module):
         host = cfg.backbone_config
         self.backbone = ARCHITECTURES.get(host.arch)(host)
         self.neck = FeaturePyramid(cfg.embed_dims, cfg.fpn_dim)
-        self.head = SemanticFPNHead(cfg.num_stages, cfg.fpn_dim, cfg.head_dim, cfg.num_classes, cfg.norm_groups, cfg.head_dropout)
+        self.head = SemanticFPNHead(
+            cfg.num_stages, cfg.fpn_dim, cfg.head_dim, cfg.num_classes, cfg.norm_groups, cfg.head_dropout
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.neck(self.backbone.forward_features(x)), tuple(x.shape[-2:]))
