@@ -34,7 +34,7 @@ from vitpos.engine import TrainConfig, load_checkpoint, train
 from vitpos.engine import run_lock
 from vitpos.engine.train import RunChangedWarning
 from vitpos.errors import VitposError
-from vitpos.pyramid_config import PyramidConfig
+from vitpos.config import PyramidConfig
 
 from .engine.conftest import TINY_MODEL, tiny_request
 

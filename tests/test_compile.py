@@ -20,7 +20,7 @@ def all_slot_model() -> torch.nn.Module:
 
 
 def check_compiled_equals_eager(model: torch.nn.Module, backend: str, path: str | None) -> None:
-    for block in model.blocks:
+    for block in model.stages[0].blocks:
         block.attn.path = path
     compiled = torch.compile(model, backend=backend, fullgraph=True)  # fullgraph: no graph break anywhere
     x = torch.randn(2, 3, 32, 40)

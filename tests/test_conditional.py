@@ -308,16 +308,16 @@ def test_frozen_peg_has_no_trainable_parameters(text):
 
 def test_frozen_peg_stays_fixed_through_training():
     model = vitpos.create_model("vit_lite_7_4", **TINY, absolute="none", conditional="peg@0:dw*2:frozen")
-    before = {k: v.clone() for k, v in model.conditional.state_dict().items()}
-    qkv_before = model.blocks[0].attn.qkv.weight.detach().clone()
+    before = {k: v.clone() for k, v in model.stages[0].conditional.state_dict().items()}
+    qkv_before = model.stages[0].blocks[0].attn.qkv.weight.detach().clone()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=0.1)
     model.train()
-    assert not any(m.training for peg in model.conditional.generators.values() for m in peg.modules())  # BatchNorm stats too
+    assert not any(m.training for peg in model.stages[0].conditional.generators.values() for m in peg.modules())  # BatchNorm stats too
     model(torch.randn(4, 3, 32, 32)).logsumexp(-1).sum().backward()
     optimizer.step()
-    after = model.conditional.state_dict()
+    after = model.stages[0].conditional.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
-    assert not torch.equal(model.blocks[0].attn.qkv.weight, qkv_before)  # the rest of the model did train
+    assert not torch.equal(model.stages[0].blocks[0].attn.qkv.weight, qkv_before)  # the rest of the model did train
 
 
 def test_frozen_peg_loads_learned_weights():
@@ -327,4 +327,4 @@ def test_frozen_peg_loads_learned_weights():
     frozen.load_state_dict(learned.state_dict())
     x = torch.randn(2, 3, 32, 32)
     assert torch.equal(frozen(x), learned(x))
-    assert trainable(frozen.conditional) == 0
+    assert trainable(frozen.stages[0].conditional) == 0

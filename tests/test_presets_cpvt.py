@@ -54,9 +54,9 @@ def test_table_16_count_is_one_peg_without_class_token():
 def test_peg_runs_after_the_named_blocks():
     model = vitpos.create_model("cpvt_ti_gap", **SMALL, depth=4, conditional="peg@-1,0,2-4")
     calls: list[str] = []
-    for i, block in enumerate(model.blocks):
+    for i, block in enumerate(model.stages[0].blocks):
         block.register_forward_hook(lambda *_, i=i: calls.append(f"block{i}"))
-    for key, peg in model.conditional.generators.items():
+    for key, peg in model.stages[0].conditional.generators.items():
         peg.register_forward_hook(lambda *_, key=key: calls.append(f"peg{key}"))
     model(torch.randn(1, 3, 64, 48))
     assert calls == ["peg-1", "block0", "peg0", "block1", "block2", "peg2", "block3", "peg3"]
@@ -68,7 +68,7 @@ def test_model_built_for_224_runs_at_other_resolutions(name, depth):
     with torch.no_grad():
         for size in (160, 384, 448, 512):
             assert model(torch.randn(1, 3, size, size)).shape == (1, 7)
-        feats = model.forward_features(torch.randn(2, 3, 160, 256))  # non-square: grid 10x16
+        feats = model.forward_tokens(torch.randn(2, 3, 160, 256))  # non-square: grid 10x16
     assert feats.shape == (2, model.num_prefix_tokens + 160, 32)
 
 
@@ -97,6 +97,6 @@ def test_peg_combines_with_a_learned_absolute_encoding():
     # Table 7, "PEG + LE": both position sources in one model, trained together
     model = vitpos.create_model("cpvt_ti", **SMALL, depth=2, absolute="learned")
     model(torch.randn(2, 3, 64, 80)).sum().backward()
-    assert model.absolute.table.grad is not None
-    assert all(p.grad is not None for p in model.conditional.parameters())
-    assert "conditional.generators.0.proj.0.weight" in model.no_weight_decay()
+    assert model.stages[0].absolute.table.grad is not None
+    assert all(p.grad is not None for p in model.stages[0].conditional.parameters())
+    assert "stages.0.conditional.generators.0.proj.0.weight" in model.no_weight_decay()

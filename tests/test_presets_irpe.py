@@ -55,7 +55,7 @@ def test_name_states_buckets_used_on_14x14_and_the_targets(name):
     assert cfg.grid == (14, 14) and cfg.num_prefix_tokens == 1
     assert cfg.position.absolute == "learned" and cfg.position.join == "input"
     model = vitpos.create_model(name, depth=1)
-    rel = model.blocks[0].attn.relative
+    rel = model.stages[0].blocks[0].attn.relative
     assert rel.options.method == {"euc": "euclidean"}.get(method, method)
     assert rel.options.on == targets and rel.options.mode == "ctx" and rel.options.shared
     assert rel.bucket_ids((14, 14), 1, "cpu").unique().numel() == int(count)

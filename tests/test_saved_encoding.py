@@ -13,13 +13,13 @@ from vitpos.engine import TrainConfig, train
 def test_round_trip_into_a_fresh_model(tmp_path, absolute):
     source = vitpos.create_model("thesis_vit", absolute=absolute)
     with torch.no_grad():
-        for p in source.absolute.parameters():
+        for p in source.stages[0].absolute.parameters():
             p.add_(torch.randn_like(p))
     path = save_position_encoding(source, tmp_path / "pe.safetensors", tasks=["direction4"])
     target = vitpos.create_model("thesis_vit", absolute=absolute, num_classes=4)
     meta = load_position_encoding(target, path)
     assert meta == read_position_metadata(path) and meta["notes"] == {"tasks": ["direction4"]} and meta["grid"] == (8, 8)
-    assert torch.equal(target.absolute(target.cfg.grid), source.absolute(source.cfg.grid))
+    assert torch.equal(target.stages[0].absolute(target.cfg.grid), source.stages[0].absolute(source.cfg.grid))
 
 
 def test_fourier_weights_fit_any_grid_and_mismatches_are_clear_errors(tmp_path):
@@ -42,17 +42,17 @@ def test_a_learned_table_saved_at_another_grid_is_resampled(tmp_path):
     target = vitpos.create_model("thesis_vit", absolute="learned", img_size=(48, 24))  # 12x6
     load_position_encoding(target, path)
     with torch.no_grad():
-        expected = source.absolute((12, 6))  # what the source model itself uses on that grid
-    torch.testing.assert_close(target.absolute.table, expected)
-    torch.testing.assert_close(target.absolute.prefix(), source.absolute.prefix())
+        expected = source.stages[0].absolute((12, 6))  # what the source model itself uses on that grid
+    torch.testing.assert_close(target.stages[0].absolute.table, expected)
+    torch.testing.assert_close(target.stages[0].absolute.prefix(), source.stages[0].absolute.prefix())
 
 
 def test_trainer_starts_from_a_saved_encoding(tmp_path):
     source = vitpos.create_model("thesis_vit", absolute="fourier", embed_dim=32, num_heads=2)
     with torch.no_grad():
-        source.absolute.wr.weight.mul_(7.0)
+        source.stages[0].absolute.wr.weight.mul_(7.0)
     path = save_position_encoding(source, tmp_path / "pe.safetensors")
     data = SyntheticTask("direction", train=32, val=8, test=8).splits()
     cfg = vitpos.get_config("thesis_vit", absolute="fourier", embed_dim=32, num_heads=2)
     result = train(cfg, TrainConfig(epochs=1, batch_size=32, lr=0.0, min_lr=0.0, init_pe=str(path), progress=False, device="cpu"), data)
-    assert torch.equal(result.model.absolute.wr.weight, source.absolute.wr.weight)  # lr 0: exactly the saved weights
+    assert torch.equal(result.model.stages[0].absolute.wr.weight, source.stages[0].absolute.wr.weight)  # lr 0: exactly the saved weights

@@ -15,7 +15,7 @@ _EXPORTS = {
     "CheckpointLoadError": "vitpos.released",
     "ModelConfig": "vitpos.config",
     "PositionConfig": "vitpos.config",
-    "PyramidConfig": "vitpos.pyramid_config",
+    "PyramidConfig": "vitpos.config",
     "SlotSpec": "vitpos.spec",
     "SpecError": "vitpos.spec",
     "VitposError": "vitpos.errors",

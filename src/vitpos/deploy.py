@@ -25,27 +25,13 @@ from .config import HostConfig
 from .engine.atomic import write_atomic
 from .errors import VitposError
 from .encodings.lape import NormalisedBias
-from .grid import patch_grid
 from .models.factory import config_from_dict
 from .models.windows import WindowAttention
 
-__all__ = ["FORMATS", "ExportRange", "input_stride", "check_image_size", "export_program", "export_model", "Deployed", "load_deployed"]
+__all__ = ["FORMATS", "ExportRange", "export_program", "export_model", "Deployed", "load_deployed"]
 
 FORMATS = ("pt2", "onnx")
 INPUT_NAME = "images"
-
-
-def input_stride(cfg: HostConfig) -> int:
-    """The step of valid image sides: the patch size (ViT) or the total stride (pyramids)."""
-    return getattr(cfg, "stride", cfg.patch_size)
-
-
-def check_image_size(cfg: HostConfig, image_hw: tuple[int, int]) -> None:
-    """Raise the eager model's error for an image size its host cannot take."""
-    if hasattr(cfg, "stage_grids"):
-        cfg.stage_grids(image_hw)
-    else:
-        patch_grid(image_hw, cfg.patch_size, pad=cfg.pad_to_patch)
 
 
 @dataclass(frozen=True)
@@ -99,7 +85,7 @@ def export_program(model: nn.Module, span: ExportRange) -> torch.export.Exported
     specialising on whether a symbolic size (windows per row, say) is 1.
     """
     model = model.eval()
-    check_image_size(model.cfg, (span.min_size, span.min_size))
+    model.cfg.stage_grids((span.min_size, span.min_size))  # the eager model's error for a size it cannot take
     _check_normalised_window_bias(model, span)
     with torch.no_grad():
         try:
@@ -114,8 +100,6 @@ def _check_normalised_window_bias(model: nn.Module, span: ExportRange) -> None:
     """Raise if a window block normalises its relative bias over keys (LaPE) on a stage grid
     smaller than a window: the traced graph pads such axes to whole windows (see
     :mod:`vitpos.models.windows`), and the padded keys would enter the normalisation."""
-    if not hasattr(model, "stages"):
-        return
     grids = model.cfg.stage_grids((span.min_size, span.min_size))
     too_small, smallest = [], span.min_size
     for index, (stage, grid) in enumerate(zip(model.stages, grids)):
@@ -150,7 +134,7 @@ def export_model(model: nn.Module, path: str | Path, *, fmt: str, min_size: int,
     if fmt not in FORMATS:
         raise VitposError(f"unknown export format {fmt!r}; valid values: {', '.join(FORMATS)}")
     path = Path(path)
-    span = ExportRange(min_size, max_size, input_stride(model.cfg))
+    span = ExportRange(min_size, max_size, model.cfg.stride)
     program = export_program(model, span)
     path.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "pt2":
@@ -187,7 +171,7 @@ class Deployed(nn.Module):
         if x.ndim != 4 or x.shape[1] != self.cfg.in_chans:
             raise VitposError(f"expected images of shape (B, {self.cfg.in_chans}, H, W), got {tuple(x.shape)}")
         image_hw = tuple(x.shape[-2:])
-        check_image_size(self.cfg, image_hw)
+        self.cfg.stage_grids(image_hw)
         self.span.check(image_hw)
         return self.run(x)
 

@@ -62,7 +62,8 @@ def build(host: str, slots: dict) -> torch.nn.Module:
 def step(model: torch.nn.Module, x: torch.Tensor, dtype: torch.dtype | None):
     model.zero_grad()
     with torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
-        features = model.forward_features(x)  # every token: gradients reach every table of every layer
+        # every token (the ViT's prefix tokens too): gradients reach every table of every layer
+        features = model.forward_tokens(x) if model.cfg.num_stages == 1 else model.forward_features(x)
     out = torch.cat([f.float().flatten() for f in (features if isinstance(features, list) else [features])])
     weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))  # a fixed random read-out
     (out * weight).sum().backward()

@@ -13,10 +13,11 @@ from vitpos.cli import build_parser, main
 from vitpos.commands.options import field_docs, parse_size_list
 from vitpos.config import ModelConfig, PositionConfig
 from vitpos.engine import TrainConfig
+from vitpos.engine.checkpoint import load_checkpoint
 
 from vitpos.commands.train import build_request
 
-from ..engine.conftest import TINY_MODEL
+from ..engine.conftest import TINY_MODEL, without_times
 
 DATA = "synthetic:direction:img=16:train=128:val=64:test=64"
 FAST = ["--epochs=1", "--batch-size=32", "--lr=3e-3", "--warmup-epochs=0", "--no-progress"]
@@ -150,3 +151,44 @@ def test_bad_input_keeps_the_earlier_checkpoint(finished_run, tmp_path, capsys, 
     assert re.search(message, err), err
     assert sorted((finished_run / "checkpoints").rglob("*")) == files
     assert {p: p.read_bytes() for p in files if p.is_file()} == before
+
+
+PYRAMID_DATA = "synthetic:direction:img=32:train=64:val=32:test=32"
+PYRAMIDS = {"pvt_tiny": ["--sr-ratios=4,2,1,1"], "swin_tiny": ["--window-size=2"]}
+"""Four one-block stages of widths 8-16 (stride 16: grids 16, 8, 4, 2 at 32x32), each host's own option."""
+
+
+@pytest.mark.parametrize("preset", PYRAMIDS)
+def test_pyramid_hosts_train_resume_and_eval_from_the_command_line(preset, tmp_path, capsys):
+    sizes = ["--patch-size=2", "--depths=1,1,1,1", "--embed-dims=8,16,16,16", "--num-heads=1,2,2,2", "--mlp-ratios=2,2,2,2"]
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    train = ["train", f"--model={preset}", *sizes, *PYRAMIDS[preset], f"--data={PYRAMID_DATA}", *FAST, "--epochs=2"]
+    assert main([*train, "--keep-checkpoints=2", f"--run-dir={full}"]) == 0  # 2 steps per epoch
+    saved = yaml.safe_load((full / "config.yaml").read_text())["model"]
+    assert saved["arch"] == preset.split("_")[0] and saved["depths"] == [1, 1, 1, 1] and saved["embed_dims"] == [8, 16, 16, 16]
+    # pretend the run died after its first epoch: its config and that checkpoint alone, then resume
+    (cut / "checkpoints").mkdir(parents=True)
+    (full / "config.yaml").rename(cut / "config.yaml")
+    (full / "checkpoints" / "step-00000002").rename(cut / "checkpoints" / "step-00000002")
+    assert main(["train", f"--run-dir={cut}", "--resume"]) == 0
+    rows = {run.name: [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()] for run in (full, cut)}
+    assert [r["epoch"] for r in rows["cut"]] == [1, 2]
+    assert without_times(rows["cut"]) == without_times(rows["full"])  # resuming loses nothing
+    finished = [load_checkpoint(run, with_state=False).weights for run in (full, cut)]
+    assert all(torch.equal(finished[0][k], finished[1][k]) for k in finished[0])
+    capsys.readouterr()
+    assert main(["eval", f"--checkpoint={cut}", "--resolutions=32,48x32"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "| Model | Params | 32(%) | 48x32(%) |" and lines[2].startswith("| cut | ")
+
+
+def test_model_options_are_the_hosts_own(tmp_path, capsys):
+    err = _fails(["train", "--model=swin_tiny", "--depth=2", f"--data={PYRAMID_DATA}"], capsys)
+    assert "unknown model option(s) depth for arch='swin'" in err and "depths" in err and "window_size" in err
+    err = _fails(["train", "--model=thesis_vit", "--depths=1,1", f"--data={DATA}"], capsys)
+    assert "unknown model option(s) depths for arch='vit'" in err and "depth," in err
+    err = _fails(["train", "--model=pvt_tiny", "--depths=1,1", f"--data={PYRAMID_DATA}"], capsys)
+    assert "one entry per stage" in err
+    args = build_parser().parse_args(["train", "--num-heads=3", "--embed-dims=8,16"])
+    assert args.num_heads == 3 and args.embed_dims == (8, 16)
+    assert build_parser().parse_args(["train", "--num-heads=1,2"]).num_heads == (1, 2)

@@ -71,7 +71,6 @@ def test_position_parameters_are_the_slots_and_exempt_from_decay(arch: str) -> N
         for n, _ in getattr(stage, slot).named_parameters()
     }
     relative = {n for n in named if ".attn.relative." in n}
-    expected = {n.removeprefix("stages.0.") for n in slot_owned} if not hasattr(model, "downsamples") else slot_owned
-    assert set(position) == expected | relative
+    assert set(position) == slot_owned | relative
     prefix = {n for n in named if n in ("cls_token", "reg_token")}
     assert model.no_weight_decay() == set(position) | prefix

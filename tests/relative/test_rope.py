@@ -49,7 +49,7 @@ def test_prefix_tokens_are_not_rotated_and_norms_are_kept():
 
 def test_mixed_frequencies_are_learned_per_head_and_layer():
     model = vitpos.create_model("vit_lite_7_4", **TINY, relative="rope2d:mixed")
-    freqs = [block.attn.relative.mixed_freqs for block in model.blocks]
+    freqs = [block.attn.relative.mixed_freqs for block in model.stages[0].blocks]
     assert all(f.shape == (2, 2, 8) for f in freqs)  # (x, y), heads, head_dim / 2
     assert sum(f.numel() for f in freqs) == 2 * TINY["embed_dim"]  # embed_dim per layer
     assert not torch.equal(freqs[0], freqs[1])
@@ -58,4 +58,4 @@ def test_mixed_frequencies_are_learned_per_head_and_layer():
     expected = torch.tensor([10 ** (-t / 4) for t in range(4)] * 2)
     torch.testing.assert_close(magnitude, expected.expand(2, 8))
     axial = vitpos.create_model("vit_lite_7_4", **TINY, relative="rope2d")
-    assert not list(axial.blocks[0].attn.relative.parameters())
+    assert not list(axial.stages[0].blocks[0].attn.relative.parameters())

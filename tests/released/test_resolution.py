@@ -15,13 +15,13 @@ def test_vit_224_checkpoint_in_a_384_model_equals_run_time_resampling(tmp_path):
     at_384 = vitpos.create_model("deit_tiny_patch16_224", checkpoint=path, img_size=384, **size).eval()
     at_224 = vitpos.create_model("deit_tiny_patch16_224", checkpoint=path, **size).eval()
     kept = vitpos.create_model("deit_tiny_patch16_224", checkpoint=path, img_size=384, keep_grid=True, **size).eval()
-    assert at_384.absolute.table.shape == (1, 24 * 24, 16) and kept.cfg.img_size == 224
+    assert at_384.stages[0].absolute.table.shape == (1, 24 * 24, 16) and kept.cfg.img_size == 224
     x = images(384, batch=1).float()
     with torch.no_grad():
         reference = at_224(x)
         torch.testing.assert_close(at_384(x), reference, rtol=0, atol=0)
         torch.testing.assert_close(kept(x), reference, rtol=0, atol=0)
-    assert not torch.equal(at_384.absolute.table[:, :196], at_224.absolute.table)  # the table was resampled
+    assert not torch.equal(at_384.stages[0].absolute.table[:, :196], at_224.stages[0].absolute.table)  # the table was resampled
 
 
 def test_pvt_checkpoint_in_a_larger_model_equals_run_time_resampling(tmp_path):

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..config import ModelConfig, PositionConfig
 from ..released import create_from_checkpoint, detect_layout, read_state_dict
 from ..released.export import write_checkpoint
-from .options import add_dataclass_options, given_options
+from .options import add_model_options, given_options
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,8 +39,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--entry", metavar="KEY", help="dict entry holding the weights (default: model, state_dict or model_ema)")
     p.add_argument("--keep-grid", action="store_true",
                    help="build the model at the checkpoint's grid and window instead of resampling to the preset's")
-    model_group = p.add_argument_group("model options", "override fields of the preset (num_classes re-initialises the classifier)")
-    names = add_dataclass_options(model_group, ModelConfig, skip=("position",), show_defaults=False)
-    slot_group = p.add_argument_group("position slots", "override the preset's slot values by their short strings")
-    names += add_dataclass_options(slot_group, PositionConfig, show_defaults=False)
-    p.set_defaults(func=run, option_names=names)
+    names = add_model_options(p, "override fields of the preset (num_classes re-initialises the classifier)")
+    p.set_defaults(func=run, option_names=names["model"] + names["slots"])

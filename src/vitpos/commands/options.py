@@ -17,11 +17,19 @@ import types
 import typing
 from typing import Any, Callable
 
-__all__ = ["field_docs", "add_dataclass_options", "given_options", "parse_size_list", "option_type"]
+__all__ = ["field_docs", "add_dataclass_options", "add_model_options", "given_options", "parse_size_list", "option_type"]
 
 
 def field_docs(cls: type) -> dict[str, str]:
-    """The docstring under each field of a dataclass (read from its source)."""
+    """The docstring under each field of a dataclass (read from its source and its bases')."""
+    docs: dict[str, str] = {}
+    for owner in reversed(cls.__mro__):  # a subclass's docstring wins over its base's
+        if dataclasses.is_dataclass(owner):
+            docs.update(_own_field_docs(owner))
+    return docs
+
+
+def _own_field_docs(cls: type) -> dict[str, str]:
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     except (OSError, TypeError):  # no source available: options go without help text
@@ -86,35 +94,64 @@ def _tuple_or_int(text: str) -> int | tuple[int, ...]:
 
 def add_dataclass_options(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup,
-    cls: type,
-    *,
+    *classes: type,
     skip: tuple[str, ...] = (),
     show_defaults: bool = True,
     help_overrides: dict[str, str] | None = None,
 ) -> list[str]:
-    """Add ``--field-name`` for every field of ``cls`` not in ``skip``; returns the field names.
+    """Add ``--field-name`` for every field of the dataclasses ``classes`` not in ``skip``; returns the field names.
 
+    With several classes (the configs of every host) a field some lack says which ``arch`` has
+    it, and a field typed differently by different classes (``num_heads``: one for the ViT,
+    one per stage for a pyramid) takes ``N`` or ``N,N,...``; the chosen class checks the value.
     ``help_overrides`` replaces the generated help (docstring and default) of some fields.
     """
-    hints = typing.get_type_hints(cls)
-    docs = field_docs(cls)
-    names = []
-    for f in dataclasses.fields(cls):
-        if f.name in skip:
-            continue
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        parse, metavar = _parser_for(hints[f.name])
-        help_text = docs.get(f.name, f.name.replace("_", " "))
+    fields: dict[str, list[tuple[type, dataclasses.Field]]] = {}
+    for cls in classes:
+        for f in dataclasses.fields(cls):
+            if f.name not in skip:
+                fields.setdefault(f.name, []).append((cls, f))
+    docs = {cls: field_docs(cls) for cls in classes}
+    for name, owners in fields.items():
+        cls, f = owners[0]
+        hints = {repr(typing.get_type_hints(c)[name]) for c, _ in owners}
+        parse, metavar = _parser_for(typing.get_type_hints(cls)[name]) if len(hints) == 1 else (_tuple_or_int, "N[,N...]")
+        help_text = docs[cls].get(name, name.replace("_", " "))
         if show_defaults:
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
             help_text += f" (default: {default})"
-        help_text = (help_overrides or {}).get(f.name, help_text).replace("%", "%%")
-        flag = "--" + f.name.replace("_", "-")
+        if len(owners) < len(classes):
+            help_text += f" [arch {', '.join(a for c, _ in owners for a in _archs(c))}]"
+        elif len(hints) > 1:
+            help_text += " [one value, or one per stage where the host's config has a tuple]"
+        help_text = (help_overrides or {}).get(name, help_text).replace("%", "%%")
+        flag = "--" + name.replace("_", "-")
         if parse is None:
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)
+            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)
         else:
-            parser.add_argument(flag, dest=f.name, type=parse, metavar=metavar, default=argparse.SUPPRESS, help=help_text)
-        names.append(f.name)
-    return names
+            parser.add_argument(flag, dest=name, type=parse, metavar=metavar, default=argparse.SUPPRESS, help=help_text)
+    return list(fields)
+
+
+def _archs(cls: type) -> tuple[str, ...]:
+    """The ``arch`` values a host config class accepts."""
+    arch = next(f for f in dataclasses.fields(cls) if f.name == "arch")
+    return arch.metadata["allowed"].choices
+
+
+def add_model_options(parser: argparse.ArgumentParser, description: str) -> dict[str, list[str]]:
+    """The "model options" group (every field of every host's config, checked by the chosen host's)
+    and the "position slots" group; returns their names as ``{"model": [...], "slots": [...]}``."""
+    from ..config import HOST_CONFIGS, PositionConfig  # noqa: PLC0415  (config imports nothing heavy)
+
+    model_group = parser.add_argument_group("model options", description)
+    slot_group = parser.add_argument_group(
+        "position slots", "override the preset's slot values by their short strings, e.g. --absolute fourier:gamma=10"
+    )
+    return {
+        "model": add_dataclass_options(model_group, *HOST_CONFIGS, skip=("position",), show_defaults=False),
+        "slots": add_dataclass_options(slot_group, PositionConfig, show_defaults=False),
+    }
 
 
 def option_type(convert: Callable[[str], Any]) -> Callable[[str], Any]:

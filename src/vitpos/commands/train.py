@@ -15,13 +15,12 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from ..config import ModelConfig, PositionConfig
 from ..engine.config import TrainConfig
 from ..errors import ConfigError
 from ..engine.records import CONFIG_FILE
 from ..engine.setup import RunRequest
 from ..engine.train import train
-from .options import add_dataclass_options, given_options
+from .options import add_dataclass_options, add_model_options, given_options
 
 def default_run_dir(request: RunRequest) -> str:
     """``runs/<preset>-<data>`` with the data spec made file-name safe."""
@@ -93,13 +92,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="like --resume, but start a new run when --run-dir holds no checkpoint")
     run_dir_help = "Folder for the config, metrics and checkpoints (default: runs/<model>-<data>)."
     names = {"train": add_dataclass_options(p.add_argument_group("training options"), TrainConfig, help_overrides={"run_dir": run_dir_help})}
-    model_group = p.add_argument_group(
-        "model options",
-        "override fields of the preset (the defaults); num_classes, in_chans and img_size follow the data unless given",
+    names |= add_model_options(
+        p,
+        "override fields of the preset (the defaults), those of its host: a ViT's depth, a pyramid's per-stage depths "
+        "(e.g. --depths 1,1,1,1); num_classes, in_chans and img_size follow the data unless given",
     )
-    names["model"] = add_dataclass_options(model_group, ModelConfig, skip=("position",), show_defaults=False)
-    slot_group = p.add_argument_group(
-        "position slots", "override the preset's slot values by their short strings, e.g. --absolute fourier:gamma=10"
-    )
-    names["slots"] = add_dataclass_options(slot_group, PositionConfig, show_defaults=False)
     p.set_defaults(func=run, option_names=names)

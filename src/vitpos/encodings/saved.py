@@ -27,7 +27,7 @@ FORMAT = "vitpos-position-encoding-1"
 
 
 def _absolute(model: nn.Module) -> nn.Module:
-    module = getattr(model, "absolute", None)
+    module = model.stages[0].absolute  # the plain ViT's one stage
     if module is None or not list(module.state_dict()):
         raise ValueError(
             f"the model's absolute encoding ({model.cfg.position.absolute!r}) has no parameters to save or load; "

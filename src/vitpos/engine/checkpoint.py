@@ -27,9 +27,10 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open, save_file
 from torch import nn
 
-from ..config import ModelConfig
+from ..config import HostConfig
 from ..errors import VitposError
 from ..models.factory import config_from_dict, create_model
+from ..models.vit import upgrade_state_dict
 from .atomic import fsync_path, write_atomic
 
 __all__ = [
@@ -44,7 +45,10 @@ __all__ = [
     "load_model",
 ]
 
-FORMAT = "vitpos-checkpoint-1"
+FORMAT = "vitpos-checkpoint-2"
+"""Written since the plain ViT became a pyramid of one stage (its parameters under ``stages.0``)."""
+FORMATS = ("vitpos-checkpoint-1", FORMAT)
+"""Formats read: version 1 holds the ViT's earlier names, which :func:`load_weights` renames."""
 CHECKPOINTS, LATEST = "checkpoints", "latest"
 MODEL_FILE, EMA_FILE, STATE_FILE = "model.safetensors", "ema.safetensors", "state.pt"
 
@@ -58,7 +62,7 @@ class Checkpoint:
     """A loaded checkpoint."""
 
     path: Path
-    model_config: ModelConfig
+    model_config: HostConfig
     train_config: dict[str, Any]
     data: dict[str, Any]
     """The data set it was trained on: spec, task, classes, target_names, mean, std, ..."""
@@ -166,7 +170,7 @@ def load_checkpoint(path: str | Path, *, with_state: bool = True) -> Checkpoint:
     """Load a checkpoint (see :func:`find_checkpoint` for what ``path`` may be)."""
     folder = find_checkpoint(path)
     weights, meta = _read_weights(folder / MODEL_FILE)
-    if meta.get("format") != FORMAT:
+    if meta.get("format") not in FORMATS:
         raise CheckpointError(f"{folder / MODEL_FILE} is not a vitpos checkpoint (format {meta.get('format')!r})")
     ema = _read_weights(folder / EMA_FILE)[0] if (folder / EMA_FILE).is_file() else None
     state = None
@@ -208,7 +212,7 @@ def _metadata(meta: dict[str, str], key: str, file: Path, default: Any = None) -
         ) from None
 
 
-def _model_config(meta: dict[str, str], file: Path) -> ModelConfig:
+def _model_config(meta: dict[str, str], file: Path) -> HostConfig:
     data = _metadata(meta, "model_config", file)
     try:
         return config_from_dict(data)
@@ -216,13 +220,13 @@ def _model_config(meta: dict[str, str], file: Path) -> ModelConfig:
         raise CheckpointError(f"checkpoint file {file}: its model_config metadata is invalid ({err})") from None
 
 
-def _flat_config(cfg: ModelConfig) -> dict[str, Any]:
+def _flat_config(cfg: HostConfig) -> dict[str, Any]:
     out = cfg.to_dict()
     out.update(out.pop("position"))
     return out
 
 
-def check_same_model(saved: ModelConfig, wanted: ModelConfig, where: Path | str) -> None:
+def check_same_model(saved: HostConfig, wanted: HostConfig, where: Path | str) -> None:
     """Raise :class:`CheckpointError` naming every model field that differs."""
     a, b = _flat_config(saved), _flat_config(wanted)
     diffs = [f"{k}: checkpoint {a[k]!r}, requested {b[k]!r}" for k in a if a[k] != b.get(k)]
@@ -234,7 +238,10 @@ def check_same_model(saved: ModelConfig, wanted: ModelConfig, where: Path | str)
 
 
 def load_weights(model: nn.Module, weights: dict[str, torch.Tensor], where: Path | str) -> None:
-    """Load ``weights`` into ``model``; missing, extra or mis-shaped tensors are a named error."""
+    """Load ``weights`` into ``model``; missing, extra or mis-shaped tensors are a named error.
+
+    A plain ViT's earlier parameter names (checkpoint format 1) are renamed first."""
+    weights = upgrade_state_dict(weights)
     own = model.state_dict()
     problems = [f"missing {k}" for k in own if k not in weights]
     problems += [f"unexpected {k}" for k in weights if k not in own]

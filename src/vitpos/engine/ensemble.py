@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from ..config import ModelConfig
+from ..config import HostConfig
 from ..data.dataset import DataSplits
 from ..encodings.saved import load_position_encoding
 from ..models.factory import create_model
@@ -128,7 +128,7 @@ class _Stack:
             g.mul_(coef.view(-1, *([1] * (g.ndim - 1))).to(g.dtype))
 
 
-def _build_member(model_cfg: ModelConfig, member: Member, device: torch.device) -> nn.Module:
+def _build_member(model_cfg: HostConfig, member: Member, device: torch.device) -> nn.Module:
     """The member's model exactly as the single-model trainer builds it (same seed, same order)."""
     torch.manual_seed(member.cfg.seed)
     model = create_model(model_cfg)
@@ -137,7 +137,7 @@ def _build_member(model_cfg: ModelConfig, member: Member, device: torch.device) 
     return model.to(device)
 
 
-def train_ensemble(model_cfg: ModelConfig, members: Sequence[Member]) -> list[TrainResult]:
+def train_ensemble(model_cfg: HostConfig, members: Sequence[Member]) -> list[TrainResult]:
     """Train every member as :func:`~vitpos.engine.train.train` would alone, all in one stacked model.
 
     Members share every training option except ``seed``, ``data`` and ``init_pe``, and their

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from ..config import ModelConfig
+from ..config import HostConfig
 from .atomic import write_atomic
 from .config import TrainConfig
 
@@ -28,7 +28,7 @@ __all__ = ["CONFIG_FILE", "write_run_config", "write_history", "write_summary"]
 CONFIG_FILE = "config.yaml"
 
 
-def write_run_config(run_dir: Path, model_cfg: ModelConfig, train_cfg: TrainConfig) -> None:
+def write_run_config(run_dir: Path, model_cfg: HostConfig, train_cfg: TrainConfig) -> None:
     """Write the fully resolved configuration."""
     body = {"model": model_cfg.to_dict(), "train": train_cfg.to_dict()}
     header = "# resolved configuration of this run; reuse it with `vitpos train --config`\n"

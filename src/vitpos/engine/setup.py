@@ -11,6 +11,8 @@ slot values, optionally with ``preset:`` to start from::
       data: synthetic:direction
       epochs: 30
 
+Any host works: the model fields are those of the preset's config (a plain ViT's ``depth``, a
+pyramid's per-stage ``depths``); without a preset, ``arch`` picks the host (default ``vit``).
 Fields the user leaves open are filled from the data: ``num_classes`` (classes, or regression
 targets), ``in_chans`` and ``img_size``.
 """
@@ -18,30 +20,27 @@ targets), ``in_chans`` and ``img_size``.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from ..config import SLOT_NAMES, ModelConfig
+from ..config import HOST_CONFIGS, SLOT_NAMES, HostConfig
 from ..data.dataset import DataInfo, DataSplits
 from ..data.spec import open_data
-from ..models.factory import get_config
-from ..registry import ARCHITECTURES
+from ..models.factory import config_from_dict, get_config
 from ..errors import VitposError
+from ..registry import ARCHITECTURES
+from ..segmentation.config import SemanticFPNConfig
 from .config import TrainConfig
 
-__all__ = ["RunRequest", "fit_model_to_data", "check_model_fits_data", "model_keys"]
+__all__ = ["RunRequest", "fit_model_to_data", "check_model_fits_data", "MODEL_KEYS"]
 
-
-@functools.cache
-def model_keys() -> frozenset[str]:
-    """Every field of any host's config (ViT, pyramids, segmenters, ...) and every slot name: what a
-    request may set (the chosen preset's config then refuses fields it does not have)."""
-    configs = {getattr(ARCHITECTURES.get(arch), "config_class", ModelConfig) for arch in ARCHITECTURES}
-    return frozenset(f.name for cls in configs for f in dataclasses.fields(cls)) | frozenset(SLOT_NAMES)
+_CONFIGS = (*HOST_CONFIGS, SemanticFPNConfig)
+MODEL_KEYS = frozenset(f.name for cls in _CONFIGS for f in dataclasses.fields(cls)) | frozenset(SLOT_NAMES)
+"""Every field of any host's config (and of a segmenter's head) and every slot name a request may set (the
+chosen config checks its own)."""
 
 
 @dataclass
@@ -58,9 +57,9 @@ class RunRequest:
         model = dict(self.model)
         self.model = {**(model.pop("position", None) or {}), **model}
         self.train = dict(self.train)
-        unknown = sorted(set(self.model) - model_keys())
+        unknown = sorted(set(self.model) - MODEL_KEYS)
         if unknown:
-            raise ValueError(f"unknown model option(s) {', '.join(unknown)}; valid: {', '.join(sorted(model_keys()))}")
+            raise ValueError(f"unknown model option(s) {', '.join(unknown)}; valid: {', '.join(sorted(MODEL_KEYS))}")
         unknown = sorted(set(self.train) - set(TrainConfig.field_names()))
         if unknown:
             raise ValueError(f"unknown training option(s) {', '.join(unknown)}; valid: {', '.join(TrainConfig.field_names())}")
@@ -97,20 +96,26 @@ class RunRequest:
             raise ValueError(f"config file {path} is not valid YAML: {err}") from None
         return cls.from_mapping(data or {}, str(path))
 
-    def resolve(self) -> tuple[ModelConfig, TrainConfig, DataSplits]:
+    def resolve(self) -> tuple[HostConfig, TrainConfig, DataSplits]:
         """Build the training config, open the data, and fit the model config to it."""
         train_cfg = TrainConfig.from_dict(self.train)
         if self.preset is None and not self.model:
             raise ValueError("no model chosen: pass --model NAME (see `vitpos models`) or a config with a model section")
-        base = get_config(self.preset) if self.preset else ModelConfig()
-        patch = self.model.get("patch_size", base.patch_size)
+        base = get_config(self.preset) if self.preset else None
+        patch = self.model.get("patch_size", base.patch_size if base else _default(self.model.get("arch", "vit"), "patch_size"))
         data = open_data(train_cfg.data, patch_size=patch)
         model_cfg = fit_model_to_data(base, data, overrides=self.model)
         return model_cfg, train_cfg, data
 
 
-def fit_model_to_data(base: ModelConfig, data: DataSplits, overrides: dict[str, Any] | None = None) -> ModelConfig:
-    """``base`` with ``overrides`` applied and the fields they leave open taken from ``data``.
+def _default(arch: str, name: str) -> Any:
+    """The default of field ``name`` in the config of host ``arch``."""
+    return next(f.default for f in dataclasses.fields(ARCHITECTURES.get(arch).config_class) if f.name == name)
+
+
+def fit_model_to_data(base: HostConfig | None, data: DataSplits, overrides: dict[str, Any] | None = None) -> HostConfig:
+    """``base`` (None: the config of host ``overrides['arch']``, default ``vit``) with ``overrides``
+    applied and the fields they leave open taken from ``data``.
 
     ``num_classes`` and ``in_chans`` follow the data; ``img_size`` follows it where the data
     has a native size. An override that contradicts the data is an error.
@@ -123,7 +128,12 @@ def fit_model_to_data(base: ModelConfig, data: DataSplits, overrides: dict[str, 
         facts["img_size"] = h if h == w else (h, w)
     filled = {k: v for k, v in facts.items() if k not in overrides}
     try:
-        cfg = base.replace(**overrides, **filled)
+        if base is None:
+            fields = {**overrides, **filled}
+            slots = {k: fields.pop(k) for k in SLOT_NAMES if k in fields}
+            cfg = config_from_dict({**fields, "position": slots})
+        else:
+            cfg = base.replace(**overrides, **filled)
     except TypeError as err:
         raise ValueError(str(err)) from None
     except ValueError as err:
@@ -134,7 +144,7 @@ def fit_model_to_data(base: ModelConfig, data: DataSplits, overrides: dict[str, 
     return cfg
 
 
-def check_model_fits_data(cfg: ModelConfig, info: DataInfo, trained_on: dict[str, Any] | None = None) -> None:
+def check_model_fits_data(cfg: HostConfig, info: DataInfo, trained_on: dict[str, Any] | None = None) -> None:
     """Raise if the model's outputs or input channels do not match the data.
 
     ``trained_on`` is the data record of a checkpoint (``Checkpoint.data``): its task

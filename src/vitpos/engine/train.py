@@ -25,7 +25,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from ..config import ModelConfig
+from ..config import HostConfig
 from ..data.dataset import DataInfo, DataSplits, iterate_batches
 from ..data.spec import open_data
 from ..data.transforms import Augment
@@ -106,7 +106,7 @@ def step_seed(seed: int, step: int, rank: int) -> int:
 class _Trainer:
     """One run; built (and every input checked) before anything is written."""
 
-    def __init__(self, model_cfg: ModelConfig, cfg: TrainConfig, data: DataSplits, ctx: Dist, device: torch.device, resume: Resume) -> None:
+    def __init__(self, model_cfg: HostConfig, cfg: TrainConfig, data: DataSplits, ctx: Dist, device: torch.device, resume: Resume) -> None:
         self.cfg, self.model_cfg, self.ctx, self.device = cfg, model_cfg, ctx, device
         self.info = data.info
         check_model_fits_data(model_cfg, self.info)
@@ -327,7 +327,7 @@ class _Trainer:
         self.ctx.barrier()
 
 
-def train(model_cfg: ModelConfig, cfg: TrainConfig, data: DataSplits | None = None, *, resume: Resume = False) -> TrainResult:
+def train(model_cfg: HostConfig, cfg: TrainConfig, data: DataSplits | None = None, *, resume: Resume = False) -> TrainResult:
     """Train a model built from ``model_cfg`` on ``data`` (default: ``open_data(cfg.data)``).
 
     The run records ``data.info.spec``, the full spec of the data it was given, as its data.

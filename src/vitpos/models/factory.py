@@ -9,7 +9,7 @@ from typing import Any
 
 from torch import nn
 
-from ..config import HostConfig, ModelConfig
+from ..config import HostConfig
 from ..errors import ConfigError
 from ..registry import ARCHITECTURES, MODELS
 
@@ -68,7 +68,7 @@ def list_models(pattern: str = "*", task: str | None = None) -> list[str]:
 
 
 def config_from_dict(data: dict[str, Any]) -> HostConfig:
-    """A model config from its ``to_dict()`` form, of the class its host reads (``config_class``,
-    ``ModelConfig`` by default)."""
-    host = ARCHITECTURES.get(data.get("arch", "vit"))
-    return getattr(host, "config_class", ModelConfig).from_dict(data)
+    """A model config from its ``to_dict()`` form, of the class its host reads (``config_class``;
+    a mapping without ``arch`` is a plain ViT's)."""
+    arch = data.get("arch", "vit") if isinstance(data, dict) else "vit"  # from_dict names a non-mapping
+    return ARCHITECTURES.get(arch).config_class.from_dict(data)

@@ -39,7 +39,7 @@ class PatchEmbed(nn.Module):
         self.proj = nn.Conv2d(in_chans, embed_dim, kernel_size=patch_size, stride=patch_size)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Grid]:
-        self._check_input(x)
+        self.check_input(x)
         h, w = x.shape[-2:]
         patch_grid((h, w), self.patch_size, pad=self.pad)  # raises for sizes it cannot cut
         p = self.patch_size
@@ -49,7 +49,7 @@ class PatchEmbed(nn.Module):
         # the grid is read from the map, so that symbolic sizes (tracing) are the tensor's own
         return x.flatten(2).transpose(1, 2), tuple(x.shape[-2:])
 
-    def _check_input(self, x: torch.Tensor) -> None:
+    def check_input(self, x: torch.Tensor) -> None:
         """Raise :class:`VitposError` for inputs the model cannot take, saying how to convert them."""
         if not isinstance(x, torch.Tensor):
             raise VitposError(f"the model takes a torch.Tensor of images (B, {self.in_chans}, H, W), got {type(x).__name__}; "

@@ -15,10 +15,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..config import PyramidConfig
 from ..encodings.relative.base import RelativePosition
 from ..grid import Grid, map_to_tokens, tokens_to_map
 from ..registry import ARCHITECTURES
-from .layers import Attention, Block
+from .layers import Attention
 from .pyramid import NormedPatchEmbed, PyramidTransformer
 
 __all__ = ["SpatialReductionAttention", "PyramidVisionTransformer"]
@@ -77,21 +78,19 @@ class SpatialReductionAttention(Attention):
 class PyramidVisionTransformer(PyramidTransformer):
     """PVT: strided-convolution patch embeddings and spatial-reduction attention, slots per stage."""
 
+    config_class = PyramidConfig
+    cfg: PyramidConfig
+
     def make_downsample(self, stage: int) -> nn.Module:
         cfg = self.cfg
         if stage == 0:
             return NormedPatchEmbed(cfg.patch_size, cfg.in_chans, cfg.embed_dims[0])
         return NormedPatchEmbed(2, cfg.embed_dims[stage - 1], cfg.embed_dims[stage])
 
-    def make_block(self, stage: int, index: int, relative: RelativePosition | None) -> Block:
+    def make_attention(self, stage: int, index: int, relative: RelativePosition | None) -> Attention | None:
         cfg = self.cfg
-        dim, heads = cfg.embed_dims[stage], cfg.num_heads[stage]
         ratio = cfg.sr_ratios[stage] if cfg.sr_ratios else 1
-        attn = None
-        if ratio > 1:  # the config rejects relative encodings here
-            attn = SpatialReductionAttention(dim, heads, ratio, cfg.qkv_bias, cfg.attn_drop_rate, cfg.drop_rate)
-        drop_path = self.drop_path_rates[stage][index]
-        return Block(
-            dim, heads, cfg.mlp_ratios[stage], cfg.qkv_bias, cfg.drop_rate, cfg.attn_drop_rate, drop_path,
-            relative=relative, attn=attn, norm_eps=self.norm_eps,
-        )
+        if ratio == 1:  # plain attention; the config rejects relative encodings with a reduction
+            return None
+        dim, heads = cfg.embed_dims[stage], cfg.num_heads[stage]
+        return SpatialReductionAttention(dim, heads, ratio, cfg.qkv_bias, cfg.attn_drop_rate, cfg.drop_rate)

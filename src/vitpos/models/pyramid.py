@@ -1,4 +1,10 @@
-"""What the hierarchical hosts share: stages of shrinking grids, per-stage slots, feature maps, head."""
+"""The one host shape: a pyramid of stages, each a downsampling step then a :class:`Stage`.
+
+The plain ViT is a pyramid of one stage (its patch embedding, no downsampling after it); PVT
+and Swin have four. Slot construction (per stage), prefix tokens, the final norm, the head,
+weight-decay exemptions and the feature and token outputs live here once; a host says only
+how each stage downsamples and, where it differs from plain attention, what its attention is.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +13,17 @@ import functools
 import torch
 from torch import nn
 
+from ..config import HostConfig
 from ..encodings.base import SlotContext
 from ..encodings.relative.base import RelativePosition
 from ..grid import Grid, tokens_to_map
-from ..pyramid_config import PyramidConfig
-from .layers import Block, PatchEmbed, init_linear
+from .layers import Attention, Block, PatchEmbed, init_linear
 from .stage import Stage
 
 __all__ = ["PyramidTransformer", "NormedPatchEmbed"]
+
+POSITION_SLOTS = (".absolute.", ".join.", ".conditional.", ".relative.")
+"""Parameter names holding one of these parts belong to a position slot (relative: ``blocks.N.attn.relative``)."""
 
 
 class NormedPatchEmbed(PatchEmbed):
@@ -30,18 +39,27 @@ class NormedPatchEmbed(PatchEmbed):
 
 
 class PyramidTransformer(nn.Module):
-    """Base of the pyramid hosts: S stages, each a downsampling step then a :class:`Stage`.
+    """Base of every host: S stages, each a downsampling step (``downsamples[s]``) then a :class:`Stage`.
 
-    Subclasses say how a stage downsamples (:meth:`make_downsample`), what its blocks are
-    (:meth:`make_block`) and on which grid relative encodings live (:meth:`relative_context`).
-    ``forward_features`` returns every stage's feature map (B, C_s, H_s, W_s), the last one
-    after the final LayerNorm; ``forward`` pools the last stage (class token or mean) and
-    classifies. Any input whose sides are multiples of ``cfg.stride`` works.
+    Subclasses say how a stage downsamples (:meth:`make_downsample`; stage 0's is the patch
+    embedding of the image), which attention its blocks use (:meth:`make_attention`, default:
+    plain global attention) and on which grid relative encodings live (:meth:`relative_context`).
+    The class token and register tokens join the stages that have prefix tokens (the last one).
+
+    ``forward_features`` returns every stage's feature map (B, C_s, H_s, W_s), the last one after
+    the final LayerNorm, for dense heads (for the ViT: a list with one map of its patch tokens);
+    ``forward_tokens`` the last stage's normalised tokens (B, P + H*W, C), prefix tokens first,
+    which is what timm's ViT ``forward_features`` returns; ``forward`` pools them (class token
+    or mean of the patch tokens) and classifies. Any input whose sides are multiples of
+    ``cfg.stride`` works.
     """
 
-    config_class = PyramidConfig
+    config_class: type[HostConfig]
+    """The config this host is built from (read by :func:`~vitpos.models.factory.config_from_dict`)."""
+    norm_eps = 1e-6
+    """LayerNorm epsilon of the blocks and the final norm (ViT's and PVT's; Swin uses PyTorch's default 1e-5)."""
 
-    def __init__(self, cfg: PyramidConfig) -> None:
+    def __init__(self, cfg: HostConfig) -> None:
         super().__init__()
         self.cfg = cfg
         self.num_classes = cfg.num_classes
@@ -49,68 +67,80 @@ class PyramidTransformer(nn.Module):
         self.num_features = cfg.embed_dims[-1]
         self.num_prefix_tokens = cfg.num_prefix_tokens
         self.downsamples = nn.ModuleList(self.make_downsample(s) for s in range(cfg.num_stages))
+        registers = cfg.num_prefix_tokens - int(bool(cfg.class_token))
         self.cls_token = nn.Parameter(torch.zeros(1, 1, self.num_features)) if cfg.class_token else None
-        if self.cls_token is not None:
-            nn.init.trunc_normal_(self.cls_token, std=0.02)
+        self.reg_token = nn.Parameter(torch.zeros(1, registers, self.num_features)) if registers else None
+        for token in (self.cls_token, self.reg_token):
+            if token is not None:
+                nn.init.trunc_normal_(token, std=0.02)
 
-        total, starts = sum(cfg.depths), [sum(cfg.depths[:s]) for s in range(cfg.num_stages)]
+        contexts = [cfg.stage_context(s) for s in range(cfg.num_stages)]
+        depths = [ctx.depth for ctx in contexts]
         # stochastic depth rises linearly over all blocks of all stages, as in PVT and Swin
-        rates = [cfg.drop_path_rate * i / max(total - 1, 1) for i in range(total)]
-        self.drop_path_rates = [rates[start : start + depth] for start, depth in zip(starts, cfg.depths)]
-        stages = []
-        for s, depth in enumerate(cfg.depths):
-            ctx = SlotContext(cfg.embed_dims[s], cfg.num_heads[s], depth, cfg.stage_grid(s), cfg.stage_prefix_tokens(s))
-            make_block = functools.partial(self.make_block, s)
-            stages.append(Stage(s, cfg.position, ctx, self.relative_context(ctx), make_block, cfg.drop_rate))
-        self.stages = nn.ModuleList(stages)
+        rates = [cfg.drop_path_rate * i / max(sum(depths) - 1, 1) for i in range(sum(depths))]
+        self.drop_path_rates = [rates[sum(depths[:s]) : sum(depths[: s + 1])] for s in range(cfg.num_stages)]
+        self.stages = nn.ModuleList(
+            Stage(s, cfg.position, ctx, self.relative_context(ctx), functools.partial(self.make_block, s), cfg.drop_rate)
+            for s, ctx in enumerate(contexts)
+        )
         self.norm = nn.LayerNorm(self.num_features, eps=self.norm_eps)
         self.head_drop = nn.Dropout(cfg.drop_rate)
         self.head = init_linear(nn.Linear(self.num_features, cfg.num_classes)) if cfg.num_classes else nn.Identity()
-
-    norm_eps = 1e-6
-    """LayerNorm epsilon of the blocks and the final norm (PVT's; Swin uses PyTorch's default 1e-5)."""
 
     def make_downsample(self, stage: int) -> nn.Module:
         """The module that maps the previous map (the image for stage 0) to this stage's tokens and grid."""
         raise NotImplementedError
 
-    def make_block(self, stage: int, index: int, relative: RelativePosition | None) -> Block:
-        """Block ``index`` of ``stage`` around its relative encoding (drop path: ``drop_path_rates``)."""
-        raise NotImplementedError
+    def make_attention(self, stage: int, index: int, relative: RelativePosition | None) -> Attention | None:
+        """The attention of block ``index`` of ``stage`` around its relative encoding; None: plain attention."""
+        return None
 
     def relative_context(self, ctx: SlotContext) -> SlotContext:
         """The context relative encodings of a stage are built from (default: the stage's own)."""
         return ctx
 
+    def make_block(self, stage: int, index: int, relative: RelativePosition | None) -> Block:
+        """Block ``index`` of ``stage``: pre-norm attention (:meth:`make_attention`) and MLP."""
+        cfg = self.cfg
+        dim, heads = cfg.embed_dims[stage], cfg.stage_context(stage).num_heads
+        attn = self.make_attention(stage, index, relative)
+        return Block(
+            dim, heads, cfg.mlp_ratios[stage], cfg.qkv_bias, cfg.drop_rate, cfg.attn_drop_rate,
+            self.drop_path_rates[stage][index], relative=None if attn is not None else relative, attn=attn,
+            norm_eps=self.norm_eps,
+        )  # fmt: skip
+
     def stage_grids(self, image_hw: tuple[int, int]) -> list[Grid]:
         """The token grid of every stage for an image of size ``image_hw``; raises if it does not fit."""
         return self.cfg.stage_grids(image_hw)
 
-    def forward_stages(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
-        """Images -> (every stage's map (B, C, H, W), the last stage's normalised tokens (B, P + H*W, C))."""
-        if x.ndim == 4:  # other shapes get the patch embedding's message
-            self.stage_grids(tuple(x.shape[-2:]))  # raises for sizes the stages cannot halve
+    def _prepend_prefix(self, x: torch.Tensor) -> torch.Tensor:
+        prefix = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.reg_token) if t is not None]
+        return torch.cat([*prefix, x], dim=1) if prefix else x
+
+    def forward_stages(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor, Grid]:
+        """Images -> (the maps (B, C, H, W) of every stage but the last, the last stage's
+        normalised tokens (B, P + H*W, C), its grid)."""
+        self.downsamples[0].check_input(x)
+        self.stage_grids(tuple(x.shape[-2:]))  # raises for sizes the stages cannot divide
         maps: list[torch.Tensor] = []
-        last = len(self.stages) - 1
-        feature = x
+        feature, last = x, len(self.stages) - 1
         for s, (down, stage) in enumerate(zip(self.downsamples, self.stages)):
             tokens, grid = down(feature)
-            prefix = self.cfg.stage_prefix_tokens(s)
-            if prefix:
-                tokens = torch.cat([self.cls_token.expand(tokens.shape[0], -1, -1), tokens], dim=1)
-            tokens = stage(tokens, grid, prefix)
-            if s == last:
-                tokens = self.norm(tokens)
-            feature = tokens_to_map(tokens[:, prefix:], grid)
-            maps.append(feature)
-        return maps, tokens
+            prefix = stage.num_prefix_tokens
+            tokens = stage(self._prepend_prefix(tokens) if prefix else tokens, grid, prefix)
+            if s < last:
+                feature = tokens_to_map(tokens[:, prefix:], grid)
+                maps.append(feature)
+        return maps, self.norm(tokens), grid
 
     def forward_features(self, x: torch.Tensor) -> list[torch.Tensor]:
-        """Images (B, C, H, W) -> one feature map (B, C_s, H_s, W_s) per stage, for dense heads."""
-        return self.forward_stages(x)[0]
+        """Images (B, C, H, W) -> one feature map (B, C_s, H_s, W_s) per stage (the last one normalised)."""
+        maps, tokens, grid = self.forward_stages(x)
+        return [*maps, tokens_to_map(tokens[:, self.num_prefix_tokens :], grid)]
 
     def forward_tokens(self, x: torch.Tensor) -> torch.Tensor:
-        """Images (B, C, H, W) -> the last stage's normalised tokens (B, P + H*W, C)."""
+        """Images (B, C, H, W) -> the last stage's normalised tokens (B, P + H*W, C), prefix tokens first."""
         return self.forward_stages(x)[1]
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
@@ -124,11 +154,9 @@ class PyramidTransformer(nn.Module):
 
     def position_parameters(self) -> dict[str, nn.Parameter]:
         """Every parameter of the four position slots of every stage, by name."""
-        parts = (".absolute.", ".join.", ".conditional.", ".relative.")
-        return {n: p for n, p in self.named_parameters() if any(part in n for part in parts)}
+        return {n: p for n, p in self.named_parameters() if any(part in n for part in POSITION_SLOTS)}
 
     def no_weight_decay(self) -> set[str]:
-        """Parameter names exempt from weight decay: the class token and position parameters."""
-        prefix = {n for n, _ in self.named_parameters() if n == "cls_token"}
+        """Parameter names exempt from weight decay: the prefix tokens and every position parameter."""
+        prefix = {n for n, _ in self.named_parameters() if n in ("cls_token", "reg_token")}
         return prefix | set(self.position_parameters())
-

@@ -1,4 +1,4 @@
-"""One stage of a hierarchical host: the four position slots at the stage's size, and its blocks."""
+"""One stage of a host: the four position slots at the stage's size, and its blocks."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ BlockFactory = Callable[[int, "RelativePosition | None"], Block]
 
 
 class Stage(nn.Module):
-    """The slots of one stage, built from the same registered classes as in the plain ViT.
+    """The slots and blocks of one stage (the plain ViT has one stage, PVT and Swin four).
 
     ``ctx`` describes the stage (its width, heads, depth, native grid and prefix tokens): the
     absolute encoding, join and conditional generators are built from it, and conditional

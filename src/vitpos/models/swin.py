@@ -14,11 +14,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..config import PyramidConfig
 from ..encodings.base import SlotContext
 from ..encodings.relative.base import RelativePosition
 from ..grid import Grid, map_to_tokens
 from ..registry import ARCHITECTURES
-from .layers import Block, init_linear
+from .layers import init_linear
 from .pyramid import NormedPatchEmbed, PyramidTransformer
 from .windows import WindowAttention
 
@@ -47,6 +48,8 @@ class PatchMerging(nn.Module):
 class SwinTransformer(PyramidTransformer):
     """Swin: patch merging between stages and (shifted) window attention, slots per stage."""
 
+    config_class = PyramidConfig
+    cfg: PyramidConfig
     norm_eps = 1e-5
 
     def make_downsample(self, stage: int) -> nn.Module:
@@ -59,15 +62,9 @@ class SwinTransformer(PyramidTransformer):
         size = self.cfg.window_size
         return SlotContext(ctx.embed_dim, ctx.num_heads, ctx.depth, (size, size), 0)
 
-    def make_block(self, stage: int, index: int, relative: RelativePosition | None) -> Block:
+    def make_attention(self, stage: int, index: int, relative: RelativePosition | None) -> WindowAttention:
         cfg = self.cfg
-        dim, heads = cfg.embed_dims[stage], cfg.num_heads[stage]
-        attn = WindowAttention(
-            dim, heads, cfg.window_size, shifted=index % 2 == 1, qkv_bias=cfg.qkv_bias,
+        return WindowAttention(
+            cfg.embed_dims[stage], cfg.num_heads[stage], cfg.window_size, shifted=index % 2 == 1, qkv_bias=cfg.qkv_bias,
             attn_drop=cfg.attn_drop_rate, proj_drop=cfg.drop_rate, relative=relative,
-        )
-        drop_path = self.drop_path_rates[stage][index]
-        return Block(
-            dim, heads, cfg.mlp_ratios[stage], cfg.qkv_bias, cfg.drop_rate, cfg.attn_drop_rate, drop_path,
-            attn=attn, norm_eps=self.norm_eps,
         )

@@ -38,7 +38,7 @@ def _weights_file(path: Path) -> Path:
 
 def saved_model_config(path: str | Path) -> dict | None:
     """The model config stored with a vitpos checkpoint (folder or ``.safetensors``), else None."""
-    from ..engine.checkpoint import FORMAT
+    from ..engine.checkpoint import FORMATS
 
     path = _weights_file(Path(path))
     if path.suffix != ".safetensors" or not path.is_file():
@@ -48,7 +48,7 @@ def saved_model_config(path: str | Path) -> dict | None:
             meta = f.metadata() or {}
     except (SafetensorError, OSError, ValueError):
         return None  # read_state_dict reports the damage
-    return json.loads(meta["model_config"]) if meta.get("format") == FORMAT and "model_config" in meta else None
+    return json.loads(meta["model_config"]) if meta.get("format") in FORMATS and "model_config" in meta else None
 
 
 def read_state_dict(path: str | Path, entry: str | None = None) -> dict[str, torch.Tensor]:

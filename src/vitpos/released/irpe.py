@@ -33,7 +33,7 @@ from ..encodings.relative.index import Bucketing
 from ..encodings.relative.irpe import IRPEBias, IRPEContextual, IRPEOptions
 from ..spec import SlotSpec
 from .layout import Layout, Target
-from .vit import convert_vit, submodule, vit_geometry
+from .vit import STAGE, convert_vit, submodule, vit_geometry
 
 __all__ = ["IRPEZoo", "query_order"]
 
@@ -58,7 +58,7 @@ def query_order(bucketing: Bucketing, num_prefix_tokens: int) -> torch.Tensor:
 
 
 def _relative(target: Target, block: int) -> tuple[str, Any]:
-    path = f"blocks.{block}.attn.relative"
+    path = f"{STAGE}blocks.{block}.attn.relative"
     module = submodule(target.model, path)
     if module is not None and hasattr(module, "encoding"):  # LaPE's normalised bias wraps the encoding
         path, module = path + ".encoding", module.encoding

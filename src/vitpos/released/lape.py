@@ -17,7 +17,7 @@ import torch
 from ..config import HostConfig
 from ..spec import SlotSpec
 from .layout import Layout, Target
-from .vit import convert_vit, vit_geometry
+from .vit import STAGE, convert_vit, vit_geometry
 
 __all__ = ["LapeViT"]
 
@@ -25,7 +25,7 @@ PE_NORM_KEY = re.compile(r"blocks\.(\d+)\.pe_norm\.(weight|bias)")
 
 
 def convert_pe_norms(state: dict[str, torch.Tensor], target: Target) -> dict[str, torch.Tensor]:
-    """Stack ``blocks.N.pe_norm.{weight,bias}`` into ``join.pe_norm.{weight,bias}`` (layers, D)."""
+    """Stack ``blocks.N.pe_norm.{weight,bias}`` into ``stages.0.join.pe_norm.{weight,bias}`` (layers, D)."""
     rows: dict[str, dict[int, str]] = {"weight": {}, "bias": {}}
     for key in state:
         match = PE_NORM_KEY.fullmatch(key)
@@ -34,7 +34,7 @@ def convert_pe_norms(state: dict[str, torch.Tensor], target: Target) -> dict[str
     out = {}
     for kind, keys in rows.items():
         if keys and sorted(keys) == list(range(len(keys))):
-            out[f"join.pe_norm.{kind}"] = torch.stack([state.pop(keys[i]) for i in range(len(keys))])
+            out[f"{STAGE}join.pe_norm.{kind}"] = torch.stack([state.pop(keys[i]) for i in range(len(keys))])
     return out
 
 

@@ -1,14 +1,17 @@
-"""vitpos's own checkpoints (``vitpos convert`` output, run folders, ``model.state_dict()``): loaded as they are."""
+"""vitpos's own checkpoints (``vitpos convert`` output, run folders, ``model.state_dict()``): loaded as
+they are, with the plain ViT's earlier parameter names renamed (:func:`~vitpos.models.vit.upgrade_state_dict`)."""
 
 from __future__ import annotations
 
 import torch
 
+from ..models.vit import upgrade_state_dict
 from .layout import Layout, Target
 
 __all__ = ["Native"]
 
-NATIVE_PREFIXES = ("absolute.", "join.", "conditional.", "stages.", "downsamples.")
+NATIVE_PREFIXES = ("stages.", "downsamples.", "absolute.", "join.", "conditional.")
+"""Names only vitpos writes: its stages (and the earlier ViT's slots at the top level)."""
 
 
 class Native(Layout):
@@ -23,5 +26,5 @@ class Native(Layout):
 
     def convert(self, state: dict[str, torch.Tensor], target: Target) -> dict[str, torch.Tensor]:
         own = set(target.model.state_dict())
-        out = {k: state.pop(k) for k in list(state) if k in own}
-        return out
+        renamed = upgrade_state_dict({k: k for k in state})
+        return {new: state.pop(old) for new, old in renamed.items() if new in own}

@@ -1,10 +1,11 @@
 """timm's and DeiT's ViT layout: ``cls_token``, ``pos_embed`` (1, 1 + N, D), ``patch_embed.proj``,
 ``blocks.N.{norm1, attn.qkv, attn.proj, norm2, mlp.fc1, mlp.fc2}``, ``norm``, ``head``.
 
-vitpos keeps the same names except for the position table: ``pos_embed``'s class-token row
-becomes ``absolute.prefix_table`` and its grid rows ``absolute.table``, resampled bicubically
-to the model's grid when stored for another one. The iRPE and LaPE layouts are this one plus
-their own keys.
+vitpos's ViT is a pyramid of one stage: ``patch_embed.proj`` becomes ``downsamples.0.proj``,
+``blocks.N`` becomes ``stages.0.blocks.N``, and ``pos_embed``'s class-token row becomes
+``stages.0.absolute.prefix_table`` and its grid rows ``stages.0.absolute.table``, resampled
+bicubically to the model's grid when stored for another one. ``cls_token``, ``norm`` and
+``head`` keep their names. The iRPE and LaPE layouts are this one plus their own keys.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ import torch
 from ..config import HostConfig
 from .layout import Layout, Target, square_side, take, take_prefix
 
-__all__ = ["TimmViT", "convert_vit", "fit_position_table", "pos_embed_split", "submodule", "vit_geometry"]
+__all__ = ["TimmViT", "STAGE", "convert_vit", "fit_position_table", "pos_embed_split", "submodule", "vit_geometry"]
+
+STAGE = "stages.0."
+"""Where a ViT's slots and blocks live: its one stage."""
 
 BLOCK_KEY = re.compile(r"blocks\.\d+\.(norm1|attn\.qkv|attn\.proj|norm2|mlp\.fc1|mlp\.fc2)\.(weight|bias)")
 PREFIX_KEYS = ("cls_token", "dist_token")
@@ -58,12 +62,13 @@ def convert_vit(state: dict[str, torch.Tensor], target: Target) -> dict[str, tor
     """The keys every timm-style ViT shares; pops them from ``state``."""
     out: dict[str, torch.Tensor] = {}
     prefix_tokens = sum(k in state for k in PREFIX_KEYS)
-    fit_position_table(state, out, target, "pos_embed", "absolute", prefix_tokens)
+    fit_position_table(state, out, target, "pos_embed", STAGE + "absolute", prefix_tokens)
     take(state, out, "cls_token", "cls_token")
-    for name in ("patch_embed.proj.", "norm.", "head."):
+    take_prefix(state, out, "patch_embed.proj.", "downsamples.0.proj.")
+    for name in ("norm.", "head."):
         take_prefix(state, out, name, name)
     for key in [k for k in state if BLOCK_KEY.fullmatch(k)]:
-        out[key] = state.pop(key)
+        out[STAGE + key] = state.pop(key)
     return out
 
 

@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ..pyramid_config import PYRAMID_ARCHS, PyramidConfig
+from ..config import PYRAMID_ARCHS, PyramidConfig
 from ..validation import bounded
 
 __all__ = ["SemanticFPNConfig", "IGNORE_INDEX"]

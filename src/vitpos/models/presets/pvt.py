@@ -7,7 +7,7 @@ MLP ratios 8-8-4-4, spatial-reduction ratios 8-4-2-1, depths 2-2-2-2 (tiny) and 
 the first block of every stage (``peg@0``, per stage), pooling by GAP (CPVT's PVT+PEG+GAP).
 """
 
-from ...pyramid_config import PyramidConfig
+from ...config import PyramidConfig
 from ...registry import MODELS
 
 PVT_TINY = PyramidConfig(

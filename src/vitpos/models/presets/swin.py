@@ -15,7 +15,7 @@ encoding, GAP (28,288,354 parameters, the published 28.3M). The variants change 
 * ``swin_tiny_lape`` — LaPE Table 1: every block's window bias layer-normalised over the keys.
 """
 
-from ...pyramid_config import PyramidConfig
+from ...config import PyramidConfig
 from ...registry import MODELS
 
 SWIN_TINY = PyramidConfig(
