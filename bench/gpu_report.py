@@ -83,10 +83,10 @@ def render_section(device: str, torch_version: str, command: str, batch: int, ta
     return "\n".join(head + [line for table in tables for line in table])
 
 
-def replace_section(text: str, section: str) -> str:
-    """``text`` with its GPU section (from :data:`HEADING` to the next '## ' heading) replaced by
-    ``section``, or ``section`` appended where there is none."""
-    start = text.find(f"\n{HEADING}\n")
+def replace_section(text: str, section: str, heading: str = HEADING) -> str:
+    """``text`` with its section under ``heading`` (default: the GPU section; up to the next '## '
+    heading) replaced by ``section``, or ``section`` appended where there is none."""
+    start = text.find(f"\n{heading}\n")
     if start < 0:
         return text.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
     end = text.find("\n## ", start + 1)

@@ -9,30 +9,33 @@ every host: the shared fields (image size, classes, drop rates, ``position``) co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .config import HostConfig, PositionConfig
 from .errors import ConfigError
-from .grid import Grid
 from .validation import bounded
+
+if TYPE_CHECKING:
+    from .encodings.base import SlotContext
+
+Grid = tuple[int, int]
 
 __all__ = ["DetrConfig"]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class DetrConfig(HostConfig):
     """Everything needed to build a :class:`~vitpos.models.detr.DETR`; presets are instances."""
 
-    arch: str = "detr"
-    """Host architecture (registered in ``vitpos.registry.ARCHITECTURES``)."""
-    img_size: int | tuple[int, int] = bounded(64, ge=1)
+    arch: str = bounded("detr", choices=("detr",))
+    """Host architecture: 'detr' (the detector)."""
+    img_size: int | tuple[int, int] = bounded(32, ge=1)
     """Training image size; sets the native grid of learned tables."""
-    patch_size: int = bounded(8, ge=1)
+    patch_size: int = bounded(4, ge=1)
     """The backbone's stride in pixels: one encoder token per patch_size x patch_size pixels."""
-    in_chans: int = bounded(3, ge=1)
-    """Input image channels."""
     num_classes: int = bounded(4, ge=1)
     """Object classes; the class head has one more output, "no object"."""
-    stem_widths: tuple[int, ...] = (32, 64, 128)
+    stem_widths: tuple[int, ...] = bounded((32, 64), ge=1)
     """Channels of the CNN stem's stride-2 3x3 convolutions (GroupNorm, ReLU), in the backbone's
     role (DETR's ResNet-50); there are log2(patch_size) of them."""
     embed_dim: int = bounded(64, ge=1)
@@ -45,10 +48,8 @@ class DetrConfig(HostConfig):
     """Decoder layers (DETR: 6)."""
     mlp_ratio: float = bounded(4.0, gt=0)
     """Feed-forward width as a multiple of embed_dim (DETR: 2048 / 256 = 8)."""
-    num_queries: int = bounded(10, ge=1)
+    num_queries: int = bounded(8, ge=1)
     """Learned object queries: the most objects one image can yield (DETR: 100)."""
-    qkv_bias: bool = True
-    """Biases on the encoder's query, key and value projections (DETR has them)."""
     aux_loss: bool = True
     """Add the set loss of every decoder layer's output (DETR's auxiliary decoding losses)."""
     cost_class: float = bounded(1.0, ge=0)
@@ -63,13 +64,8 @@ class DetrConfig(HostConfig):
     """The detection heads: class and box per query."""
     class_token: bool | None = False
     """DETR has no prefix tokens."""
-    drop_rate: float = bounded(0.0, ge=0, lt=1)
-    """Dropout in attention and feed-forward layers (DETR: 0.1)."""
-    attn_drop_rate: float = bounded(0.0, ge=0, lt=1)
-    """Dropout on the encoder's attention weights."""
-    drop_path_rate: float = bounded(0.0, ge=0, lt=1)
-    """Stochastic depth of the encoder (DETR: none)."""
     position: PositionConfig = field(default_factory=lambda: PositionConfig(absolute="sine", join="detr"))
+    """The four position slots of the encoder (DETR: sine, added to queries and keys of every layer)."""
 
     def __post_init__(self) -> None:
         self._check_common()
@@ -90,37 +86,28 @@ class DetrConfig(HostConfig):
         return "detection"
 
     @property
-    def num_stages(self) -> int:
-        return 1
-
-    @property
     def stride(self) -> int:
         """Pixels per encoder token."""
         return self.patch_size
 
     @property
     def embed_dims(self) -> tuple[int]:
+        """The encoder's width: ``(embed_dim,)``."""
         return (self.embed_dim,)
 
     @property
-    def depth(self) -> int:
-        return self.enc_depth
+    def mlp_ratios(self) -> tuple[float]:
+        """The encoder's MLP ratio: ``(mlp_ratio,)``."""
+        return (self.mlp_ratio,)
 
     @property
     def grid(self) -> Grid:
         """The encoder's native grid (H, W)."""
         return self.stage_grid(0)
 
-    @property
-    def num_prefix_tokens(self) -> int:
-        return 0
-
     def stage_prefix_tokens(self, stage: int) -> int:
+        """DETR has no prefix tokens."""
         return 0
-
-    def stage_grid(self, stage: int, image_hw: tuple[int, int] | None = None) -> Grid:
-        """The encoder's grid for ``image_hw`` (default: the training size)."""
-        return self.stage_grids(image_hw or self.image_hw)[stage]
 
     def stage_grids(self, image_hw: tuple[int, int]) -> list[Grid]:
         """The encoder's grid for an image of ``image_hw``; raises if the stride does not divide it."""
@@ -131,3 +118,9 @@ class DetrConfig(HostConfig):
                 f"resize the input to a multiple of {self.stride}"
             )
         return [(h // self.stride, w // self.stride)]
+
+    def stage_context(self, stage: int) -> SlotContext:
+        """What the encoder's slot modules are built from."""
+        from .encodings.base import SlotContext  # the slot registries' package: imported when a model is built
+
+        return SlotContext(self.embed_dim, self.num_heads, self.enc_depth, self.grid, 0)

@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 from ..study import DEFAULT_FAMILIES, StudyConfig, parse_family, run_study
+from ..study.detect import DETECT_FAMILIES, DetectStudyConfig, run_detect_study
 from ..study.report import report_from_results
 from ..study.run import SETTINGS_FILE, resolve_device
 
@@ -45,7 +46,7 @@ def _start_over(folder: Path) -> None:
 
 def _command(args: argparse.Namespace) -> str:
     """The command line that reproduces this study (for the report)."""
-    parts = ["vitpos", "study"] + (["--full"] if args.full else [])
+    parts = ["vitpos", "study"] + (["--full"] if args.full else []) + (["--task", "detect"] if args.task == "detect" else [])
     for name in ("seeds", "epochs", "train_size", "efficiency_sizes", "resolutions"):
         value = getattr(args, name)
         if value is not None:
@@ -60,7 +61,26 @@ def _command(args: argparse.Namespace) -> str:
 _ENSEMBLE = {"auto": None, "on": True, "off": False}
 
 
+def run_detect(args: argparse.Namespace) -> int:
+    """``--task detect``: iRPE Table 6's claims with tiny DETRs (:mod:`vitpos.study.detect`)."""
+    if args.full or args.report_only or args.efficiency_sizes or args.resolutions:
+        raise ValueError("--task detect takes --seeds, --epochs, --train-size, --family, --workers, --device, --out and --fresh")
+    overrides = {name: getattr(args, name) for name in ("seeds", "epochs", "train_size") if getattr(args, name) is not None}
+    if args.family:
+        overrides["families"] = tuple(args.family)
+    config = DetectStudyConfig(**overrides)
+    out = args.out if args.out != Path("runs/study") else Path("runs/study-detect")
+    if args.fresh:
+        _start_over(out)
+    device = resolve_device(args.device)
+    workers = args.workers if args.workers is not None else (1 if device.startswith("cuda") else min(2, os.cpu_count() or 1))
+    run_detect_study(config, out, workers=workers, device=device, command=_command(args))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.task == "detect":
+        return run_detect(args)
     if args.report_only:
         print(f"wrote {report_from_results(args.out)}")
         return 0
@@ -76,6 +96,9 @@ def run(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("study", help="compare position encodings on the red-green tasks and write a report",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", choices=("classify", "detect"), default="classify",
+                   help="classify: the red-green tasks (default); detect: iRPE Table 6's claims with tiny DETRs on synthetic:detect "
+                        "(families: " + ", ".join(DETECT_FAMILIES) + "; default folder runs/study-detect)")
     p.add_argument("--full", action="store_true", help="the thesis protocol: 10 seeds, 5000/1000/1000 images, 30 epochs")
     p.add_argument("--family", action="append", metavar="FAMILY",
                    help="a family to compare (repeatable; replaces the default list): a built-in label ("

@@ -17,7 +17,7 @@ __all__ = ["open_data", "DATA_FORMS"]
 
 DATA_FORMS = {
     "synthetic": "synthetic:TASK[:img=32|HxW][:square=PATCH][:train=5000][:val=1000][:test=1000][:seed=0][:free]",
-    "detect": "synthetic:detect[:img=64|HxW][:objects=4][:min=6][:max=16][:train=1000][:val=200][:test=200][:seed=0]",
+    "detect": "synthetic:detect[:img=32|HxW][:objects=3][:min=4][:max=10][:train=800][:val=100][:test=200][:seed=0]",
     "folder": "folder:PATH",
     "coco": "coco:PATH",
     "masks": "masks:PATH[:classes=N][:reduce_zero]",

@@ -6,7 +6,7 @@ classes), never overlapping, on a black background. The targets are the squares'
 boxes (normalised cx, cy, w, h), padded to ``objects`` rows (:mod:`vitpos.detection.targets`).
 Like the red-green tasks, every split is a pure function of the fields and can be drawn at any
 image size (squares keep their pixel sizes), so a model trained at one size is evaluated at others.
-Spec: ``synthetic:detect[:img=64|HxW][:objects=4][:min=6][:max=16][:train=1000][:val=200][:test=200][:seed=0]``.
+Spec: ``synthetic:detect[:img=32|HxW][:objects=3][:min=4][:max=10][:train=800][:val=100][:test=200][:seed=0]``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ import torch
 from ..detection.targets import ObjectTargets, pad_objects
 from ..errors import ConfigError
 from ..validation import bounded, check_fields
-from .dataset import DataInfo, DataSplits, Size, TensorImages, as_size
+from .dataset import DataInfo, DataSplits, as_size
+from .synthetic import SyntheticImages
 
-__all__ = ["SyntheticDetection", "DetectionImages", "DETECT_COLOURS"]
+__all__ = ["SyntheticDetection", "DETECT_COLOURS"]
 
 DETECT_COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255), "yellow": (255, 255, 0)}
 """The classes, in label order, and their colours."""
@@ -33,15 +34,15 @@ _SPLIT_STREAM = {"train": 10, "val": 11, "test": 12}
 class SyntheticDetection:
     """The task; every split is a pure function of these fields."""
 
-    img_size: int | tuple[int, int] = bounded(64, ge=1)
-    objects: int = bounded(4, ge=1)
+    img_size: int | tuple[int, int] = bounded(32, ge=1)
+    objects: int = bounded(3, ge=1)
     """The most squares in one image (each image holds 1 to ``objects``)."""
-    min_size: int = bounded(6, ge=1)
+    min_size: int = bounded(4, ge=1)
     """Smallest square side in pixels."""
-    max_size: int = bounded(16, ge=1)
+    max_size: int = bounded(10, ge=1)
     """Largest square side in pixels."""
-    train: int = bounded(1000, ge=1)
-    val: int = bounded(200, ge=1)
+    train: int = bounded(800, ge=1)
+    val: int = bounded(100, ge=1)
     test: int = bounded(200, ge=1)
     seed: int = bounded(0, ge=0)
 
@@ -58,7 +59,7 @@ class SyntheticDetection:
         """The data spec that opens exactly this task (the options that are not the default)."""
         h, w = as_size(self.img_size)
         parts = ["synthetic:detect"]
-        if (h, w) != (64, 64):
+        if (h, w) != (32, 32):
             parts.append(f"img={h}" if h == w else f"img={h}x{w}")
         defaults, names = SyntheticDetection(), {"min_size": "min", "max_size": "max"}
         fields = ("objects", "min_size", "max_size", "train", "val", "test", "seed")
@@ -73,15 +74,15 @@ class SyntheticDetection:
         """Train, val and test splits at the task's image size."""
         return DataSplits(*(self.render(name) for name in ("train", "val", "test")))
 
-    def render(self, split: str, img_size: int | tuple[int, int] | None = None) -> "DetectionImages":
-        """Draw ``split`` at ``img_size`` (default: the task's)."""
+    def render(self, split: str, img_size: int | tuple[int, int] | None = None) -> SyntheticImages:
+        """Draw ``split`` at ``img_size`` (default: the task's); other sizes are drawn anew (:meth:`at_size`)."""
         size = as_size(self.img_size if img_size is None else img_size)
         task = dataclasses.replace(self, img_size=size)  # validates the new size
         rng = np.random.default_rng([self.seed, _SPLIT_STREAM[split]])
         n = getattr(self, split)
         images = torch.zeros(n, 3, *size, dtype=torch.uint8)
         objects = [task._draw(rng, images[i]) for i in range(n)]
-        return DetectionImages(images, pad_objects(objects, self.objects), self, split)
+        return SyntheticImages(images, pad_objects(objects, self.objects), self, split)
 
     def _draw(self, rng: np.random.Generator, image: torch.Tensor) -> ObjectTargets:
         """Paint one image's squares in place; its targets."""
@@ -103,16 +104,3 @@ class SyntheticDetection:
             labels.append(label)
         xywh = torch.tensor([[x + s / 2, y + s / 2, s, s] for x, y, s, _ in boxes], dtype=torch.float32).reshape(-1, 4)
         return ObjectTargets(torch.tensor(labels, dtype=torch.int64), xywh / torch.tensor([w, h, w, h], dtype=torch.float32))
-
-
-class DetectionImages(TensorImages):
-    """A rendered split; :meth:`at_size` draws it anew at the other size."""
-
-    def __init__(self, images: torch.Tensor, targets: torch.Tensor, task: SyntheticDetection, split: str) -> None:
-        super().__init__(images, targets, task.info)
-        self.task = task
-        self.split = split
-
-    def at_size(self, size: int | tuple[int, int]) -> "DetectionImages":
-        size = as_size(size)
-        return self if size == self.image_size else self.task.render(self.split, size)

@@ -24,7 +24,6 @@ from torch import nn
 
 from ..detection.criterion import LossWeights, SetCriterion
 from ..detr_config import DetrConfig
-from ..encodings.base import SlotContext
 from ..encodings.relative.base import RelativePosition
 from ..grid import Grid, tokens_to_map
 from ..registry import ARCHITECTURES
@@ -55,7 +54,7 @@ class DetrEncoder(nn.Module):
 
     def __init__(self, cfg: DetrConfig) -> None:
         super().__init__()
-        ctx = SlotContext(cfg.embed_dim, cfg.num_heads, cfg.enc_depth, cfg.grid, 0)
+        ctx = cfg.stage_context(0)
         rates = [cfg.drop_path_rate * i / max(cfg.enc_depth - 1, 1) for i in range(cfg.enc_depth)]
 
         def make_block(index: int, relative: RelativePosition | None) -> Block:

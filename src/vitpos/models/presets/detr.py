@@ -1,8 +1,8 @@
 """DETR presets: iRPE's Table 6 rows on a detector small enough to train on a CPU, and DETR-R50's shapes.
 
-``detr_tiny_*``: a 3-layer CNN stem (stride 8), width 64, 4 heads, 2 encoder and 2 decoder
-layers, feed-forward 256, 10 queries, 64 x 64 images (an 8 x 8 encoder grid), 4 classes (the
-colours of ``synthetic:detect``). The relative encodings are iRPE's Product method, contextual
+``detr_tiny_*``: a 2-layer CNN stem (stride 4), width 64, 4 heads, 2 encoder and 2 decoder
+layers, feed-forward 256, 8 queries, 32 x 32 images (an 8 x 8 encoder grid), 4 classes (the
+colours of ``synthetic:detect``); any size that is a multiple of 4 runs. The relative encodings are iRPE's Product method, contextual
 or bias mode, on keys, shared by the heads, with 9 x 9 buckets (ratio 2, beta 4), as the
 authors' DETR code (``rpe-2.0-product-ctx-1-k``):
 
@@ -18,11 +18,11 @@ preset                                  Table 6    slots (absolute / relative)
 ``detr_tiny_sine_irpe_ctx_15``          #7         sine / product ctx 15x15 (ratio 3.5)
 ======================================  =========  =====================================
 
-``detr_r50``: DETR-R50's transformer and heads (width 256, 8 heads, 6 + 6 layers, feed-forward
+``detr_r50_shapes``: DETR-R50's transformer and heads (width 256, 8 heads, 6 + 6 layers, feed-forward
 2048, 100 queries, 91 COCO category ids, stride 32) with the CNN stem standing in for ResNet-50
 (its last width 2048, as ResNet-50's, so the input projection has DETR's shape). Without the
-backbone it has 18,070,368 parameters: DETR's 18,069,856 (encoder 7,890,432, decoder 9,472,512
-with its norm 512, queries 25,600, input projection 524,544, class head 23,644, box head
+backbone it has 18,070,368 parameters: DETR's 18,069,856 (encoder 7,890,432, decoder 9,473,024
+with its final norm, queries 25,600, input projection 524,544, class head 23,644, box head
 132,612) plus the final encoder LayerNorm of the pre-norm form (512). DETR's published 41.3M
 (41,302,368 trainable, its log) adds ResNet-50's 23,232,512 trainable parameters (conv1 and
 layer1 frozen, BatchNorm frozen as buffers). tests/models/test_detr.py asserts the count.
@@ -55,4 +55,4 @@ DETR_R50 = DetrConfig(
     num_queries=100,
     drop_rate=0.1,
 )
-MODELS.add("detr_r50", DETR_R50)
+MODELS.add("detr_r50_shapes", DETR_R50)
