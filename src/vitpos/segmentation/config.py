@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
-from ..errors import ConfigError
 from ..config import PYRAMID_ARCHS, PyramidConfig
+from ..errors import ConfigError
 from ..validation import bounded
 
 __all__ = ["SemanticFPNConfig", "IGNORE_INDEX"]
@@ -60,7 +61,7 @@ class SemanticFPNConfig(PyramidConfig):
         return PyramidConfig(**{**fields, "arch": self.backbone, "num_classes": 0})
 
     @classmethod
-    def on(cls, host: PyramidConfig, **overrides) -> SemanticFPNConfig:
+    def on(cls, host: PyramidConfig, **overrides: Any) -> SemanticFPNConfig:
         """A Semantic FPN on the host ``host`` (a PVT or Swin config), with ``overrides``."""
         fields = {f.name: getattr(host, f.name) for f in dataclasses.fields(PyramidConfig)}
         return cls(**{**fields, "arch": "semantic_fpn", "backbone": host.arch, "num_classes": 150, **overrides})
