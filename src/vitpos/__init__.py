@@ -13,6 +13,8 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "CheckpointLoadError": "vitpos.released",
+    "Host": "vitpos.models",
+    "HostConfig": "vitpos.config",
     "ModelConfig": "vitpos.config",
     "PositionConfig": "vitpos.config",
     "PyramidConfig": "vitpos.config",

@@ -31,7 +31,7 @@ def test_convert_then_eval_and_fine_tune(tmp_path, capsys):
     assert config == {"model": direct.cfg.to_dict(), "train": {"init": str(dst)}}
 
     again = vitpos.create_model(None, checkpoint=dst)  # the saved config, no preset needed
-    assert again.cfg == direct.cfg and torch.equal(again.absolute.table, direct.absolute.table)
+    assert again.cfg == direct.cfg and torch.equal(again.stages[0].absolute.table, direct.stages[0].absolute.table)
 
     assert main(["eval", f"--checkpoint={dst}", DATA]) == 0
     assert "| converted |" in capsys.readouterr().out
@@ -52,7 +52,7 @@ def test_train_init_takes_a_released_file_and_resizes_the_head(tmp_path):
     trained, _ = load_model(latest_checkpoint(run))
     direct = vitpos.create_model("thesis_vit", checkpoint=src)
     assert trained.head.weight.shape == (4, 64)
-    assert torch.equal(trained.blocks[0].attn.qkv.weight, direct.blocks[0].attn.qkv.weight)
+    assert torch.equal(trained.stages[0].blocks[0].attn.qkv.weight, direct.stages[0].blocks[0].attn.qkv.weight)
 
 
 def test_convert_without_a_fitting_preset_asks_for_one(tmp_path, capsys):
@@ -68,9 +68,9 @@ def test_init_drop_lets_a_released_model_take_another_encoding(tmp_path, capsys)
     fast = ["--epochs=1", "--batch-size=32", "--lr=0", "--min-lr=0", "--warmup-epochs=0", "--no-progress"]
     base = ["train", "--model=thesis_vit", f"--init={src}", "--relative=irpe:product:ctx:k", DATA, *fast]
     assert main([*base, f"--run-dir={tmp_path / 'strict'}"]) == 2
-    assert "does not provide: blocks.0.attn.relative.table_k" in capsys.readouterr().err
+    assert "does not provide: stages.0.blocks.0.attn.relative.table_k" in capsys.readouterr().err
     assert main([*base, "--init-drop=*.relative.*", f"--run-dir={tmp_path / 'run'}"]) == 0
     trained, _ = load_model(latest_checkpoint(tmp_path / "run"))
     direct = vitpos.create_model("thesis_vit", checkpoint=src)
-    assert torch.equal(trained.absolute.table, direct.absolute.table)
-    assert torch.count_nonzero(trained.blocks[0].attn.relative.table_k) == 0  # iRPE's zero start
+    assert torch.equal(trained.stages[0].absolute.table, direct.stages[0].absolute.table)
+    assert torch.count_nonzero(trained.stages[0].blocks[0].attn.relative.table_k) == 0  # iRPE's zero start

@@ -12,7 +12,7 @@ from PIL import Image
 from vitpos.cli import build_parser, main
 from vitpos.commands.options import field_docs, parse_size_list
 from vitpos.config import ModelConfig, PositionConfig
-from vitpos.engine import TrainConfig
+from vitpos.engine import RunRequest, TrainConfig
 from vitpos.engine.checkpoint import load_checkpoint
 
 from vitpos.commands.train import build_request
@@ -192,3 +192,14 @@ def test_model_options_are_the_hosts_own(tmp_path, capsys):
     args = build_parser().parse_args(["train", "--num-heads=3", "--embed-dims=8,16"])
     assert args.num_heads == 3 and args.embed_dims == (8, 16)
     assert build_parser().parse_args(["train", "--num-heads=1,2"]).num_heads == (1, 2)
+
+
+def test_a_config_without_a_preset_picks_the_host_by_arch(tmp_path):
+    config = tmp_path / "swin.yaml"
+    model = {"arch": "swin", "patch_size": 2, "depths": [1, 1], "embed_dims": [8, 16], "num_heads": [1, 2],
+             "mlp_ratios": [2.0, 2.0], "window_size": 2, "relative": "swin"}
+    config.write_text(yaml.safe_dump({"model": model, "train": {"data": PYRAMID_DATA}}))
+    cfg, _, _ = RunRequest.from_yaml(config).resolve()
+    assert type(cfg).__name__ == "PyramidConfig" and cfg.arch == "swin" and cfg.depths == (1, 1)
+    assert cfg.position.relative == "swin" and cfg.num_classes == 2 and cfg.img_size == 32  # the data's
+    assert type(RunRequest(model={"depth": 1, "patch_size": 4}, train={"data": DATA}).resolve()[0]).__name__ == "ModelConfig"

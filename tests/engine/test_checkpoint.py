@@ -1,7 +1,11 @@
-"""Checkpoints: round trip, atomic replacement, pruning, and clear errors for bad files."""
+"""Checkpoints: round trip, atomic replacement, pruning, clear errors for bad files, earlier formats."""
+
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 import vitpos
 from vitpos.engine import checkpoint as ckpt_mod
@@ -15,6 +19,7 @@ from vitpos.engine.checkpoint import (
     load_weights,
     save_checkpoint,
 )
+from vitpos.models.vit import upgrade_state_dict
 
 from ..conftest import TINY
 
@@ -99,3 +104,31 @@ def test_mismatches_are_named(model):
     gap = vitpos.create_model("vit_lite_7_4", **{**TINY, "head": "gap"})
     with pytest.raises(CheckpointError, match="unexpected cls_token"):
         load_weights(gap, model.state_dict(), "RUN")
+
+
+LEGACY = Path(__file__).parent.parent / "fixtures" / "legacy"
+
+
+@pytest.mark.parametrize("name", ["deit_tiny_patch16_224", "cpvt_ti_gap", "swin_tiny"])
+def test_format_1_checkpoint_with_the_earlier_vit_names_loads_as_a_run_checkpoint(tmp_path, name):
+    folder = tmp_path / "step-00000001"
+    folder.mkdir()
+    shutil.copy(LEGACY / f"{name}.safetensors", folder / "model.safetensors")  # written by the earlier hosts
+    model, _ = load_model(folder)
+    converted = vitpos.create_model(None, checkpoint=folder).eval()  # the same file as `vitpos convert` wrote it
+    io = load_file(LEGACY / f"{name}.io.safetensors")
+    with torch.no_grad():
+        for loaded in (model, converted):
+            torch.testing.assert_close(loaded.double()(io["input"]), io["logits"], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["deit_tiny_patch16_224", "pvt_tiny", "swin_tiny"])
+def test_upgrade_leaves_current_names_alone(name):
+    with torch.device("meta"):
+        state = vitpos.create_model(name).state_dict()
+    assert list(upgrade_state_dict(state)) == list(state)
+    old = {"patch_embed.proj.weight": 0, "blocks.3.attn.qkv.weight": 1, "absolute.table": 2, "cls_token": 3, "norm.bias": 4}
+    assert upgrade_state_dict(old) == {
+        "downsamples.0.proj.weight": 0, "stages.0.blocks.3.attn.qkv.weight": 1, "stages.0.absolute.table": 2,
+        "cls_token": 3, "norm.bias": 4,
+    }

@@ -2,6 +2,8 @@
 
 from . import detr, presets, pvt, swin, vit  # noqa: F401  (registration)
 from .factory import create_model, get_config, list_models
+from .host import Host
+from .pyramid import PyramidTransformer
 from .vit import VisionTransformer
 
-__all__ = ["create_model", "get_config", "list_models", "VisionTransformer"]
+__all__ = ["create_model", "get_config", "list_models", "Host", "PyramidTransformer", "VisionTransformer"]
