@@ -36,6 +36,7 @@ from ..files import write_json
 from ..models.factory import get_config
 from .cells import Cell, CellStore
 from .claims import Claim, difference, evaluate_claims, fmt_value
+from .run import _earlier_wall
 
 __all__ = ["DETECT_FAMILIES", "DETECT_CLAIMS", "DetectStudyConfig", "run_detect_cell", "run_detect_study"]
 
@@ -181,9 +182,11 @@ def run_detect_study(config: DetectStudyConfig, folder: str | Path, *, workers: 
             for cell, result in pool.map(_work, todo, [config] * len(todo), [device] * len(todo)):
                 finished(cell, result)
     seconds = time.perf_counter() - start
-    report = write_detect_report(folder, config, results, seconds, command)
+    wall = [*_earlier_wall(folder), *([seconds] if todo else [])]
+    report = write_detect_report(folder, config, results, wall, command)
     log(f"wrote {report} ({len(results)}/{len(cells)} runs, {seconds / 60:.1f} min)")
     return report
+
 
 
 def _mean_sd(values: list[float]) -> str:
@@ -193,14 +196,15 @@ def _mean_sd(values: list[float]) -> str:
     return f"{np.mean(values):.1f}" + ("" if math.isnan(sd) else f" ± {sd:.1f}")
 
 
-def write_detect_report(folder: Path, config: DetectStudyConfig, results: dict[Cell, dict[str, Any]], seconds: float, command: str) -> Path:
+def write_detect_report(folder: Path, config: DetectStudyConfig, results: dict[Cell, dict[str, Any]], wall: list[float], command: str) -> Path:
     """``report.md`` and ``results.json``: AP per family and a verdict per claim."""
     families = set(config.families)
     verdicts = evaluate_claims(results, config.train_size, (), families, DETECT_CLAIMS)
     cpu = sum(r.get("cpu_seconds", 0.0) for r in results.values())
     lines = [
         "# Detection study: iRPE Table 6 on synthetic:detect", "",
-        f"`{command}` — {len(results)} runs, {seconds / 60:.1f} min wall this invocation, {cpu / 60:.1f} CPU-min in all.", "",
+        f"`{command}` — {len(results)} runs, {sum(wall) / 60:.1f} min wall over {len(wall)} invocation(s) that trained, "
+        f"{cpu / 60:.1f} CPU-min in all.", "",
         f"Tiny DETRs (width 64, 2 + 2 layers, 8 queries, stride-4 stem) on {config.train_size} images of "
         f"{config.img_size} x {config.img_size} px with 1-{config.objects} squares of {config.min_size}-{config.max_size} px, "
         f"{config.epochs} epochs, batch {config.batch_size}, lr {config.lr:g}; {config.seeds} seeds. "
@@ -222,7 +226,7 @@ def write_detect_report(folder: Path, config: DetectStudyConfig, results: dict[C
     report = folder / "report.md"
     report.write_text("\n".join(lines) + "\n")
     write_json(folder / "results.json", {
-        "config": config.to_dict(), "wall_seconds": seconds,
+        "config": config.to_dict(), "wall_seconds": wall,
         "cells": [{**dataclasses.asdict(c), **r} for c, r in sorted(results.items())],
         "claims": [{"statement": c.statement, "values": vals, **v.to_dict()} for c, vals, v in verdicts],
     })  # fmt: skip
