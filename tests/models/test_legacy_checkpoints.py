@@ -18,7 +18,7 @@ COUNTS = json.loads((LEGACY / "param_counts.json").read_text())
 
 
 def test_every_classification_preset_has_a_legacy_fixture() -> None:
-    # the detectors came after the fixtures were written
+    # the detectors and segmenters came after the fixtures were written
     assert sorted(COUNTS) == sorted(vitpos.list_models(task="classification"))
     assert set(COUNTS) <= set(vitpos.list_models())
 

@@ -1,8 +1,9 @@
 """Data sets that hand out whole batches: ``dataset[indices] -> (uint8 images, targets)``.
 
 Every source (synthetic, CIFAR, digits, image folders) yields uint8 images of shape
-(B, C, H, W) and either integer class labels (B,), float regression targets (B, K) or padded
-object rows (B, M, 5) for detection (:mod:`vitpos.detection.targets`).
+(B, C, H, W) and either integer class labels (B,), float regression targets (B, K), padded
+object rows (B, M, 5) for detection (:mod:`vitpos.detection.targets`) or integer segmentation
+masks (B, H, W).
 Conversion to float, augmentation and normalisation happen later, on the training device
 (:mod:`vitpos.data.transforms`).
 """
@@ -40,9 +41,9 @@ class DataInfo:
 
     spec: str
     """The data spec it was opened from, e.g. ``synthetic:direction``."""
-    task: Literal["classification", "regression", "detection"]
+    task: Literal["classification", "regression", "detection", "segmentation"]
     classes: tuple[str, ...] = ()
-    """Class names (classification) in label order."""
+    """Class names (classification, and segmentation's per-pixel labels) in label order."""
     target_names: tuple[str, ...] = ()
     """Names of the regression targets, e.g. ('dx', 'dy')."""
     channels: int = 3
@@ -56,7 +57,7 @@ class DataInfo:
 
     @property
     def num_outputs(self) -> int:
-        """Classes for classification and detection, targets for regression: the model's ``num_classes``."""
+        """Classes (classification, detection, segmentation) or regression targets: the model's ``num_classes``."""
         return len(self.target_names) if self.task == "regression" else len(self.classes)
 
 

@@ -16,11 +16,13 @@ from PIL import Image, UnidentifiedImageError
 
 from .dataset import DataInfo, DataSplits, ImageDataset, Size, as_size
 
-__all__ = ["ImageFiles", "load_folder_splits", "IMAGE_EXTENSIONS", "IMAGENET_MEAN", "IMAGENET_STD"]
+__all__ = ["ImageFiles", "load_folder_splits", "decode_image", "fit_to_size", "IMAGE_EXTENSIONS", "IMAGENET_MEAN", "IMAGENET_STD"]
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+READ_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError)
+"""What Pillow raises for a file it cannot decode."""
 
 
 class ImageFiles(ImageDataset):
@@ -44,19 +46,22 @@ class ImageFiles(ImageDataset):
         return ImageFiles(self.samples, self.info, as_size(size))
 
 
+def fit_to_size(img: Image.Image, size: Size, resample: Image.Resampling = Image.Resampling.BICUBIC) -> Image.Image:
+    """``img`` resized on its shorter side to cover ``size`` (H, W), then centre-cropped to it."""
+    h, w = size
+    scale = max(h / img.height, w / img.width)
+    new_w, new_h = max(w, round(img.width * scale)), max(h, round(img.height * scale))
+    img = img.resize((new_w, new_h), resample)
+    left, top = (new_w - w) // 2, (new_h - h) // 2
+    return img.crop((left, top, left + w, top + h))
+
+
 def decode_image(path: Path, size: Size) -> torch.Tensor:
     """RGB uint8 (3, H, W): resized on its shorter side, then centre-cropped to ``size``."""
     try:
         with Image.open(path) as img:
-            img = img.convert("RGB")
-            h, w = size
-            scale = max(h / img.height, w / img.width)
-            new_w, new_h = max(w, round(img.width * scale)), max(h, round(img.height * scale))
-            img = img.resize((new_w, new_h), Image.Resampling.BICUBIC)
-            left, top = (new_w - w) // 2, (new_h - h) // 2
-            img = img.crop((left, top, left + w, top + h))
-            pixels = np.asarray(img, dtype=np.uint8)
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
+            pixels = np.asarray(fit_to_size(img.convert("RGB"), size), dtype=np.uint8)
+    except READ_ERRORS as err:
         raise ValueError(f"cannot read image {path} ({err}); remove or replace the file") from None
     return torch.from_numpy(pixels.copy()).permute(2, 0, 1)
 

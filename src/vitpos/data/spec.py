@@ -8,8 +8,10 @@ from .dataset import DataSplits
 from .digits import load_digits_splits
 from .folders import load_folder_splits
 from .coco import load_coco_splits
+from .masks import load_mask_splits
 from .synthetic import TASKS, SyntheticTask
 from .synthetic_detect import SyntheticDetection
+from .synthetic_segment import SEGMENT_TASKS, SyntheticSegmentation
 
 __all__ = ["open_data", "DATA_FORMS"]
 
@@ -18,11 +20,12 @@ DATA_FORMS = {
     "detect": "synthetic:detect[:img=32|HxW][:objects=3][:min=4][:max=10][:train=800][:val=100][:test=200][:seed=0]",
     "folder": "folder:PATH",
     "coco": "coco:PATH",
+    "masks": "masks:PATH[:classes=N][:reduce_zero]",
     "cifar10": "cifar10:PATH",
     "cifar100": "cifar100:PATH",
     "digits": "digits[:seed=0]",
 }
-"""Every accepted form; TASK is one of the synthetic tasks."""
+"""Every accepted form; TASK is one of the synthetic tasks (classification, regression or segmentation)."""
 
 def _image_size(text: str) -> int | tuple[int, int]:
     """``32`` or ``32x48`` (height x width)."""
@@ -35,7 +38,7 @@ _DETECT_OPTIONS = {"img": _image_size, "objects": int, "min": int, "max": int, "
 
 
 def _forms() -> str:
-    return "; ".join(DATA_FORMS.values()) + f" (TASK: {', '.join(TASKS)})"
+    return "; ".join(DATA_FORMS.values()) + f" (TASK: {', '.join(TASKS + SEGMENT_TASKS)})"
 
 
 def open_data(spec: str, *, patch_size: int | None = None) -> DataSplits:
@@ -51,6 +54,8 @@ def open_data(spec: str, *, patch_size: int | None = None) -> DataSplits:
         if kind == "coco":
             return load_coco_splits(rest)
         return load_folder_splits(rest) if kind == "folder" else load_cifar_splits(kind, rest)
+    if kind == "masks":
+        return _masks(spec, rest)
     if kind not in ("synthetic", "digits"):
         raise SpecError(f"unknown data source {kind!r} in {spec!r}; valid forms: {_forms()}")
     parsed = SlotSpec.parse(spec)
@@ -72,15 +77,27 @@ def _synthetic_detect(parsed: SlotSpec) -> SyntheticDetection:
 
 def _synthetic(parsed: SlotSpec, patch_size: int | None) -> SyntheticTask:
     parsed.check_no_placement()
-    parsed.check_flags({*TASKS, "free"})
-    tasks = [f for f in parsed.flags if f in TASKS]
+    every = TASKS + SEGMENT_TASKS
+    parsed.check_flags({*every, "free"})
+    tasks = [f for f in parsed.flags if f in every]
     if len(tasks) != 1:
-        raise SpecError(f"'{parsed}' must name exactly one synthetic task: {', '.join(TASKS)}")
+        raise SpecError(f"'{parsed}' must name exactly one synthetic task: {', '.join(every)}")
     opts = parsed.typed_options(_SYNTHETIC_OPTIONS)
-    return SyntheticTask(
+    kind = SyntheticSegmentation if tasks[0] in SEGMENT_TASKS else SyntheticTask
+    return kind(
         task=tasks[0],
         img_size=opts.pop("img", 32),
         square_size=opts.pop("square", patch_size or 4),
         aligned="free" not in parsed.flags,
         **opts,
     )
+
+
+def _masks(spec: str, rest: str) -> DataSplits:
+    """``masks:PATH[:classes=N][:reduce_zero]``: the path, then options (a path holds no ':')."""
+    path, *options = rest.split(":")
+    if not path:
+        raise SpecError(f"data spec {spec!r} needs a path: {DATA_FORMS['masks']}")
+    parsed = SlotSpec.parse(":".join(["masks", *options]))
+    parsed.check_flags({"reduce_zero"})
+    return load_mask_splits(path, **parsed.typed_options({"classes": int}), reduce_zero="reduce_zero" in parsed.flags)

@@ -20,7 +20,7 @@ class TrainConfig:
     """Everything about a training run except the model."""
 
     data: str = "synthetic:direction"
-    """Data set: synthetic:TASK[:opt=val...], folder:PATH, cifar10:PATH, cifar100:PATH or digits."""
+    """Data set: synthetic:TASK[:opt=val...], folder:PATH, masks:PATH (segmentation), cifar10:PATH, cifar100:PATH or digits."""
     epochs: int = bounded(30, ge=1)
     """Passes over the training split."""
     batch_size: int = bounded(128, ge=1)
@@ -62,7 +62,7 @@ class TrainConfig:
     init_pe: str | None = None
     """Start the absolute position encoding from a file saved by `vitpos pretrain-pe` (same encoding and width)."""
     init: str | None = None
-    """Start from these weights: a `vitpos convert` folder, a run or checkpoint folder, or a released checkpoint (timm/DeiT, iRPE, LaPE, Swin, PVT v1); a classifier of another class count is re-initialised."""
+    """Start from these weights: a `vitpos convert` folder, a run or checkpoint folder, or a released checkpoint (timm/DeiT, iRPE, LaPE, Swin, PVT v1); a classifier of another class count is re-initialised; a segmenter loads a classifier's weights into its host."""
     init_drop: tuple[str, ...] = bounded((), min_items=0)
     """Parameters (names, prefixes or patterns such as '*.relative.*' or 'pos_embed,absolute.*') that --init leaves at their initialisation, e.g. to change the position encoding of a released model."""
     deterministic: bool = False

@@ -1,4 +1,4 @@
-"""Evaluation: loss and top-1/top-5, R² or COCO AP on a split, at one or several input resolutions.
+"""Evaluation: loss and top-1/top-5, R², COCO AP or mIoU on a split, at one or several input resolutions.
 
 At another resolution the model runs as trained, without fine-tuning: learned position tables
 are resampled to the new grid, fixed ones recomputed, everything else as is (CPVT §4.2).
@@ -38,7 +38,7 @@ def evaluate(
     precision: Precision | None = None,
     workers: int = 0,
 ) -> dict[str, float]:
-    """Loss and acc1/acc5 (percent), r2, or AP (detection) of ``model`` on ``dataset``, over all
+    """Loss and acc1/acc5 (percent), r2, AP (detection) or miou (segmentation) of ``model`` on ``dataset``, over all
     processes; ``precision`` gives the autocast (none by default)."""
     device = torch.device(device) if device is not None else next(model.parameters()).device
     info = dataset.info
@@ -89,7 +89,7 @@ def resolution_table(rows: list[tuple[str, int, dict[tuple[int, int], dict[str, 
     the first show their difference to the first row in parentheses, as CPVT does.
     """
     metric = primary_metric(task)
-    unit = "(R²)" if metric == "r2" else f"({metric}, %)" if metric == "AP" else "(%)"
+    unit = "(R²)" if metric == "r2" else {"AP": "(AP, %)", "miou": "(mIoU, %)"}.get(metric, "(%)")
     sizes = list(dict.fromkeys(hw for _, _, results in rows for hw in results))
     header = ["Model", "Params", *(f"{_size_label(hw)}{unit}" for hw in sizes)]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]

@@ -15,8 +15,8 @@ __all__ = ["RunningMetrics", "primary_metric"]
 
 
 def primary_metric(task: str) -> str:
-    """The headline metric of a task: ``acc1``, ``r2`` or ``AP`` (detection)."""
-    return {"classification": "acc1", "detection": "AP"}.get(task, "r2")
+    """The headline metric of a task: ``acc1``, ``r2``, ``AP`` (detection) or ``miou`` (segmentation)."""
+    return {"classification": "acc1", "detection": "AP", "segmentation": "miou"}.get(task, "r2")
 
 
 class RunningMetrics:

@@ -32,12 +32,15 @@ from ..data.spec import open_data
 from ..models.factory import config_from_dict, get_config
 from ..errors import VitposError
 from ..registry import ARCHITECTURES
+from ..segmentation.config import SemanticFPNConfig
 from .config import TrainConfig
 
 __all__ = ["RunRequest", "fit_model_to_data", "check_model_fits_data", "MODEL_KEYS"]
 
-MODEL_KEYS = frozenset(f.name for cls in HOST_CONFIGS for f in dataclasses.fields(cls)) | frozenset(SLOT_NAMES)
-"""Every field of any host's config and every slot name a request may set (the chosen host checks its own)."""
+_CONFIGS = (*HOST_CONFIGS, SemanticFPNConfig)
+MODEL_KEYS = frozenset(f.name for cls in _CONFIGS for f in dataclasses.fields(cls)) | frozenset(SLOT_NAMES)
+"""Every field of any host's config (and of a segmenter's head) and every slot name a request may set (the
+chosen config checks its own)."""
 
 
 @dataclass

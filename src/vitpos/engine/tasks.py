@@ -2,12 +2,14 @@
 
 The trainer and :func:`~vitpos.engine.evaluate.evaluate` ask :func:`task_for` for the task of
 the data and model at hand, and use only :class:`Task`'s two methods, so a new kind of output
-(detection today; segmentation next) plugs in here without touching the training loop:
+(detection, segmentation) plugs in here without touching the training loop:
 
 * ``image`` tasks (classification, regression): one output vector per image, cross entropy or
   MSE, top-1/top-5 or R² (:class:`~vitpos.engine.metrics.RunningMetrics`);
 * ``detection``: DETR's output dict, its set loss (:mod:`vitpos.detection.criterion`), and
-  COCO's AP on the predictions (:class:`DetectionMetrics`, evaluation only).
+  COCO's AP on the predictions (:class:`DetectionMetrics`, evaluation only);
+* ``segmentation``: per-pixel logits, cross entropy over labelled pixels, and mIoU from a
+  confusion matrix (:class:`~vitpos.segmentation.task.SegmentationTask`).
 
 A metrics object has ``add_loss(loss, n)``, ``add_predictions(outputs, targets)``,
 ``reduced(ctx)``, ``compute()``, ``state()`` and ``load_state(state)``.
@@ -27,6 +29,7 @@ from ..detection.coco_eval import coco_metrics
 from ..detection.postprocess import Detections, postprocess
 from ..detection.targets import ObjectTargets, unpad_objects
 from ..errors import VitposError
+from ..segmentation.task import SegmentationTask
 from .distributed import Dist, all_reduce_sum
 from .metrics import RunningMetrics
 
@@ -145,7 +148,7 @@ class DetectionTask:
 
 
 def task_for(info: DataInfo, model: nn.Module) -> Task:
-    """The task of ``info``'s data for ``model``; a detector on other data (or the reverse) is an error."""
+    """The task of ``info``'s data for ``model``; a detector or segmenter on other data (or the reverse) is an error."""
     detector = hasattr(model, "criterion")
     if (info.task == "detection") != detector:
         kind = "a detector" if detector else "not a detector"
@@ -153,4 +156,14 @@ def task_for(info: DataInfo, model: nn.Module) -> Task:
             f"{info.spec} is a {info.task} task, but the model ({type(model).__name__}) is {kind}; "
             + ("use a detr_* preset (see `vitpos models detr*`)" if info.task == "detection" else "use detection data (synthetic:detect, coco:PATH)")
         )
+    segmenter = getattr(getattr(model, "cfg", None), "task", None) == "segmentation"
+    if (info.task == "segmentation") != segmenter:
+        kind = "a segmenter" if segmenter else "not a segmenter"
+        raise VitposError(
+            f"{info.spec} is a {info.task} task, but the model ({type(model).__name__}) is {kind}; "
+            + ("use a *_fpn preset (see `vitpos models --task segmentation`)" if info.task == "segmentation"
+               else "use segmentation data (synthetic:segment, masks:PATH)")
+        )
+    if segmenter:
+        return SegmentationTask(info)
     return DetectionTask(info, model) if detector else ImageTask(info)

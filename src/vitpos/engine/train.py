@@ -118,7 +118,9 @@ class _Trainer:
 
         torch.manual_seed(cfg.seed)
         self.model = create_model(model_cfg)
-        if cfg.init:
+        if cfg.init and hasattr(self.model, "load_backbone"):  # a segmenter starts from a classifier's host
+            self.model.load_backbone(cfg.init, drop=cfg.init_drop)
+        elif cfg.init:
             load_initial_weights(self.model, cfg.init, drop=cfg.init_drop, resize_head=True)
         if cfg.init_pe:
             load_position_encoding(self.model, cfg.init_pe)

@@ -50,9 +50,9 @@ def create_model(
     return ARCHITECTURES.get(cfg.arch)(cfg)
 
 
-TASKS = ("classification", "detection")
+TASKS = ("classification", "detection", "segmentation")
 """What presets predict: one output vector per image (classification, or regression with its
-head resized), or objects (the DETR presets)."""
+head resized), objects (the DETR presets), or a class per pixel (the Semantic FPN presets)."""
 
 
 def preset_task(name: str) -> str:
