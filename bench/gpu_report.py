@@ -100,4 +100,4 @@ def gpu_section(text: str) -> str | None:
     if start < 0:
         return None
     end = text.find("\n## ", start + 1)
-    return text[start + 1 : None if end < 0 else end + 1]
+    return text[start + 1 : None if end < 0 else end].rstrip("\n") + "\n"

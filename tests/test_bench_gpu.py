@@ -35,7 +35,7 @@ def test_the_gpu_section_is_replaced_in_place_or_appended():
     assert with_gpu.startswith(cpu) and gpu_section(with_gpu) == NOT_MEASURED
     measured = "## GPU\n\n- Device: X\n"
     middle = replace_section(with_gpu + "\n## Later\n\ntext\n", measured)
-    assert gpu_section(middle) == measured + "\n" and middle.endswith("## Later\n\ntext\n") and middle.startswith(cpu)
+    assert gpu_section(middle) == measured and middle.endswith("## Later\n\ntext\n") and middle.startswith(cpu)
     assert gpu_section(cpu) is None
 
 

@@ -24,6 +24,7 @@ VIT_CASES = [
     dict(absolute="sincos2d", join="lape", depth=2),
     dict(absolute="learnable_sincos", conditional="peg@0:dw*2:pad=reflect"),
     dict(absolute="fourier", join="input"),
+    dict(absolute="sine", join="detr", depth=2),
     # every relative encoding; iRPE in each bucket method and on each target
     dict(absolute="none", relative="irpe:product:ctx:qkv"),
     dict(absolute="none", relative="irpe:quant:bias:qk"),

@@ -221,15 +221,7 @@ class Block(nn.Module):
         h = self.norm1(x)
         if pos is not None:
             h = h + pos
-        if qk_pos is None:
-            out = self.attn(h, grid, num_prefix_tokens)
-        elif type(self.attn).forward is Attention.forward:
-            out = self.attn(h, grid, num_prefix_tokens, qk_pos=qk_pos)
-        else:
-            raise ValueError(
-                f"a position on queries and keys only (join 'detr') needs global attention; {type(self.attn).__name__} "
-                "does not take one: use another join on this host"
-            )
+        out = self.attn(h, grid, num_prefix_tokens) if qk_pos is None else self.attn(h, grid, num_prefix_tokens, qk_pos=qk_pos)
         x = x + self.drop_path1(out)
         return x + self.drop_path2(self.mlp(self.norm2(x)))
 

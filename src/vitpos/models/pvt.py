@@ -61,11 +61,18 @@ class SpatialReductionAttention(Attention):
         num_prefix_tokens: int,
         mask: torch.Tensor | None = None,
         return_weights: bool = False,
+        qk_pos: torch.Tensor | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """``qk_pos`` (DETR's join) reaches the queries and, reduced with the tokens, the keys; values see ``x``."""
         b, n, c = x.shape
         weight, bias = self.qkv.weight, self.qkv.bias
-        q = F.linear(x, weight[:c], None if bias is None else bias[:c])
+        qk_in = x if qk_pos is None else x + qk_pos
+        q = F.linear(qk_in, weight[:c], None if bias is None else bias[:c])
         kv = F.linear(self.reduce(x, grid, num_prefix_tokens), weight[c:], None if bias is None else bias[c:])
+        if qk_pos is not None:
+            k_weight, k_bias = weight[c : 2 * c], None if bias is None else bias[c : 2 * c]
+            keys = F.linear(self.reduce(qk_in, grid, num_prefix_tokens), k_weight, k_bias)
+            kv = torch.cat([keys, kv[..., c:]], dim=-1)
         q = q.reshape(b, n, self.num_heads, self.head_dim).transpose(1, 2)
         k, v = kv.reshape(b, -1, 2, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         return self.project(self.attend(q, k, v, grid, num_prefix_tokens, mask, return_weights))

@@ -219,8 +219,10 @@ class WindowAttention(Attention):
         num_prefix_tokens: int,
         mask: torch.Tensor | None = None,
         return_weights: bool = False,
+        qk_pos: torch.Tensor | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """Attention within windows; the weights, if asked, are per window: (B * windows, heads, N, N)."""
+        """Attention within windows; the weights, if asked, are per window: (B * windows, heads, N, N).
+        ``qk_pos`` (1 or B, H*W, C) is cut into the same windows as the tokens."""
         if num_prefix_tokens:
             raise ValueError(f"window attention has no place for prefix tokens, got num_prefix_tokens={num_prefix_tokens}")
         if mask is not None:
@@ -231,7 +233,9 @@ class WindowAttention(Attention):
         if mask is not None:
             # one copy of each image's masks per window batch entry: B * windows, 1, N, N
             mask = mask.repeat(x.shape[0], 1, 1).unsqueeze(1)
-        result = super().forward(windows, layout.window, 0, mask, return_weights)
+        if qk_pos is not None:
+            qk_pos = partition_windows(qk_pos.expand(x.shape[0], -1, -1), layout)
+        result = super().forward(windows, layout.window, 0, mask, return_weights, qk_pos)
         if return_weights:
             return merge_windows(result[0], layout), result[1]
         return merge_windows(result, layout)
