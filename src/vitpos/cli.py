@@ -82,7 +82,7 @@ def is_user_error(err: BaseException) -> bool:
     errors raised by vitpos code itself count as the user's; a ValueError from deep inside a
     library called by vitpos does not.
     """
-    from .errors import VitposError
+    from .errors import VitposError  # light; kept local so that --help imports nothing
 
     if isinstance(err, (VitposError, OSError)):
         return True
