@@ -1,11 +1,12 @@
 # Two commands: `make test` and `make study`. Both create .venv on first use.
+# `make lint` runs the format, lint and type checks that `make test` starts with; `make fix` applies ruff's fixes.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_VERSION := 2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: test study bench install clean
+.PHONY: test lint fix study bench install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,8 +20,19 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
-test: $(STAMP)
+LINTED := src tests bench
+
+test: lint
 	$(BIN)/python -m pytest -n 2 tests
+
+lint: $(STAMP)
+	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/mypy
+
+fix: $(STAMP)
+	$(BIN)/ruff format $(LINTED)
+	$(BIN)/ruff check --fix $(LINTED)
 
 study: $(STAMP)
 	$(BIN)/vitpos study
@@ -30,4 +42,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench --out BENCHMARKS.md
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache .mypy_cache

@@ -9,10 +9,10 @@ count, warm-up, and the median of repeated, interleaved timings; the spread is m
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -27,8 +27,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("--models", default="deit_tiny_patch16_224,deit_small_patch16_224", help="comma-separated presets")
     p.add_argument(
-        "--tokens", default="196,784",
-        help="comma-separated patch-token counts (square grids); for pyramids the last stage's (49 = 224x224 at stride 32)",
+        "--tokens",
+        default="196,784",
+        help="comma-separated patch-token counts (square grids); "
+        "for pyramids the last stage's (49 = 224x224 at stride 32)",
     )
     p.add_argument("--threads", type=int, default=2, help="torch intra-op threads (fixed for every case)")
     p.add_argument("--batch", type=int, default=8, help="images per step at 196 tokens (scaled down at more tokens)")
@@ -38,8 +40,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--infer-iters", type=int, default=2, help="inference forwards per timing (they are short)")
     p.add_argument("--cases", default="", help="comma-separated case labels to run (default: all available)")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement")
-    p.add_argument("--reference-tokens", default="196,784,3136", help="token counts of the iRPE reference comparison ('' skips it)")
-    p.add_argument("--reference-model", default="deit_tiny_patch16_224", help="preset whose width and heads the compared layer has")
+    p.add_argument(
+        "--reference-tokens", default="196,784,3136", help="token counts of the iRPE reference comparison ('' skips it)"
+    )
+    p.add_argument(
+        "--reference-model", default="deit_tiny_patch16_224", help="preset whose width and heads the compared layer has"
+    )
     p.add_argument("--reference-spec", default="irpe:product:ctx:qkv", help="relative slot value of the compared layer")
     p.add_argument("--reference-repeats", type=int, default=3)
     p.add_argument(
@@ -74,7 +80,11 @@ def run_group(model: str, tokens: int, cases: list[Case], args: argparse.Namespa
     batch = max(1, args.batch * 196 // tokens)
     side = image_side(model, tokens)
     unfit = {c.label: c.fits(model, side) for c in cases}
-    rows = [f"| {model} | {tokens} | {label} | — | — | — | — | — | does not build: {why} |" for label, why in unfit.items() if why]
+    rows = [
+        f"| {model} | {tokens} | {label} | — | — | — | — | — | does not build: {why} |"
+        for label, why in unfit.items()
+        if why
+    ]
     for row in rows:
         print(row, flush=True)
     cases = [c for c in cases if not unfit[c.label]]
@@ -103,7 +113,8 @@ def run_group(model: str, tokens: int, cases: list[Case], args: argparse.Namespa
             flag = " MISSED" if any(m.what == "memory" for m in row_misses) else ""
             mem = f"{memory[c.label] / 2**20:7.0f} MiB ×{ratio:.2f}{flag}"
         rows.append(
-            f"| {model} | {tokens} | {c.label} | {fmt_timing(tr)} | {fmt_overhead(tr_oh, c is BASELINE)} | {fmt_timing(inf)} | {fmt_overhead(inf_oh, c is BASELINE)} "
+            f"| {model} | {tokens} | {c.label} | {fmt_timing(tr)} | {fmt_overhead(tr_oh, c is BASELINE)} "
+            f"| {fmt_timing(inf)} | {fmt_overhead(inf_oh, c is BASELINE)} "
             f"| {mem} | {verdict(row_misses, c.label, model, tokens)} |"
         )
         print(rows[-1], flush=True)
@@ -142,9 +153,10 @@ def main(argv: list[str] | None = None) -> int:
             command=command, threads=args.threads, minutes=(time.perf_counter() - start) / 60, note=args.note,
             table=header + rows, misses=misses, skipped=skipped, reference=reference,
         )  # fmt: skip
-        previous = open(args.out).read() if os.path.exists(args.out) else ""
-        with open(args.out, "w") as f:  # the GPU section, written by python -m bench.gpu, stays
-            f.write(replace_section(text, gpu_section(previous) or NOT_MEASURED))
+        out = Path(args.out)
+        previous = out.read_text() if out.exists() else ""
+        # the GPU section, written by python -m bench.gpu, stays
+        out.write_text(replace_section(text, gpu_section(previous) or NOT_MEASURED))
     return 0
 
 

@@ -42,7 +42,9 @@ def check(model: torch.nn.Module, images: torch.Tensor) -> tuple[float, float]:
     model.zero_grad()
     expected = model(images)
     expected.square().mean().backward()
-    diffs = [(out - expected).abs().max()] + [(g - p.grad).abs().max() for g, p in zip(grads, model.parameters())]
+    diffs = [(out - expected).abs().max()] + [
+        (g - p.grad).abs().max() for g, p in zip(grads, model.parameters(), strict=True)
+    ]
     model.eval()
     with torch.no_grad():
         diffs.append((compiled(images) - model(images)).abs().max())

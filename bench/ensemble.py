@@ -15,9 +15,12 @@ import shlex
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 
 import torch
 
+from vitpos.config import ModelConfig
 from vitpos.data.synthetic import SyntheticTask
 from vitpos.engine.config import TrainConfig
 from vitpos.engine.ensemble import Member, stack_error, train_ensemble
@@ -29,7 +32,9 @@ from vitpos.study.protocol import study_model
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.ensemble", description=__doc__)
-    p.add_argument("--families", default="learned,fourier,peg,lape_learned,irpe_product", help="comma-separated study families")
+    p.add_argument(
+        "--families", default="learned,fourier,peg,lape_learned,irpe_product", help="comma-separated study families"
+    )
     p.add_argument("--sizes", default="5,10", help="comma-separated ensemble sizes S")
     p.add_argument("--img-size", type=int, default=24, help="image side (24: the default study; 32: --full)")
     p.add_argument("--train", type=int, default=640, help="training images per run")
@@ -45,14 +50,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def _members(size: int, args: argparse.Namespace) -> list[Member]:
     out = []
     for seed in range(size):
-        data = SyntheticTask("direction", img_size=args.img_size, square_size=4, train=args.train, val=100, test=100, seed=seed).splits()
-        cfg = TrainConfig(data=data.info.spec, epochs=args.epochs, batch_size=args.batch, lr=2e-3, warmup_epochs=0.1,
-                          seed=seed, device=args.device, eval_every=args.epochs, progress=False)
+        data = SyntheticTask(
+            "direction", img_size=args.img_size, square_size=4, train=args.train, val=100, test=100, seed=seed
+        ).splits()
+        cfg = TrainConfig(
+            data=data.info.spec,
+            epochs=args.epochs,
+            batch_size=args.batch,
+            lr=2e-3,
+            warmup_epochs=0.1,
+            seed=seed,
+            device=args.device,
+            eval_every=args.epochs,
+            progress=False,
+        )
         out.append(Member(cfg, data))
     return out
 
 
-def _seconds(fn) -> float:
+def _one_at_a_time(model_cfg: ModelConfig, members: list[Member]) -> None:
+    for m in members:
+        train(model_cfg, m.cfg, m.data)
+
+
+def _seconds(fn: Callable[[], object]) -> float:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     start = time.perf_counter()
@@ -79,19 +100,26 @@ def main(argv: list[str] | None = None) -> int:
             train_ensemble(model_cfg, members[:2])  # warm-up
             alone, together, ratios = [], [], []
             for _ in range(args.repeats):
-                a = _seconds(lambda: [train(model_cfg, m.cfg, m.data) for m in members])
-                b = _seconds(lambda: train_ensemble(model_cfg, members))
+                a = _seconds(partial(_one_at_a_time, model_cfg, members))
+                b = _seconds(partial(train_ensemble, model_cfg, members))
                 alone.append(a)
                 together.append(b)
                 ratios.append(a / b)
-            rows.append(f"| {label} | {size} | {statistics.median(alone):.1f} | {statistics.median(together):.1f} | "
-                        f"×{statistics.median(ratios):.2f} ({min(ratios):.2f}–{max(ratios):.2f}) |")
+            rows.append(
+                f"| {label} | {size} | {statistics.median(alone):.1f} | {statistics.median(together):.1f} | "
+                f"×{statistics.median(ratios):.2f} ({min(ratios):.2f}–{max(ratios):.2f}) |"
+            )
             print(rows[-1], flush=True)
     steps = args.train // args.batch * args.epochs
     print()
-    print(f"- Machine: {platform.processor() or platform.machine()}, device {args.device}, {args.threads} thread(s); torch {torch.__version__}")
-    print(f"- Command: `python -m bench.ensemble {' '.join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))}`")
-    print(f"- Each run: {steps} steps of batch {args.batch} at {args.img_size} px, then val and test evaluation. {args.note}")
+    machine = platform.processor() or platform.machine()
+    command = shlex.join(["python", "-m", "bench.ensemble", *(argv if argv is not None else sys.argv[1:])])
+    print(f"- Machine: {machine}, device {args.device}, {args.threads} thread(s); torch {torch.__version__}")
+    print(f"- Command: `{command}`")
+    print(
+        f"- Each run: {steps} steps of batch {args.batch} at {args.img_size} px, then val and test evaluation.",
+        args.note,
+    )
     print()
     print("| family | S | S runs one at a time, s | one ensemble of S, s | speed-up (min–max) |")
     print("| --- | ---: | ---: | ---: | --- |")

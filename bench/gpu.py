@@ -13,8 +13,8 @@ import argparse
 import importlib.util
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -68,8 +68,13 @@ def run_group(group: GpuGroup, args: argparse.Namespace) -> list[GpuRow]:
     side = image_side(MODEL, group.tokens)
     images = torch.randn(batch, 3, side, side, device="cuda")
     torch.manual_seed(0)
-    steps = {c.label: cuda_step(build(MODEL, c.position, group.tokens).cuda(), images, group.mode, group.compiled) for c in gpu_cases()}
-    throughput, overheads = paired_overheads(steps, BASELINE.label, batch, warmup=args.warmup, repeats=args.repeats, iters=args.iters)
+    steps = {
+        c.label: cuda_step(build(MODEL, c.position, group.tokens).cuda(), images, group.mode, group.compiled)
+        for c in gpu_cases()
+    }
+    throughput, overheads = paired_overheads(
+        steps, BASELINE.label, batch, warmup=args.warmup, repeats=args.repeats, iters=args.iters
+    )
     peaks = {k: peak_bytes(fn) for k, fn in steps.items()} if group.mode == "train" else {}
     rows = [GpuRow(k, throughput[k].median, (o.median, o.low, o.high), peaks.get(k)) for k, o in overheads.items()]
     return sorted(rows, key=lambda r: r.label != BASELINE.label)
@@ -84,9 +89,13 @@ def run_timm(args: argparse.Namespace) -> list[str]:
         images = torch.randn(args.batch, 3, 224, 224, device="cuda")
         steps = {
             f"timm {theirs}": cuda_step(timm.create_model(theirs).cuda(), images, "train", False),
-            f"vitpos {ours}": cuda_step(build(ours, {}, 49 if ours == "swin_tiny" else 196).cuda(), images, "train", False),
+            f"vitpos {ours}": cuda_step(
+                build(ours, {}, 49 if ours == "swin_tiny" else 196).cuda(), images, "train", False
+            ),
         }
-        throughput, overheads = paired_overheads(steps, f"timm {theirs}", args.batch, warmup=args.warmup, repeats=args.repeats, iters=args.iters)
+        throughput, overheads = paired_overheads(
+            steps, f"timm {theirs}", args.batch, warmup=args.warmup, repeats=args.repeats, iters=args.iters
+        )
         rows = [GpuRow(k, throughput[k].median, (o.median, o.low, o.high)) for k, o in overheads.items()]
         tables.append(render_table(GpuGroup(224, "train", False), rows, f"timm {theirs}"))
     return [line for table in tables for line in table]
@@ -107,7 +116,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if not torch.cuda.is_available():
-        print("python -m bench.gpu measures on CUDA, and no CUDA device is available here; run it on a GPU machine", file=sys.stderr)
+        print(
+            "python -m bench.gpu measures on CUDA, and no CUDA device is available here; run it on a GPU machine",
+            file=sys.stderr,
+        )
         return 2
     groups = gpu_groups(tuple(int(t) for t in args.tokens.split(",")), (False,) if args.no_compile else (False, True))
     tables = []

@@ -25,7 +25,8 @@ class GpuGroup:
 
     @property
     def title(self) -> str:
-        return f"{self.tokens} tokens, {'training step' if self.mode == 'train' else 'inference'}, {'compiled' if self.compiled else 'eager'}"
+        mode = "training step" if self.mode == "train" else "inference"
+        return f"{self.tokens} tokens, {mode}, {'compiled' if self.compiled else 'eager'}"
 
 
 def gpu_groups(tokens: tuple[int, ...] = (196, 784), compiled: tuple[bool, ...] = (False, True)) -> list[GpuGroup]:
@@ -65,7 +66,7 @@ def render_table(group: GpuGroup, rows: list[GpuRow], baseline: str) -> list[str
         if r.peak_bytes is not None:
             memory = f"{r.peak_bytes / 2**30:.2f} GiB" + (f" ×{r.peak_bytes / base_peak:.2f}" if base_peak else "")
         lines.append(f"| {r.label} | {r.images_per_s:.1f} | {over} | {memory} |")
-    return lines + [""]
+    return [*lines, ""]
 
 
 def render_section(device: str, torch_version: str, command: str, batch: int, tables: list[list[str]]) -> str:

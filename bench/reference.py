@@ -9,15 +9,15 @@ chunks ("chunked", the policy's choice from ``CHUNK_FROM_TOKENS`` tokens on).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
 from tests.relative.reference import reference_attention
 from vitpos import get_config
-from vitpos.encodings.base import SlotContext
 from vitpos.attention.policy import CHUNK_FROM_TOKENS
+from vitpos.encodings.base import SlotContext
 from vitpos.models.layers import Attention
 from vitpos.registry import RELATIVE
 from vitpos.spec import SlotSpec
@@ -113,7 +113,8 @@ def report(model: str, spec_text: str, token_counts: list[int], *, repeats: int,
         f"float32. `stored` keeps the N x N weights, `chunked` works through query chunks "
         f"(chosen automatically from {CHUNK_FROM_TOKENS} tokens on).",
         "",
-        "| tokens | path | time per step (min–max) | × reference | peak memory | × reference | max abs diff to reference |",
+        "| tokens | path | time per step (min–max) | × reference | peak memory | × reference "
+        "| max abs diff to reference |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     budget = int(budget_gib * 2**30)

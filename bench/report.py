@@ -53,9 +53,7 @@ def explain(miss: Miss) -> str:
     """One sentence saying why ``miss`` is missed."""
     where = f"{miss.label} ({miss.model}, {miss.tokens} tokens)"
     if miss.what == "memory":
-        return (
-            f"{where}: peak training memory ×{miss.value:.2f} against ×{miss.limit:.2f}, from {MEMORY_COSTS}."
-        )
+        return f"{where}: peak training memory ×{miss.value:.2f} against ×{miss.limit:.2f}, from {MEMORY_COSTS}."
     measured = f"{miss.what} overhead {miss.value:+.1%} against ≤{miss.limit:.1%}"
     if miss.lowest <= miss.limit:
         return (
@@ -65,7 +63,9 @@ def explain(miss: Miss) -> str:
     return f"{where}: {measured} in every round, from {COSTS.get(miss.label, 'its extra operations')}."
 
 
-def target_misses(model: str, tokens: int, label: str, train: Timing, infer: Timing, memory: float | None) -> list[Miss]:
+def target_misses(
+    model: str, tokens: int, label: str, train: Timing, infer: Timing, memory: float | None
+) -> list[Miss]:
     """The targets (DeiT-S at 196 tokens for time, iRPE at 784 tokens for memory) this row misses;
     a time target is missed when the median overhead over the rounds exceeds it."""
     misses = []

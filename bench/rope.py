@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -43,11 +43,12 @@ def main() -> int:
     q, k, _ = torch.randn(batch, n, 3, heads, d).permute(2, 0, 3, 1, 4).unbind(0)  # views of one qkv, as in Attention
     cos_sin = torch.randn(2, 1, grid * grid, d // 2)
     rotation = Rotation(cos_sin, 1)
-    for got, want in zip(rotation.apply(q, k), rotate_apart(q, k, cos_sin, 1)):
+    for got, want in zip(rotation.apply(q, k), rotate_apart(q, k, cos_sin, 1), strict=True):
         torch.testing.assert_close(got, want)
     apart = median_ms(lambda: rotate_apart(q, k, cos_sin, 1))
     together = median_ms(lambda: rotation.apply(q, k))
-    print(f"q and k ({batch}, {heads}, {n}, {d}): apart {apart:.2f} ms, one step {together:.2f} ms, x{together / apart:.2f}")
+    shape = f"({batch}, {heads}, {n}, {d})"
+    print(f"q and k {shape}: apart {apart:.2f} ms, one step {together:.2f} ms, x{together / apart:.2f}")
     return 0
 
 

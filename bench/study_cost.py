@@ -15,12 +15,14 @@ import torch
 import torch.nn.functional as F
 
 from vitpos import create_model
+from vitpos.config import HostConfig
 from vitpos.study.execute import TRAINS_AS
 from vitpos.study.protocol import StudyConfig
 
 
-def step_seconds(model_cfg, batch: int, steps: int = 20) -> float:
-    """CPU seconds per training step of ``model_cfg`` at batch ``batch`` (the mean of ``steps`` after three warm-up steps)."""
+def step_seconds(model_cfg: HostConfig, batch: int, steps: int = 20) -> float:
+    """CPU seconds per training step of ``model_cfg`` at batch ``batch``: the mean of ``steps``
+    after three warm-up steps."""
     model = create_model(model_cfg).train()
     optimizer = torch.optim.AdamW(model.parameters())
     x = torch.randn(batch, model_cfg.in_chans, *model_cfg.image_hw)
@@ -43,7 +45,9 @@ def training_steps(config: StudyConfig) -> dict[str, int]:
         if key in seen:
             continue
         seen.add(key)
-        out[cell.family] = out.get(cell.family, 0) + config.epochs_for(cell.train_size) * (cell.train_size // config.batch_size)
+        out[cell.family] = out.get(cell.family, 0) + config.epochs_for(cell.train_size) * (
+            cell.train_size // config.batch_size
+        )
     return out
 
 
@@ -64,8 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         n = steps[family.label] + (pretrain_steps if family.pretrained else 0)
         total += cost * n
         print(f"| {family.label} | {1000 * cost:.1f} | {n:,} | {cost * n / 60:.1f} |", flush=True)
-    print(f"\n{'--full' if args.full else 'default'}: {sum(steps.values()) + pretrain_steps:,} training steps, "
-          f"{total / 60:.1f} CPU minutes of training alone: {total / 60 / args.cores:.1f} min on {args.cores} cores")
+    print(
+        f"\n{'--full' if args.full else 'default'}: {sum(steps.values()) + pretrain_steps:,} training steps, "
+        f"{total / 60:.1f} CPU minutes of training alone: {total / 60 / args.cores:.1f} min on {args.cores} cores"
+    )
     return 0
 
 

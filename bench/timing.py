@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -29,7 +30,7 @@ def image_side(model_name: str, tokens: int) -> int:
     """The square image size that gives ``tokens`` patch tokens for ``model_name`` (for a
     pyramid: tokens of the last stage, so 49 tokens are 224 x 224 for a stride of 32)."""
     cfg = vitpos.get_config(model_name)
-    side = int(round(tokens**0.5))
+    side = math.isqrt(tokens)
     if side * side != tokens:
         raise ValueError(f"{tokens} tokens is not a square grid")
     return side * (cfg.stride if isinstance(cfg, vitpos.PyramidConfig) else cfg.patch_size)
@@ -89,7 +90,14 @@ def interleaved_throughput(
 
 
 def paired_overheads(
-    steps: dict[str, Callable[[], None]], baseline: str, batch: int, *, warmup: int, repeats: int, iters: int, seed: int = 0
+    steps: dict[str, Callable[[], None]],
+    baseline: str,
+    batch: int,
+    *,
+    warmup: int,
+    repeats: int,
+    iters: int,
+    seed: int = 0,
 ) -> tuple[dict[str, Timing], dict[str, Timing]]:
     """Throughput of every case (images/s) and its overhead against ``baseline``, from paired timings.
 

@@ -15,13 +15,25 @@ import os
 import sys
 import traceback
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["main", "build_parser"]
 
 COMMANDS = (
-    "models", "train", "eval", "convert", "export",
-    "study", "pretrain-pe", "probe", "similarity", "attention", "equivariance", "awareness", "buckets", "relative-bias",
+    "models",
+    "train",
+    "eval",
+    "convert",
+    "export",
+    "study",
+    "pretrain-pe",
+    "probe",
+    "similarity",
+    "attention",
+    "equivariance",
+    "awareness",
+    "buckets",
+    "relative-bias",
 )
 """Subcommands; each is the module ``vitpos.commands.<name with - as _>`` and defines ``add_parser(subparsers)``."""
 
@@ -70,7 +82,7 @@ def is_user_error(err: BaseException) -> bool:
     errors raised by vitpos code itself count as the user's; a ValueError from deep inside a
     library called by vitpos does not.
     """
-    from .errors import VitposError  # noqa: PLC0415  (light; kept local so help imports nothing)
+    from .errors import VitposError  # light; kept local so that --help imports nothing
 
     if isinstance(err, (VitposError, OSError)):
         return True
@@ -96,7 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         with warnings.catch_warnings():
-            warnings.showwarning = lambda message, *_, **__: print(f"vitpos {args.command}: warning: {message}", file=sys.stderr)
+            warnings.showwarning = lambda message, *_, **__: print(
+                f"vitpos {args.command}: warning: {message}", file=sys.stderr
+            )
             return int(args.func(args) or 0)
     except Exception as err:
         if is_user_error(err):

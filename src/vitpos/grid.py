@@ -7,7 +7,16 @@ import torch.nn.functional as F
 
 from .errors import VitposError
 
-__all__ = ["Grid", "tracing", "patch_grid", "grid_coords", "grid_offsets", "resample_table", "tokens_to_map", "map_to_tokens"]
+__all__ = [
+    "Grid",
+    "tracing",
+    "patch_grid",
+    "grid_coords",
+    "grid_offsets",
+    "resample_table",
+    "tokens_to_map",
+    "map_to_tokens",
+]
 
 Grid = tuple[int, int]
 """(H, W): rows then columns, counted in patches; symbolic sizes (``torch.SymInt``) while tracing."""
@@ -34,7 +43,9 @@ def patch_grid(image_hw: tuple[int, int], patch_size: int, *, pad: bool = False)
     return ((h + patch_size - 1) // patch_size, (w + patch_size - 1) // patch_size)
 
 
-def grid_coords(grid: Grid, *, device=None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def grid_coords(
+    grid: Grid, *, device: torch.device | str | None = None, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """Cell coordinates (x, y) = (column, row) in row-major token order; shape (H*W, 2)."""
     h, w = grid
     ys, xs = torch.meshgrid(
@@ -43,7 +54,7 @@ def grid_coords(grid: Grid, *, device=None, dtype: torch.dtype = torch.float32) 
     return torch.stack([xs.reshape(-1), ys.reshape(-1)], dim=-1)
 
 
-def grid_offsets(grid: Grid, *, device=None) -> torch.Tensor:
+def grid_offsets(grid: Grid, *, device: torch.device | str | None = None) -> torch.Tensor:
     """Integer offsets (dy, dx) from key j to query i; shape (N, N, 2) with N = H*W."""
     h, w = grid
     ys, xs = torch.meshgrid(torch.arange(h, device=device), torch.arange(w, device=device), indexing="ij")

@@ -93,12 +93,15 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def check_fields(config: Any) -> None:
-    """Check and normalise every field of the dataclass instance ``config``, frozen or not (see the module docstring)."""
+    """Check and normalise every field of the dataclass instance ``config``, frozen or not
+    (see the module docstring)."""
     owner = type(config).__name__
-    hints = _hints(type(config))
+    hints = _hints(type(config))  # type: ignore[arg-type]  # classes are hashable; mypy disagrees (python/mypy#11470)
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
-        object.__setattr__(config, f.name, check_value(f"{owner}.{f.name}", value, hints[f.name], f.metadata.get("allowed")))
+        object.__setattr__(
+            config, f.name, check_value(f"{owner}.{f.name}", value, hints[f.name], f.metadata.get("allowed"))
+        )
 
 
 def check_value(name: str, value: Any, hint: Any, allowed: Allowed | None = None) -> Any:
@@ -108,9 +111,8 @@ def check_value(name: str, value: Any, hint: Any, allowed: Allowed | None = None
         hint_text = ""
         if isinstance(value, str) and float in _alternatives(hint) and _is_number(value):
             hint_text = "; YAML reads a number like 1e-3 as text: write it with a dot, 1.0e-3"
-        raise ConfigError(
-            f"{name} = {value!r} ({type(value).__name__}) is not allowed: expected {_expect(hint, allowed or Allowed())}{hint_text}"
-        )
+        expected = _expect(hint, allowed or Allowed())
+        raise ConfigError(f"{name} = {value!r} ({type(value).__name__}) is not allowed: expected {expected}{hint_text}")
     return converted
 
 
@@ -158,7 +160,7 @@ def _conform(value: Any, hint: Any, allowed: Allowed) -> Any:
         return float(value) if ok and allowed.admits(float(value)) else _REJECT
     if hint is str:
         return value if isinstance(value, str) and allowed.admits(value) else _REJECT
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         if isinstance(value, dict):
             known = {f.name for f in dataclasses.fields(hint)}
             return hint(**value) if set(value) <= known else _REJECT
@@ -172,7 +174,7 @@ def _conform_tuple(value: Any, args: tuple[Any, ...], allowed: Allowed) -> Any:
     items = (args[0],) * len(value) if len(args) == 2 and args[1] is Ellipsis else args
     if len(items) != len(value) or len(value) < allowed.min_items:
         return _REJECT
-    out = tuple(_conform(v, h, allowed) for v, h in zip(value, items))
+    out = tuple(_conform(v, h, allowed) for v, h in zip(value, items, strict=True))
     return _REJECT if any(v is _REJECT for v in out) else out
 
 
@@ -197,6 +199,6 @@ def _expect_one(hint: Any, allowed: Allowed) -> str:
         return ("an integer" if hint is int else "a number") + (f" {limit}" if limit else "")
     if hint is str:
         return limit if allowed.choices else "a string"
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return f"a {hint.__name__} or a mapping of its fields ({', '.join(f.name for f in dataclasses.fields(hint))})"
     return getattr(hint, "__name__", str(hint))

@@ -19,18 +19,18 @@ def write_batch(path, payload, protocol=2):
 def make_cifar(root, kind="cifar10", per_file=6, num_classes=10):
     """A miniature data set in the layout and pickle format of the official python version."""
     layout = CIFAR_LAYOUT[kind]
-    folder = root / layout["folder"]
+    folder = root / layout.folder
     folder.mkdir(parents=True)
     rng = np.random.default_rng(0)
-    for i, name in enumerate(layout["train"] + layout["test"]):
+    for i, name in enumerate(layout.train + layout.test):
         data = rng.integers(0, 256, (per_file, 3072), dtype=np.uint8)
         labels = [int(v) for v in rng.integers(0, num_classes, per_file)]
-        batch = {b"batch_label": b"batch %d" % i, layout["labels"].encode(): labels, b"data": data,
+        batch = {b"batch_label": b"batch %d" % i, layout.labels.encode(): labels, b"data": data,
                  b"filenames": [b"img_%d.png" % j for j in range(per_file)]}
         if kind == "cifar100":
             batch[b"coarse_labels"] = [0] * per_file
         write_batch(folder / name, batch)
-    meta_file, key = layout["meta"]
+    meta_file, key = layout.meta
     write_batch(folder / meta_file, {key.encode(): [b"class_%d" % c for c in range(num_classes)]})
     return folder
 

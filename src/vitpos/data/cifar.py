@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import pickle
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import torch
 
 from .dataset import DataInfo, DataSplits, TensorImages
 
-__all__ = ["BatchUnpickler", "ForbiddenGlobal", "read_batch", "load_cifar_splits", "CIFAR_LAYOUT"]
+__all__ = ["BatchUnpickler", "ForbiddenGlobal", "read_batch", "load_cifar_splits", "CifarLayout", "CIFAR_LAYOUT"]
 
 _ALLOWED_GLOBALS = {
     # numpy's array pickling, under the numpy 1.x and 2.x module names
@@ -34,25 +35,42 @@ _ALLOWED_GLOBALS = {
     ("_codecs", "encode"),
 }
 
+
+@dataclass(frozen=True)
+class CifarLayout:
+    """Where one CIFAR variant keeps its batches, labels and class names, and its channel statistics."""
+
+    folder: str
+    """The folder the archive extracts to."""
+    train: tuple[str, ...]
+    test: tuple[str, ...]
+    meta: tuple[str, str]
+    """(file, key) of the class names."""
+    labels: str
+    """The key of the labels in a batch."""
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+
+
 CIFAR_LAYOUT = {
-    "cifar10": {
-        "folder": "cifar-10-batches-py",
-        "train": [f"data_batch_{i}" for i in range(1, 6)],
-        "test": ["test_batch"],
-        "meta": ("batches.meta", "label_names"),
-        "labels": "labels",
-        "mean": (0.4914, 0.4822, 0.4465),
-        "std": (0.2470, 0.2435, 0.2616),
-    },
-    "cifar100": {
-        "folder": "cifar-100-python",
-        "train": ["train"],
-        "test": ["test"],
-        "meta": ("meta", "fine_label_names"),
-        "labels": "fine_labels",
-        "mean": (0.5071, 0.4865, 0.4409),
-        "std": (0.2673, 0.2564, 0.2762),
-    },
+    "cifar10": CifarLayout(
+        folder="cifar-10-batches-py",
+        train=tuple(f"data_batch_{i}" for i in range(1, 6)),
+        test=("test_batch",),
+        meta=("batches.meta", "label_names"),
+        labels="labels",
+        mean=(0.4914, 0.4822, 0.4465),
+        std=(0.2470, 0.2435, 0.2616),
+    ),
+    "cifar100": CifarLayout(
+        folder="cifar-100-python",
+        train=("train",),
+        test=("test",),
+        meta=("meta", "fine_label_names"),
+        labels="fine_labels",
+        mean=(0.5071, 0.4865, 0.4409),
+        std=(0.2673, 0.2564, 0.2762),
+    ),
 }
 
 
@@ -85,7 +103,7 @@ def read_batch(path: Path) -> dict[str, Any]:
     return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in data.items()}
 
 
-def _load_split(folder: Path, files: list[str], label_key: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _load_split(folder: Path, files: tuple[str, ...], label_key: str) -> tuple[torch.Tensor, torch.Tensor]:
     images, labels = [], []
     for name in files:
         batch = read_batch(folder / name)
@@ -94,7 +112,9 @@ def _load_split(folder: Path, files: list[str], label_key: str) -> tuple[torch.T
             raise ValueError(f"CIFAR batch {folder / name} lacks the key(s) {', '.join(missing)}")
         data = np.asarray(batch["data"])
         if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
-            raise ValueError(f"CIFAR batch {folder / name}: 'data' must be uint8 (N, 3072), got {data.dtype} {data.shape}")
+            raise ValueError(
+                f"CIFAR batch {folder / name}: 'data' must be uint8 (N, 3072), got {data.dtype} {data.shape}"
+            )
         if len(batch[label_key]) != len(data):
             raise ValueError(f"CIFAR batch {folder / name}: {len(data)} images but {len(batch[label_key])} labels")
         images.append(torch.from_numpy(data.reshape(-1, 3, 32, 32).copy()))
@@ -106,17 +126,19 @@ def load_cifar_splits(kind: str, path: str | Path) -> DataSplits:
     """CIFAR-10 or -100 from ``path``: the extracted batch folder or the folder that holds it."""
     layout = CIFAR_LAYOUT[kind]
     root = Path(path).expanduser()
-    folder = root / layout["folder"] if (root / layout["folder"]).is_dir() else root
+    folder = root / layout.folder if (root / layout.folder).is_dir() else root
     if not folder.is_dir():
-        raise FileNotFoundError(f"{kind} data folder {root} does not exist; download and extract the python version there")
-    needed = [*layout["train"], *layout["test"], layout["meta"][0]]
+        raise FileNotFoundError(
+            f"{kind} data folder {root} does not exist; download and extract the python version there"
+        )
+    needed = [*layout.train, *layout.test, layout.meta[0]]
     missing = [name for name in needed if not (folder / name).is_file()]
     if missing:
         raise FileNotFoundError(
             f"{folder} is not a {kind} python batch folder: missing {', '.join(missing)} "
-            f"(expected the contents of {layout['folder']})"
+            f"(expected the contents of {layout.folder})"
         )
-    meta_file, names_key = layout["meta"]
+    meta_file, names_key = layout.meta
     names = read_batch(folder / meta_file).get(names_key)
     if not names:
         raise ValueError(f"{folder / meta_file} lacks the class names under {names_key!r}")
@@ -124,13 +146,13 @@ def load_cifar_splits(kind: str, path: str | Path) -> DataSplits:
         f"{kind}:{path}",
         "classification",
         classes=tuple(n.decode() if isinstance(n, bytes) else str(n) for n in names),
-        mean=layout["mean"],
+        mean=layout.mean,
         photographic=True,
-        std=layout["std"],
+        std=layout.std,
     )
     splits = {}
-    for split in ("train", "test"):
-        images, labels = _load_split(folder, layout[split], layout["labels"])
+    for split, files in (("train", layout.train), ("test", layout.test)):
+        images, labels = _load_split(folder, files, layout.labels)
         if labels.numel() and (labels.min() < 0 or labels.max() >= len(info.classes)):
             raise ValueError(f"{kind} {split} labels fall outside 0..{len(info.classes) - 1}")
         splits[split] = TensorImages(images, labels, info)

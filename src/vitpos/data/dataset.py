@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -75,7 +76,7 @@ class ImageDataset(Dataset):
     def __getitem__(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
-    def at_size(self, size: int | tuple[int, int]) -> "ImageDataset":
+    def at_size(self, size: int | tuple[int, int]) -> ImageDataset:
         """This split handing out images of ``size`` (resized; synthetic tasks re-render)."""
         raise NotImplementedError
 
@@ -83,9 +84,9 @@ class ImageDataset(Dataset):
 class TensorImages(ImageDataset):
     """A split held in memory as a uint8 tensor; other sizes are resized batch by batch."""
 
-    def __init__(
-        self, images: torch.Tensor, targets: torch.Tensor, info: DataInfo, size: Size | None = None
-    ) -> None:
+    image_size: Size  # always known: the stored size unless another is given
+
+    def __init__(self, images: torch.Tensor, targets: torch.Tensor, info: DataInfo, size: Size | None = None) -> None:
         if images.dtype != torch.uint8 or images.ndim != 4:
             raise ValueError(f"images must be a uint8 tensor (N, C, H, W), got {images.dtype} {tuple(images.shape)}")
         if len(images) != len(targets):
@@ -105,7 +106,7 @@ class TensorImages(ImageDataset):
             images = resize(images, self.image_size)
         return images, self.targets[index]
 
-    def at_size(self, size: int | tuple[int, int]) -> "TensorImages":
+    def at_size(self, size: int | tuple[int, int]) -> TensorImages:
         size = as_size(size)
         if size == self.image_size:
             return self
@@ -138,12 +139,14 @@ class DataSplits:
             raise ValueError(f"unknown split {name!r}; valid splits: {', '.join(SPLITS)}")
         return getattr(self, name)
 
-    def at_size(self, size: int | tuple[int, int]) -> "DataSplits":
+    def at_size(self, size: int | tuple[int, int]) -> DataSplits:
         """Every split at image size ``size``."""
         return dataclasses.replace(self, **{name: self.split(name).at_size(size) for name in SPLITS})
 
 
-def iterate_batches(dataset: ImageDataset, batches: list[torch.Tensor], workers: int = 0, pin_memory: bool = False):
+def iterate_batches(
+    dataset: ImageDataset, batches: list[torch.Tensor], workers: int = 0, pin_memory: bool = False
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Yield ``dataset[b]`` for each index batch ``b``, decoded in ``workers`` processes if > 0."""
     if workers == 0:
         return (dataset[b] for b in batches)

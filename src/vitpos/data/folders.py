@@ -42,7 +42,7 @@ class ImageFiles(ImageDataset):
         images = torch.stack([decode_image(path, self.image_size) for path, _ in picked])
         return images, torch.tensor([label for _, label in picked], dtype=torch.int64)
 
-    def at_size(self, size: int | tuple[int, int]) -> "ImageFiles":
+    def at_size(self, size: int | tuple[int, int]) -> ImageFiles:
         return ImageFiles(self.samples, self.info, as_size(size))
 
 
@@ -96,10 +96,17 @@ def load_folder_splits(path: str | Path, seed: int = 0) -> DataSplits:
     root = Path(path).expanduser()
     if not root.is_dir():
         raise FileNotFoundError(f"image folder {root} does not exist (or is not a folder)")
-    info_args = dict(spec=f"folder:{path}", task="classification", mean=IMAGENET_MEAN, std=IMAGENET_STD, photographic=True)
-    if (root / "train").is_dir():
-        classes = tuple(_class_folders(root / "train"))
-        info = DataInfo(classes=classes, **info_args)
+    split_given = (root / "train").is_dir()
+    classes = tuple(_class_folders(root / "train" if split_given else root))
+    info = DataInfo(
+        spec=f"folder:{path}",
+        task="classification",
+        classes=classes,
+        mean=IMAGENET_MEAN,
+        std=IMAGENET_STD,
+        photographic=True,
+    )
+    if split_given:
         held = [root / name for name in ("val", "test") if (root / name).is_dir()]
         if not held:
             raise FileNotFoundError(f"{root} has train/ but neither val/ nor test/; add one of them")
@@ -107,8 +114,6 @@ def load_folder_splits(path: str | Path, seed: int = 0) -> DataSplits:
         val = _samples(held[0], classes)
         test = _samples(held[-1], classes)
     else:
-        classes = tuple(_class_folders(root))
-        info = DataInfo(classes=classes, **info_args)
         samples = _samples(root, classes)
         order = np.random.default_rng(seed).permutation(len(samples))
         n_held = max(1, len(samples) // 10)

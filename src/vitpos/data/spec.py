@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..spec import SlotSpec, SpecError
 from .cifar import load_cifar_splits
 from .dataset import DataSplits
@@ -27,14 +29,15 @@ DATA_FORMS = {
 }
 """Every accepted form; TASK is one of the synthetic tasks (classification, regression or segmentation)."""
 
+
 def _image_size(text: str) -> int | tuple[int, int]:
     """``32`` or ``32x48`` (height x width)."""
     h, x, w = text.partition("x")
     return (int(h), int(w)) if x else int(h)
 
 
-_SYNTHETIC_OPTIONS = {"img": _image_size, "square": int, "train": int, "val": int, "test": int, "seed": int}
-_DETECT_OPTIONS = {"img": _image_size, "objects": int, "min": int, "max": int, "train": int, "val": int, "test": int, "seed": int}
+_SYNTHETIC_OPTIONS: dict[str, Callable[[str], object]] = {"img": _image_size, "square": int, "train": int, "val": int, "test": int, "seed": int}
+_DETECT_OPTIONS: dict[str, Callable[[str], object]] = {"img": _image_size, "objects": int, "min": int, "max": int, "train": int, "val": int, "test": int, "seed": int}
 
 
 def _forms() -> str:

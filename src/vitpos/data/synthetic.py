@@ -79,7 +79,11 @@ class SyntheticTask:
             parts.append(f"img={h}" if h == w else f"img={h}x{w}")
         parts.append(f"square={self.square_size}")  # its default follows the model, so always spelled out
         defaults = SyntheticTask()
-        parts += [f"{k}={getattr(self, k)}" for k in ("train", "val", "test", "seed") if getattr(self, k) != getattr(defaults, k)]
+        parts += [
+            f"{k}={getattr(self, k)}"
+            for k in ("train", "val", "test", "seed")
+            if getattr(self, k) != getattr(defaults, k)
+        ]
         return ":".join(parts + ([] if self.aligned else ["free"]))
 
     @property
@@ -94,7 +98,7 @@ class SyntheticTask:
         """Train, val and test splits at the task's image size."""
         return DataSplits(*(self.render(name) for name in ("train", "val", "test")))
 
-    def render(self, split: str, img_size: int | tuple[int, int] | None = None) -> "SyntheticImages":
+    def render(self, split: str, img_size: int | tuple[int, int] | None = None) -> SyntheticImages:
         """Draw ``split`` at ``img_size`` (default: the task's); squares keep their pixel size."""
         size = as_size(self.img_size if img_size is None else img_size)
         task = dataclasses.replace(self, img_size=size)  # validates the new size
@@ -116,7 +120,9 @@ class SyntheticTask:
             r, g = self._corners(rng, 2 * n, h, w), self._corners(rng, 2 * n, h, w)
             keep = self._valid(r, g, h)
             red, green = np.concatenate([red, r[keep]]), np.concatenate([green, g[keep]])
-        raise ValueError(f"{self.task} has (almost) no valid scenes at {h}x{w} with {s}-pixel squares; use a larger image")
+        raise ValueError(
+            f"{self.task} has (almost) no valid scenes at {h}x{w} with {s}-pixel squares; use a larger image"
+        )
 
     def _corners(self, rng: np.random.Generator, n: int, h: int, w: int) -> np.ndarray:
         s = self.square_size
@@ -160,18 +166,18 @@ class SyntheticImages(TensorImages):
         self.task = task
         self.split = split
 
-    def at_size(self, size: int | tuple[int, int]) -> "SyntheticImages":
+    def at_size(self, size: int | tuple[int, int]) -> SyntheticImages:
         size = as_size(size)
         return self if size == self.image_size else self.task.render(self.split, size)
 
 
-def _paint(size: Size, side: int, corners: list[np.ndarray], colours) -> torch.Tensor:
+def _paint(size: Size, side: int, corners: list[np.ndarray], colours: tuple[tuple[int, int, int], ...]) -> torch.Tensor:
     """uint8 images (n, 3, H, W): black, with a ``side``-pixel square of each colour at its corner."""
     h, w = size
     n = len(corners[0])
     images = torch.zeros(n, 3, h, w, dtype=torch.uint8)
     rows, cols = torch.arange(h), torch.arange(w)
-    for xy, colour in zip(corners, colours):
+    for xy, colour in zip(corners, colours, strict=True):
         x, y = torch.from_numpy(xy[:, :1]), torch.from_numpy(xy[:, 1:])
         inside = ((rows >= y) & (rows < y + side))[:, :, None] & ((cols >= x) & (cols < x + side))[:, None, :]
         paint = torch.tensor(colour, dtype=torch.uint8).view(1, 3, 1, 1)

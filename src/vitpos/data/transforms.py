@@ -146,7 +146,7 @@ class Augment:
     def __call__(self, images: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x = to_float(images)
         if self.crop_scale is not None:
-            x = random_resized_crop(x, tuple(x.shape[-2:]), scale=(self.crop_scale, 1.0))
+            x = random_resized_crop(x, (x.shape[-2], x.shape[-1]), scale=(self.crop_scale, 1.0))
         if self.hflip > 0:
             x = random_hflip(x, self.hflip)
         x = normalize(x, self.mean, self.std)

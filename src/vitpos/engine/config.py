@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
-from ..validation import bounded, check_fields
+from ..validation import Allowed, bounded, check_fields
 
 __all__ = ["TrainConfig", "DEVICES"]
 
-DEVICES = {"pattern": r"auto|cpu|mps|cuda(:\d+)?", "choices": ("auto", "cpu", "cuda", "cuda:N", "mps")}
+DEVICES = Allowed(pattern=r"auto|cpu|mps|cuda(:\d+)?", choices=("auto", "cpu", "cuda", "cuda:N", "mps"))
 """The device names every command accepts."""
 
 
@@ -62,12 +62,15 @@ class TrainConfig:
     init_pe: str | None = None
     """Start the absolute position encoding from a file saved by `vitpos pretrain-pe` (same encoding and width)."""
     init: str | None = None
-    """Start from these weights: a `vitpos convert` folder, a run or checkpoint folder, or a released checkpoint (timm/DeiT, iRPE, LaPE, Swin, PVT v1); a classifier of another class count is re-initialised; a segmenter loads a classifier's weights into its host."""
+    """Start from these weights: a `vitpos convert` folder, a run or checkpoint folder, or a released
+    checkpoint (timm/DeiT, iRPE, LaPE, Swin, PVT v1); a classifier of another class count is re-initialised;
+    a segmenter loads a classifier's weights into its host."""
     init_drop: tuple[str, ...] = bounded((), min_items=0)
-    """Parameters (names, prefixes or patterns such as '*.relative.*' or 'pos_embed,absolute.*') that --init leaves at their initialisation, e.g. to change the position encoding of a released model."""
+    """Parameters (names, prefixes or patterns such as '*.relative.*' or 'pos_embed,absolute.*') that
+    --init leaves at their initialisation, e.g. to change the position encoding of a released model."""
     deterministic: bool = False
     """Use only deterministic kernels (slower on GPU); CPU runs are reproducible either way."""
-    device: str = bounded("auto", **DEVICES)
+    device: str = bounded("auto", pattern=DEVICES.pattern, choices=DEVICES.choices)
     """cpu, cuda, cuda:N or auto (the local GPU of this process if there is one, else CPU)."""
     workers: int = bounded(0, ge=0)
     """Data-loading worker processes per training process (0 = load in the main process)."""
@@ -97,7 +100,7 @@ class TrainConfig:
                 "down to min_lr; set min_lr <= lr"
             )
 
-    def replace(self, **overrides: Any) -> "TrainConfig":
+    def replace(self, **overrides: Any) -> TrainConfig:
         """A copy with fields replaced; unknown names are an error."""
         unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(self)})
         if unknown:
@@ -117,7 +120,7 @@ class TrainConfig:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         """Inverse of :meth:`to_dict`; unknown keys are an error."""
         if not isinstance(data, dict):
             raise ConfigError(f"a TrainConfig is read from a mapping of its fields, got {type(data).__name__}")

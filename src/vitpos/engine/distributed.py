@@ -17,10 +17,19 @@ import torch
 import torch.distributed as dist
 
 from ..errors import ConfigError
-from ..validation import Allowed, check_value
+from ..validation import check_value
 from .config import DEVICES
 
-__all__ = ["Dist", "setup", "teardown", "pick_device", "steps_per_epoch", "epoch_batches", "eval_batches", "all_reduce_sum"]
+__all__ = [
+    "Dist",
+    "setup",
+    "teardown",
+    "pick_device",
+    "steps_per_epoch",
+    "epoch_batches",
+    "eval_batches",
+    "all_reduce_sum",
+]
 
 
 @dataclass(frozen=True)
@@ -49,7 +58,7 @@ class Dist:
 
 def pick_device(name: str, local_rank: int = 0) -> torch.device:
     """``auto`` -> this process's GPU if there is one, else CPU; ``cuda`` -> this process's GPU."""
-    check_value("device", name, str, Allowed(**DEVICES))
+    check_value("device", name, str, DEVICES)
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(name)

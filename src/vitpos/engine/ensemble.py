@@ -16,23 +16,24 @@ processes use the single-model trainer.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from torch import nn
 from torch.func import functional_call
 
 from ..config import HostConfig
-from ..data.dataset import DataSplits
+from ..data.dataset import DataSplits, ImageDataset
 from ..encodings.saved import load_position_encoding
 from ..models.factory import create_model
 from .config import TrainConfig
 from .distributed import Dist, epoch_batches, pick_device, steps_per_epoch
 from .evaluate import evaluate, input_dtype, loss_precision, task_loss
-from .precision import Precision
 from .metrics import RunningMetrics
 from .optim import WarmupCosine, decays
+from .precision import Precision
 from .setup import check_model_fits_data
 from .train import TrainResult, build_augment, step_seed
 
@@ -65,7 +66,9 @@ def _shared_settings(members: Sequence[Member]) -> TrainConfig:
         other = {k: v for k, v in member.cfg.to_dict().items() if k not in _PER_MEMBER}
         differ = sorted(k for k in shared if shared[k] != other[k])
         if differ:
-            raise EnsembleError(f"ensemble members differ in {', '.join(differ)}; only {', '.join(_PER_MEMBER)} may differ")
+            raise EnsembleError(
+                f"ensemble members differ in {', '.join(differ)}; only {', '.join(_PER_MEMBER)} may differ"
+            )
     bad = [k for k, off in _UNSUPPORTED.items() if getattr(first, k) != off]
     if bad:
         raise EnsembleError(f"{', '.join(bad)} need the single-model trainer (vitpos.engine.train); leave them off")
@@ -81,7 +84,9 @@ def stack_error(model: nn.Module) -> str | None:
     chans = getattr(model.cfg, "in_chans", 3)
     x = torch.zeros(2, 1, chans, *size, dtype=input_dtype(model), device=next(model.parameters()).device)
     try:
-        out = torch.vmap(lambda p, b, xs: functional_call(model, (p, b), (xs,)), randomness="different")(params, buffers, x)
+        out = torch.vmap(lambda p, b, xs: functional_call(model, (p, b), (xs,)), randomness="different")(
+            params, buffers, x
+        )
         out.float().sum().backward()
     except (RuntimeError, NotImplementedError) as err:
         return str(err).splitlines()[0]
@@ -98,7 +103,9 @@ class _Stack:
             name: torch.stack([dict(m.named_parameters())[name].detach() for m in models]).requires_grad_(True)
             for name, _ in self.base.named_parameters()
         }
-        self.buffers = {name: torch.stack([dict(m.named_buffers())[name] for m in models]) for name, _ in self.base.named_buffers()}
+        self.buffers = {
+            name: torch.stack([dict(m.named_buffers())[name] for m in models]) for name, _ in self.base.named_buffers()
+        }
         self._forward = torch.vmap(self._one, randomness="different")
 
     def _one(self, params: dict, buffers: dict, x: torch.Tensor) -> torch.Tensor:
@@ -149,21 +156,27 @@ def train_ensemble(model_cfg: HostConfig, members: Sequence[Member]) -> list[Tra
     infos = [m.data.info for m in members]
     for info in infos:
         check_model_fits_data(model_cfg, info)
-    augments = [build_augment(m.cfg, info) for m, info in zip(members, infos)]
+    augments = [build_augment(m.cfg, info) for m, info in zip(members, infos, strict=True)]
     size = model_cfg.image_hw
     splits = [{s: m.data.split(s).at_size(size) for s in ("train", "val", "test")} for m in members]
     steps = {steps_per_epoch(len(s["train"]), cfg.batch_size, Dist()) for s in splits}
     if len(steps) > 1:
-        raise EnsembleError(f"ensemble members have different steps per epoch ({sorted(steps)}); give them equal training splits")
+        raise EnsembleError(
+            f"ensemble members have different steps per epoch ({sorted(steps)}); give them equal training splits"
+        )
     per_epoch = steps.pop()
     schedule = WarmupCosine(cfg.lr, cfg.min_lr, round(cfg.warmup_epochs * per_epoch), cfg.epochs * per_epoch)
 
     stack = _Stack([_build_member(model_cfg, m, device) for m in members])
     mask = decays(stack.base)
-    optimizer = torch.optim.AdamW([
-        {"params": [stack.params[n] for n, on in mask.items() if on], "weight_decay": cfg.weight_decay},
-        {"params": [stack.params[n] for n, on in mask.items() if not on], "weight_decay": 0.0},
-    ], lr=cfg.lr, betas=cfg.betas)
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": [stack.params[n] for n, on in mask.items() if on], "weight_decay": cfg.weight_decay},
+            {"params": [stack.params[n] for n, on in mask.items() if not on], "weight_decay": 0.0},
+        ],
+        lr=cfg.lr,
+        betas=cfg.betas,
+    )
     dtype = input_dtype(stack.base)
     precision = Precision.for_run(cfg.amp, cfg.amp_dtype, cfg.cpu_amp, device)
     if precision.scales_gradients:
@@ -176,7 +189,10 @@ def train_ensemble(model_cfg: HostConfig, members: Sequence[Member]) -> list[Tra
     for epoch in range(cfg.epochs):
         stack.train(True)
         began = time.perf_counter()
-        orders = [epoch_batches(len(s["train"]), cfg.batch_size, m.cfg.seed, epoch, Dist()) for m, s in zip(members, splits)]
+        orders = [
+            epoch_batches(len(s["train"]), cfg.batch_size, m.cfg.seed, epoch, Dist())
+            for m, s in zip(members, splits, strict=True)
+        ]
         running = [RunningMetrics(info.task, info.num_outputs, device) for info in infos]
         for t in range(per_epoch):
             xs, ys, raw = [], [], []
@@ -191,7 +207,10 @@ def train_ensemble(model_cfg: HostConfig, members: Sequence[Member]) -> list[Tra
             lr = schedule.apply(optimizer, step)
             with precision.autocast():
                 outputs = stack(torch.stack(xs))
-            losses = [task_loss(loss_precision(outputs[i]), ys[i], infos[i].task, cfg.label_smoothing) for i in range(len(members))]
+            losses = [
+                task_loss(loss_precision(outputs[i]), ys[i], infos[i].task, cfg.label_smoothing)
+                for i in range(len(members))
+            ]
             optimizer.zero_grad(set_to_none=True)
             torch.stack(losses).sum().backward()  # member i's gradient is that of its own loss alone
             if cfg.grad_clip:
@@ -207,16 +226,22 @@ def train_ensemble(model_cfg: HostConfig, members: Sequence[Member]) -> list[Tra
         if evaluate_now:
             stack.write_back()
         for i, model in enumerate(stack.models):
-            row = {"epoch": epoch + 1, "step": step, "lr": lr} | {f"train_{k}": v for k, v in running[i].compute().items()}
+            row = {"epoch": epoch + 1, "step": step, "lr": lr} | {
+                f"train_{k}": v for k, v in running[i].compute().items()
+            }
             if evaluate_now:
                 row |= {f"val_{k}": v for k, v in _evaluate(model, splits[i]["val"], cfg, device, precision).items()}
-            histories[i].append(row | {"time_s": elapsed, "images_per_s": per_epoch * cfg.batch_size * len(members) / elapsed})
+            histories[i].append(
+                row | {"time_s": elapsed, "images_per_s": per_epoch * cfg.batch_size * len(members) / elapsed}
+            )
     stack.write_back()
     return [
         TrainResult(model.eval(), None, history, _evaluate(model, s["test"], cfg, device, precision), None, None)
-        for model, history, s in zip(stack.models, histories, splits)
+        for model, history, s in zip(stack.models, histories, splits, strict=True)
     ]
 
 
-def _evaluate(model: nn.Module, dataset, cfg: TrainConfig, device: torch.device, precision: Precision) -> dict[str, float]:
+def _evaluate(
+    model: nn.Module, dataset: ImageDataset, cfg: TrainConfig, device: torch.device, precision: Precision
+) -> dict[str, float]:
     return evaluate(model, dataset, batch_size=cfg.batch_size, device=device, precision=precision, workers=cfg.workers)

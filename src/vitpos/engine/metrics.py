@@ -54,7 +54,7 @@ class RunningMetrics:
             self.sums[3 + k : 3 + 2 * k] += (y * y).sum(0)
             self.sums[3 + 2 * k :] += ((y - pred) ** 2).sum(0)
 
-    def reduced(self, ctx: Dist) -> "RunningMetrics":
+    def reduced(self, ctx: Dist) -> RunningMetrics:
         """A copy summed over every process."""
         out = RunningMetrics(self.task, self.num_outputs, self.sums.device)
         out.sums = all_reduce_sum(self.sums.clone(), ctx)
@@ -76,7 +76,7 @@ class RunningMetrics:
             return out
         k = self.num_outputs
         scores = []
-        for sum_y, sum_y2, ss_res in zip(s[3 : 3 + k], s[3 + k : 3 + 2 * k], s[3 + 2 * k :]):
+        for sum_y, sum_y2, ss_res in zip(s[3 : 3 + k], s[3 + k : 3 + 2 * k], s[3 + 2 * k :], strict=True):
             ss_tot = sum_y2 - sum_y * sum_y / n
             # a constant target: perfect if predicted exactly, else 0 (as scikit-learn does)
             scores.append(1.0 - ss_res / ss_tot if ss_tot > 0 else float(ss_res == 0))

@@ -18,8 +18,13 @@ def decays(model: nn.Module) -> dict[str, bool]:
     Exempt: every parameter with fewer than two dimensions (norm scales, biases) and the names
     the model lists in ``no_weight_decay()`` (prefix tokens, position tables), as in DeiT.
     """
-    exempt_names = set(model.no_weight_decay()) if hasattr(model, "no_weight_decay") else set()
-    return {name: param.ndim > 1 and name not in exempt_names for name, param in model.named_parameters() if param.requires_grad}
+    no_weight_decay = getattr(model, "no_weight_decay", None)
+    exempt_names = set(no_weight_decay()) if callable(no_weight_decay) else set()
+    return {
+        name: param.ndim > 1 and name not in exempt_names
+        for name, param in model.named_parameters()
+        if param.requires_grad
+    }
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -80,7 +85,7 @@ class ModelEma(nn.Module):
     @torch.no_grad()
     def update(self, model: nn.Module) -> None:
         """ema <- decay * ema + (1 - decay) * model."""
-        for ema_p, p in zip(self.module.parameters(), model.parameters()):
+        for ema_p, p in zip(self.module.parameters(), model.parameters(), strict=True):
             ema_p.lerp_(p.detach(), 1.0 - self.decay)
-        for ema_b, b in zip(self.module.buffers(), model.buffers()):
+        for ema_b, b in zip(self.module.buffers(), model.buffers(), strict=True):
             ema_b.copy_(b)

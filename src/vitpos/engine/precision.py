@@ -22,7 +22,7 @@ class Precision:
     enabled: bool = False
 
     @classmethod
-    def for_run(cls, amp: bool, amp_dtype: str, cpu_amp: bool, device: torch.device) -> "Precision":
+    def for_run(cls, amp: bool, amp_dtype: str, cpu_amp: bool, device: torch.device) -> Precision:
         """Autocast in ``amp_dtype`` when ``amp`` is on, on CUDA always and on CPU with ``cpu_amp``."""
         if amp_dtype not in AMP_DTYPES:
             raise ValueError(f"amp_dtype must be one of {', '.join(AMP_DTYPES)}, got {amp_dtype!r}")

@@ -12,8 +12,8 @@ import contextlib
 import errno
 import fcntl
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from ..errors import VitposError
 
@@ -34,9 +34,13 @@ def _make_folder(run_dir: Path) -> bool:
         created = not run_dir.exists()
         run_dir.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):  # a parent is a file
-        raise VitposError(f"cannot create run folder {run_dir}: a part of the path is a file; choose another --run-dir") from None
+        raise VitposError(
+            f"cannot create run folder {run_dir}: a part of the path is a file; choose another --run-dir"
+        ) from None
     except PermissionError:
-        raise VitposError(f"cannot create run folder {run_dir}: permission denied; choose a folder you can write") from None
+        raise VitposError(
+            f"cannot create run folder {run_dir}: permission denied; choose a folder you can write"
+        ) from None
     return created
 
 
@@ -53,12 +57,16 @@ def locked_run_folder(run_dir: str | Path | None) -> Iterator[None]:
     run_dir = Path(run_dir)
     created = _make_folder(run_dir)
     if not os.access(run_dir, os.W_OK):
-        raise VitposError(f"run folder {run_dir} is not writable (permission denied); make it writable or choose another --run-dir")
+        raise VitposError(
+            f"run folder {run_dir} is not writable (permission denied); make it writable or choose another --run-dir"
+        )
     path = run_dir / LOCK_FILE
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except PermissionError:
-        raise VitposError(f"run folder {run_dir} is not writable (permission denied); make it writable or choose another --run-dir") from None
+        raise VitposError(
+            f"run folder {run_dir} is not writable (permission denied); make it writable or choose another --run-dir"
+        ) from None
     except OSError as err:
         if err.errno == errno.EROFS:
             raise VitposError(f"run folder {run_dir} is on a read-only file system; choose another --run-dir") from None
