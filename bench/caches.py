@@ -27,7 +27,7 @@ import platform
 import statistics
 import sys
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import nn
@@ -165,9 +165,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="case labels to run (default: all)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    print(f"# {platform.processor() or platform.machine()}; torch {torch.__version__}; threads {args.threads}; "
-          f"batch 1, float32, eval, no_grad; rounds {args.rounds} x {args.repeats} forwards")
-    print("| case | image | tokens | module caches | cached ms | no module caches | recomputing | no caches | recomputing |")
+    print(
+        f"# {platform.processor() or platform.machine()}; torch {torch.__version__}; threads {args.threads}; "
+        f"batch 1, float32, eval, no_grad; rounds {args.rounds} x {args.repeats} forwards"
+    )
+    print(
+        "| case | image | tokens | module caches | cached ms | no module caches | recomputing | no caches | recomputing |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for label, model_name, slots in CASES:
         if args.only and label not in args.only:
@@ -175,9 +179,12 @@ def main(argv: list[str] | None = None) -> int:
         for size in SIZES:
             r = measure(model_name, slots, size, args.rounds, args.repeats)
             tokens = (size // 16) ** 2 if model_name.startswith("deit") else (size // 4) ** 2  # Swin: stage 0
-            print(f"| {label} | {size} | {tokens} | {r['caches'][0]} | {statistics.median(r['cached ms']):.1f} | "
-                  f"{spread(r['no module caches'])} | {share(r['no module caches share'])} | "
-                  f"{spread(r['no caches'])} | {share(r['no caches share'])} |", flush=True)
+            print(
+                f"| {label} | {size} | {tokens} | {r['caches'][0]} | {statistics.median(r['cached ms']):.1f} | "
+                f"{spread(r['no module caches'])} | {share(r['no module caches share'])} | "
+                f"{spread(r['no caches'])} | {share(r['no caches share'])} |",
+                flush=True,
+            )
     return 0
 
 

@@ -14,7 +14,7 @@ import os
 import shlex
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -65,7 +65,9 @@ def fmt(t: Timing, baseline: bool) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.detect", description=__doc__)
-    p.add_argument("--sizes", default="32,128", help="comma-separated image sides (stride 4: 32 -> 64 tokens, 128 -> 1,024)")
+    p.add_argument(
+        "--sizes", default="32,128", help="comma-separated image sides (stride 4: 32 -> 64 tokens, 128 -> 1,024)"
+    )
     p.add_argument("--batch", type=int, default=8, help="images per step at the first size (scaled by area after it)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeats", type=int, default=5)
@@ -81,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     for side in sizes:
         batch = max(1, round(args.batch * (sizes[0] / side) ** 2))
         steps = {label: training_step(slots, side, batch) for label, slots in CASES.items()}
-        throughput, overheads = paired_overheads(steps, BASELINE, batch, warmup=args.warmup, repeats=args.repeats, iters=1)
+        throughput, overheads = paired_overheads(
+            steps, BASELINE, batch, warmup=args.warmup, repeats=args.repeats, iters=1
+        )
         column = {label: fmt(overheads[label], label == BASELINE) for label in CASES}
         column[BASELINE] += f": {throughput[BASELINE].median:.1f} img/s, batch {batch}"
         columns.append(column)

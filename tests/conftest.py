@@ -20,14 +20,29 @@ def one_thread():
     yield
     torch.set_num_threads(before)
 
+
 TINY_PVT = dict(
-    arch="pvt", img_size=32, patch_size=2, embed_dims=(8, 16, 24, 32), depths=(1, 2, 1, 1), num_heads=(1, 2, 3, 4),
-    mlp_ratios=(2.0, 2.0, 2.0, 2.0), sr_ratios=(4, 2, 1, 1), num_classes=5,
+    arch="pvt",
+    img_size=32,
+    patch_size=2,
+    embed_dims=(8, 16, 24, 32),
+    depths=(1, 2, 1, 1),
+    num_heads=(1, 2, 3, 4),
+    mlp_ratios=(2.0, 2.0, 2.0, 2.0),
+    sr_ratios=(4, 2, 1, 1),
+    num_classes=5,
 )
 """A four-stage PVT with stride 16: grids 16x16 ... 2x2 at 32x32."""
 
 TINY_SWIN = dict(
-    arch="swin", img_size=32, patch_size=2, embed_dims=(8, 16, 32, 64), depths=(2, 2, 1, 1), num_heads=(1, 2, 2, 4),
-    mlp_ratios=(2.0, 2.0, 2.0, 2.0), window_size=3, num_classes=5,
+    arch="swin",
+    img_size=32,
+    patch_size=2,
+    embed_dims=(8, 16, 32, 64),
+    depths=(2, 2, 1, 1),
+    num_heads=(1, 2, 2, 4),
+    mlp_ratios=(2.0, 2.0, 2.0, 2.0),
+    window_size=3,
+    num_classes=5,
 )
 """A four-stage Swin with stride 16 and 3x3 windows: grids 16x16 (padded, shifted) ... 2x2."""

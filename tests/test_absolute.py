@@ -37,8 +37,16 @@ def test_sincos2d_layout_hand_values():
     # D = 8: channels 0..3 encode x at freqs 1, 1/100; channels 4..7 encode y the same way
     table = sincos_2d((2, 3), 8)
     x, y = 2.0, 1.0  # token index 5 = row 1, column 2
-    expected = [math.sin(x), math.cos(x), math.sin(x / 100), math.cos(x / 100),
-                math.sin(y), math.cos(y), math.sin(y / 100), math.cos(y / 100)]
+    expected = [
+        math.sin(x),
+        math.cos(x),
+        math.sin(x / 100),
+        math.cos(x / 100),
+        math.sin(y),
+        math.cos(y),
+        math.sin(y / 100),
+        math.cos(y / 100),
+    ]
     assert torch.allclose(table[5], torch.tensor(expected, dtype=torch.float64))
     # token 0 is the origin: sin 0 = 0, cos 0 = 1 on every frequency
     assert torch.equal(table[0], torch.tensor([0.0, 1.0] * 4, dtype=torch.float64))
@@ -66,9 +74,13 @@ def test_learned_resampling_is_identity_at_native_grid():
 def test_learned_resampling_is_bicubic_and_follows_the_table():
     enc = build("learned")
     out = enc((8, 10))
-    ref = torch.nn.functional.interpolate(
-        enc.table.detach().transpose(1, 2).reshape(1, 16, 4, 5), size=(8, 10), mode="bicubic", align_corners=False
-    ).flatten(2).transpose(1, 2)
+    ref = (
+        torch.nn.functional.interpolate(
+            enc.table.detach().transpose(1, 2).reshape(1, 16, 4, 5), size=(8, 10), mode="bicubic", align_corners=False
+        )
+        .flatten(2)
+        .transpose(1, 2)
+    )
     assert torch.allclose(out, ref, atol=1e-6)
     with torch.no_grad():
         first = enc((8, 10))

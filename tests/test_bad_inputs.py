@@ -27,14 +27,12 @@ from vitpos.analysis.equivariance import equivariance_error
 from vitpos.analysis.probes import probe_table
 from vitpos.analysis.relative_maps import reference_lattice
 from vitpos.cli import main
-from vitpos.config import ModelConfig, PositionConfig
+from vitpos.config import ModelConfig, PositionConfig, PyramidConfig
 from vitpos.data.spec import open_data
 from vitpos.data.synthetic import SyntheticTask
-from vitpos.engine import TrainConfig, load_checkpoint, train
-from vitpos.engine import run_lock
+from vitpos.engine import TrainConfig, load_checkpoint, run_lock, train
 from vitpos.engine.train import RunChangedWarning
 from vitpos.errors import VitposError
-from vitpos.config import PyramidConfig
 
 from .engine.conftest import TINY_MODEL, tiny_request
 
@@ -94,7 +92,11 @@ def _thesis(**overrides):
 API_CASES = [
     ("create_model(123)", lambda t, r: vitpos.create_model(123), r"preset .*or a config .*got 123 \(int\)"),
     ("img_size=-32", lambda t, r: _thesis(img_size=-32), r"img_size = -32 .*expected an integer >= 1"),
-    ("img_size=(32,32,32)", lambda t, r: _thesis(img_size=(32, 32, 32)), r"img_size = \(32, 32, 32\).*list of 2 integers >= 1"),
+    (
+        "img_size=(32,32,32)",
+        lambda t, r: _thesis(img_size=(32, 32, 32)),
+        r"img_size = \(32, 32, 32\).*list of 2 integers >= 1",
+    ),
     ("mlp_ratio=0", lambda t, r: _thesis(mlp_ratio=0), r"mlp_ratio = 0 .*a number > 0"),
     ("mlp_ratio=-2", lambda t, r: _thesis(mlp_ratio=-2.0), r"mlp_ratio = -2.0 .*a number > 0"),
     ("drop_path_rate=-0.5", lambda t, r: _thesis(drop_path_rate=-0.5), r"drop_path_rate = -0.5 .*in \[0, 1\)"),
@@ -106,62 +108,198 @@ API_CASES = [
     ("head='max'", lambda t, r: ModelConfig(head="max"), r"head = 'max'.*one of cls, gap"),
     ("from_dict depth 'two'", lambda t, r: ModelConfig.from_dict({"depth": "two"}), r"ModelConfig.depth = 'two'"),
     ("from_dict not a mapping", lambda t, r: ModelConfig.from_dict(["depth"]), r"read from a mapping .*got list"),
-    ("from_dict position key", lambda t, r: ModelConfig.from_dict({"position": {"absolut": "x"}}), r"ModelConfig.position = .*mapping of its fields \(absolute, join"),
+    (
+        "from_dict position key",
+        lambda t, r: ModelConfig.from_dict({"position": {"absolut": "x"}}),
+        r"ModelConfig.position = .*mapping of its fields \(absolute, join",
+    ),
     ("slot not a string", lambda t, r: PositionConfig(absolute=3), r"PositionConfig.absolute = 3 \(int\).*a string"),
-    ("unknown model key", lambda t, r: ModelConfig.from_dict({"depthh": 3}), r"unknown model config key.*depthh.*valid keys"),
-    ("embed_dim % heads", lambda t, r: ModelConfig(embed_dim=100, num_heads=3), r"embed_dim=100 is not divisible by num_heads=3; choose"),
+    (
+        "unknown model key",
+        lambda t, r: ModelConfig.from_dict({"depthh": 3}),
+        r"unknown model config key.*depthh.*valid keys",
+    ),
+    (
+        "embed_dim % heads",
+        lambda t, r: ModelConfig(embed_dim=100, num_heads=3),
+        r"embed_dim=100 is not divisible by num_heads=3; choose",
+    ),
     ("img_size % patch", lambda t, r: ModelConfig(img_size=100), r"not divisible by patch_size 16.*pad_to_patch"),
-    ("cls head without token", lambda t, r: ModelConfig(head="cls", class_token=False), r"needs class_token=True; use head='gap'"),
-    ("unknown slot value", lambda t, r: PositionConfig(absolute="sincos3d"), r"unknown absolute encoding 'sincos3d'; valid values"),
+    (
+        "cls head without token",
+        lambda t, r: ModelConfig(head="cls", class_token=False),
+        r"needs class_token=True; use head='gap'",
+    ),
+    (
+        "unknown slot value",
+        lambda t, r: PositionConfig(absolute="sincos3d"),
+        r"unknown absolute encoding 'sincos3d'; valid values",
+    ),
     ("bad slot string", lambda t, r: PositionConfig(relative="irpe::k"), r"empty option in slot value"),
-    ("slot option twice", lambda t, r: PositionConfig(absolute="fourier:gamma=1:gamma=2"), r"option 'gamma' is given twice"),
+    (
+        "slot option twice",
+        lambda t, r: PositionConfig(absolute="fourier:gamma=1:gamma=2"),
+        r"option 'gamma' is given twice",
+    ),
     ("unknown preset", lambda t, r: vitpos.create_model("deit_huge"), r"unknown model 'deit_huge'; valid values"),
-    ("pyramid depths '2'", lambda t, r: vitpos.get_config("pvt_tiny", depths=(2, "2", 2, 2)), r"PyramidConfig.depths = .*list of one or more integers >= 1"),
+    (
+        "pyramid depths '2'",
+        lambda t, r: vitpos.get_config("pvt_tiny", depths=(2, "2", 2, 2)),
+        r"PyramidConfig.depths = .*list of one or more integers >= 1",
+    ),
     ("pyramid window 0", lambda t, r: vitpos.get_config("swin_tiny", window_size=0), r"window_size = 0 .*>= 1"),
     ("pyramid arch", lambda t, r: PyramidConfig(arch="vit"), r"arch = 'vit'.*one of pvt, swin"),
-    ("epochs 'ten'", lambda t, r: TrainConfig.from_dict({"epochs": "ten"}), r"TrainConfig.epochs = 'ten' \(str\).*an integer >= 1"),
+    (
+        "epochs 'ten'",
+        lambda t, r: TrainConfig.from_dict({"epochs": "ten"}),
+        r"TrainConfig.epochs = 'ten' \(str\).*an integer >= 1",
+    ),
     ("lr 'fast'", lambda t, r: TrainConfig(lr="fast"), r"TrainConfig.lr = 'fast'.*a number >= 0"),
     ("lr '1e-3' from YAML", lambda t, r: TrainConfig(lr="1e-3"), r"lr = '1e-3'.*write it with a dot, 1.0e-3"),
     ("lr nan", lambda t, r: TrainConfig(lr=float("nan")), r"lr = nan .*a number >= 0"),
-    ("min_lr > lr", lambda t, r: TrainConfig(lr=0.001, min_lr=1), r"min_lr = 1.0 is above lr = 0.001.*set min_lr <= lr"),
+    (
+        "min_lr > lr",
+        lambda t, r: TrainConfig(lr=0.001, min_lr=1),
+        r"min_lr = 1.0 is above lr = 0.001.*set min_lr <= lr",
+    ),
     ("epochs 0", lambda t, r: TrainConfig(epochs=0), r"epochs = 0 .*>= 1"),
     ("batch_size -1", lambda t, r: TrainConfig(batch_size=-1), r"batch_size = -1 .*>= 1"),
     ("betas three", lambda t, r: TrainConfig(betas=(0.9, 0.99, 0.9)), r"betas = .*list of 2 numbers in \[0, 1\)"),
     ("ema_decay 1", lambda t, r: TrainConfig(ema_decay=1.0), r"ema_decay = 1.0 .*in \[0, 1\)"),
     ("hflip 2", lambda t, r: TrainConfig(hflip=2.0), r"hflip = 2.0 .*in \[0, 1\] or None"),
     ("device 'foo'", lambda t, r: TrainConfig(device="foo"), r"device = 'foo'.*one of auto, cpu, cuda, cuda:N, mps"),
-    ("train option unknown", lambda t, r: TrainConfig.from_dict({"epoch": 3}), r"unknown training option.*epoch.*valid"),
-    ("data key twice", lambda t, r: open_data("synthetic:direction:train=500:train=600"), r"option 'train' is given twice.*give each option once"),
+    (
+        "train option unknown",
+        lambda t, r: TrainConfig.from_dict({"epoch": 3}),
+        r"unknown training option.*epoch.*valid",
+    ),
+    (
+        "data key twice",
+        lambda t, r: open_data("synthetic:direction:train=500:train=600"),
+        r"option 'train' is given twice.*give each option once",
+    ),
     ("data size 0", lambda t, r: open_data("synthetic:direction:train=0"), r"SyntheticTask.train = 0 .*>= 1"),
     ("data size text", lambda t, r: open_data("synthetic:direction:val=many"), r"option val='many' is invalid"),
     ("data unknown task", lambda t, r: SyntheticTask(task="colour"), r"task = 'colour'.*one of direction"),
     ("data unknown source", lambda t, r: open_data("imagenet:/x"), r"unknown data source 'imagenet'.*valid forms"),
     ("data no room", lambda t, r: open_data("synthetic:direction:img=6"), r"no room for two 4-pixel squares"),
-    ("forward float64", lambda t, r: _thesis()(torch.randn(1, 3, 32, 32, dtype=torch.float64)), r"images are torch.float64 .*x.to\(torch.float32\)"),
-    ("forward uint8", lambda t, r: _thesis()(torch.zeros(1, 3, 32, 32, dtype=torch.uint8)), r"floating-point images, got torch.uint8; convert with x.float\(\)"),
-    ("forward list", lambda t, r: _thesis()([[0.0] * 32] * 32), r"takes a torch.Tensor .*got list; convert with torch.as_tensor"),
+    (
+        "forward float64",
+        lambda t, r: _thesis()(torch.randn(1, 3, 32, 32, dtype=torch.float64)),
+        r"images are torch.float64 .*x.to\(torch.float32\)",
+    ),
+    (
+        "forward uint8",
+        lambda t, r: _thesis()(torch.zeros(1, 3, 32, 32, dtype=torch.uint8)),
+        r"floating-point images, got torch.uint8; convert with x.float\(\)",
+    ),
+    (
+        "forward list",
+        lambda t, r: _thesis()([[0.0] * 32] * 32),
+        r"takes a torch.Tensor .*got list; convert with torch.as_tensor",
+    ),
     ("forward 0x0", lambda t, r: _thesis()(torch.zeros(1, 3, 0, 0)), r"images are 0x0 pixels.*resize them"),
-    ("forward channels", lambda t, r: _thesis()(torch.zeros(1, 1, 32, 32)), r"expected images of shape \(B, 3, H, W\), got \(1, 1, 32, 32\)"),
-    ("forward size", lambda t, r: _thesis()(torch.zeros(1, 3, 30, 30)), r"30x30 is not divisible by the patch size 4.*pad_to_patch"),
-    ("probe folds 1000", lambda t, r: probe_table(torch.randn(64, 8), (8, 8), folds=1000), r"folds = 1000 is more than the 21 a 8x8 grid allows.*use at most 21"),
+    (
+        "forward channels",
+        lambda t, r: _thesis()(torch.zeros(1, 1, 32, 32)),
+        r"expected images of shape \(B, 3, H, W\), got \(1, 1, 32, 32\)",
+    ),
+    (
+        "forward size",
+        lambda t, r: _thesis()(torch.zeros(1, 3, 30, 30)),
+        r"30x30 is not divisible by the patch size 4.*pad_to_patch",
+    ),
+    (
+        "probe folds 1000",
+        lambda t, r: probe_table(torch.randn(64, 8), (8, 8), folds=1000),
+        r"folds = 1000 is more than the 21 a 8x8 grid allows.*use at most 21",
+    ),
     ("probe folds 1", lambda t, r: probe_table(torch.randn(64, 8), (8, 8), folds=1), r"folds must be >= 2"),
-    ("equivariance shift", lambda t, r: equivariance_error(_thesis(), torch.randn(2, 3, 32, 32), (100, 100)), r"shift \(100, 100\) leaves the 8x8 grid.*fewer patches"),
-    ("equivariance margin", lambda t, r: equivariance_error(_thesis(), torch.randn(2, 3, 32, 32), (1, 1), margin=4), r"no interior cells left.*smaller shift or margin"),
-    ("awareness folds", lambda t, r: position_awareness(_thesis(depth=1), torch.randn(3, 3, 32, 32), folds=5), r"folds = 5: .*3 images, so use 2 to 3 folds"),
+    (
+        "equivariance shift",
+        lambda t, r: equivariance_error(_thesis(), torch.randn(2, 3, 32, 32), (100, 100)),
+        r"shift \(100, 100\) leaves the 8x8 grid.*fewer patches",
+    ),
+    (
+        "equivariance margin",
+        lambda t, r: equivariance_error(_thesis(), torch.randn(2, 3, 32, 32), (1, 1), margin=4),
+        r"no interior cells left.*smaller shift or margin",
+    ),
+    (
+        "awareness folds",
+        lambda t, r: position_awareness(_thesis(depth=1), torch.randn(3, 3, 32, 32), folds=5),
+        r"folds = 5: .*3 images, so use 2 to 3 folds",
+    ),
     ("lattice per_side 0", lambda t, r: reference_lattice((8, 8), 0), r"per_side = 0: need at least 1"),
-    ("resume, no checkpoint", lambda t, r: train(*tiny_request(n=64, epochs=1, run_dir=str(t / "empty")).resolve(), resume=True), r"holds no checkpoint to resume.*--resume-if-present"),
-    ("run_dir is a file", lambda t, r: (t.joinpath("f").write_text("x"), train(*tiny_request(n=64, epochs=1, run_dir=str(t / "f")).resolve())), r"run folder .*/f is a file, not a folder; choose another --run-dir"),
-    ("run_dir under a file", lambda t, r: (t.joinpath("f").write_text("x"), train(*tiny_request(n=64, epochs=1, run_dir=str(t / "f" / "run")).resolve())), r"cannot create run folder .*a part of the path is a file"),
-    ("existing run, no --resume", lambda t, r: train(*tiny_request(n=64, epochs=1, run_dir=str(_copy(r, t))).resolve()), r"already holds checkpoint step-\d+; pass --resume"),
-    ("resume, shorter run", lambda t, r: train(*tiny_request(n=64, epochs=1, run_dir=str(_shortened(r, t))).resolve(), resume=True), r"already trained 2 epochs, more than epochs=1.*resume with epochs >= 2"),
-    ("resume, other model", lambda t, r: train(*tiny_request(n=64, epochs=2, run_dir=str(_copy(r, t)), model={"depth": 2}).resolve(), resume=True), r"different model \(depth: checkpoint 1, requested 2\)"),
-    ("checkpoint JSON", lambda t, r: (_with_metadata(_copy(r, t), "model_config", "{not json"), load_checkpoint(t / "copy")), r"model.safetensors: the 'model_config' entry of its metadata is not valid JSON.*restore it"),
-    ("checkpoint config", lambda t, r: (_with_metadata(_copy(r, t), "model_config", '{"depth": "two"}'), load_checkpoint(t / "copy")), r"model.safetensors: its model_config metadata is invalid \(ModelConfig.depth = 'two'"),
-    ("checkpoint tampered", lambda t, r: (_tamper_state(_copy(r, t)), load_checkpoint(t / "copy")), r"state.pt is truncated or corrupt, or holds objects vitpos never writes \(UnpicklingError\).*Restore it"),
+    (
+        "resume, no checkpoint",
+        lambda t, r: train(*tiny_request(n=64, epochs=1, run_dir=str(t / "empty")).resolve(), resume=True),
+        r"holds no checkpoint to resume.*--resume-if-present",
+    ),
+    (
+        "run_dir is a file",
+        lambda t, r: (
+            t.joinpath("f").write_text("x"),
+            train(*tiny_request(n=64, epochs=1, run_dir=str(t / "f")).resolve()),
+        ),
+        r"run folder .*/f is a file, not a folder; choose another --run-dir",
+    ),
+    (
+        "run_dir under a file",
+        lambda t, r: (
+            t.joinpath("f").write_text("x"),
+            train(*tiny_request(n=64, epochs=1, run_dir=str(t / "f" / "run")).resolve()),
+        ),
+        r"cannot create run folder .*a part of the path is a file",
+    ),
+    (
+        "existing run, no --resume",
+        lambda t, r: train(*tiny_request(n=64, epochs=1, run_dir=str(_copy(r, t))).resolve()),
+        r"already holds checkpoint step-\d+; pass --resume",
+    ),
+    (
+        "resume, shorter run",
+        lambda t, r: train(*tiny_request(n=64, epochs=1, run_dir=str(_shortened(r, t))).resolve(), resume=True),
+        r"already trained 2 epochs, more than epochs=1.*resume with epochs >= 2",
+    ),
+    (
+        "resume, other model",
+        lambda t, r: train(
+            *tiny_request(n=64, epochs=2, run_dir=str(_copy(r, t)), model={"depth": 2}).resolve(), resume=True
+        ),
+        r"different model \(depth: checkpoint 1, requested 2\)",
+    ),
+    (
+        "checkpoint JSON",
+        lambda t, r: (_with_metadata(_copy(r, t), "model_config", "{not json"), load_checkpoint(t / "copy")),
+        r"model.safetensors: the 'model_config' entry of its metadata is not valid JSON.*restore it",
+    ),
+    (
+        "checkpoint config",
+        lambda t, r: (_with_metadata(_copy(r, t), "model_config", '{"depth": "two"}'), load_checkpoint(t / "copy")),
+        r"model.safetensors: its model_config metadata is invalid \(ModelConfig.depth = 'two'",
+    ),
+    (
+        "checkpoint tampered",
+        lambda t, r: (_tamper_state(_copy(r, t)), load_checkpoint(t / "copy")),
+        r"state.pt is truncated or corrupt, or holds objects vitpos never writes \(UnpicklingError\).*Restore it",
+    ),
     ("checkpoint missing", lambda t, r: load_checkpoint(t / "nothing"), r"checkpoint .*nothing does not exist"),
-    ("checkpoint truncated", lambda t, r: (_truncate(_copy(r, t)), load_checkpoint(t / "copy")), r"model.safetensors is truncated or corrupt"),
-    ("run folder locked", lambda t, r: _train_while_locked(t), r"run folder .* is in use by another vitpos process \(pid \d+\); wait for it to finish"),
-    ("run folder read-only", lambda t, r: _train_read_only(t), r"run folder .* is not writable \(permission denied\); make it writable"),
+    (
+        "checkpoint truncated",
+        lambda t, r: (_truncate(_copy(r, t)), load_checkpoint(t / "copy")),
+        r"model.safetensors is truncated or corrupt",
+    ),
+    (
+        "run folder locked",
+        lambda t, r: _train_while_locked(t),
+        r"run folder .* is in use by another vitpos process \(pid \d+\); wait for it to finish",
+    ),
+    (
+        "run folder read-only",
+        lambda t, r: _train_read_only(t),
+        r"run folder .* is not writable \(permission denied\); make it writable",
+    ),
 ]
 
 
@@ -232,42 +370,150 @@ CLI_CASES = [
     ("train --lr fast", ["train", *MODEL, "--lr", "fast"], r"argument --lr: invalid float value: 'fast'"),
     ("train --epochs ten", ["train", *MODEL, "--epochs", "ten"], r"argument --epochs: invalid int value: 'ten'"),
     ("train --epochs 0", ["train", *MODEL, f"--data={DATA}", "--epochs", "0"], r"TrainConfig.epochs = 0 .*>= 1"),
-    ("train --min-lr > --lr", ["train", *MODEL, f"--data={DATA}", "--lr", "0.001", "--min-lr", "1"], r"min_lr = 1.0 is above lr = 0.001.*set min_lr <= lr"),
-    ("train --img-size 32,48,64", ["train", *MODEL, f"--data={DATA}", "--img-size", "32,48,64"], r"img_size = \(32, 48, 64\).*list of 2 integers"),
-    ("train --mlp-ratio -2", ["train", *MODEL, f"--data={DATA}", "--mlp-ratio", "-2"], r"mlp_ratio = -2.0 .*a number > 0"),
-    ("train --device foo", ["train", *MODEL, f"--data={DATA}", "--device", "foo"], r"device = 'foo'.*one of auto, cpu, cuda, cuda:N, mps"),
-    ("train --data key twice", ["train", *MODEL, "--data=synthetic:direction:train=500:train=600"], r"option 'train' is given twice"),
-    ("train --absolute sincos3d", ["train", *MODEL, f"--data={DATA}", "--absolute=sincos3d"], r"unknown absolute encoding 'sincos3d'; valid values"),
-    ("train --resume, empty", ["train", *MODEL, f"--data={DATA}", *FAST, "--resume", "--run-dir=TMP/typo"], r"run folder .*typo holds no checkpoint to resume.*--resume-if-present"),
+    (
+        "train --min-lr > --lr",
+        ["train", *MODEL, f"--data={DATA}", "--lr", "0.001", "--min-lr", "1"],
+        r"min_lr = 1.0 is above lr = 0.001.*set min_lr <= lr",
+    ),
+    (
+        "train --img-size 32,48,64",
+        ["train", *MODEL, f"--data={DATA}", "--img-size", "32,48,64"],
+        r"img_size = \(32, 48, 64\).*list of 2 integers",
+    ),
+    (
+        "train --mlp-ratio -2",
+        ["train", *MODEL, f"--data={DATA}", "--mlp-ratio", "-2"],
+        r"mlp_ratio = -2.0 .*a number > 0",
+    ),
+    (
+        "train --device foo",
+        ["train", *MODEL, f"--data={DATA}", "--device", "foo"],
+        r"device = 'foo'.*one of auto, cpu, cuda, cuda:N, mps",
+    ),
+    (
+        "train --data key twice",
+        ["train", *MODEL, "--data=synthetic:direction:train=500:train=600"],
+        r"option 'train' is given twice",
+    ),
+    (
+        "train --absolute sincos3d",
+        ["train", *MODEL, f"--data={DATA}", "--absolute=sincos3d"],
+        r"unknown absolute encoding 'sincos3d'; valid values",
+    ),
+    (
+        "train --resume, empty",
+        ["train", *MODEL, f"--data={DATA}", *FAST, "--resume", "--run-dir=TMP/typo"],
+        r"run folder .*typo holds no checkpoint to resume.*--resume-if-present",
+    ),
     ("train --resume, no folder", ["train", *MODEL, f"--data={DATA}", "--resume"], r"--resume needs --run-dir"),
-    ("train --resume --epochs 1", ["train", "--run-dir=RUN2", "--resume", "--epochs=1"], r"already trained 2 epochs, more than epochs=1.*resume with epochs >= 2"),
-    ("train --run-dir FILE", ["train", *MODEL, f"--data={DATA}", *FAST, "--run-dir=TMP/file.txt"], r"run folder .*file.txt is a file, not a folder"),
-    ("train --config epochs: ten", ["train", *MODEL, "--config=TMP/epochs.yaml"], r"TrainConfig.epochs = 'ten' \(str\).*an integer >= 1"),
+    (
+        "train --resume --epochs 1",
+        ["train", "--run-dir=RUN2", "--resume", "--epochs=1"],
+        r"already trained 2 epochs, more than epochs=1.*resume with epochs >= 2",
+    ),
+    (
+        "train --run-dir FILE",
+        ["train", *MODEL, f"--data={DATA}", *FAST, "--run-dir=TMP/file.txt"],
+        r"run folder .*file.txt is a file, not a folder",
+    ),
+    (
+        "train --config epochs: ten",
+        ["train", *MODEL, "--config=TMP/epochs.yaml"],
+        r"TrainConfig.epochs = 'ten' \(str\).*an integer >= 1",
+    ),
     ("train --config lr: fast", ["train", *MODEL, "--config=TMP/lr.yaml"], r"TrainConfig.lr = 'fast'"),
-    ("train --config depth: two", ["train", "--config=TMP/depth.yaml"], r"ModelConfig.depth = 'two' \(str\).*an integer >= 1"),
+    (
+        "train --config depth: two",
+        ["train", "--config=TMP/depth.yaml"],
+        r"ModelConfig.depth = 'two' \(str\).*an integer >= 1",
+    ),
     ("train --config not YAML", ["train", "--config=TMP/broken.yaml"], r"config file .*broken.yaml is not valid YAML"),
     ("train --config missing", ["train", "--config=TMP/none.yaml"], r"config file .*none.yaml does not exist"),
-    ("train --resume tampered", ["train", "--run-dir=TAMPERED", "--resume", "--epochs=2"], r"state.pt is truncated or corrupt, or holds objects vitpos never writes"),
+    (
+        "train --resume tampered",
+        ["train", "--run-dir=TAMPERED", "--resume", "--epochs=2"],
+        r"state.pt is truncated or corrupt, or holds objects vitpos never writes",
+    ),
     ("train unknown option", ["train", "--epocks=3"], r"usage: vitpos train .*unrecognized arguments: --epocks=3"),
-    ("eval --batch-size 0", ["eval", "--checkpoint=RUN", "--batch-size", "0"], r"argument --batch-size: must be a positive integer, got '0'"),
+    (
+        "eval --batch-size 0",
+        ["eval", "--checkpoint=RUN", "--batch-size", "0"],
+        r"argument --batch-size: must be a positive integer, got '0'",
+    ),
     ("eval --device foo", ["eval", "--checkpoint=RUN", "--device", "foo"], r"device = 'foo'.*one of auto, cpu"),
-    ("eval task mismatch", ["eval", "--checkpoint=RUN", "--data=synthetic:distance:img=16:test=32"], r"trained for classification on .*but synthetic:distance.* is a regression task; evaluate it on classification data"),
-    ("eval classes mismatch", ["eval", "--checkpoint=RUN", "--data=synthetic:direction4:img=16"], r"num_classes=2 but .* has 4 classes"),
-    ("eval broken JSON", ["eval", "--checkpoint=BROKEN"], r"model.safetensors: the 'model_config' entry of its metadata is not valid JSON"),
-    ("eval --resolutions 0", ["eval", "--checkpoint=RUN", "--resolutions", "16,0"], r"argument --resolutions: image size '0' must be at least 1 pixel"),
-    ("eval no checkpoint", ["eval", "--checkpoint=TMP"], r"holds no checkpoint \(expected checkpoints/step-\*/model.safetensors\)"),
-    ("probe --folds 1000", ["probe", *TINY_ANALYSIS, "--absolute=sincos2d", "--folds", "1000", "--out=TMP/o"], r"folds = 1000 is more than the 21 a 8x8 grid allows"),
+    (
+        "eval task mismatch",
+        ["eval", "--checkpoint=RUN", "--data=synthetic:distance:img=16:test=32"],
+        r"trained for classification on .*but synthetic:distance.* is a regression task; evaluate it on classification data",
+    ),
+    (
+        "eval classes mismatch",
+        ["eval", "--checkpoint=RUN", "--data=synthetic:direction4:img=16"],
+        r"num_classes=2 but .* has 4 classes",
+    ),
+    (
+        "eval broken JSON",
+        ["eval", "--checkpoint=BROKEN"],
+        r"model.safetensors: the 'model_config' entry of its metadata is not valid JSON",
+    ),
+    (
+        "eval --resolutions 0",
+        ["eval", "--checkpoint=RUN", "--resolutions", "16,0"],
+        r"argument --resolutions: image size '0' must be at least 1 pixel",
+    ),
+    (
+        "eval no checkpoint",
+        ["eval", "--checkpoint=TMP"],
+        r"holds no checkpoint \(expected checkpoints/step-\*/model.safetensors\)",
+    ),
+    (
+        "probe --folds 1000",
+        ["probe", *TINY_ANALYSIS, "--absolute=sincos2d", "--folds", "1000", "--out=TMP/o"],
+        r"folds = 1000 is more than the 21 a 8x8 grid allows",
+    ),
     ("probe --folds 0", ["probe", "--folds", "0"], r"argument --folds: must be a positive integer, got '0'"),
-    ("equivariance --shift 100,100", ["equivariance", *TINY_ANALYSIS, "--shift", "100,100", "--out=TMP/o"], r"shift \(100, 100\) leaves the 8x8 grid"),
+    (
+        "equivariance --shift 100,100",
+        ["equivariance", *TINY_ANALYSIS, "--shift", "100,100", "--out=TMP/o"],
+        r"shift \(100, 100\) leaves the 8x8 grid",
+    ),
     ("equivariance --shift 1", ["equivariance", "--shift", "1"], r"shift '1' must look like 'rows,cols'"),
-    ("relative-bias --attention-head 99", ["relative-bias", *TINY_ANALYSIS, "--attention-head", "99", "--out=TMP/o"], r"--attention-head 99 does not exist: the model has 3 heads; use 0 to 2"),
-    ("relative-bias --per-side 0", ["relative-bias", "--per-side", "0"], r"argument --per-side: must be a positive integer, got '0'"),
-    ("relative-bias --block 7", ["relative-bias", *TINY_ANALYSIS, "--block", "7", "--out=TMP/o"], r"block 7 does not exist; the model has 1 layers"),
-    ("awareness --folds 9", ["awareness", *TINY_ANALYSIS, "--images", "4", "--folds", "9", "--out=TMP/o"], r"folds = 9: .*4 images"),
+    (
+        "relative-bias --attention-head 99",
+        ["relative-bias", *TINY_ANALYSIS, "--attention-head", "99", "--out=TMP/o"],
+        r"--attention-head 99 does not exist: the model has 3 heads; use 0 to 2",
+    ),
+    (
+        "relative-bias --per-side 0",
+        ["relative-bias", "--per-side", "0"],
+        r"argument --per-side: must be a positive integer, got '0'",
+    ),
+    (
+        "relative-bias --block 7",
+        ["relative-bias", *TINY_ANALYSIS, "--block", "7", "--out=TMP/o"],
+        r"block 7 does not exist; the model has 1 layers",
+    ),
+    (
+        "awareness --folds 9",
+        ["awareness", *TINY_ANALYSIS, "--images", "4", "--folds", "9", "--out=TMP/o"],
+        r"folds = 9: .*4 images",
+    ),
     ("attention --images 0", ["attention", "--images", "0"], r"argument --images: must be a positive integer, got '0'"),
-    ("similarity --mlp-ratio", ["similarity", "--mlp-ratio", "-2"], r"usage: vitpos similarity .*unrecognized arguments: --mlp-ratio -2"),
-    ("similarity --img-size -32", ["similarity", "--img-size", "-32"], r"argument --img-size: must be a positive integer, got '-32'"),
-    ("analysis --checkpoint + --depth", ["similarity", "--checkpoint=RUN", "--depth=2", "--out=TMP/o"], r"--checkpoint fixes the model; drop --depth"),
+    (
+        "similarity --mlp-ratio",
+        ["similarity", "--mlp-ratio", "-2"],
+        r"usage: vitpos similarity .*unrecognized arguments: --mlp-ratio -2",
+    ),
+    (
+        "similarity --img-size -32",
+        ["similarity", "--img-size", "-32"],
+        r"argument --img-size: must be a positive integer, got '-32'",
+    ),
+    (
+        "analysis --checkpoint + --depth",
+        ["similarity", "--checkpoint=RUN", "--depth=2", "--out=TMP/o"],
+        r"--checkpoint fixes the model; drop --depth",
+    ),
     ("analysis --model unknown", ["probe", "--model=nothing", "--out=TMP/o"], r"unknown model 'nothing'; valid values"),
     ("buckets --ratio -1", ["buckets", "--ratio", "-1"], r"argument --ratio: must be a positive number, got '-1'"),
     ("buckets --grid 0", ["buckets", "--grid", "0"], r"grid '0' must look like '14x14'"),
@@ -284,7 +530,9 @@ def cli_files(tmp_path_factory, finished_run) -> dict[str, Path]:
     (root / "file.txt").write_text("not a folder")
     (root / "epochs.yaml").write_text(yaml.safe_dump({"train": {"data": DATA, "epochs": "ten"}}))
     (root / "lr.yaml").write_text("train:\n  data: " + DATA + "\n  lr: fast\n")
-    (root / "depth.yaml").write_text(yaml.safe_dump({"model": {"preset": "thesis_vit", "depth": "two"}, "train": {"data": DATA}}))
+    (root / "depth.yaml").write_text(
+        yaml.safe_dump({"model": {"preset": "thesis_vit", "depth": "two"}, "train": {"data": DATA}})
+    )
     (root / "broken.yaml").write_text("train: [unclosed\n")
     broken = root / "broken_run"
     shutil.copytree(finished_run, broken)
@@ -356,6 +604,8 @@ def test_help_imports_neither_torch_nor_the_commands():
 
     code = "import sys; from vitpos.cli import main\ntry: main(['--help'])\nexcept SystemExit: pass\nprint(sorted(m for m in sys.modules if m == 'torch' or m.startswith('vitpos.commands.')))"
     src = str(Path(__file__).resolve().parents[1] / "src")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": src}, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": src}, check=True
+    )
     assert out.stdout.strip().splitlines()[-1] == "[]"
     assert "train" in out.stdout and "relative-bias" in out.stdout

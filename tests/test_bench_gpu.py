@@ -1,11 +1,20 @@
 """The GPU benchmark's logic that needs no GPU: its cases, its report, its place in BENCHMARKS.md."""
 
-import pytest
 import torch
 
 from bench import gpu
 from bench.cases import BASELINE, CASES
-from bench.gpu_report import NOT_MEASURED, GpuGroup, GpuRow, gpu_cases, gpu_groups, gpu_section, render_section, render_table, replace_section
+from bench.gpu_report import (
+    NOT_MEASURED,
+    GpuGroup,
+    GpuRow,
+    gpu_cases,
+    gpu_groups,
+    gpu_section,
+    render_section,
+    render_table,
+    replace_section,
+)
 
 
 def test_every_slot_value_at_both_lengths_in_both_modes_eager_and_compiled():
@@ -19,7 +28,10 @@ def test_every_slot_value_at_both_lengths_in_both_modes_eager_and_compiled():
 
 
 def test_a_table_shows_overheads_and_memory_against_the_baseline():
-    rows = [GpuRow("no PE", 1000.0, (0.0, 0.0, 0.0), 2 * 2**30), GpuRow("RoPE 2-D", 900.0, (0.111, 0.1, 0.12), 3 * 2**30)]
+    rows = [
+        GpuRow("no PE", 1000.0, (0.0, 0.0, 0.0), 2 * 2**30),
+        GpuRow("RoPE 2-D", 900.0, (0.111, 0.1, 0.12), 3 * 2**30),
+    ]
     lines = render_table(GpuGroup(784, "train", True), rows, "no PE")
     assert lines[0] == "### 784 tokens, training step, compiled"
     assert "| no PE | 1000.0 | baseline | 2.00 GiB ×1.00 |" in lines

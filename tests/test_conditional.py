@@ -45,6 +45,7 @@ def as_tokens(fmap: torch.Tensor) -> torch.Tensor:
 
 # --- placement ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "text,positions",
     [
@@ -93,6 +94,7 @@ def test_bad_placements_are_clear_errors(text, pattern):
 
 
 # --- slot strings ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "text,positions,form",
@@ -148,6 +150,7 @@ def test_positions_past_the_last_block_are_rejected_at_build():
 
 # --- parameter counts --------------------------------------------------------------------
 
+
 def test_default_peg_adds_k2_plus_one_times_width():
     # Table 8: PEG at position 0 of CPVT-Ti has 1,920 positional parameters = (9 + 1) * 192
     assert trainable(build("peg@0", dim=192)) == (9 + 1) * 192 == 1920
@@ -166,6 +169,7 @@ def test_parameter_count_of_every_form(k):
 
 
 # --- the PEG computation -----------------------------------------------------------------
+
 
 def _source_index(i: int, size: int, pad: str) -> int | None:
     if 0 <= i < size:
@@ -243,6 +247,7 @@ def test_gradients_reach_every_peg_parameter_and_the_input():
 
 # --- translation: equivariance and absolute position ---------------------------------------
 
+
 def _roll(x, grid, shift, prefix=0):
     rolled = as_tokens(torch.roll(as_map(x, grid, prefix), shift, dims=(1, 2)))
     return torch.cat([x[:, :prefix], rolled], dim=1)
@@ -256,7 +261,9 @@ def test_circular_padding_is_exactly_shift_equivariant(name):
     x = torch.randn(2, 1 + 35, DIM, dtype=torch.float64)
     for _ in range(4):
         shift = (rng.randrange(5), rng.randrange(7))
-        assert torch.allclose(peg(_roll(x, grid, shift, 1), grid, 1), _roll(peg(x, grid, 1), grid, shift, 1), atol=1e-12)
+        assert torch.allclose(
+            peg(_roll(x, grid, shift, 1), grid, 1), _roll(peg(x, grid, 1), grid, shift, 1), atol=1e-12
+        )
 
 
 @pytest.mark.parametrize("name", FORMS)
@@ -300,6 +307,7 @@ def test_zero_padding_distinguishes_shifted_inputs_at_the_border():
 
 # --- frozen PEG (Table 5) ------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("text", ["peg@0:frozen", "peg@0-5:dw*2:frozen", "peg@0:dense:frozen"])
 def test_frozen_peg_has_no_trainable_parameters(text):
     peg = build(text)
@@ -312,7 +320,9 @@ def test_frozen_peg_stays_fixed_through_training():
     qkv_before = model.stages[0].blocks[0].attn.qkv.weight.detach().clone()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=0.1)
     model.train()
-    assert not any(m.training for peg in model.stages[0].conditional.generators.values() for m in peg.modules())  # BatchNorm stats too
+    assert not any(
+        m.training for peg in model.stages[0].conditional.generators.values() for m in peg.modules()
+    )  # BatchNorm stats too
     model(torch.randn(4, 3, 32, 32)).logsumexp(-1).sum().backward()
     optimizer.step()
     after = model.stages[0].conditional.state_dict()

@@ -39,12 +39,26 @@ VIT_CASES = [
 ]
 
 PVT = dict(
-    arch="pvt", img_size=32, patch_size=4, embed_dims=(8, 16), depths=(1, 1), num_heads=(1, 2),
-    mlp_ratios=(2.0, 2.0), sr_ratios=(2, 1), num_classes=5,
+    arch="pvt",
+    img_size=32,
+    patch_size=4,
+    embed_dims=(8, 16),
+    depths=(1, 1),
+    num_heads=(1, 2),
+    mlp_ratios=(2.0, 2.0),
+    sr_ratios=(2, 1),
+    num_classes=5,
 )
 SWIN = dict(
-    arch="swin", img_size=32, patch_size=4, embed_dims=(8, 16), depths=(2, 2), num_heads=(1, 2),
-    mlp_ratios=(2.0, 2.0), window_size=3, num_classes=5,
+    arch="swin",
+    img_size=32,
+    patch_size=4,
+    embed_dims=(8, 16),
+    depths=(2, 2),
+    num_heads=(1, 2),
+    mlp_ratios=(2.0, 2.0),
+    window_size=3,
+    num_classes=5,
 )
 PYRAMID_SIZES = [(32, 32), (16, 24), (56, 40)]  # stage grids 8x8/4x4, 4x6/2x3 (one window), 14x10/7x5
 PYRAMID_RANGE = ExportRange(16, 64, 8)
@@ -77,8 +91,10 @@ def check_onnx(model: torch.nn.Module, sizes, path) -> None:
 
 
 def test_vit_cases_cover_every_registered_value():
-    used = {slot: {case.get(slot, default).split(":")[0].split("@")[0] for case in VIT_CASES}
-            for slot, default in (("absolute", "learned"), ("join", "input"), ("conditional", "none"), ("relative", "none"))}
+    used = {
+        slot: {case.get(slot, default).split(":")[0].split("@")[0] for case in VIT_CASES}
+        for slot, default in (("absolute", "learned"), ("join", "input"), ("conditional", "none"), ("relative", "none"))
+    }
     assert used["absolute"] == set(ABSOLUTE.names())
     assert used["join"] == set(JOIN.names())
     assert used["conditional"] == set(CONDITIONAL.names())
@@ -108,7 +124,10 @@ def test_pyramid_program_equals_eager_at_every_size(host, case, one_thread):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "case",
-    [dict(absolute="sincos2d", relative="irpe:product:ctx:qkv"), dict(absolute="learned", join="lape", relative="rope2d")],
+    [
+        dict(absolute="sincos2d", relative="irpe:product:ctx:qkv"),
+        dict(absolute="learned", join="lape", relative="rope2d"),
+    ],
     ids=["irpe", "lape-rope"],
 )
 def test_swin_program_with_other_slots(case, one_thread):
@@ -139,14 +158,19 @@ def test_export_range_is_checked_before_tracing():
     with pytest.raises(ValueError, match="multiples of the model's stride 8"):
         export_model(model, "unused.pt2", fmt="pt2", min_size=20, max_size=64)
     pvt = vitpos.create_model("pvt_tiny", **PVT | dict(sr_ratios=(4, 1)))
-    with pytest.raises(ValueError, match="cannot run at --min-size 8: spatial reduction by 4 needs a grid of at least 4x4"):
+    with pytest.raises(
+        ValueError, match="cannot run at --min-size 8: spatial reduction by 4 needs a grid of at least 4x4"
+    ):
         export_program(pvt, ExportRange(8, 64, 8))  # stage 0 has a 2x2 grid at 8x8
 
 
 def test_lape_normalised_window_bias_needs_whole_windows():
     """LaPE's bias normalisation would see the padding of a window larger than the stage grid."""
     model = vitpos.create_model("swin_tiny", **SWIN | dict(absolute="none", join="lape", relative="swin"))
-    with pytest.raises(ValueError, match=r"at --min-size 16 that holds for stage 1 \(grid 2x2, 3x3 windows\); use --min-size 24 or more"):
+    with pytest.raises(
+        ValueError,
+        match=r"at --min-size 16 that holds for stage 1 \(grid 2x2, 3x3 windows\); use --min-size 24 or more",
+    ):
         export_program(model, PYRAMID_RANGE)
 
 
@@ -159,18 +183,30 @@ def test_lape_normalised_window_bias_exports_from_whole_windows(one_thread):
 def test_onnx_file_in_onnxruntime_equals_eager(tmp_path, one_thread):
     pytest.importorskip("onnxscript")
     pytest.importorskip("onnxruntime")
-    case = dict(absolute="learned", conditional="peg@0", relative="irpe:quant:ctx:qkv")  # bicubic resize, convs, buckets
+    case = dict(
+        absolute="learned", conditional="peg@0", relative="irpe:quant:ctx:qkv"
+    )  # bicubic resize, convs, buckets
     check_onnx(randomised(vitpos.create_model("vit_lite_7_4", **VIT | case)), VIT_SIZES, tmp_path / "vit.onnx")
 
 
 ONNX_CASES = [("vit_lite_7_4", VIT | case) for case in VIT_CASES] + [
-    ("pvt_tiny", PVT), ("pvt_tiny", PVT | dict(absolute="none", conditional="peg@0", head="gap")),
-    ("swin_tiny", SWIN | dict(absolute="none")), ("swin_tiny", SWIN | dict(absolute="sincos2d", relative="irpe:product:ctx:qkv")),
+    ("pvt_tiny", PVT),
+    ("pvt_tiny", PVT | dict(absolute="none", conditional="peg@0", head="gap")),
+    ("swin_tiny", SWIN | dict(absolute="none")),
+    ("swin_tiny", SWIN | dict(absolute="sincos2d", relative="irpe:product:ctx:qkv")),
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,config", ONNX_CASES, ids=lambda v: v if isinstance(v, str) else ",".join(f"{k}={x}" for k, x in v.items() if k in ("absolute", "join", "conditional", "relative")))
+@pytest.mark.parametrize(
+    "name,config",
+    ONNX_CASES,
+    ids=lambda v: (
+        v
+        if isinstance(v, str)
+        else ",".join(f"{k}={x}" for k, x in v.items() if k in ("absolute", "join", "conditional", "relative"))
+    ),
+)
 def test_every_value_as_onnx_in_onnxruntime(name, config, tmp_path, one_thread):
     """The ONNX property of the fast test above for every case of the program tests."""
     pytest.importorskip("onnxscript")
@@ -202,10 +238,25 @@ def test_command_writes_the_program_and_its_config(tmp_path, capsys, one_thread)
     from vitpos.cli import main
 
     out = tmp_path / "lite.pt2"
-    args = ["export", "--model", "vit_lite_7_4", "--depth", "1", "--img-size", "16", "--min-size", "8", "--max-size", "32"]
+    args = [
+        "export",
+        "--model",
+        "vit_lite_7_4",
+        "--depth",
+        "1",
+        "--img-size",
+        "16",
+        "--min-size",
+        "8",
+        "--max-size",
+        "32",
+    ]
     assert main([*args, str(out)]) == 0
     assert "image sides 8..32" in capsys.readouterr().out
     deployed = load_deployed(out)
     assert deployed(torch.randn(2, 3, 24, 8)).shape == (2, 10)
-    assert main(["export", "--model", "swin_tiny_lape", "--min-size", "64", "--max-size", "1024", str(tmp_path / "s.pt2")]) == 2
+    assert (
+        main(["export", "--model", "swin_tiny_lape", "--min-size", "64", "--max-size", "1024", str(tmp_path / "s.pt2")])
+        == 2
+    )
     assert "use --min-size 224 or more" in capsys.readouterr().err

@@ -17,9 +17,21 @@ DEEP = {**TINY, "depth": 3}
 """Three blocks, so a test sees a middle block as well as the first and last."""
 
 JOIN_STRINGS = [
-    "input", "shared", "unshared", "lape", "lape:eta=1", "lape:chained", "lape:form=norm", "lape:form=identity",
-    "lape:form=scalar", "lape:form=channel", "lape:form=affine", "lape:form=scalar_norm", "lape:form=channel_norm",
-    "lape:form=ln", "lape:chained:eta=2:form=affine",
+    "input",
+    "shared",
+    "unshared",
+    "lape",
+    "lape:eta=1",
+    "lape:chained",
+    "lape:form=norm",
+    "lape:form=identity",
+    "lape:form=scalar",
+    "lape:form=channel",
+    "lape:form=affine",
+    "lape:form=scalar_norm",
+    "lape:form=channel_norm",
+    "lape:form=ln",
+    "lape:chained:eta=2:form=affine",
 ]
 JOINS = ["input", "shared", "unshared", "lape", "lape:chained:eta=1:form=affine"]
 """One of each kind; every form is checked by hand in test_lape.py."""
@@ -99,8 +111,11 @@ def test_join_strings_normalise_flags_before_options():
         ("unshared@2", r"takes no '@' placement"),
         ("lape:eta=0", r"eta='0' is invalid \(must be a positive integer\)"),
         ("lape:eta=two", r"eta='two' is invalid"),
-        ("lape:form=layer", r"form='layer' is invalid \(must be one of identity, scalar, channel, affine, norm, "
-                            r"scalar_norm, channel_norm, ln\)"),
+        (
+            "lape:form=layer",
+            r"form='layer' is invalid \(must be one of identity, scalar, channel, affine, norm, "
+            r"scalar_norm, channel_norm, ln\)",
+        ),
         ("lape:chain", r"unknown flag 'chain'; valid flags: chained"),
         ("lape:k=3", r"unknown option 'k'; valid options: eta, form"),
         ("everywhere", r"unknown join 'everywhere'; valid values: detr, input, lape, shared, unshared"),
@@ -150,7 +165,9 @@ def test_unshared_join_adds_a_distinct_table_per_layer():
     assert not torch.equal(model.stages[0].join.tables[0], model.stages[0].join.tables[1])
 
 
-@pytest.mark.parametrize("model_name,extra", [("deit_tiny_patch16_224", 11 * 197 * 192), ("vit_lite_7_4", 6 * 65 * 256)])
+@pytest.mark.parametrize(
+    "model_name,extra", [("deit_tiny_patch16_224", 11 * 197 * 192), ("vit_lite_7_4", 6 * 65 * 256)]
+)
 def test_unshared_parameter_count_is_one_table_per_further_layer(model_name, extra):
     with torch.device("meta"):
         base = vitpos.create_model(model_name)
@@ -206,7 +223,10 @@ def test_join_terms_per_join():
     """What each join's terms hold: input -> entry; shared -> pe before every block; unshared -> pe
     then the own tables; lape -> normalised pe in every attention input."""
     for join, entry, residual, attention in [
-        ("input", True, 0, 0), ("shared", False, 3, 0), ("unshared", False, 3, 0), ("lape", False, 0, 3),
+        ("input", True, 0, 0),
+        ("shared", False, 3, 0),
+        ("unshared", False, 3, 0),
+        ("lape", False, 0, 3),
         ("lape:eta=2", False, 0, 2),
     ]:
         model = vitpos.create_model("vit_lite_7_4", **DEEP, join=join)

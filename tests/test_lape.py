@@ -154,7 +154,14 @@ FORM_BY_HAND = {
     "channel_norm": lambda pe, g, b: g * layer_norm_by_hand(pe),
     "ln": lambda pe, g, b: g * layer_norm_by_hand(pe) + b,
 }
-GAMMA_SHAPE = {"scalar": (3, 1), "scalar_norm": (3, 1), "channel": (3, 16), "channel_norm": (3, 16), "affine": (3, 16), "ln": (3, 16)}
+GAMMA_SHAPE = {
+    "scalar": (3, 1),
+    "scalar_norm": (3, 1),
+    "channel": (3, 16),
+    "channel_norm": (3, 16),
+    "affine": (3, 16),
+    "ln": (3, 16),
+}
 
 
 @pytest.mark.parametrize("form", list(FORMS))
@@ -186,7 +193,10 @@ def test_gradients_reach_every_layer_of_the_pe_norm_and_the_table():
     "overrides,pattern",
     [
         (dict(join="lape:eta=4"), r"lape: eta=4 must be between 1 and the model depth 3"),
-        (dict(join="lape", absolute="none"), r"join 'lape' has nothing to normalise with absolute='none' and relative='none'"),
+        (
+            dict(join="lape", absolute="none"),
+            r"join 'lape' has nothing to normalise with absolute='none' and relative='none'",
+        ),
     ],
 )
 def test_invalid_lape_models_raise_clear_errors(overrides, pattern):
@@ -330,7 +340,9 @@ def test_attention_logits_use_the_normalised_bias():
     var = bias[:, 1:, 1:].var(-1, unbiased=False, keepdim=True)
     gamma, beta = attn.relative.norm.weight[0], attn.relative.norm.bias[0]
     normalised = bias.clone()
-    normalised[:, 1:, 1:] = (bias[:, 1:, 1:] - mean) / torch.sqrt(var + 1e-5) * gamma[:, None, None] + beta[:, None, None]
+    normalised[:, 1:, 1:] = (bias[:, 1:, 1:] - mean) / torch.sqrt(var + 1e-5) * gamma[:, None, None] + beta[
+        :, None, None
+    ]
     expected = ((q @ k.transpose(-2, -1)) * attn.scale + normalised).softmax(-1)
     assert torch.allclose(seen["weights"], expected, atol=1e-5)
 

@@ -25,7 +25,14 @@ def test_deit_parameter_counts(name, expected):
 
 def test_vit_lite_7_4_shape():
     cfg = vitpos.get_config("vit_lite_7_4")
-    assert (cfg.depth, cfg.embed_dim, cfg.num_heads, cfg.mlp_ratio, cfg.patch_size, cfg.img_size) == (7, 256, 4, 2.0, 4, 32)
+    assert (cfg.depth, cfg.embed_dim, cfg.num_heads, cfg.mlp_ratio, cfg.patch_size, cfg.img_size) == (
+        7,
+        256,
+        4,
+        2.0,
+        4,
+        32,
+    )
     model = vitpos.create_model("vit_lite_7_4")
     assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
 

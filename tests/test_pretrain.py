@@ -25,10 +25,14 @@ def test_pretraining_changes_the_encoding_and_records_probes(tmp_path):
     fresh = vitpos.create_model(cfg)
     assert result.before == probe_table(absolute_table(fresh), (8, 8), folds=3, seed=3)
     meta = read_position_metadata(result.path)
-    assert meta["notes"]["tasks"] == ["direction4", "distance"] and meta["notes"]["probes_after"] == result.after.to_dict()
+    assert (
+        meta["notes"]["tasks"] == ["direction4", "distance"] and meta["notes"]["probes_after"] == result.after.to_dict()
+    )
     loaded = vitpos.create_model(cfg)
     load_position_encoding(loaded, result.path)
-    assert not torch.equal(loaded.stages[0].absolute.wr.weight, fresh.stages[0].absolute.wr.weight)  # trained, not the initial weights
+    assert not torch.equal(
+        loaded.stages[0].absolute.wr.weight, fresh.stages[0].absolute.wr.weight
+    )  # trained, not the initial weights
 
 
 def test_bad_tasks_are_a_clear_error(tmp_path):
@@ -39,7 +43,19 @@ def test_bad_tasks_are_a_clear_error(tmp_path):
 
 def test_command(tmp_path, capsys):
     out = tmp_path / "pe.safetensors"
-    args = ["pretrain-pe", "--absolute", "learnable_sincos", "--size", "64", "--epochs", "1", "--device", "cpu", "--out", str(out)]
+    args = [
+        "pretrain-pe",
+        "--absolute",
+        "learnable_sincos",
+        "--size",
+        "64",
+        "--epochs",
+        "1",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "before" in text and "after" in text and "--init-pe" in text

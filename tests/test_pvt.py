@@ -86,7 +86,8 @@ def test_full_attention_without_reduction_ratios():
 
 
 @pytest.mark.parametrize(
-    "relative,head", [("swin", "cls"), ("irpe:product:ctx:qkv", "cls"), ("irpe:product:bias:k", "gap"), ("rope2d", "cls")]
+    "relative,head",
+    [("swin", "cls"), ("irpe:product:ctx:qkv", "cls"), ("irpe:product:bias:k", "gap"), ("rope2d", "cls")],
 )
 def test_relative_encodings_under_full_attention(relative, head):
     """Without spatial reduction keys sit on the query grid, so every relative encoding applies,

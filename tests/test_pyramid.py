@@ -164,8 +164,13 @@ def test_variants_train_through_the_engine(name, slots, tmp_path, one_thread):
     sizes = {**HOSTS[vitpos.get_config(name).arch], "num_classes": 2}
     cfg = vitpos.get_config(name, **sizes, **slots)
     options = TrainConfig(
-        data="synthetic:direction:img=32:train=96:val=32:test=32", epochs=3, batch_size=32, lr=3e-3, warmup_epochs=0,
-        progress=False, run_dir=str(tmp_path),
+        data="synthetic:direction:img=32:train=96:val=32:test=32",
+        epochs=3,
+        batch_size=32,
+        lr=3e-3,
+        warmup_epochs=0,
+        progress=False,
+        run_dir=str(tmp_path),
     )
     result = train(cfg, options)
     losses = [row["train_loss"] for row in result.history]

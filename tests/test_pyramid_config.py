@@ -29,7 +29,10 @@ def test_stage_grids_and_stride():
         (dict(arch="vit"), r"arch = 'vit'.*expected one of pvt, swin"),
         (dict(window_size=7), r"arch='pvt' attends globally; window_size"),
         (dict(relative="none", head="max"), r"head = 'max'.*expected one of cls, gap"),
-        (dict(mlp_ratios=(8.0, 0.0, 4.0, 4.0)), r"mlp_ratios = \(8.0, 0.0, 4.0, 4.0\).*expected a list of one or more numbers > 0"),
+        (
+            dict(mlp_ratios=(8.0, 0.0, 4.0, 4.0)),
+            r"mlp_ratios = \(8.0, 0.0, 4.0, 4.0\).*expected a list of one or more numbers > 0",
+        ),
     ],
 )
 def test_pvt_validation_messages(overrides, pattern):

@@ -18,7 +18,9 @@ def test_round_trip_into_a_fresh_model(tmp_path, absolute):
     path = save_position_encoding(source, tmp_path / "pe.safetensors", tasks=["direction4"])
     target = vitpos.create_model("thesis_vit", absolute=absolute, num_classes=4)
     meta = load_position_encoding(target, path)
-    assert meta == read_position_metadata(path) and meta["notes"] == {"tasks": ["direction4"]} and meta["grid"] == (8, 8)
+    assert (
+        meta == read_position_metadata(path) and meta["notes"] == {"tasks": ["direction4"]} and meta["grid"] == (8, 8)
+    )
     assert torch.equal(target.stages[0].absolute(target.cfg.grid), source.stages[0].absolute(source.cfg.grid))
 
 
@@ -54,5 +56,11 @@ def test_trainer_starts_from_a_saved_encoding(tmp_path):
     path = save_position_encoding(source, tmp_path / "pe.safetensors")
     data = SyntheticTask("direction", train=32, val=8, test=8).splits()
     cfg = vitpos.get_config("thesis_vit", absolute="fourier", embed_dim=32, num_heads=2)
-    result = train(cfg, TrainConfig(epochs=1, batch_size=32, lr=0.0, min_lr=0.0, init_pe=str(path), progress=False, device="cpu"), data)
-    assert torch.equal(result.model.stages[0].absolute.wr.weight, source.stages[0].absolute.wr.weight)  # lr 0: exactly the saved weights
+    result = train(
+        cfg,
+        TrainConfig(epochs=1, batch_size=32, lr=0.0, min_lr=0.0, init_pe=str(path), progress=False, device="cpu"),
+        data,
+    )
+    assert torch.equal(
+        result.model.stages[0].absolute.wr.weight, source.stages[0].absolute.wr.weight
+    )  # lr 0: exactly the saved weights

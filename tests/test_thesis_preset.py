@@ -11,10 +11,17 @@ def test_thesis_vit_is_one_block_on_32px_images():
     d, tokens, hidden = cfg.embed_dim, 64, int(cfg.embed_dim * cfg.mlp_ratio)
     expected = (
         (3 * 4 * 4 + 1) * d  # patch embedding
-        + d + tokens * d + d  # class token, learned table, class-token position
-        + 2 * d + (d + 1) * 3 * d + (d + 1) * d  # norm1, qkv, proj
-        + 2 * d + (d + 1) * hidden + (hidden + 1) * d  # norm2, MLP
-        + 2 * d + (d + 1) * 2  # final norm, two-class head
+        + d
+        + tokens * d
+        + d  # class token, learned table, class-token position
+        + 2 * d
+        + (d + 1) * 3 * d
+        + (d + 1) * d  # norm1, qkv, proj
+        + 2 * d
+        + (d + 1) * hidden
+        + (hidden + 1) * d  # norm2, MLP
+        + 2 * d
+        + (d + 1) * 2  # final norm, two-class head
     )
     model = vitpos.create_model("thesis_vit")
     assert sum(p.numel() for p in model.parameters()) == expected

@@ -50,7 +50,9 @@ def model_allowed(layout: WindowLayout) -> torch.Tensor:
     """The same matrix read off the windows and the mask the module uses."""
     hp, wp = layout.padded
     # the padded grid with the same windows and shift: partition without padding gives positions
-    positions = partition_windows(torch.arange(hp * wp).reshape(1, -1, 1), WindowLayout(layout.padded, layout.window, layout.shift))[..., 0]
+    positions = partition_windows(
+        torch.arange(hp * wp).reshape(1, -1, 1), WindowLayout(layout.padded, layout.window, layout.shift)
+    )[..., 0]
     mask = window_mask(layout)
     allowed = torch.zeros(hp * wp, hp * wp, dtype=torch.bool)
     for n, pos in enumerate(positions):

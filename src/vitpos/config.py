@@ -20,7 +20,14 @@ if TYPE_CHECKING:
     from .encodings.base import SlotContext
 
 __all__ = [
-    "PositionConfig", "HostConfig", "ModelConfig", "PyramidConfig", "HOST_CONFIGS", "PYRAMID_ARCHS", "SLOT_NAMES", "slot_registry",
+    "PositionConfig",
+    "HostConfig",
+    "ModelConfig",
+    "PyramidConfig",
+    "HOST_CONFIGS",
+    "PYRAMID_ARCHS",
+    "SLOT_NAMES",
+    "slot_registry",
 ]
 
 SLOT_NAMES = ("absolute", "join", "conditional", "relative")
@@ -199,7 +206,9 @@ class HostConfig:
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - fields)
         if unknown:
-            raise ConfigError(f"unknown model config key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(fields))}")
+            raise ConfigError(
+                f"unknown model config key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(fields))}"
+            )
         return cls(**data)
 
 
@@ -345,7 +354,9 @@ class PyramidConfig(HostConfig):
             if self.sr_ratios is not None:
                 raise ConfigError("arch='swin' attends within windows and has no spatial reduction; set sr_ratios=None")
             if self.class_token:
-                raise ConfigError("arch='swin' has no class token (window attention has no place for one); use head='gap'")
+                raise ConfigError(
+                    "arch='swin' has no class token (window attention has no place for one); use head='gap'"
+                )
             return
         if self.window_size is not None:
             raise ConfigError("arch='pvt' attends globally; window_size is for arch='swin', set it to None")
@@ -385,4 +396,3 @@ class PyramidConfig(HostConfig):
 
 HOST_CONFIGS: tuple[type[HostConfig], ...] = (ModelConfig, PyramidConfig)
 """The config class of every host (the command line offers the union of their fields)."""
-

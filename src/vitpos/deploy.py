@@ -12,9 +12,10 @@ the eager one reject the same inputs with the same words.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.fx.experimental._config as fx_config
@@ -22,9 +23,9 @@ import yaml
 from torch import nn
 
 from .config import HostConfig
+from .encodings.lape import NormalisedBias
 from .engine.atomic import write_atomic
 from .errors import VitposError
-from .encodings.lape import NormalisedBias
 from .models.factory import config_from_dict
 from .models.windows import WindowAttention
 
@@ -66,7 +67,9 @@ class ExportRange:
     def dynamic_shapes(self) -> dict[str, dict[int, Any]]:
         """``dynamic_shapes`` for ``torch.export``: a dynamic batch, sides ``stride * k``."""
         lo, hi = self.min_size // self.stride, self.max_size // self.stride
-        side = {axis: self.stride * torch.export.Dim(name, min=lo, max=hi) for axis, name in ((2, "height"), (3, "width"))}
+        side = {
+            axis: self.stride * torch.export.Dim(name, min=lo, max=hi) for axis, name in ((2, "height"), (3, "width"))
+        }
         return {"x": {0: torch.export.Dim("batch", min=1, max=4096), **side}}
 
 
@@ -103,8 +106,11 @@ def _check_normalised_window_bias(model: nn.Module, span: ExportRange) -> None:
     grids = model.cfg.stage_grids((span.min_size, span.min_size))
     too_small, smallest = [], span.min_size
     for index, (stage, grid) in enumerate(zip(model.stages, grids)):
-        windows = {b.attn.window_size for b in stage.blocks
-                   if isinstance(b.attn, WindowAttention) and isinstance(b.attn.relative, NormalisedBias)}
+        windows = {
+            b.attn.window_size
+            for b in stage.blocks
+            if isinstance(b.attn, WindowAttention) and isinstance(b.attn.relative, NormalisedBias)
+        }
         for size in windows:
             step = model.cfg.patch_size * 2**index  # pixels per token of this stage
             smallest = max(smallest, span.stride * -(-size * step // span.stride))
@@ -184,7 +190,10 @@ def load_deployed(path: str | Path) -> Deployed:
     if not meta.is_file():
         raise FileNotFoundError(f"{meta} is missing: `vitpos export` writes it beside {path.name}; export again")
     data = yaml.safe_load(meta.read_text())
-    cfg, span = config_from_dict(data["model"]), ExportRange(**{k: data["export"][k] for k in ("min_size", "max_size", "stride")})
+    cfg, span = (
+        config_from_dict(data["model"]),
+        ExportRange(**{k: data["export"][k] for k in ("min_size", "max_size", "stride")}),
+    )
     if data["export"]["format"] == "pt2":
         return Deployed(torch.export.load(path).module(), cfg, span)
     return Deployed(_onnx_runner(path), cfg, span)

@@ -72,7 +72,9 @@ class DetrConfig(HostConfig):
         if self.class_token:
             raise ConfigError("DETR has no class token; leave class_token=False")
         if self.embed_dim % self.num_heads:
-            raise ConfigError(f"embed_dim={self.embed_dim} is not divisible by num_heads={self.num_heads}; choose a head count that divides the width")
+            raise ConfigError(
+                f"embed_dim={self.embed_dim} is not divisible by num_heads={self.num_heads}; choose a head count that divides the width"
+            )
         if 2 ** len(self.stem_widths) != self.patch_size:
             raise ConfigError(
                 f"the stem halves the image once per width in stem_widths={self.stem_widths} (stride {2 ** len(self.stem_widths)}), "

@@ -48,13 +48,20 @@ class PretrainResult:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict, for JSON."""
-        return {"path": str(self.path), "before": self.before.to_dict(), "after": self.after.to_dict(), "test": self.test}
+        return {
+            "path": str(self.path),
+            "before": self.before.to_dict(),
+            "after": self.after.to_dict(),
+            "test": self.test,
+        }
 
 
 def _task_data(task: str, model_cfg: ModelConfig, size: int, seed: int) -> SyntheticTask:
     h, w = model_cfg.image_hw
     held_out = max(1, size // 5)
-    return SyntheticTask(task, img_size=(h, w), square_size=model_cfg.patch_size, train=size, val=held_out, test=held_out, seed=seed)
+    return SyntheticTask(
+        task, img_size=(h, w), square_size=model_cfg.patch_size, train=size, val=held_out, test=held_out, seed=seed
+    )
 
 
 def pretrain_position_encoding(
@@ -74,7 +81,9 @@ def pretrain_position_encoding(
     """
     unknown = sorted(set(tasks) - set(SYNTHETIC_TASKS))
     if not tasks or unknown:
-        raise ValueError(f"pretraining needs one or more synthetic tasks from {', '.join(SYNTHETIC_TASKS)}, got {list(tasks)}")
+        raise ValueError(
+            f"pretraining needs one or more synthetic tasks from {', '.join(SYNTHETIC_TASKS)}, got {list(tasks)}"
+        )
     torch.manual_seed(train_cfg.seed)
     trained: nn.Module = create_model(model_cfg)  # the trainer builds the same model from this seed
     if train_cfg.init_pe:
@@ -94,6 +103,13 @@ def pretrain_position_encoding(
             save_position_encoding(result.model, carried)
             trained = result.model
     after = probe_table(absolute_table(trained), grid, folds=probe_folds, seed=train_cfg.seed)
-    save_position_encoding(trained, path, tasks=list(tasks), images_per_task=size, seed=train_cfg.seed,
-                           probes_before=before.to_dict(), probes_after=after.to_dict())
+    save_position_encoding(
+        trained,
+        path,
+        tasks=list(tasks),
+        images_per_task=size,
+        seed=train_cfg.seed,
+        probes_before=before.to_dict(),
+        probes_after=after.to_dict(),
+    )
     return PretrainResult(path, before, after, tests)

@@ -7,8 +7,9 @@ A spec parses to a :class:`SlotSpec` and prints back to the same string.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from .errors import VitposError
 
@@ -73,7 +74,7 @@ class SlotSpec:
     options: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def parse(cls, text: str) -> "SlotSpec":
+    def parse(cls, text: str) -> SlotSpec:
         """Parse ``name[@at][:flag][:key=value]...``."""
         if not isinstance(text, str) or not text.strip():
             raise SpecError(f"a slot value must be a non-empty string, got {text!r}")

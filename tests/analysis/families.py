@@ -49,7 +49,15 @@ def tiny_pyramid(arch: str, slots: dict[str, str] | None = None, **overrides):
     at 32x32 (stride 16), in eval mode. PVT reduces the keys of stages 0 and 1 by 4 and 2; Swin's
     windows are 4x4."""
     settings = dict(
-        img_size=32, patch_size=2, embed_dims=(8, 16, 24, 32), depths=(1, 1, 1, 1), num_heads=(1, 2, 3, 4),
-        mlp_ratios=(2.0, 2.0, 2.0, 2.0), num_classes=5, head="gap",
+        img_size=32,
+        patch_size=2,
+        embed_dims=(8, 16, 24, 32),
+        depths=(1, 1, 1, 1),
+        num_heads=(1, 2, 3, 4),
+        mlp_ratios=(2.0, 2.0, 2.0, 2.0),
+        num_classes=5,
+        head="gap",
     )
-    return vitpos.create_model(f"{arch}_tiny", **{**settings, **TINY_PYRAMIDS[arch], **(slots or {}), **overrides}).eval()
+    return vitpos.create_model(
+        f"{arch}_tiny", **{**settings, **TINY_PYRAMIDS[arch], **(slots or {}), **overrides}
+    ).eval()

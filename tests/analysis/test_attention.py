@@ -116,6 +116,5 @@ def test_query_maps_and_patch_renormalisation():
 
 
 def test_model_without_vitpos_attention_is_a_clear_error():
-    with pytest.raises(ValueError, match="no vitpos Attention layers"):
-        with explicit_attention(torch.nn.Linear(2, 2)):
-            pass
+    with pytest.raises(ValueError, match="no vitpos Attention layers"), explicit_attention(torch.nn.Linear(2, 2)):
+        pass

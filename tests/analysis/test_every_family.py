@@ -15,7 +15,16 @@ from vitpos.analysis.tables import NoPositionTableError, layer_position_encoding
 
 from .families import FAMILIES, tiny_model, tiny_pyramid
 
-PYRAMID_FAMILIES = ("absolute=learned", "absolute=sincos2d", "peg", "irpe product", "swin", "rope2d", "lape swin", "unshared")
+PYRAMID_FAMILIES = (
+    "absolute=learned",
+    "absolute=sincos2d",
+    "peg",
+    "irpe product",
+    "swin",
+    "rope2d",
+    "lape swin",
+    "unshared",
+)
 """A family of each kind, for the pyramid hosts."""
 
 

@@ -18,8 +18,16 @@ def assert_png(path):
 
 
 def test_heatmaps_continuous_and_categorical(tmp_path):
-    assert_png(save_heatmaps(tmp_path / "a" / "maps.png", torch.rand(2, 3, 4, 5), row_labels=["x", "y"],
-                             col_labels=["1", "2", "3"], markers=[(0, 0), None, (3, 4)], title="t"))
+    assert_png(
+        save_heatmaps(
+            tmp_path / "a" / "maps.png",
+            torch.rand(2, 3, 4, 5),
+            row_labels=["x", "y"],
+            col_labels=["1", "2", "3"],
+            markers=[(0, 0), None, (3, 4)],
+            title="t",
+        )
+    )
     assert_png(save_heatmaps(tmp_path / "ids.png", torch.randint(0, 50, (1, 2, 7, 7)), categorical=True))
 
 

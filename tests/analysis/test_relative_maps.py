@@ -4,7 +4,13 @@ import pytest
 import torch
 from torch import nn
 
-from vitpos.analysis.relative_maps import bias_maps, bucket_maps, reference_lattice, relative_attention_layers, relative_logit_bias
+from vitpos.analysis.relative_maps import (
+    bias_maps,
+    bucket_maps,
+    reference_lattice,
+    relative_attention_layers,
+    relative_logit_bias,
+)
 from vitpos.attention import RelativeTerms
 from vitpos.encodings.relative.base import RelativeBias, RelativePosition
 from vitpos.grid import grid_offsets

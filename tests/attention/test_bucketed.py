@@ -41,7 +41,9 @@ def plain(t: dict) -> torch.Tensor:
         logits = logits + (t["row"] + t["row_bias"]).gather(-1, index)
         logits = logits + t["col"].gather(-1, m.t().expand(B, H, N, N)).transpose(-2, -1)
     weights = logits.softmax(-1)
-    per_bucket = sum(torch.zeros(B, H, N, K, dtype=weights.dtype).scatter_add(-1, m.expand(B, H, N, N), weights) for m in maps)
+    per_bucket = sum(
+        torch.zeros(B, H, N, K, dtype=weights.dtype).scatter_add(-1, m.expand(B, H, N, N), weights) for m in maps
+    )
     return weights @ t["v"] + per_bucket @ t["value_table"]
 
 
@@ -99,7 +101,16 @@ def test_mixed_dtypes_are_refused_with_the_dtypes_named():
         bucketed_attention(q, q, q.bfloat16(), 1.0)
 
 
-SPECS = ["irpe:product:ctx:qkv", "irpe:cross:ctx:qk:unshared", "irpe:product:bias:qk", "shaw", "xl", "huang", "sasa", "swin"]
+SPECS = [
+    "irpe:product:ctx:qkv",
+    "irpe:cross:ctx:qk:unshared",
+    "irpe:product:bias:qk",
+    "shaw",
+    "xl",
+    "huang",
+    "sasa",
+    "swin",
+]
 MODELS = [dict(relative=text) for text in SPECS] + [
     dict(absolute="none", join="lape", relative="irpe:product:bias:qk"),  # LaPE's normalised bias: a dense bias
     dict(absolute="learned", join="lape", relative="irpe:product:ctx:qkv"),
@@ -143,7 +154,9 @@ def test_every_path_of_a_model_gives_the_same_output_and_gradients(slots, monkey
 def test_long_sequences_train_without_any_n_by_n_tensor(text):
     """At N >= CHUNK_FROM_TOKENS the automatic path is chunked: nothing of B x heads x N x N
     (let alone N x N x d) is ever allocated, in forward or backward."""
-    model = vitpos.create_model("vit_lite_7_4", **TINY | dict(depth=1, num_heads=2, embed_dim=32, patch_size=2), relative=text)
+    model = vitpos.create_model(
+        "vit_lite_7_4", **TINY | dict(depth=1, num_heads=2, embed_dim=32, patch_size=2), relative=text
+    )
     x = torch.randn(1, 3, 36, 36)  # 18 x 18 grid + class token
     n = 1 + 18 * 18
     assert n >= CHUNK_FROM_TOKENS

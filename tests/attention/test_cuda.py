@@ -29,7 +29,9 @@ def test_flex_forward_and_backward_equal_the_reference():
         torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
 
 
-@pytest.mark.parametrize("relative", ["irpe:product:bias:k", "irpe:product:ctx:k", "irpe:product:ctx:qkv", "swin", "xl", "rope2d"])
+@pytest.mark.parametrize(
+    "relative", ["irpe:product:bias:k", "irpe:product:ctx:k", "irpe:product:ctx:qkv", "swin", "xl", "rope2d"]
+)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_training_steps_under_cuda_autocast(relative, dtype):
     model = vitpos.create_model("vit_lite_7_4", **TINY, absolute="none", relative=relative).cuda()

@@ -10,8 +10,21 @@ from ..analysis.test_plots import assert_png
 
 TINY_ARGS = ["--img-size", "32", "--depth", "1", "--head", "gap"]
 PYRAMID_ARGS = {
-    arch: ["--model", f"{arch}_tiny", "--img-size", "64", "--patch-size", "2", "--embed-dims", "8,16,24,32",
-           "--depths", "1,1,1,1", "--num-heads", "1,2,3,4", *extra]
+    arch: [
+        "--model",
+        f"{arch}_tiny",
+        "--img-size",
+        "64",
+        "--patch-size",
+        "2",
+        "--embed-dims",
+        "8,16,24,32",
+        "--depths",
+        "1,1,1,1",
+        "--num-heads",
+        "1,2,3,4",
+        *extra,
+    ]
     for arch, extra in (("pvt", ["--sr-ratios", "4,2,1,1"]), ("swin", ["--window-size", "4"]))
 }
 """Tiny four-stage hosts through the command line: grids 32, 16, 8, 4 at 64x64, one block per stage."""
@@ -39,7 +52,9 @@ def test_similarity(tmp_path, capsys):
     assert "locality" in capsys.readouterr().out
     assert_png(tmp_path / "similarity.png")
     (stage,) = json.loads((tmp_path / "similarity.json").read_text())["stages"]
-    assert stage["references"] == [[0, 0], [4, 4]] and stage["grid"] == [8, 8] and set(stage["locality"]) == {"absolute"}
+    assert (
+        stage["references"] == [[0, 0], [4, 4]] and stage["grid"] == [8, 8] and set(stage["locality"]) == {"absolute"}
+    )
 
 
 def test_attention(tmp_path, capsys):
@@ -78,7 +93,9 @@ def test_awareness(tmp_path, capsys):
 
 
 def test_buckets(tmp_path, capsys):
-    assert main(["buckets", "--grid", "9x7", "--methods", "product,cross", "--refs", "4,3", "--out", str(tmp_path)]) == 0
+    assert (
+        main(["buckets", "--grid", "9x7", "--methods", "product,cross", "--refs", "4,3", "--out", str(tmp_path)]) == 0
+    )
     out = capsys.readouterr().out
     assert "product" in out and "cross" in out
     assert_png(tmp_path / "buckets.png")
@@ -106,10 +123,46 @@ def test_relative_bias_without_relative_encoding(tmp_path, capsys):
 
 def test_analysis_of_a_trained_checkpoint_on_data(tmp_path, capsys):
     run = tmp_path / "run"
-    assert main(["train", "--model", "thesis_vit", "--absolute", "learned", "--data", "synthetic:absolute:train=64:val=16:test=16",
-                 "--epochs", "1", "--batch-size", "32", "--run-dir", str(run), "--no-progress", "--device", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--model",
+                "thesis_vit",
+                "--absolute",
+                "learned",
+                "--data",
+                "synthetic:absolute:train=64:val=16:test=16",
+                "--epochs",
+                "1",
+                "--batch-size",
+                "32",
+                "--run-dir",
+                str(run),
+                "--no-progress",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     out = tmp_path / "out"
-    assert main(["attention", "--checkpoint", str(run), "--data", "synthetic:absolute:test=8", "--images", "4", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "attention",
+                "--checkpoint",
+                str(run),
+                "--data",
+                "synthetic:absolute:test=8",
+                "--images",
+                "4",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert_png(out / "attention_queries.png")
     assert main(["probe", "--checkpoint", str(run), "--out", str(out)]) == 0
     assert "absolute" in json.loads((out / "probe.json").read_text())
@@ -168,8 +221,26 @@ def test_attention_per_stage(arch, tmp_path, capsys):
 def test_equivariance_on_a_pyramid(arch, tmp_path, capsys):
     # no table, and windows that cover every grid: every stage moves with the image
     extra = ["--window-size", "32", "--relative", "none"] if arch == "swin" else []
-    assert main(["equivariance", *PYRAMID_ARGS[arch], *extra, "--absolute", "none", "--shift", "1,-2", "--margin", "0",
-                 "--images", "2", "--out", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "equivariance",
+                *PYRAMID_ARGS[arch],
+                *extra,
+                "--absolute",
+                "none",
+                "--shift",
+                "1,-2",
+                "--margin",
+                "0",
+                "--images",
+                "2",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     result = json.loads((tmp_path / "equivariance.json").read_text())
     assert len(result["stage_errors"]) == 4 and max(result["stage_errors"]) < 1e-5 and result["logit_change"] < 1e-5
     assert "per stage" in capsys.readouterr().out
@@ -178,8 +249,25 @@ def test_equivariance_on_a_pyramid(arch, tmp_path, capsys):
 
 @pytest.mark.parametrize("arch", ["pvt", "swin"])
 def test_awareness_on_a_chosen_stage(arch, tmp_path, capsys):
-    assert main(["awareness", *PYRAMID_ARGS[arch], "--absolute", "sincos2d", "--images", "4", "--folds", "2",
-                 "--stage", "2", "--out", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "awareness",
+                *PYRAMID_ARGS[arch],
+                "--absolute",
+                "sincos2d",
+                "--images",
+                "4",
+                "--folds",
+                "2",
+                "--stage",
+                "2",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     assert set(json.loads((tmp_path / "awareness.json").read_text())) == {"block 0"}  # an earlier stage: no final norm
     assert main(["awareness", *PYRAMID_ARGS[arch], "--images", "4", "--folds", "2", "--out", str(tmp_path)]) == 0
     assert set(json.loads((tmp_path / "awareness.json").read_text())) == {"block 0", "final"}
@@ -187,10 +275,15 @@ def test_awareness_on_a_chosen_stage(arch, tmp_path, capsys):
 
 
 def test_relative_bias_on_swin_windows(tmp_path, capsys):
-    assert main(["relative-bias", *PYRAMID_ARGS["swin"], "--images", "2", "--per-side", "2", "--out", str(tmp_path)]) == 0
+    assert (
+        main(["relative-bias", *PYRAMID_ARGS["swin"], "--images", "2", "--per-side", "2", "--out", str(tmp_path)]) == 0
+    )
     blocks = json.loads((tmp_path / "relative_bias.json").read_text())["blocks"]
     assert list(blocks) == [f"stage {s} block 0" for s in range(4)]
     assert all(b["grid"] == [4, 4] for b in blocks.values())  # one window
     assert_png(tmp_path / "relative_bias_stage2_block0.png")
     assert main(["relative-bias", *PYRAMID_ARGS["swin"], "--stage", "1", "--block", "1", "--out", str(tmp_path)]) == 2
-    assert "block 1 of stage 1 does not exist; the model has 4 layers with a relative encoding: stage 0 block 0," in capsys.readouterr().err
+    assert (
+        "block 1 of stage 1 does not exist; the model has 4 layers with a relative encoding: stage 0 block 0,"
+        in capsys.readouterr().err
+    )

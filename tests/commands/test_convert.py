@@ -5,7 +5,7 @@ import yaml
 
 import vitpos
 from vitpos.cli import main
-from vitpos.engine.checkpoint import load_model, latest_checkpoint
+from vitpos.engine.checkpoint import latest_checkpoint, load_model
 
 from ..released import layouts
 from ..released.conftest import save_pth
@@ -37,7 +37,15 @@ def test_convert_then_eval_and_fine_tune(tmp_path, capsys):
     assert "| converted |" in capsys.readouterr().out
 
     run = tmp_path / "run"
-    fast = ["--epochs=1", "--batch-size=32", "--lr=0", "--min-lr=0", "--warmup-epochs=0", "--no-progress", f"--run-dir={run}"]
+    fast = [
+        "--epochs=1",
+        "--batch-size=32",
+        "--lr=0",
+        "--min-lr=0",
+        "--warmup-epochs=0",
+        "--no-progress",
+        f"--run-dir={run}",
+    ]
     assert main(["train", f"--config={dst / 'config.yaml'}", DATA, *fast]) == 0
     trained, _ = load_model(latest_checkpoint(run))  # lr 0: the run keeps the weights it started from
     assert all(torch.equal(v, direct.state_dict()[k]) for k, v in trained.state_dict().items())
@@ -47,7 +55,15 @@ def test_train_init_takes_a_released_file_and_resizes_the_head(tmp_path):
     src = released_thesis_vit(tmp_path)
     run = tmp_path / "run"
     data = "--data=synthetic:direction4:img=32:train=64:val=32:test=32"
-    fast = ["--epochs=1", "--batch-size=32", "--lr=0", "--min-lr=0", "--warmup-epochs=0", "--no-progress", f"--run-dir={run}"]
+    fast = [
+        "--epochs=1",
+        "--batch-size=32",
+        "--lr=0",
+        "--min-lr=0",
+        "--warmup-epochs=0",
+        "--no-progress",
+        f"--run-dir={run}",
+    ]
     assert main(["train", "--model=thesis_vit", f"--init={src}", data, *fast]) == 0
     trained, _ = load_model(latest_checkpoint(run))
     direct = vitpos.create_model("thesis_vit", checkpoint=src)

@@ -11,8 +11,23 @@ SMALL = ["--seeds", "1", "--epochs", "1", "--train-size", "128", "--efficiency-s
 
 def test_study_in_two_worker_processes(tmp_path, capsys):
     out = tmp_path / "study"
-    assert main(["study", "--family", "sincos2d", "--family", "pegc: absolute=none conditional=peg@-1:pad=circular",
-                 *SMALL, "--workers", "2", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "study",
+                "--family",
+                "sincos2d",
+                "--family",
+                "pegc: absolute=none conditional=peg@-1:pad=circular",
+                *SMALL,
+                "--workers",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     log = capsys.readouterr().out
     # sincos2d gets the learning curves (thesis Fig. 3), pegc does not; absolute and colour shift share a model
     assert "10 training runs: 0 already done, 10 to go in 8 jobs, 2 at a time on cpu" in log and "[  10/10]" in log
@@ -31,14 +46,17 @@ def test_fresh_only_deletes_a_study_folder(tmp_path, capsys):
     assert "refuses to delete" in capsys.readouterr().err and (tmp_path / "notes.txt").exists()
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--family", "sinusoidal"], "unknown family 'sinusoidal'; built-in families: none, learned"),
-    (["--family", "x: absolute=sinusoid"], "absolute=sinusoid names no registered absolute encoding; valid: "),
-    (["--family", "x: conditional=peg@3"], "family 'x' cannot be built on the study model"),
-    (["--family", "x: host=deit"], "unknown host 'deit'; study hosts: vit, pvt, swin"),
-    (["--family", "x: host=swin depths=1,1,1"], "family 'x' cannot be built on the study's swin host"),
-    (["--seeds", "0"], "seeds must be at least 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--family", "sinusoidal"], "unknown family 'sinusoidal'; built-in families: none, learned"),
+        (["--family", "x: absolute=sinusoid"], "absolute=sinusoid names no registered absolute encoding; valid: "),
+        (["--family", "x: conditional=peg@3"], "family 'x' cannot be built on the study model"),
+        (["--family", "x: host=deit"], "unknown host 'deit'; study hosts: vit, pvt, swin"),
+        (["--family", "x: host=swin depths=1,1,1"], "family 'x' cannot be built on the study's swin host"),
+        (["--seeds", "0"], "seeds must be at least 1, got 0"),
+    ],
+)
 def test_bad_input_is_a_clear_error(argv, message, tmp_path, capsys):
     assert main(["study", *argv, "--out", str(tmp_path / "s")]) == 2
     assert message in capsys.readouterr().err

@@ -11,11 +11,10 @@ from PIL import Image
 
 from vitpos.cli import build_parser, main
 from vitpos.commands.options import field_docs, parse_size_list
+from vitpos.commands.train import build_request
 from vitpos.config import ModelConfig, PositionConfig
 from vitpos.engine import RunRequest, TrainConfig
 from vitpos.engine.checkpoint import load_checkpoint
-
-from vitpos.commands.train import build_request
 
 from ..engine.conftest import TINY_MODEL, without_times
 
@@ -41,7 +40,15 @@ def test_help_explains_every_option(capsys):
 
 def test_option_types():
     args = build_parser().parse_args(
-        ["train", "--betas=0.8,0.9", "--hflip=none", "--img-size=16,32", "--no-compile", "--epochs=3", "--class-token=false"]
+        [
+            "train",
+            "--betas=0.8,0.9",
+            "--hflip=none",
+            "--img-size=16,32",
+            "--no-compile",
+            "--epochs=3",
+            "--class-token=false",
+        ]
     )
     assert args.betas == (0.8, 0.9) and args.hflip is None and args.img_size == (16, 32) and args.class_token is False
     assert build_parser().parse_args(["train", "--img-size=48", "--class-token=none"]).img_size == 48
@@ -56,16 +63,22 @@ def test_default_run_folder_names_model_and_data():
 
 def test_yaml_config_with_command_line_overrides(tmp_path, capsys):
     config = tmp_path / "run.yaml"
-    config.write_text(yaml.safe_dump({
-        "model": {"preset": "thesis_vit", **TINY_MODEL},
-        "train": {"data": DATA, "epochs": 5, "batch_size": 32, "lr": 3e-3, "progress": False},
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "model": {"preset": "thesis_vit", **TINY_MODEL},
+                "train": {"data": DATA, "epochs": 5, "batch_size": 32, "lr": 3e-3, "progress": False},
+            }
+        )
+    )
     run_dir = tmp_path / "a"
     assert main(["train", f"--config={config}", "--epochs=2", f"--run-dir={run_dir}"]) == 0
     assert "test loss" in capsys.readouterr().out
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in rows] == [1, 2]
-    assert (run_dir / "metrics.csv").read_text().splitlines()[0].startswith("epoch,step,lr,train_loss,train_acc1,val_loss")
+    assert (
+        (run_dir / "metrics.csv").read_text().splitlines()[0].startswith("epoch,step,lr,train_loss,train_acc1,val_loss")
+    )
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert saved["train"]["epochs"] == 2 and saved["model"]["embed_dim"] == 64 and saved["model"]["num_classes"] == 2
     # the resolved config alone reproduces the run
@@ -100,7 +113,9 @@ def test_bad_input_is_one_clear_line(tmp_path, capsys):
     bad_yaml = tmp_path / "bad.yaml"
     bad_yaml.write_text("model: thesis_vit\ntrain: {epoch: 3}\n")
     assert "unknown training option(s) epoch" in _fails(["train", f"--config={bad_yaml}"], capsys)
-    assert "unknown absolute encoding 'sincos3d'" in _fails(["train", *MODEL, "--absolute=sincos3d", f"--data={DATA}"], capsys)
+    assert "unknown absolute encoding 'sincos3d'" in _fails(
+        ["train", *MODEL, "--absolute=sincos3d", f"--data={DATA}"], capsys
+    )
 
 
 def test_unreadable_image_fails_and_keeps_the_earlier_checkpoint(tmp_path, capsys):
@@ -135,8 +150,14 @@ def finished_run(tmp_path_factory):
         (["--data=folder:EMPTY"], "class folder .*dog holds no images"),
         (["--img-size=18"], "img_size 18 is not divisible by patch_size 4"),
         (["--depth=2"], "depth: checkpoint 1, requested 2"),
-        (["--data=synthetic:direction4:img=16:train=128:val=64:test=64"], "num_classes=2 but synthetic:direction4:img=16:square=4:train=128:val=64:test=64 has 4 classes"),
-        (["--num-classes=4", "--data=synthetic:direction4:img=16:train=128:val=64:test=64"], "num_classes: checkpoint 2, requested 4"),
+        (
+            ["--data=synthetic:direction4:img=16:train=128:val=64:test=64"],
+            "num_classes=2 but synthetic:direction4:img=16:square=4:train=128:val=64:test=64 has 4 classes",
+        ),
+        (
+            ["--num-classes=4", "--data=synthetic:direction4:img=16:train=128:val=64:test=64"],
+            "num_classes: checkpoint 2, requested 4",
+        ),
         (["--model=vit_lite_7_4"], "different model .*embed_dim: checkpoint 64, requested 256"),
     ],
 )
@@ -160,18 +181,30 @@ PYRAMIDS = {"pvt_tiny": ["--sr-ratios=4,2,1,1"], "swin_tiny": ["--window-size=2"
 
 @pytest.mark.parametrize("preset", PYRAMIDS)
 def test_pyramid_hosts_train_resume_and_eval_from_the_command_line(preset, tmp_path, capsys):
-    sizes = ["--patch-size=2", "--depths=1,1,1,1", "--embed-dims=8,16,16,16", "--num-heads=1,2,2,2", "--mlp-ratios=2,2,2,2"]
+    sizes = [
+        "--patch-size=2",
+        "--depths=1,1,1,1",
+        "--embed-dims=8,16,16,16",
+        "--num-heads=1,2,2,2",
+        "--mlp-ratios=2,2,2,2",
+    ]
     full, cut = tmp_path / "full", tmp_path / "cut"
     train = ["train", f"--model={preset}", *sizes, *PYRAMIDS[preset], f"--data={PYRAMID_DATA}", *FAST, "--epochs=2"]
     assert main([*train, "--keep-checkpoints=2", f"--run-dir={full}"]) == 0  # 2 steps per epoch
     saved = yaml.safe_load((full / "config.yaml").read_text())["model"]
-    assert saved["arch"] == preset.split("_")[0] and saved["depths"] == [1, 1, 1, 1] and saved["embed_dims"] == [8, 16, 16, 16]
+    assert (
+        saved["arch"] == preset.split("_")[0]
+        and saved["depths"] == [1, 1, 1, 1]
+        and saved["embed_dims"] == [8, 16, 16, 16]
+    )
     # pretend the run died after its first epoch: its config and that checkpoint alone, then resume
     (cut / "checkpoints").mkdir(parents=True)
     (full / "config.yaml").rename(cut / "config.yaml")
     (full / "checkpoints" / "step-00000002").rename(cut / "checkpoints" / "step-00000002")
     assert main(["train", f"--run-dir={cut}", "--resume"]) == 0
-    rows = {run.name: [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()] for run in (full, cut)}
+    rows = {
+        run.name: [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()] for run in (full, cut)
+    }
     assert [r["epoch"] for r in rows["cut"]] == [1, 2]
     assert without_times(rows["cut"]) == without_times(rows["full"])  # resuming loses nothing
     finished = [load_checkpoint(run, with_state=False).weights for run in (full, cut)]
@@ -196,10 +229,21 @@ def test_model_options_are_the_hosts_own(tmp_path, capsys):
 
 def test_a_config_without_a_preset_picks_the_host_by_arch(tmp_path):
     config = tmp_path / "swin.yaml"
-    model = {"arch": "swin", "patch_size": 2, "depths": [1, 1], "embed_dims": [8, 16], "num_heads": [1, 2],
-             "mlp_ratios": [2.0, 2.0], "window_size": 2, "relative": "swin"}
+    model = {
+        "arch": "swin",
+        "patch_size": 2,
+        "depths": [1, 1],
+        "embed_dims": [8, 16],
+        "num_heads": [1, 2],
+        "mlp_ratios": [2.0, 2.0],
+        "window_size": 2,
+        "relative": "swin",
+    }
     config.write_text(yaml.safe_dump({"model": model, "train": {"data": PYRAMID_DATA}}))
     cfg, _, _ = RunRequest.from_yaml(config).resolve()
     assert type(cfg).__name__ == "PyramidConfig" and cfg.arch == "swin" and cfg.depths == (1, 1)
     assert cfg.position.relative == "swin" and cfg.num_classes == 2 and cfg.img_size == 32  # the data's
-    assert type(RunRequest(model={"depth": 1, "patch_size": 4}, train={"data": DATA}).resolve()[0]).__name__ == "ModelConfig"
+    assert (
+        type(RunRequest(model={"depth": 1, "patch_size": 4}, train={"data": DATA}).resolve()[0]).__name__
+        == "ModelConfig"
+    )

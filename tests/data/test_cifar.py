@@ -25,8 +25,12 @@ def make_cifar(root, kind="cifar10", per_file=6, num_classes=10):
     for i, name in enumerate(layout.train + layout.test):
         data = rng.integers(0, 256, (per_file, 3072), dtype=np.uint8)
         labels = [int(v) for v in rng.integers(0, num_classes, per_file)]
-        batch = {b"batch_label": b"batch %d" % i, layout.labels.encode(): labels, b"data": data,
-                 b"filenames": [b"img_%d.png" % j for j in range(per_file)]}
+        batch = {
+            b"batch_label": b"batch %d" % i,
+            layout.labels.encode(): labels,
+            b"data": data,
+            b"filenames": [b"img_%d.png" % j for j in range(per_file)],
+        }
         if kind == "cifar100":
             batch[b"coarse_labels"] = [0] * per_file
         write_batch(folder / name, batch)
@@ -66,7 +70,9 @@ def test_a_batch_carrying_a_callable_is_refused_unrun(tmp_path):
     folder = make_cifar(tmp_path)
     marker = tmp_path / "pwned"
     write_batch(folder / "data_batch_3", {b"data": np.zeros((1, 3072), np.uint8), b"labels": [Exploit(marker)]})
-    with pytest.raises(ValueError, match=r"refusing to load CIFAR batch .*data_batch_3: it refers to (posix|os)\.system"):
+    with pytest.raises(
+        ValueError, match=r"refusing to load CIFAR batch .*data_batch_3: it refers to (posix|os)\.system"
+    ):
         open_data(f"cifar10:{tmp_path}")
     assert not marker.exists()
 

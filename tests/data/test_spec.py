@@ -46,7 +46,12 @@ def test_digits_is_a_small_real_set():
 
 @pytest.mark.parametrize(
     "spec",
-    ["synthetic:direction", "synthetic:distance:img=16x24:train=20:seed=2:free", "synthetic:absolute:square=8:val=7", "digits:seed=4"],
+    [
+        "synthetic:direction",
+        "synthetic:distance:img=16x24:train=20:seed=2:free",
+        "synthetic:absolute:square=8:val=7",
+        "digits:seed=4",
+    ],
 )
 def test_info_spec_reopens_the_same_data(spec):
     first = open_data(spec, patch_size=4)

@@ -34,7 +34,15 @@ def write_split(root, name, images, annotations, categories=CATEGORIES):
         "licenses": [],
         "images": [{"id": i, "file_name": f, "height": h, "width": w} for i, f, h, w in images],
         "annotations": [
-            {"id": k, "image_id": i, "category_id": c, "bbox": list(b), "area": b[2] * b[3], "iscrowd": crowd, "segmentation": []}
+            {
+                "id": k,
+                "image_id": i,
+                "category_id": c,
+                "bbox": list(b),
+                "area": b[2] * b[3],
+                "iscrowd": crowd,
+                "segmentation": [],
+            }
             for k, (i, c, b, crowd) in enumerate(annotations, start=1)
         ],
         "categories": categories,
@@ -65,7 +73,9 @@ def test_loads_images_boxes_and_labels(coco):
     assert images.shape == (2, 3, 40, 60) and images.dtype == torch.uint8
     rows = targets[0][targets[0, :, 0] >= 0]
     # category 3 -> label 0, 18 -> label 1; boxes normalised (cx, cy, w, h)
-    torch.testing.assert_close(rows, torch.tensor([[0, 20 / 60, 10 / 40, 20 / 60, 10 / 40], [1, 3 / 60, 3 / 40, 6 / 60, 6 / 40]]))
+    torch.testing.assert_close(
+        rows, torch.tensor([[0, 20 / 60, 10 / 40, 20 / 60, 10 / 40], [1, 3 / 60, 3 / 40, 6 / 60, 6 / 40]])
+    )
     # the box covers the painted pixels of the PNG, resized
     x0, y0, x1, y1 = 10, 5, 30, 15
     assert images[0, :, y0:y1, x0:x1].float().mean() > 250 and images[0, :, y1 + 2 :, :].float().max() < 5
@@ -76,7 +86,12 @@ def test_resizing_keeps_normalised_boxes_on_the_object(coco):
     train = open_data(f"coco:{coco}").train.at_size((64, 64))
     images, targets = train[torch.tensor([1])]  # the JPEG, 30 x 30 -> 64 x 64
     _, cx, cy, w, h = targets[0, 0].tolist()
-    x0, y0, x1, y1 = round((cx - w / 2) * 64), round((cy - h / 2) * 64), round((cx + w / 2) * 64), round((cy + h / 2) * 64)
+    x0, y0, x1, y1 = (
+        round((cx - w / 2) * 64),
+        round((cy - h / 2) * 64),
+        round((cx + w / 2) * 64),
+        round((cy + h / 2) * 64),
+    )
     assert images[0, :, y0 + 1 : y1 - 1, x0 + 1 : x1 - 1].float().mean() > 240
     assert images[0, :, y1 + 2 :, :].float().max() < 20
 
@@ -107,12 +122,21 @@ def test_unknown_category_is_an_error_naming_file_annotation_and_id(tmp_path):
     root = tmp_path / "coco"
     file = write_split(root, "train", [(1, "a.png", 20, 20)], [(1, 99, (1, 1, 5, 5), 0)])
     write_image(root / "train" / "a.png", (20, 20))
-    with pytest.raises(VitposError, match=r"instances_train.json: annotation 1 has category_id 99, which is not among the categories \(3, 18\)"):
+    with pytest.raises(
+        VitposError,
+        match=r"instances_train.json: annotation 1 has category_id 99, which is not among the categories \(3, 18\)",
+    ):
         read_coco_annotations(file, root / "train")
 
 
 def test_val_categories_must_be_the_training_ones(coco):
-    write_split(coco, "val2017", [(7, "c.png", 32, 32)], [(7, 5, (8, 8, 16, 16), 0)], categories=CATEGORIES + [{"id": 5, "name": "cow"}])
+    write_split(
+        coco,
+        "val2017",
+        [(7, "c.png", 32, 32)],
+        [(7, 5, (8, 8, 16, 16), 0)],
+        categories=CATEGORIES + [{"id": 5, "name": "cow"}],
+    )
     with pytest.raises(VitposError, match="category_id 5"):
         open_data(f"coco:{coco}")
 
@@ -120,10 +144,21 @@ def test_val_categories_must_be_the_training_ones(coco):
 @pytest.mark.parametrize(
     "change, message",
     [
-        (lambda root: (root / "annotations" / "instances_val2017.json").unlink(), r"needs one annotations/instances_val\*.json, found no file"),
-        (lambda root: (root / "annotations" / "instances_train2017.json").write_text("[1, 2]"), "is not a COCO annotation file"),
+        (
+            lambda root: (root / "annotations" / "instances_val2017.json").unlink(),
+            r"needs one annotations/instances_val\*.json, found no file",
+        ),
+        (
+            lambda root: (root / "annotations" / "instances_train2017.json").write_text("[1, 2]"),
+            "is not a COCO annotation file",
+        ),
         (lambda root: [p.unlink() for p in (root / "train2017").iterdir()], "none of its 2 images was found"),
-        (lambda root: (root / "annotations" / "instances_train2017.json").write_text(json.dumps({"images": [], "annotations": [], "categories": []})), "lists no categories"),
+        (
+            lambda root: (root / "annotations" / "instances_train2017.json").write_text(
+                json.dumps({"images": [], "annotations": [], "categories": []})
+            ),
+            "lists no categories",
+        ),
     ],
 )
 def test_broken_folders_say_what_is_wrong(coco, change, message):

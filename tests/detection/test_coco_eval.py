@@ -17,7 +17,9 @@ def as_detections(objects, size, scores=None):
     h, w = size
     scale = torch.tensor([w, h, w, h], dtype=torch.float32)
     return [
-        Detections(torch.ones(len(o.labels)) if scores is None else scores[i], o.labels, box_cxcywh_to_xyxy(o.boxes) * scale)
+        Detections(
+            torch.ones(len(o.labels)) if scores is None else scores[i], o.labels, box_cxcywh_to_xyxy(o.boxes) * scale
+        )
         for i, o in enumerate(objects)
     ]
 
@@ -25,7 +27,11 @@ def as_detections(objects, size, scores=None):
 def test_perfect_predictions_give_ap_100():
     targets, sizes = ground_truth()
     metrics = coco_metrics(targets, as_detections(targets, sizes[0]), sizes, num_classes=4)
-    assert metrics["AP"] == pytest.approx(100.0) and metrics["AP50"] == pytest.approx(100.0) and metrics["AP75"] == pytest.approx(100.0)
+    assert (
+        metrics["AP"] == pytest.approx(100.0)
+        and metrics["AP50"] == pytest.approx(100.0)
+        and metrics["AP75"] == pytest.approx(100.0)
+    )
     assert metrics["APs"] == pytest.approx(100.0)
     assert "APl" not in metrics  # no object above 96^2 pixels: COCOeval has no AP for that size
 
@@ -47,7 +53,11 @@ def test_wrong_classes_and_low_scores_cost_ap():
     # one extra false positive per image scored above the true boxes: precision falls, AP drops below 100
     h, w = sizes[0]
     noisy = [
-        Detections(torch.cat([d.scores, torch.tensor([2.0])]), torch.cat([d.labels, d.labels[:1]]), torch.cat([d.boxes, torch.tensor([[0.0, 0.0, 3.0, 3.0]])]))
+        Detections(
+            torch.cat([d.scores, torch.tensor([2.0])]),
+            torch.cat([d.labels, d.labels[:1]]),
+            torch.cat([d.boxes, torch.tensor([[0.0, 0.0, 3.0, 3.0]])]),
+        )
         for d in as_detections(targets, (h, w))
     ]
     assert 50.0 < coco_metrics(targets, noisy, sizes, num_classes=4)["AP"] < 100.0

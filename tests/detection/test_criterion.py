@@ -24,7 +24,9 @@ def test_perfect_boxes_have_zero_box_losses_and_ce_is_weighted_by_hand():
     parts = criterion.components(outputs(logits, pred), targets)
     assert parts["bbox"].item() == pytest.approx(0.0, abs=1e-6)
     assert parts["giou"].item() == pytest.approx(0.0, abs=1e-6)
-    classes = torch.tensor([0, 2, 1, 2])  # query 2 -> object 0 (class 1), query 0 -> object 1 (class 0); others no-object
+    classes = torch.tensor(
+        [0, 2, 1, 2]
+    )  # query 2 -> object 0 (class 1), query 0 -> object 1 (class 0); others no-object
     nll = -logits[0].log_softmax(-1)[torch.arange(4), classes]
     weight = torch.tensor([1.0, 0.25, 1.0, 0.25])
     assert parts["ce"].item() == pytest.approx(((nll * weight).sum() / weight.sum()).item(), rel=1e-5)
@@ -44,7 +46,9 @@ def test_auxiliary_layers_add_their_own_terms_and_the_sum_uses_detrs_weights():
     out = outputs(torch.randn(2, 5, 3), torch.rand(2, 5, 4) * 0.3 + 0.3, aux=2)
     criterion = SetCriterion(2)
     parts = criterion.components(out, targets)
-    assert sorted(parts) == sorted(["ce", "bbox", "giou"] + [f"aux{i}_{k}" for i in range(2) for k in ("ce", "bbox", "giou")])
+    assert sorted(parts) == sorted(
+        ["ce", "bbox", "giou"] + [f"aux{i}_{k}" for i in range(2) for k in ("ce", "bbox", "giou")]
+    )
     last = parts["ce"] + 5 * parts["bbox"] + 2 * parts["giou"]
     assert criterion(out, targets).item() == pytest.approx(3 * last.item(), rel=1e-5)  # the aux layers are copies
 

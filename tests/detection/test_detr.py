@@ -43,7 +43,7 @@ def test_outputs_at_any_size(size):
     out = model(torch.randn(2, 3, *size))
     assert out["pred_logits"].shape == (2, 8, 5) and out["pred_boxes"].shape == (2, 8, 4)
     assert len(out["aux_outputs"]) == 1 and out["aux_outputs"][0]["pred_boxes"].shape == (2, 8, 4)
-    assert 0 < out["pred_boxes"].min() and out["pred_boxes"].max() < 1
+    assert out["pred_boxes"].min() > 0 and out["pred_boxes"].max() < 1
     [features] = model.forward_features(torch.randn(1, 3, *size))
     assert features.shape == (1, 64, size[0] // 4, size[1] // 4)
 
@@ -126,7 +126,9 @@ def test_relative_terms_at_1024_tokens_take_the_chunked_path(monkeypatch):
 
     chosen = []
     original = kernel.choose_path
-    monkeypatch.setattr(kernel, "choose_path", lambda request: chosen.append((request.num_tokens, original(request))) or chosen[-1][1])
+    monkeypatch.setattr(
+        kernel, "choose_path", lambda request: chosen.append((request.num_tokens, original(request))) or chosen[-1][1]
+    )
     model = vitpos.create_model("detr_tiny_sine_irpe_ctx", enc_depth=1, dec_depth=1)
     out = model(torch.rand(1, 3, 128, 128))  # a 32 x 32 grid
     out["pred_boxes"].sum().backward()

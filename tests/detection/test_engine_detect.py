@@ -20,7 +20,16 @@ def _one_thread(one_thread):
 
 
 def request(**train) -> RunRequest:
-    options = {"data": DATA, "epochs": 2, "batch_size": 8, "lr": 1e-3, "warmup_epochs": 0, "progress": False, "device": "cpu", **train}
+    options = {
+        "data": DATA,
+        "epochs": 2,
+        "batch_size": 8,
+        "lr": 1e-3,
+        "warmup_epochs": 0,
+        "progress": False,
+        "device": "cpu",
+        **train,
+    }
     return RunRequest("detr_tiny_sine", {}, options)
 
 
@@ -100,7 +109,13 @@ def test_evaluate_gives_ap_100_for_a_model_that_outputs_the_truth():
 
 def test_a_detector_on_class_labels_and_a_classifier_on_boxes_are_refused():
     with pytest.raises(VitposError, match="use detection data"):
-        train(*RunRequest("detr_tiny_sine", {}, {"data": "synthetic:direction:img=32:train=8:val=8:test=8", "epochs": 1, "batch_size": 8}).resolve())
+        train(
+            *RunRequest(
+                "detr_tiny_sine",
+                {},
+                {"data": "synthetic:direction:img=32:train=8:val=8:test=8", "epochs": 1, "batch_size": 8},
+            ).resolve()
+        )
     with pytest.raises(VitposError, match="use a detr_\\* preset"):
         train(*RunRequest("thesis_vit", {"patch_size": 4}, {"data": DATA, "epochs": 1, "batch_size": 8}).resolve())
 
@@ -119,8 +134,8 @@ def test_two_process_run_gathers_detections_for_ap(tmp_path):
     import subprocess
     import sys
 
-    from vitpos.engine.checkpoint import load_model
     from vitpos.data.spec import open_data
+    from vitpos.engine.checkpoint import load_model
 
     run = tmp_path / "ddp"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "OMP_NUM_THREADS": "1"}

@@ -36,7 +36,9 @@ def test_cost_is_detrs_formula():
     for i in range(6):
         for j in range(3):
             l1 = (boxes[i] - target.boxes[j]).abs().sum()
-            giou = generalized_box_iou(box_cxcywh_to_xyxy(boxes[i : i + 1]), box_cxcywh_to_xyxy(target.boxes[j : j + 1]))[0, 0]
+            giou = generalized_box_iou(
+                box_cxcywh_to_xyxy(boxes[i : i + 1]), box_cxcywh_to_xyxy(target.boxes[j : j + 1])
+            )[0, 0]
             expected = -1.5 * prob[i, target.labels[j]] + 5.0 * l1 - 2.0 * giou
             assert cost[i, j].item() == pytest.approx(expected.item(), rel=1e-5, abs=1e-6)
 
@@ -47,7 +49,10 @@ def test_matcher_finds_the_planted_queries_and_handles_empty_images():
     pred = torch.rand(2, 5, 4) * 0.1 + 0.45
     pred[0, 3], pred[0, 1], pred[0, 4] = boxes
     logits[0, 3, 0] = logits[0, 1, 1] = logits[0, 4, 0] = 5.0
-    targets = [ObjectTargets(torch.tensor([0, 1, 0]), boxes), ObjectTargets(torch.empty(0, dtype=torch.int64), torch.empty(0, 4))]
+    targets = [
+        ObjectTargets(torch.tensor([0, 1, 0]), boxes),
+        ObjectTargets(torch.empty(0, dtype=torch.int64), torch.empty(0, 4)),
+    ]
     (rows, cols), (empty_rows, empty_cols) = HungarianMatcher()(logits, pred, targets)
     assert dict(zip(cols.tolist(), rows.tolist())) == {0: 3, 1: 1, 2: 4}
     assert len(empty_rows) == len(empty_cols) == 0

@@ -18,7 +18,12 @@ def test_boxes_are_the_painted_squares_in_their_class_colour(size):
         painted = torch.zeros(h, w, dtype=torch.bool)
         counts.append(len(objects.labels))
         for label, (cx, cy, bw, bh) in zip(objects.labels, objects.boxes.tolist()):
-            x0, y0, x1, y1 = round((cx - bw / 2) * w), round((cy - bh / 2) * h), round((cx + bw / 2) * w), round((cy + bh / 2) * h)
+            x0, y0, x1, y1 = (
+                round((cx - bw / 2) * w),
+                round((cy - bh / 2) * h),
+                round((cx + bw / 2) * w),
+                round((cy + bh / 2) * h),
+            )
             assert x1 - x0 == y1 - y0 and 4 <= x1 - x0 <= 10  # squares of the default sizes
             assert (image[:, y0:y1, x0:x1] == colours[label][:, None, None]).all()
             painted[y0:y1, x0:x1] = True

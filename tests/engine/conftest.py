@@ -9,6 +9,7 @@ from vitpos.engine import RunRequest
 def _one_thread(one_thread):
     """Every engine test runs tiny models on one thread."""
 
+
 TINY_MODEL = dict(img_size=16, patch_size=4, embed_dim=64, depth=1, num_heads=4, head="gap", absolute="sincos2d")
 """One block, width 64, GAP head, fixed 2-D sinusoids: leaves chance level in a few dozen steps."""
 

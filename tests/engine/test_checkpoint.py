@@ -26,7 +26,11 @@ from ..conftest import TINY
 
 def _save(run_dir, step, model, keep=1, ema=None):
     meta = {"model_config": model.cfg.to_dict(), "train_config": {"data": "digits"}, "data": {"spec": "digits"}}
-    state = {"step": step, "optimizer": torch.optim.AdamW(model.parameters()).state_dict(), "history": [{"epoch": 1, "val_acc1": 50.0}]}
+    state = {
+        "step": step,
+        "optimizer": torch.optim.AdamW(model.parameters()).state_dict(),
+        "history": [{"epoch": 1, "val_acc1": 50.0}],
+    }
     return save_checkpoint(run_dir, step, model, meta, state, ema=ema, keep=keep)
 
 
@@ -96,10 +100,14 @@ def test_not_a_checkpoint(tmp_path):
 
 def test_mismatches_are_named(model):
     other = vitpos.get_config("vit_lite_7_4", **{**TINY, "num_classes": 7, "depth": 3})
-    with pytest.raises(CheckpointError, match="num_classes: checkpoint 5, requested 7; depth: checkpoint 2, requested 3"):
+    with pytest.raises(
+        CheckpointError, match="num_classes: checkpoint 5, requested 7; depth: checkpoint 2, requested 3"
+    ):
         check_same_model(model.cfg, other, "RUN")
     wider = vitpos.create_model("vit_lite_7_4", **{**TINY, "num_classes": 7})
-    with pytest.raises(CheckpointError, match=r"head.weight has shape \(5, 32\) in the checkpoint, \(7, 32\) in the model"):
+    with pytest.raises(
+        CheckpointError, match=r"head.weight has shape \(5, 32\) in the checkpoint, \(7, 32\) in the model"
+    ):
         load_weights(wider, model.state_dict(), "RUN")
     gap = vitpos.create_model("vit_lite_7_4", **{**TINY, "head": "gap"})
     with pytest.raises(CheckpointError, match="unexpected cls_token"):
@@ -127,8 +135,17 @@ def test_upgrade_leaves_current_names_alone(name):
     with torch.device("meta"):
         state = vitpos.create_model(name).state_dict()
     assert list(upgrade_state_dict(state)) == list(state)
-    old = {"patch_embed.proj.weight": 0, "blocks.3.attn.qkv.weight": 1, "absolute.table": 2, "cls_token": 3, "norm.bias": 4}
+    old = {
+        "patch_embed.proj.weight": 0,
+        "blocks.3.attn.qkv.weight": 1,
+        "absolute.table": 2,
+        "cls_token": 3,
+        "norm.bias": 4,
+    }
     assert upgrade_state_dict(old) == {
-        "downsamples.0.proj.weight": 0, "stages.0.blocks.3.attn.qkv.weight": 1, "stages.0.absolute.table": 2,
-        "cls_token": 3, "norm.bias": 4,
+        "downsamples.0.proj.weight": 0,
+        "stages.0.blocks.3.attn.qkv.weight": 1,
+        "stages.0.absolute.table": 2,
+        "cls_token": 3,
+        "norm.bias": 4,
     }

@@ -39,9 +39,22 @@ def test_two_process_run_matches_one_process(tmp_path):
     request = tiny_request(n=256, epochs=2, batch_size=32)
     model_flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY_MODEL.items()]
     train_flags = [f"--{k.replace('_', '-')}={v}" for k, v in request.train.items() if k != "progress"]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-           "-m", "vitpos", "train", "--model=thesis_vit", *model_flags, *train_flags,
-           f"--run-dir={tmp_path / 'ddp'}", "--no-progress", "--device=cpu"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        "-m",
+        "vitpos",
+        "train",
+        "--model=thesis_vit",
+        *model_flags,
+        *train_flags,
+        f"--run-dir={tmp_path / 'ddp'}",
+        "--no-progress",
+        "--device=cpu",
+    ]
     env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -33,7 +33,11 @@ def test_a_member_equals_the_model_trained_alone(float64, absolute, clip):
     """Seeds and tasks (classification and regression) mixed, clipping active on one case: every
     member's parameters, training loss and val/test metrics match a lone run after 9 steps."""
     model_cfg = MODEL.replace(absolute=absolute, num_classes=2)
-    members = [_member("direction", 0, grad_clip=clip), _member("distance", 1, grad_clip=clip), _member("absolute", 7, grad_clip=clip)]
+    members = [
+        _member("direction", 0, grad_clip=clip),
+        _member("distance", 1, grad_clip=clip),
+        _member("absolute", 7, grad_clip=clip),
+    ]
     together = train_ensemble(model_cfg, members)
     for member, result in zip(members, together):
         alone = train(model_cfg, member.cfg, member.data)
@@ -59,7 +63,10 @@ def test_members_that_cannot_share_one_optimiser_are_refused():
 
 
 def test_stack_error_tells_which_models_vmap():
-    assert stack_error(create_model(MODEL.replace(absolute="fourier:gamma=2", conditional="peg@-1", join="lape")).train()) is None
+    assert (
+        stack_error(create_model(MODEL.replace(absolute="fourier:gamma=2", conditional="peg@-1", join="lape")).train())
+        is None
+    )
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -24,7 +24,9 @@ def test_sigkill_then_resume_finishes_the_same_run(tmp_path):
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in {**TINY_MODEL, **request.train}.items() if k != "progress"]
     base = [sys.executable, "-m", "vitpos", "train", f"--run-dir={run_dir}", "--no-progress"]
     env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([*base, "--model=thesis_vit", *flags], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*base, "--model=thesis_vit", *flags], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     pointer = run_dir / "checkpoints" / "latest"
     deadline = time.monotonic() + 120
     while not pointer.exists() and proc.poll() is None and time.monotonic() < deadline:

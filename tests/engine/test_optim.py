@@ -22,7 +22,12 @@ def test_no_decay_on_norms_biases_tokens_and_position_parameters(absolute):
     assert not exempt_names & decay_names and len(exempt_names | decay_names) == len(names)
     assert {"cls_token", "norm.weight", "norm.bias", "head.bias", "stages.0.blocks.0.attn.qkv.bias"} <= exempt_names
     assert {n for n in names.values() if n.startswith("stages.0.absolute.")} <= exempt_names
-    decayed = {"stages.0.blocks.0.attn.qkv.weight", "stages.0.blocks.0.mlp.fc1.weight", "head.weight", "downsamples.0.proj.weight"}
+    decayed = {
+        "stages.0.blocks.0.attn.qkv.weight",
+        "stages.0.blocks.0.mlp.fc1.weight",
+        "head.weight",
+        "downsamples.0.proj.weight",
+    }
     assert decayed <= decay_names
     assert isinstance(build_optimizer(model, 1e-3, 0.05, (0.9, 0.999)), torch.optim.AdamW)
 

@@ -19,10 +19,21 @@ def test_a_second_process_on_the_same_folder_stops_with_the_lock_message(tmp_pat
     run_dir = tmp_path / "run"
     request = tiny_request(n=256, epochs=3)
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in {**TINY_MODEL, **request.train}.items() if k != "progress"]
-    command = [sys.executable, "-m", "vitpos", "train", "--model=thesis_vit", *flags, f"--run-dir={run_dir}", "--no-progress"]
+    command = [
+        sys.executable,
+        "-m",
+        "vitpos",
+        "train",
+        "--model=thesis_vit",
+        *flags,
+        f"--run-dir={run_dir}",
+        "--no-progress",
+    ]
     env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
     # started together, both reach the lock within a moment of each other, long before either finishes
-    procs = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)
+    ]
     outputs = [p.communicate(timeout=300) for p in procs]
     codes = sorted(p.returncode for p in procs)
     assert codes == [0, 2], [err[-2000:] for _, err in outputs]

@@ -23,8 +23,11 @@ def test_distance_reaches_a_positive_r2():
 
 
 def test_digits_trains():
-    request = RunRequest("thesis_vit", {"embed_dim": 64, "head": "gap", "absolute": "sincos2d"},
-                         {"data": "digits", "epochs": 3, "batch_size": 64, "lr": 3e-3, "progress": False})
+    request = RunRequest(
+        "thesis_vit",
+        {"embed_dim": 64, "head": "gap", "absolute": "sincos2d"},
+        {"data": "digits", "epochs": 3, "batch_size": 64, "lr": 3e-3, "progress": False},
+    )
     model_cfg, train_cfg, data = request.resolve()
     assert (model_cfg.img_size, model_cfg.in_chans, model_cfg.num_classes) == (8, 1, 10)
     assert train(model_cfg, train_cfg, data).test["acc1"] > 50.0  # chance: 10
@@ -40,9 +43,22 @@ def test_same_seed_same_run():
 
 
 def test_ema_mixup_cutmix_smoothing_on_real_data():
-    request = RunRequest("thesis_vit", {"embed_dim": 32, "num_heads": 2},
-                         {"data": "digits", "epochs": 1, "batch_size": 64, "ema_decay": 0.9, "mixup": 0.2,
-                          "cutmix": 1.0, "label_smoothing": 0.1, "crop_scale": 0.5, "hflip": 0.5, "progress": False})
+    request = RunRequest(
+        "thesis_vit",
+        {"embed_dim": 32, "num_heads": 2},
+        {
+            "data": "digits",
+            "epochs": 1,
+            "batch_size": 64,
+            "ema_decay": 0.9,
+            "mixup": 0.2,
+            "cutmix": 1.0,
+            "label_smoothing": 0.1,
+            "crop_scale": 0.5,
+            "hflip": 0.5,
+            "progress": False,
+        },
+    )
     result = train(*request.resolve())
     row = result.history[0]
     assert "train_loss" in row and "train_acc1" not in row  # no accuracy against mixed targets

@@ -11,7 +11,11 @@ from vitpos.models.host import Host
 
 from ..conftest import TINY, TINY_PVT, TINY_SWIN
 
-SMALL = {"vit": dict(TINY, reg_tokens=2, relative="irpe:product:bias", conditional="peg@0"), "pvt": TINY_PVT, "swin": TINY_SWIN}
+SMALL = {
+    "vit": dict(TINY, reg_tokens=2, relative="irpe:product:bias", conditional="peg@0"),
+    "pvt": TINY_PVT,
+    "swin": TINY_SWIN,
+}
 """One small model of each host, with parameters in every slot it can hold."""
 
 

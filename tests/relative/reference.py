@@ -128,7 +128,9 @@ def _sinusoid(pos: int, dim: int) -> list[float]:
     return out
 
 
-def reference_attention(attn: Attention, spec_text: str, x: torch.Tensor, grid, prefix: int, native_grid) -> torch.Tensor:
+def reference_attention(
+    attn: Attention, spec_text: str, x: torch.Tensor, grid, prefix: int, native_grid
+) -> torch.Tensor:
     """Attention of ``attn`` with its relative encoding computed literally."""
     spec = SlotSpec.parse(spec_text)
     options = dict(spec.options)

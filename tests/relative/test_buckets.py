@@ -173,7 +173,10 @@ def test_public_function_is_exported():
 @pytest.mark.parametrize(
     "kwargs,pattern",
     [
-        (dict(method="manhattan"), r"unknown bucket method 'manhattan'; valid values: euclidean, quant, cross, product"),
+        (
+            dict(method="manhattan"),
+            r"unknown bucket method 'manhattan'; valid values: euclidean, quant, cross, product",
+        ),
         (dict(index="log"), r"unknown index function 'log'; valid values: piecewise, clip"),
         (dict(ratio=0.2), r"ratio must be >= 0.5"),
         (dict(grid=(0, 3)), r"grid must be \(H, W\) with positive integers"),

@@ -65,8 +65,16 @@ def test_xl_offset_sinusoids_by_hand():
     # max_dist 1: a 3x3 grid of offsets; bucket 2 is (dy, dx) = (-1, 1); dim 8 -> 4 per axis, freqs 1, 1/100
     s = offset_sinusoids(1, 8)
     assert s.shape == (9, 8)
-    expected = [math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01),
-                math.sin(-1), math.cos(-1), math.sin(-0.01), math.cos(-0.01)]
+    expected = [
+        math.sin(1),
+        math.cos(1),
+        math.sin(0.01),
+        math.cos(0.01),
+        math.sin(-1),
+        math.cos(-1),
+        math.sin(-0.01),
+        math.cos(-0.01),
+    ]
     torch.testing.assert_close(s[2], torch.tensor(expected, dtype=torch.float64))
 
 

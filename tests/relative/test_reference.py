@@ -10,8 +10,8 @@ import warnings
 import pytest
 import torch
 
-from vitpos.encodings.base import SlotContext
 from vitpos.attention import PATHS, bucketed
+from vitpos.encodings.base import SlotContext
 from vitpos.models.layers import Attention
 from vitpos.registry import RELATIVE
 from vitpos.spec import SlotSpec

@@ -65,7 +65,10 @@ def test_strings_parse_and_round_trip(text):
         ("irpe:product:ctx:k:ratio=inf", r"ratio must be a finite number >= 0.5"),
         ("irpe:product:ctx:k:ratio=abc", r"ratio='abc' is invalid"),
         ("irpe:product:ctx:k:beta=3", r"unknown option 'beta'; valid options: ratio"),
-        ("irpe:manhattan:ctx:k", r"unknown flag 'manhattan'; valid flags: a method \(euclidean, quant, cross, product\)"),
+        (
+            "irpe:manhattan:ctx:k",
+            r"unknown flag 'manhattan'; valid flags: a method \(euclidean, quant, cross, product\)",
+        ),
         ("irpe:product:ctx:k:clip:clip", r"flag 'clip' is given twice"),
         ("irpe@3:product", r"takes no '@' placement"),
         ("shaw:k", r"unknown flag 'k'"),
@@ -75,7 +78,10 @@ def test_strings_parse_and_round_trip(text):
         ("rope2d:axial:mixed", r"choose one of axial, mixed"),
         ("rope2d:theta=-1", r"theta must be a positive number"),
         ("rope2d:spiral", r"unknown flag 'spiral'; valid flags: axial, mixed"),
-        ("alibi", r"unknown relative encoding 'alibi'; valid values: .*huang, irpe, none, rope2d, sasa, shaw, swin, xl"),
+        (
+            "alibi",
+            r"unknown relative encoding 'alibi'; valid values: .*huang, irpe, none, rope2d, sasa, shaw, swin, xl",
+        ),
     ],
 )
 def test_invalid_values_say_what_to_change(text, pattern):
@@ -118,10 +124,17 @@ def test_content_independent_encodings_are_relative_biases():
     biases = {t for t, rel in kinds.items() if isinstance(rel, RelativeBias)}
     assert biases == {"irpe:cross:bias:qk:unshared", "irpe:quant:bias:q:squared:unscaled:ratio=3", "swin"}
     needs_weights = {t for t, rel in kinds.items() if rel.terms((4, 4), 1).value_term}
-    assert needs_weights == {"irpe:euclidean:ctx:qkv:ratio=20", "shaw", "irpe:quant:ctx:qkv:unshared", "irpe:cross:ctx:qv"}
+    assert needs_weights == {
+        "irpe:euclidean:ctx:qkv:ratio=20",
+        "shaw",
+        "irpe:quant:ctx:qkv:unshared",
+        "irpe:cross:ctx:qv",
+    }
 
 
-@pytest.mark.parametrize("text", ["irpe:product:bias:k", "irpe:cross:bias:qk:unshared", "irpe:quant:bias:q:clip", "swin"])
+@pytest.mark.parametrize(
+    "text", ["irpe:product:bias:k", "irpe:cross:bias:qk:unshared", "irpe:quant:bias:q:clip", "swin"]
+)
 def test_bias_model_with_constant_tables_equals_the_model_without_it(text):
     plain = vitpos.create_model("vit_lite_7_4", **TINY).eval()
     biased = vitpos.create_model("vit_lite_7_4", **TINY, relative=text).eval()

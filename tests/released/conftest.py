@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import save_file
 
 import vitpos
-from safetensors.torch import save_file
 
 
 def save_pth(sd: dict, path: Path, entry: str | None = "model") -> Path:

@@ -52,8 +52,16 @@ def timm_vit(fill: Filler, dim: int, depth: int, patch: int, grid: int, classes:
 
 
 def irpe_tables(
-    sd: dict, fill: Filler, depth: int, heads: int, head_dim: int, on: str, buckets: int,
-    shared: bool = True, mode: str = "contextual", cross: bool = False,
+    sd: dict,
+    fill: Filler,
+    depth: int,
+    heads: int,
+    head_dim: int,
+    on: str,
+    buckets: int,
+    shared: bool = True,
+    mode: str = "contextual",
+    cross: bool = False,
 ) -> dict:
     """Cream's ``rpe_{q,k,v}`` per block: q/k (H', d, K), v (H', K, d), bias (H', K); Cross splits rows/cols."""
     rows = 1 if shared else heads
@@ -86,11 +94,21 @@ def swin_index(window: int) -> torch.Tensor:
 
 
 def swin(
-    fill: Filler, dims: tuple[int, ...], depths: tuple[int, ...], heads: tuple[int, ...], window: int,
-    patch: int, img: int, classes: int, style: str = "microsoft",
+    fill: Filler,
+    dims: tuple[int, ...],
+    depths: tuple[int, ...],
+    heads: tuple[int, ...],
+    window: int,
+    patch: int,
+    img: int,
+    classes: int,
+    style: str = "microsoft",
 ) -> dict:
     """Microsoft's SwinTransformer (``style='microsoft'``, also timm < 0.9) or timm's (``'timm'``)."""
-    sd: dict = {"patch_embed.proj.weight": fill(dims[0], 3, patch, patch), "patch_embed.proj.bias": fill(dims[0], scale=0.05)}
+    sd: dict = {
+        "patch_embed.proj.weight": fill(dims[0], 3, patch, patch),
+        "patch_embed.proj.bias": fill(dims[0], scale=0.05),
+    }
     _norm(sd, fill, "patch_embed.norm", dims[0])
     side = img // patch
     for s, (dim, depth, h) in enumerate(zip(dims, depths, heads)):
@@ -103,7 +121,9 @@ def swin(
             _norm(sd, fill, f"{p}.norm1", dim)
             sd[f"{p}.attn.relative_position_bias_table"] = fill((2 * ws - 1) ** 2, h, scale=0.5)
             if style == "microsoft":
-                sd[f"{p}.attn.relative_position_index"] = swin_index(ws) if not fill.meta else torch.empty(ws * ws, ws * ws, device="meta")
+                sd[f"{p}.attn.relative_position_index"] = (
+                    swin_index(ws) if not fill.meta else torch.empty(ws * ws, ws * ws, device="meta")
+                )
                 if j % 2 and side > window:
                     sd[f"{p}.attn_mask"] = fill((side // ws) ** 2, ws * ws, ws * ws)
             _linear(sd, fill, f"{p}.attn.qkv", 3 * dim, dim)
@@ -121,8 +141,15 @@ def swin(
 
 
 def pvt(
-    fill: Filler, dims: tuple[int, ...], depths: tuple[int, ...], heads: tuple[int, ...], mlp_ratios: tuple[float, ...],
-    sr_ratios: tuple[int, ...], patch: int, img: int, classes: int,
+    fill: Filler,
+    dims: tuple[int, ...],
+    depths: tuple[int, ...],
+    heads: tuple[int, ...],
+    mlp_ratios: tuple[float, ...],
+    sr_ratios: tuple[int, ...],
+    patch: int,
+    img: int,
+    classes: int,
 ) -> dict:
     """whai362/PVT v1 (classification): per-stage patch_embed, pos_embed, blocks; class token last."""
     sd: dict = {}

@@ -30,7 +30,10 @@ def cream_piecewise(rp: torch.Tensor, alpha: float, beta: float, gamma: float) -
     rp_abs = rp.abs()
     not_mask = ~(rp_abs <= alpha)
     rp_out, rp_abs_out = rp[not_mask], rp_abs[not_mask]
-    y_out = (torch.sign(rp_out) * (alpha + torch.log(rp_abs_out / alpha) / math.log(gamma / alpha) * (beta - alpha)).round().clip(max=beta)).to(torch.long)
+    y_out = (
+        torch.sign(rp_out)
+        * (alpha + torch.log(rp_abs_out / alpha) / math.log(gamma / alpha) * (beta - alpha)).round().clip(max=beta)
+    ).to(torch.long)
     idx = rp.clone()
     if idx.dtype in (torch.float32, torch.float64):
         idx = idx.round().to(torch.long)
@@ -158,7 +161,9 @@ def _shift_mask(h: int, w: int, ws: int, shift: int) -> torch.Tensor:
     return mask.masked_fill(mask != 0, -100.0).masked_fill(mask == 0, 0.0).double()
 
 
-def swin(sd: dict, x: torch.Tensor, depths: tuple[int, ...], heads: tuple[int, ...], window: int, style: str) -> torch.Tensor:
+def swin(
+    sd: dict, x: torch.Tensor, depths: tuple[int, ...], heads: tuple[int, ...], window: int, style: str
+) -> torch.Tensor:
     """SwinTransformer.forward (Microsoft); ``style='timm'`` reads timm's names for merging and head."""
     w = sd["patch_embed.proj.weight"]
     x = F.conv2d(x, w, sd["patch_embed.proj.bias"], stride=w.shape[-1])
@@ -246,7 +251,11 @@ def _sra(x: torch.Tensor, sd: dict, p: str, heads: int, sr: int, h: int, w: int)
     q = linear(x, sd, f"{p}.attn.q").reshape(b, n, heads, c // heads).permute(0, 2, 1, 3)
     if sr > 1:
         y = x.permute(0, 2, 1).reshape(b, c, h, w)
-        y = F.conv2d(y, sd[f"{p}.attn.sr.weight"], sd[f"{p}.attn.sr.bias"], stride=sr).reshape(b, c, -1).permute(0, 2, 1)
+        y = (
+            F.conv2d(y, sd[f"{p}.attn.sr.weight"], sd[f"{p}.attn.sr.bias"], stride=sr)
+            .reshape(b, c, -1)
+            .permute(0, 2, 1)
+        )
         y = ln(y, sd, f"{p}.attn.norm", 1e-5)
     else:
         y = x

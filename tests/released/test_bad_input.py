@@ -36,7 +36,9 @@ def test_checkpoint_of_another_architecture(tmp_path, model):
     sd = layouts.swin(layouts.Filler(1), (8, 16), (2, 2), (2, 2), window=4, patch=2, img=16, classes=5)
     path = save_pth(sd, tmp_path / "swin.pth")
     before = snapshot(model)
-    with pytest.raises(CheckpointLoadError, match=r"swin\.pth is a Microsoft's Swin.*cannot load into a 'vit' model.*same family"):
+    with pytest.raises(
+        CheckpointLoadError, match=r"swin\.pth is a Microsoft's Swin.*cannot load into a 'vit' model.*same family"
+    ):
         vitpos.load_checkpoint(model, path)
     assert unchanged(model, before)
 
@@ -71,7 +73,9 @@ def test_a_pickle_that_would_run_code_is_refused_unrun(tmp_path, model):
     path = tmp_path / "evil.pth"
     with open(path, "wb") as f:
         pickle.dump({"model": _RunsCode(str(marker))}, f, protocol=2)
-    with pytest.raises(CheckpointLoadError, match=r"evil\.pth holds objects other than tensors.*never unpickles.*re-save"):
+    with pytest.raises(
+        CheckpointLoadError, match=r"evil\.pth holds objects other than tensors.*never unpickles.*re-save"
+    ):
         vitpos.load_checkpoint(model, path)
     assert not marker.exists()
 
@@ -81,7 +85,9 @@ def test_shape_mismatch_names_the_key_and_the_fix(tmp_path, model):
     sd["head.weight"], sd["head.bias"] = sd["head.weight"][:3], sd["head.bias"][:3]
     path = save_pth(sd, tmp_path / "three.pth")
     before = snapshot(model)
-    with pytest.raises(CheckpointLoadError, match=r"three\.pth.*head\.weight \(checkpoint \(3, 32\), model \(7, 32\)\).*num_classes"):
+    with pytest.raises(
+        CheckpointLoadError, match=r"three\.pth.*head\.weight \(checkpoint \(3, 32\), model \(7, 32\)\).*num_classes"
+    ):
         vitpos.load_checkpoint(model, path)
     assert unchanged(model, before)
 
@@ -91,7 +97,9 @@ def test_unmapped_and_missing_keys_are_listed(tmp_path, model):
     sd["blocks.0.ls1.gamma"] = torch.ones(32, dtype=torch.float64)
     del sd["norm.weight"]
     before = snapshot(model)
-    with pytest.raises(CheckpointLoadError, match=r"no place in the model: blocks\.0\.ls1\.gamma.*does not provide: norm\.weight"):
+    with pytest.raises(
+        CheckpointLoadError, match=r"no place in the model: blocks\.0\.ls1\.gamma.*does not provide: norm\.weight"
+    ):
         vitpos.load_checkpoint(model, save_pth(sd, tmp_path / "odd.pth"))
     assert unchanged(model, before)
 
@@ -109,14 +117,18 @@ def test_missing_file_and_missing_entry(tmp_path, model):
     with pytest.raises(CheckpointLoadError, match=r"deit\.pth has no entry 'model_ema'; its entries: model, epoch"):
         vitpos.load_checkpoint(model, path, entry="model_ema")
     torch.save({"optimizer": {"lr": 0.1}}, tmp_path / "opt.pth")
-    with pytest.raises(CheckpointLoadError, match=r"opt\.pth is neither a state dict nor a dict with one of the entries model"):
+    with pytest.raises(
+        CheckpointLoadError, match=r"opt\.pth is neither a state dict nor a dict with one of the entries model"
+    ):
         vitpos.load_checkpoint(model, tmp_path / "opt.pth")
 
 
 def test_a_grid_mismatch_without_resampling_says_how_to_keep_the_grid(tmp_path):
     path = save_pth(vit_state(), tmp_path / "deit.pth")
     model = vitpos.create_model("deit_tiny_patch16_224", **{**SMALL, "img_size": 24})
-    with pytest.raises(CheckpointLoadError, match=r"pos_embed is stored for a 4x4 grid, the model's is 6x6.*keep_grid=True"):
+    with pytest.raises(
+        CheckpointLoadError, match=r"pos_embed is stored for a 4x4 grid, the model's is 6x6.*keep_grid=True"
+    ):
         vitpos.load_checkpoint(model, path, resample=False)
 
 

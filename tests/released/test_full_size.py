@@ -45,8 +45,15 @@ def released_state(name: str) -> dict:
 
 
 RELEASED = [
-    *IRPE, "deit_tiny_patch16_224", "deit_small_patch16_224", "deit_base_patch16_224",
-    "deit_small_patch16_224_lape", "swin_tiny", "swin_tiny@timm", "pvt_tiny", "pvt_small",
+    *IRPE,
+    "deit_tiny_patch16_224",
+    "deit_small_patch16_224",
+    "deit_base_patch16_224",
+    "deit_small_patch16_224_lape",
+    "swin_tiny",
+    "swin_tiny@timm",
+    "pvt_tiny",
+    "pvt_small",
 ]
 
 
@@ -80,7 +87,11 @@ def test_the_preset_is_found_from_the_checkpoint_alone(name, found):
 def test_preset_parameter_counts_equal_the_released_models():
     # the released counts, from the key sets above: every released tensor has one place
     for name in ("deit_small_patch16_224_ctx_product_50_shared_k", "swin_tiny", "pvt_tiny"):
-        released = sum(t.numel() for k, t in released_state(name).items() if not k.endswith(("relative_position_index", "attn_mask")))
+        released = sum(
+            t.numel()
+            for k, t in released_state(name).items()
+            if not k.endswith(("relative_position_index", "attn_mask"))
+        )
         with __import__("torch").device("meta"):
             ours = sum(p.numel() for p in vitpos.create_model(name).parameters())
         assert ours == released, name

@@ -42,7 +42,9 @@ def test_irpe_checkpoint_equals_creams_forward(tmp_path, relative, method, ratio
     ids, count = cream_ids(method, ratio)
     fill = layouts.Filler(seed=len(relative))
     sd = layouts.timm_vit(fill, dim=32, depth=2, patch=4, grid=GRID, classes=5)
-    layouts.irpe_tables(sd, fill, depth=2, heads=4, head_dim=8, on=on, buckets=count, shared=shared, mode=mode, cross=method == "cross")
+    layouts.irpe_tables(
+        sd, fill, depth=2, heads=4, head_dim=8, on=on, buckets=count, shared=shared, mode=mode, cross=method == "cross"
+    )
     spec = relative if ratio == 1.9 else f"{relative}:ratio={ratio}"
     model = load_float64("deit_tiny_patch16_224", save_pth(sd, tmp_path / "irpe.pth"), relative=spec, **SMALL)
     x = images(4 * GRID)
@@ -54,7 +56,9 @@ def test_loading_selects_the_released_options(tmp_path, relative):
     ids, count = cream_ids("euc" if "euclidean" in relative else "product", 1.9)
     fill = layouts.Filler(seed=2)
     sd = layouts.timm_vit(fill, dim=32, depth=1, patch=4, grid=GRID, classes=5)
-    layouts.irpe_tables(sd, fill, depth=1, heads=4, head_dim=8, on="k", buckets=count, mode="ctx" if "ctx" in relative else "bias")
+    layouts.irpe_tables(
+        sd, fill, depth=1, heads=4, head_dim=8, on="k", buckets=count, mode="ctx" if "ctx" in relative else "bias"
+    )
     path = save_pth(sd, tmp_path / "irpe.pth")
     model = load_float64("deit_tiny_patch16_224", path, relative=relative, **{**SMALL, "depth": 1})
     released = model.cfg.position.relative

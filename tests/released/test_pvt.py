@@ -4,7 +4,9 @@ from . import layouts, reference
 from .conftest import assert_close, images, load_float64, save_pth
 
 DIMS, DEPTHS, HEADS, SR = (8, 16), (1, 2), (1, 2), (2, 1)
-SMALL = dict(embed_dims=DIMS, depths=DEPTHS, num_heads=HEADS, mlp_ratios=(2.0, 2.0), sr_ratios=SR, img_size=32, num_classes=5)
+SMALL = dict(
+    embed_dims=DIMS, depths=DEPTHS, num_heads=HEADS, mlp_ratios=(2.0, 2.0), sr_ratios=SR, img_size=32, num_classes=5
+)
 
 
 def pvt_state(seed: int = 31) -> dict:

@@ -21,7 +21,9 @@ def test_vit_224_checkpoint_in_a_384_model_equals_run_time_resampling(tmp_path):
         reference = at_224(x)
         torch.testing.assert_close(at_384(x), reference, rtol=0, atol=0)
         torch.testing.assert_close(kept(x), reference, rtol=0, atol=0)
-    assert not torch.equal(at_384.stages[0].absolute.table[:, :196], at_224.stages[0].absolute.table)  # the table was resampled
+    assert not torch.equal(
+        at_384.stages[0].absolute.table[:, :196], at_224.stages[0].absolute.table
+    )  # the table was resampled
 
 
 def test_pvt_checkpoint_in_a_larger_model_equals_run_time_resampling(tmp_path):

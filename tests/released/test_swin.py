@@ -8,7 +8,16 @@ from . import layouts, reference
 from .conftest import assert_close, images, load_float64, save_pth
 
 DIMS, DEPTHS, HEADS = (8, 16), (2, 2), (2, 2)
-SMALL = dict(embed_dims=DIMS, depths=DEPTHS, num_heads=HEADS, mlp_ratios=(4.0, 4.0), window_size=4, patch_size=2, img_size=16, num_classes=5)
+SMALL = dict(
+    embed_dims=DIMS,
+    depths=DEPTHS,
+    num_heads=HEADS,
+    mlp_ratios=(4.0, 4.0),
+    window_size=4,
+    patch_size=2,
+    img_size=16,
+    num_classes=5,
+)
 
 
 @pytest.mark.parametrize("style", ["microsoft", "timm"])
@@ -35,7 +44,9 @@ def test_bias_tables_are_resampled_to_another_window(tmp_path):
     sd = layouts.swin(layouts.Filler(seed=22), DIMS, DEPTHS, HEADS, window=4, patch=2, img=16, classes=5)
     model = load_float64("swin_tiny", save_pth(sd, tmp_path / "w4.pth"), **{**SMALL, "window_size": 2})
     stored = sd["layers.0.blocks.1.attn.relative_position_bias_table"]  # 49, heads
-    expected = F.interpolate(stored.T.reshape(1, 2, 7, 7), size=(3, 3), mode="bicubic", align_corners=False).reshape(2, 9)
+    expected = F.interpolate(stored.T.reshape(1, 2, 7, 7), size=(3, 3), mode="bicubic", align_corners=False).reshape(
+        2, 9
+    )
     torch.testing.assert_close(model.stages[0].blocks[1].attn.relative.table.double(), expected, rtol=1e-6, atol=1e-7)
 
 

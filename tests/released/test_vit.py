@@ -48,7 +48,11 @@ def test_another_class_count_reinitialises_only_the_head(tmp_path):
     assert model.head.weight.shape == (3, 32)
     x = images(16)
     ours = model.forward_head(model.forward_tokens(x), pre_logits=True)
-    sd_no_head = {**sd, "head.weight": torch.eye(32, dtype=torch.float64), "head.bias": torch.zeros(32, dtype=torch.float64)}
+    sd_no_head = {
+        **sd,
+        "head.weight": torch.eye(32, dtype=torch.float64),
+        "head.bias": torch.zeros(32, dtype=torch.float64),
+    }
     assert_close(ours, reference.vit(sd_no_head, x, heads=4))
 
 
@@ -76,7 +80,9 @@ def test_ddp_prefix_and_ema_entry(tmp_path):
 
 def test_drop_patterns_cover_new_parameters_and_unused_checkpoint_keys(tmp_path):
     sd = small_state(seed=9)
-    model = vitpos.create_model("deit_tiny_patch16_224", **{**SMALL, "absolute": "sincos2d", "relative": "irpe:product:ctx:k"})
+    model = vitpos.create_model(
+        "deit_tiny_patch16_224", **{**SMALL, "absolute": "sincos2d", "relative": "irpe:product:ctx:k"}
+    )
     result = vitpos.load_checkpoint(model, save_pth(sd, tmp_path / "deit.pth"), drop=("pos_embed", "*.relative.*"))
     assert result.dropped == ["stages.0.blocks.0.attn.relative.table_k", "stages.0.blocks.1.attn.relative.table_k"]
     assert torch.equal(model.stages[0].blocks[1].mlp.fc2.weight, sd["blocks.1.mlp.fc2.weight"].float())

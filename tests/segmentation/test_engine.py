@@ -18,8 +18,17 @@ from vitpos.errors import VitposError
 from ..engine.conftest import without_times
 
 TINY_FPN = dict(
-    patch_size=2, embed_dims=[8, 16, 24, 32], depths=[1, 1, 1, 1], num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
-    sr_ratios=[4, 2, 1, 1], fpn_dim=16, head_dim=16, norm_groups=4, head_dropout=0.0, drop_path_rate=0.0,
+    patch_size=2,
+    embed_dims=[8, 16, 24, 32],
+    depths=[1, 1, 1, 1],
+    num_heads=[1, 2, 3, 4],
+    mlp_ratios=[2, 2, 2, 2],
+    sr_ratios=[4, 2, 1, 1],
+    fpn_dim=16,
+    head_dim=16,
+    norm_groups=4,
+    head_dropout=0.0,
+    drop_path_rate=0.0,
 )
 """pvt_tiny_fpn shrunk to stride 16 and widths 8-32, with a 16-channel FPN and head."""
 HOST_FIELDS = ("patch_size", "embed_dims", "depths", "num_heads", "mlp_ratios", "sr_ratios", "drop_path_rate")
@@ -73,10 +82,13 @@ def test_bf16_autocast_on_cpu_trains(tmp_path: Path) -> None:
     assert 0 <= result.test["miou"] <= 100
 
 
-@pytest.mark.parametrize("preset, data, message", [
-    ("pvt_tiny", DATA, "is a segmentation task, but the model .* is not a segmenter"),
-    ("pvt_tiny_fpn", DIRECTION, "is a classification task, but the model .* is a segmenter"),
-])
+@pytest.mark.parametrize(
+    "preset, data, message",
+    [
+        ("pvt_tiny", DATA, "is a segmentation task, but the model .* is not a segmenter"),
+        ("pvt_tiny_fpn", DIRECTION, "is a classification task, but the model .* is a segmenter"),
+    ],
+)
 def test_models_and_data_of_different_tasks_are_refused(preset: str, data: str, message: str) -> None:
     model = {k: v for k, v in TINY_FPN.items() if preset.endswith("_fpn") or k in HOST_FIELDS}
     with pytest.raises(VitposError, match=message):

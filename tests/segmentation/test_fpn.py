@@ -61,7 +61,7 @@ def test_preset_parameter_counts(name: str, millions: float) -> None:
 def test_the_host_inside_is_the_classification_preset_without_its_classifier() -> None:
     with torch.device("meta"):
         seg, host = create_model("pvt_tiny_peg_gap_fpn"), create_model("pvt_tiny_peg_gap", num_classes=0)
-    inner = {k[len("backbone."):]: v.shape for k, v in seg.state_dict().items() if k.startswith("backbone.")}
+    inner = {k[len("backbone.") :]: v.shape for k, v in seg.state_dict().items() if k.startswith("backbone.")}
     assert inner == {k: v.shape for k, v in host.state_dict().items()}
     assert set(vitpos.list_models("*_fpn")) >= {"pvt_tiny_fpn", "pvt_tiny_peg_gap_fpn", "swin_tiny_fpn"}
 

@@ -16,7 +16,9 @@ def _one_thread(one_thread):
 
 
 def results(aps: dict[str, list[float]]) -> dict:
-    return {Cell(f, "detect", 100, s): {"test": v, "long": 0.0} for f, values in aps.items() for s, v in enumerate(values)}
+    return {
+        Cell(f, "detect", 100, s): {"test": v, "long": 0.0} for f, values in aps.items() for s, v in enumerate(values)
+    }
 
 
 def verdicts(aps):
@@ -41,7 +43,9 @@ def test_claims_whose_families_did_not_run_are_left_out():
 
 
 def test_a_tiny_study_runs_reports_and_resumes(tmp_path):
-    config = DetectStudyConfig(families=("sine", "none"), seeds=2, train_size=16, val_size=8, test_size=8, epochs=1, batch_size=8)
+    config = DetectStudyConfig(
+        families=("sine", "none"), seeds=2, train_size=16, val_size=8, test_size=8, epochs=1, batch_size=8
+    )
     lines = []
     report = run_detect_study(config, tmp_path, log=lines.append)
     text = report.read_text()
@@ -53,7 +57,9 @@ def test_a_tiny_study_runs_reports_and_resumes(tmp_path):
     run_detect_study(config, tmp_path, log=lines.append)
     assert lines[0].startswith("4 detection runs: 4 already done, 0 to go")
     with pytest.raises(ValueError, match="other settings"):
-        run_detect_study(DetectStudyConfig(families=("sine", "none"), seeds=2, train_size=32), tmp_path, log=lines.append)
+        run_detect_study(
+            DetectStudyConfig(families=("sine", "none"), seeds=2, train_size=32), tmp_path, log=lines.append
+        )
 
 
 def test_bad_settings_are_refused():

@@ -10,8 +10,17 @@ from vitpos.study.protocol import study_model
 
 def test_default_families_are_the_issue_list_and_valid():
     labels = [f.label for f in DEFAULT_FAMILIES]
-    assert labels == ["none", "learned", "sincos2d", "learnable_sincos", "fourier", "fourier_pretrained",
-                      "irpe_product", "peg", "lape_learned"]
+    assert labels == [
+        "none",
+        "learned",
+        "sincos2d",
+        "learnable_sincos",
+        "fourier",
+        "fourier_pretrained",
+        "irpe_product",
+        "peg",
+        "lape_learned",
+    ]
     available, missing = split_available(DEFAULT_FAMILIES)
     assert not missing and len(available) == 9
     for family in available:
@@ -87,10 +96,21 @@ def test_a_family_that_cannot_be_built_on_the_study_model_is_a_clear_error():
 
 def test_a_family_names_a_host_and_its_options():
     family = parse_family("pvt_sin: host=pvt absolute=sincos2d depths=2,1 head=gap")
-    assert (family.host, family.slots, family.head, family.options) == ("pvt", {"absolute": "sincos2d"}, "gap", {"depths": (2, 1)})
+    assert (family.host, family.slots, family.head, family.options) == (
+        "pvt",
+        {"absolute": "sincos2d"},
+        "gap",
+        {"depths": (2, 1)},
+    )
     assert family.describe() == "host=pvt, absolute=sincos2d, head=gap, depths=2,1"
     cfg = family.model_config(study_model(), num_classes=3)
-    assert (cfg.arch, cfg.depths, cfg.head, cfg.num_classes, cfg.position.absolute) == ("pvt", (2, 1), "gap", 3, "sincos2d")
+    assert (cfg.arch, cfg.depths, cfg.head, cfg.num_classes, cfg.position.absolute) == (
+        "pvt",
+        (2, 1),
+        "gap",
+        3,
+        "sincos2d",
+    )
     assert Family(**family.to_dict()) == family  # through JSON: tuples come back as lists
     assert "host" not in parse_family("learned").to_dict()  # the settings of earlier study folders stay equal
 
@@ -102,7 +122,9 @@ def test_pyramid_hosts_end_on_the_study_models_grid(img_size):
         family.check_builds(vit)
         cfg = family.model_config(vit)
         assert cfg.stage_grids(cfg.image_hw)[-1] == vit.grid and cfg.embed_dims[-1] == vit.embed_dim
-    assert parse_family("pvt_learned").has_table and not parse_family("swin_relative").has_table  # Swin: no table by default
+    assert (
+        parse_family("pvt_learned").has_table and not parse_family("swin_relative").has_table
+    )  # Swin: no table by default
     assert parse_family("sw: host=swin absolute=learned").has_table
 
 
@@ -110,7 +132,10 @@ def test_pyramid_hosts_end_on_the_study_models_grid(img_size):
     "text,message",
     [
         ("x: host=deit absolute=none", "unknown host 'deit'; study hosts: vit, pvt, swin"),
-        ("x: host=swin windows=3", "unknown slot\\(s\\) or host option\\(s\\) windows.*options of the swin host: .*window_size"),
+        (
+            "x: host=swin windows=3",
+            "unknown slot\\(s\\) or host option\\(s\\) windows.*options of the swin host: .*window_size",
+        ),
         ("x: host=pvt absolute=fourier pretrained", "a pretrained encoding is one table"),
     ],
 )

@@ -14,11 +14,20 @@ def test_default_and_full():
 
 
 def test_cells_are_seed_major_and_complete():
-    config = StudyConfig(families=(parse_family("none"), parse_family("sincos2d")), seeds=2, efficiency_sizes=(100, 300))
+    config = StudyConfig(
+        families=(parse_family("none"), parse_family("sincos2d")), seeds=2, efficiency_sizes=(100, 300)
+    )
     cells = config.cells()
     assert len(cells) == 2 * (2 * 4 + 2 * 2) and len(set(cells)) == len(cells)  # only sincos2d gets curves
     assert {c.family for c in cells if c.train_size == 100} == {"sincos2d"}
-    assert len(StudyConfig(families=config.families, seeds=2, efficiency_sizes=(100, 300), efficiency_families=None).cells()) == 2 * 2 * 8
+    assert (
+        len(
+            StudyConfig(
+                families=config.families, seeds=2, efficiency_sizes=(100, 300), efficiency_families=None
+            ).cells()
+        )
+        == 2 * 2 * 8
+    )
     assert {c.seed for c in cells[: len(cells) // 2]} == {0}
     assert {c.train_size for c in cells if c.task == "absolute"} == {1000}
     assert config.train_sizes == (100, 300, 1000)

@@ -11,14 +11,25 @@ from vitpos.study.report import report_from_results
 
 from ..analysis.test_plots import assert_png
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny(**overrides) -> StudyConfig:
-    settings = dict(seeds=1, train_size=64, val_size=32, test_size=32, efficiency_sizes=(32,), resolutions=(24, 32),
-                    epochs=1, batch_size=32, pretrain_size=64, pretrain_epochs=1, probe_folds=3,
-                    efficiency_families=None, model=get_config("thesis_vit", embed_dim=32, num_heads=2, mlp_ratio=2.0))
+    settings = dict(
+        seeds=1,
+        train_size=64,
+        val_size=32,
+        test_size=32,
+        efficiency_sizes=(32,),
+        resolutions=(24, 32),
+        epochs=1,
+        batch_size=32,
+        pretrain_size=64,
+        pretrain_epochs=1,
+        probe_folds=3,
+        efficiency_families=None,
+        model=get_config("thesis_vit", embed_dim=32, num_heads=2, mlp_ratio=2.0),
+    )
     return StudyConfig(**{**settings, **overrides})
 
 
@@ -35,7 +46,9 @@ def test_default_families_end_to_end(tmp_path):
         assert_png(tmp_path / "figures" / f"{image}.png")
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["finished_cells"] == results["total_cells"] == 9 * 6
-    assert isinstance(results["cells"][0]["cpu_seconds"], float) and len(results["wall_seconds"]) == 1  # recorded, one invocation
+    assert (
+        isinstance(results["cells"][0]["cpu_seconds"], float) and len(results["wall_seconds"]) == 1
+    )  # recorded, one invocation
     for label, summary in results["summary"].items():
         direction = summary["tasks"]["direction@64"]
         assert 0.0 <= direction["mean"] <= 1.0 and direction["n"] == 1
@@ -83,8 +96,11 @@ def test_a_folder_with_other_settings_is_refused(tmp_path):
     with pytest.raises(StudyFolderError, match="other settings \\(epochs\\)"):
         run_study(tiny(families=config.families, efficiency_sizes=(), epochs=2), tmp_path, log=lambda _: None)
     with pytest.raises(StudyFolderError, match="family sincos2d"):
-        run_study(tiny(families=(parse_family("sincos2d: absolute=sincos1d"),), efficiency_sizes=()), tmp_path,
-                  log=lambda _: None)
+        run_study(
+            tiny(families=(parse_family("sincos2d: absolute=sincos1d"),), efficiency_sizes=()),
+            tmp_path,
+            log=lambda _: None,
+        )
     more = tiny(families=(*config.families, parse_family("none")), efficiency_sizes=(), seeds=2)  # may grow
     run_study(more, tmp_path, log=lambda _: None)
 
@@ -104,8 +120,12 @@ def test_stacked_ensembles_give_the_results_of_one_model_at_a_time(tmp_path):
     run_study(config, tmp_path / "stacked", ensemble=True, log=logs.append)
     run_study(config, tmp_path / "alone", ensemble=False, log=lambda _: None)
     assert any("family irpe_product: one model at a time" in line for line in logs)
-    assert "16 training runs: 0 already done, 16 to go in 7 jobs" in logs[1]  # sincos2d: one ensemble; irpe: 2 seeds x 3 trainings
-    stacked, alone = (json.loads((tmp_path / name / "results.json").read_text())["cells"] for name in ("stacked", "alone"))
+    assert (
+        "16 training runs: 0 already done, 16 to go in 7 jobs" in logs[1]
+    )  # sincos2d: one ensemble; irpe: 2 seeds x 3 trainings
+    stacked, alone = (
+        json.loads((tmp_path / name / "results.json").read_text())["cells"] for name in ("stacked", "alone")
+    )
     for a, b in zip(stacked, alone, strict=True):
         assert (a["family"], a["task"], a["seed"]) == (b["family"], b["task"], b["seed"])
         assert a["test"] == pytest.approx(b["test"], abs=1e-5)
@@ -113,16 +133,26 @@ def test_stacked_ensembles_give_the_results_of_one_model_at_a_time(tmp_path):
 
 def test_pyramid_families_end_to_end(tmp_path):
     tiny_host = "embed_dims=8,32 num_heads=1,2 mlp_ratios=2,2"
-    families = (parse_family(f"pvt_sin: host=pvt absolute=sincos2d {tiny_host}"), parse_family(f"swin_rel: host=swin {tiny_host}"))
+    families = (
+        parse_family(f"pvt_sin: host=pvt absolute=sincos2d {tiny_host}"),
+        parse_family(f"swin_rel: host=swin {tiny_host}"),
+    )
     report = run_study(tiny(families=families, efficiency_sizes=()), tmp_path, log=lambda _: None).read_text()
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["finished_cells"] == results["total_cells"] == 2 * 4
     pvt, swin = results["summary"]["pvt_sin"], results["summary"]["swin_rel"]
     # the probes read the last stage's table: a fixed sinusoidal one, on the study model's 8x8 grid
-    assert pvt["probes"]["direction/before/left_right"]["mean"] == pvt["probes"]["direction/after/left_right"]["mean"] == 1.0
+    assert (
+        pvt["probes"]["direction/before/left_right"]["mean"]
+        == pvt["probes"]["direction/after/left_right"]["mean"]
+        == 1.0
+    )
     assert not swin["probes"]  # Swin's position is its relative bias: no table to probe
     assert set(pvt["resolution"]) == set(swin["resolution"]) == {"24", "32"}
     assert "| pvt_sin | `host=pvt, absolute=sincos2d, embed_dims=8,32, num_heads=1,2, mlp_ratios=2,2` |" in report
-    assert "- family swin_rel: the swin host, 2 stages of 1, 1 block(s), widths 8, 32, grids 16x16, 8x8, gap head" in report
+    assert (
+        "- family swin_rel: the swin host, 2 stages of 1, 1 block(s), widths 8, 32, grids 16x16, 8x8, gap head"
+        in report
+    )
     (tmp_path / "report.md").unlink()
     assert report_from_results(tmp_path).read_text() == report  # the families come back from results.json

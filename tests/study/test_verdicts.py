@@ -20,14 +20,17 @@ def test_bootstrap_interval_contains_the_mean_and_shrinks_with_more_seeds():
     assert bootstrap_ci([3.0, 3.0, 3.0]) == (3.0, 3.0)
 
 
-@pytest.mark.parametrize("values,side,bound,outcome", [
-    ([99.0, 98.5, 99.5, 100.0, 97.0], ">", 90.0, REPRODUCED),
-    ([99.0, 98.5, 99.5, 100.0, 97.0], "<", 90.0, CONTRADICTED),
-    ([52.0, 55.0, 49.0, 51.0, 58.0], "<", 60.0, REPRODUCED),
-    ([52.0, 55.0, 49.0, 51.0, 58.0], ">", 60.0, CONTRADICTED),
-    ([100.0, 50.0, 100.0, 50.0, 100.0], ">", 90.0, INCONCLUSIVE),
-    ([0.2, -0.1, 0.3, -0.2, 0.1], ">", 0.0, INCONCLUSIVE),
-])
+@pytest.mark.parametrize(
+    "values,side,bound,outcome",
+    [
+        ([99.0, 98.5, 99.5, 100.0, 97.0], ">", 90.0, REPRODUCED),
+        ([99.0, 98.5, 99.5, 100.0, 97.0], "<", 90.0, CONTRADICTED),
+        ([52.0, 55.0, 49.0, 51.0, 58.0], "<", 60.0, REPRODUCED),
+        ([52.0, 55.0, 49.0, 51.0, 58.0], ">", 60.0, CONTRADICTED),
+        ([100.0, 50.0, 100.0, 50.0, 100.0], ">", 90.0, INCONCLUSIVE),
+        ([0.2, -0.1, 0.3, -0.2, 0.1], ">", 0.0, INCONCLUSIVE),
+    ],
+)
 def test_the_interval_decides(values, side, bound, outcome):
     verdict = judge(values, side, bound)
     assert verdict.outcome == outcome and verdict.n == 5
@@ -61,7 +64,10 @@ def test_claims_read_cells_and_pair_seeds():
         results[Cell("learned", "direction", 100, seed)] = {"test": 0.6}
         results[Cell("learned", "direction", 1000, seed)] = {"test": 1.0}
     results[Cell("fourier", "direction", 100, 0)] = {"test": 0.5}
-    judged = {c.quantity: (v, verdict) for c, v, verdict in evaluate_claims(results, 1000, (32,), {"sincos2d", "learned", "fourier"})}
+    judged = {
+        c.quantity: (v, verdict)
+        for c, v, verdict in evaluate_claims(results, 1000, (32,), {"sincos2d", "learned", "fourier"})
+    }
     values, verdict = judged["sincos2d - learned, smallest set, points"]
     assert values == pytest.approx({0: 30.0, 1: 31.0, 2: 32.0, 3: 33.0}) and verdict.outcome == REPRODUCED
     values, verdict = judged["sincos2d - fourier, smallest set, points"]

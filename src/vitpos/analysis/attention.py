@@ -181,7 +181,10 @@ def _cell_distances(grid: Grid, key_stride: int = 1, device=None) -> torch.Tenso
     """(H*W, h*w) distances, in query cells, from each query cell to the centre of each key cell
     (a key cell covers ``key_stride`` x ``key_stride`` query cells)."""
     queries = grid_coords(grid, dtype=torch.float64, device=device)
-    keys = grid_coords(key_grid_of(grid, key_stride), dtype=torch.float64, device=device) * key_stride + (key_stride - 1) / 2
+    keys = (
+        grid_coords(key_grid_of(grid, key_stride), dtype=torch.float64, device=device) * key_stride
+        + (key_stride - 1) / 2
+    )
     return torch.cdist(queries, keys)
 
 

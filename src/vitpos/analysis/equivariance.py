@@ -24,7 +24,15 @@ from ..errors import ConfigError
 from ..grid import Grid, tokens_to_map
 from .stages import stage_grid
 
-__all__ = ["MODES", "DIRECTIONS", "translate", "interior_mask", "EquivarianceResult", "equivariance_error", "equivariance_sweep"]
+__all__ = [
+    "MODES",
+    "DIRECTIONS",
+    "translate",
+    "interior_mask",
+    "EquivarianceResult",
+    "equivariance_error",
+    "equivariance_sweep",
+]
 
 MODES = ("roll", "zero")
 DIRECTIONS = {"down": (1, 0), "right": (0, 1), "diagonal": (1, 1)}
@@ -93,7 +101,9 @@ def _stage_maps(model: nn.Module, images: torch.Tensor) -> tuple[list[torch.Tens
     return [*earlier, last], model.forward_head(tokens)
 
 
-def _relative_error(shifted: torch.Tensor, original: torch.Tensor, shift: tuple[int, int], mode: str, margin: int) -> tuple[float, int]:
+def _relative_error(
+    shifted: torch.Tensor, original: torch.Tensor, shift: tuple[int, int], mode: str, margin: int
+) -> tuple[float, int]:
     """The feature error of one stage's maps, and the number of interior cells it is measured on."""
     expected = translate(original, shift, mode)
     mask = interior_mask(tuple(original.shape[-2:]), shift, margin, mode)
@@ -134,7 +144,9 @@ def equivariance_error(
     model.eval()
     try:
         maps, logits = _stage_maps(model, images)
-        shifted_maps, shifted_logits = _stage_maps(model, translate(images, (shift[0] * stride, shift[1] * stride), mode))
+        shifted_maps, shifted_logits = _stage_maps(
+            model, translate(images, (shift[0] * stride, shift[1] * stride), mode)
+        )
     finally:
         model.train(was_training)
     errors = []

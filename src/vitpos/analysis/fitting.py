@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Iterator, Sequence
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
@@ -17,7 +17,9 @@ def linear_classifier() -> LogisticRegression:
     return LogisticRegression(max_iter=2000)
 
 
-def ridge_predictions(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, alphas: Sequence[float]) -> np.ndarray:
+def ridge_predictions(
+    x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, alphas: Sequence[float]
+) -> np.ndarray:
     """Predictions (len(alphas), n_test, outputs) of ridge regressions on standardised features.
 
     Each penalty minimises ||y - b - X w||² + alpha ||w||² (scikit-learn's ``Ridge`` after a

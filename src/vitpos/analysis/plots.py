@@ -6,8 +6,8 @@ nothing touches pyplot's global state or needs a display.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -21,7 +21,9 @@ __all__ = ["save_heatmaps", "save_heatmap_pages", "save_curves", "save_bars"]
 Array = np.ndarray | torch.Tensor
 
 # 60 distinct colours for bucket ids (iRPE's product method alone has 49 buckets)
-BUCKET_COLOURS = ListedColormap([c for name in ("tab20", "tab20b", "tab20c") for c in colormaps[name].colors], name="buckets")
+BUCKET_COLOURS = ListedColormap(
+    [c for name in ("tab20", "tab20b", "tab20c") for c in colormaps[name].colors], name="buckets"
+)
 
 
 def _numpy(x: Array) -> np.ndarray:
@@ -112,8 +114,15 @@ def save_heatmaps(
     return _save(fig, path)
 
 
-def save_heatmap_pages(path: str | Path, maps: Array, *, rows_per_page: int = 4, row_labels: Sequence[str] = (),
-                       markers: Sequence = (), **options) -> list[Path]:
+def save_heatmap_pages(
+    path: str | Path,
+    maps: Array,
+    *,
+    rows_per_page: int = 4,
+    row_labels: Sequence[str] = (),
+    markers: Sequence = (),
+    **options,
+) -> list[Path]:
     """:func:`save_heatmaps` split into files of at most ``rows_per_page`` rows, so each stays readable.
 
     One page keeps ``path``; more are named ``<stem>_rows<first>-<last><suffix>``. ``options``
@@ -126,15 +135,28 @@ def save_heatmap_pages(path: str | Path, maps: Array, *, rows_per_page: int = 4,
     for start in range(0, rows, rows_per_page):
         stop = min(start + rows_per_page, rows)
         name = path if rows <= rows_per_page else path.with_name(f"{path.stem}_rows{start}-{stop - 1}{path.suffix}")
-        pages.append(save_heatmaps(
-            name, maps[start:stop], row_labels=list(row_labels)[start:stop],
-            markers=list(markers)[start:stop] if nested else markers, **options,
-        ))
+        pages.append(
+            save_heatmaps(
+                name,
+                maps[start:stop],
+                row_labels=list(row_labels)[start:stop],
+                markers=list(markers)[start:stop] if nested else markers,
+                **options,
+            )
+        )
     return pages
 
 
-def save_bars(path: str | Path, groups: Sequence[str], series: Mapping[str, Sequence[float]], *, xlabel: str,
-              ylabel: str, title: str = "", ylim: tuple[float, float] | None = None) -> Path:
+def save_bars(
+    path: str | Path,
+    groups: Sequence[str],
+    series: Mapping[str, Sequence[float]],
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
+    ylim: tuple[float, float] | None = None,
+) -> Path:
     """Grouped bars: one group per entry of ``groups``, one bar per ``series`` (name -> one value per group)."""
     names = list(series)
     width = 0.8 / max(len(names), 1)
@@ -146,7 +168,9 @@ def save_bars(path: str | Path, groups: Sequence[str], series: Mapping[str, Sequ
         if len(values) != len(groups):
             raise ValueError(f"series {name!r} has {len(values)} values for {len(groups)} groups")
         ax.bar(xs + (k - (len(names) - 1) / 2) * width, values, width, label=name)
-    ax.set_xticks(xs, list(groups), rotation=30 if len(groups) > 4 else 0, ha="right" if len(groups) > 4 else "center", fontsize=8)
+    ax.set_xticks(
+        xs, list(groups), rotation=30 if len(groups) > 4 else 0, ha="right" if len(groups) > 4 else "center", fontsize=8
+    )
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if ylim is not None:

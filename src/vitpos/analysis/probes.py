@@ -31,8 +31,8 @@ regression.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import Iterator
 
 import numpy as np
 import torch
@@ -81,7 +81,9 @@ def pair_features(table: torch.Tensor, grid: Grid) -> tuple[np.ndarray, np.ndarr
     return x[first] - x[second], coords[first] - coords[second], first, second
 
 
-def _folds(split: str, folds: int, within: np.ndarray, first: np.ndarray, second: np.ndarray, rng: np.random.Generator) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _folds(
+    split: str, folds: int, within: np.ndarray, first: np.ndarray, second: np.ndarray, rng: np.random.Generator
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(train mask, test mask) per fold over the pairs in ``within``.
 
     ``cells``: the cells these pairs touch are dealt into folds; a fold tests the pairs whose
@@ -93,7 +95,10 @@ def _folds(split: str, folds: int, within: np.ndarray, first: np.ndarray, second
         cell_fold[cells] = rng.permutation(len(cells)) % folds
         for k in range(folds):
             held_i, held_j = cell_fold[first] == k, cell_fold[second] == k
-            yield within & ~held_i & ~held_j & (cell_fold[first] >= 0) & (cell_fold[second] >= 0), within & held_i & held_j
+            yield (
+                within & ~held_i & ~held_j & (cell_fold[first] >= 0) & (cell_fold[second] >= 0),
+                within & held_i & held_j,
+            )
     else:
         pair_fold = np.full(len(first), -1)
         pair_fold[within] = rng.permutation(int(within.sum())) % folds
@@ -109,8 +114,16 @@ def _subsample(mask: np.ndarray, limit: int, rng: np.random.Generator) -> np.nda
     return rng.choice(index, size=limit, replace=False)
 
 
-def _ridge_penalties(split: str, train: np.ndarray, features: np.ndarray, offsets: np.ndarray,
-                     first: np.ndarray, second: np.ndarray, limit: int, rng: np.random.Generator) -> np.ndarray:
+def _ridge_penalties(
+    split: str,
+    train: np.ndarray,
+    features: np.ndarray,
+    offsets: np.ndarray,
+    first: np.ndarray,
+    second: np.ndarray,
+    limit: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
     """Per output (dx, dy), the candidate penalty with the best pooled R² over inner folds of ``train``."""
     truth, guesses = [], []
     for fit, score in _folds(split, INNER_FOLDS, train, first, second, rng):
@@ -155,7 +168,9 @@ def probe_table(
         raise ConfigError(f"folds must be >= 2, got {folds}")
     if folds > most:
         what = f"each fold holds out at least 3 of its {n} cells" if split == "cells" else f"it has {most} pairs"
-        raise ConfigError(f"folds = {folds} is more than the {most} a {grid[0]}x{grid[1]} grid allows ({what}); use at most {most} folds")
+        raise ConfigError(
+            f"folds = {folds} is more than the {most} a {grid[0]}x{grid[1]} grid allows ({what}); use at most {most} folds"
+        )
     features, offsets, first, second = pair_features(table, grid)
     targets = {"left_right": offsets[:, 0], "up_down": offsets[:, 1]}
     rng = np.random.default_rng(seed)

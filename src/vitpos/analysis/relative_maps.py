@@ -24,7 +24,14 @@ from ..models.layers import Attention
 from ..models.windows import WindowAttention, partition_windows
 from .stages import stage_grid
 
-__all__ = ["bucket_maps", "reference_lattice", "RelativeLayer", "relative_attention_layers", "relative_logit_bias", "bias_maps"]
+__all__ = [
+    "bucket_maps",
+    "reference_lattice",
+    "RelativeLayer",
+    "relative_attention_layers",
+    "relative_logit_bias",
+    "bias_maps",
+]
 
 
 def reference_lattice(grid: Grid, per_side: int = 5) -> list[tuple[int, int]]:
@@ -80,8 +87,10 @@ def relative_attention_layers(model: nn.Module) -> list[RelativeLayer]:
         if block.attn.relative is not None
     ]
     if not layers:
-        raise ValueError(f"this model has no relative encoding (relative={model.cfg.position.relative!r}); "
-                         "set the relative slot (--relative), e.g. to swin or irpe:product:ctx:k")
+        raise ValueError(
+            f"this model has no relative encoding (relative={model.cfg.position.relative!r}); "
+            "set the relative slot (--relative), e.g. to swin or irpe:product:ctx:k"
+        )
     return layers
 
 
@@ -136,7 +145,9 @@ def relative_logit_bias(model: nn.Module, block: int = 0, images: torch.Tensor |
     return bias.float().mean(dim=0) if bias.ndim == 4 else bias.float()  # mean over the batch
 
 
-def bias_maps(bias: torch.Tensor, grid: Grid, references: list[tuple[int, int]], num_prefix_tokens: int) -> torch.Tensor:
+def bias_maps(
+    bias: torch.Tensor, grid: Grid, references: list[tuple[int, int]], num_prefix_tokens: int
+) -> torch.Tensor:
     """(heads, R, H, W): the logit bias from each reference query cell to every key cell."""
     h, w = grid
     patches = bias[..., num_prefix_tokens:, num_prefix_tokens:]

@@ -230,9 +230,13 @@ def bucketed_attention(
         raise ValueError(f"mode must be 'chunked' or 'stored', got {mode!r}")
     mixed = sorted({str(t.dtype) for t in (q, k, v, row_scores, col_scores, bias) if t is not None})
     if len(mixed) > 1:
-        raise ValueError(f"bucketed_attention takes its inputs in one dtype, got {', '.join(mixed)}; cast them to q's dtype")
+        raise ValueError(
+            f"bucketed_attention takes its inputs in one dtype, got {', '.join(mixed)}; cast them to q's dtype"
+        )
     chunk = None if mode == "stored" else chunk or chunk_rows(q.shape[-2], q.shape[-1])
     # one copy each now instead of one per matrix product (q, k, v are usually strided views of qkv)
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-    result = _RelativeAttention.apply(q, k, v, row_scores, col_scores, bias, ids, scale, num_buckets, bucket_weights, chunk)
+    result = _RelativeAttention.apply(
+        q, k, v, row_scores, col_scores, bias, ids, scale, num_buckets, bucket_weights, chunk
+    )
     return result if bucket_weights else (result, None)

@@ -11,7 +11,7 @@ dropout and returns no weights (the kernel's policy falls back where one is aske
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch.nn.attention.flex_attention import flex_attention as _flex_attention
@@ -57,7 +57,9 @@ def _compiled() -> Callable:
     return torch.compile(_flex_attention, dynamic=False)
 
 
-def flex_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mod: Callable | None, scale: float) -> torch.Tensor:
+def flex_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mod: Callable | None, scale: float
+) -> torch.Tensor:
     """FlexAttention of (B, heads, N, d) inputs with ``mod``: compiled on CUDA, eager elsewhere."""
     run = _compiled() if q.is_cuda and not torch.compiler.is_compiling() else _flex_attention
     if not torch.is_grad_enabled():  # FlexAttention checks requires_grad, not the grad mode

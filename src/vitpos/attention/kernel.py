@@ -24,7 +24,9 @@ __all__ = ["attention"]
 def _check_dtypes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.dtype:
     if q.dtype not in SUPPORTED_DTYPES:
         names = ", ".join(str(d).removeprefix("torch.") for d in SUPPORTED_DTYPES)
-        raise TypeError(f"attention does not support dtype {str(q.dtype).removeprefix('torch.')}; supported dtypes: {names}")
+        raise TypeError(
+            f"attention does not support dtype {str(q.dtype).removeprefix('torch.')}; supported dtypes: {names}"
+        )
     if k.dtype != q.dtype or v.dtype != q.dtype:
         raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
     return q.dtype
@@ -72,7 +74,9 @@ def attention(
         if reason is None:
             chosen = path
         else:
-            warnings.warn(f"attention path {path!r} cannot compute this call ({reason}); using {chosen!r}", stacklevel=2)
+            warnings.warn(
+                f"attention path {path!r} cannot compute this call ({reason}); using {chosen!r}", stacklevel=2
+            )
     return _PATHS[chosen](q, k, v, terms, scale, mask, dropout_p, return_weights, chosen)
 
 
@@ -93,7 +97,9 @@ def _sdpa(q, k, v, terms, scale, mask, dropout_p, return_weights, path):
     if bias is not None and tracing():
         # a mask broadcast over the batch makes the tracer guard on whether the (symbolic) batch is 1
         bias = bias.expand(q.shape[0], *bias.shape[1:])
-    return F.scaled_dot_product_attention(_content_query(q, terms), k, v, attn_mask=bias, dropout_p=dropout_p, scale=scale)
+    return F.scaled_dot_product_attention(
+        _content_query(q, terms), k, v, attn_mask=bias, dropout_p=dropout_p, scale=scale
+    )
 
 
 def _explicit(q, k, v, terms, scale, mask, dropout_p, return_weights, path):

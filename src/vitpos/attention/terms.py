@@ -49,7 +49,7 @@ class Rotation:
     cos_sin: torch.Tensor
     num_prefix_tokens: int
 
-    def to(self, dtype: torch.dtype) -> "Rotation":
+    def to(self, dtype: torch.dtype) -> Rotation:
         """The rotation for queries in ``dtype``: its tables in ``dtype``, at least float32 (the
         turn is computed in that precision and rounded once)."""
         return replace(self, cos_sin=self.cos_sin.to(torch.promote_types(dtype, torch.float32)))
@@ -127,7 +127,7 @@ class RelativeTerms:
             out.append(self.rotation.cos_sin)
         return [t for t in out if t is not None]
 
-    def to(self, dtype: torch.dtype) -> "RelativeTerms":
+    def to(self, dtype: torch.dtype) -> RelativeTerms:
         """The same terms with every table in ``dtype`` (autograd casts the gradients back)."""
         changes = {
             f.name: getattr(self, f.name).to(dtype)

@@ -43,18 +43,29 @@ def _figures(args: argparse.Namespace, model, stage: int, maps: list[AttentionMa
     # the first image, as CPVT Fig. 5 shows one input sequence
     matrices = torch.stack([patch_attention(m.weights[0], prefix) for m in maps])  # blocks, heads, N, M
     paths = save_heatmap_pages(
-        figure_path(args.out, "attention_matrix", model, stage), matrices, row_labels=blocks,
+        figure_path(args.out, "attention_matrix", model, stage),
+        matrices,
+        row_labels=blocks,
         col_labels=[f"head {h}" for h in range(matrices.shape[1])],
-        title=f"attention weights of patch tokens (first image), {name}", vmin=0.0,
-        xlabel="key token", ylabel="query token", colorbar_label="attention weight",
+        title=f"attention weights of patch tokens (first image), {name}",
+        vmin=0.0,
+        xlabel="key token",
+        ylabel="query token",
+        colorbar_label="attention weight",
     )
-    where = torch.stack([query_maps(m.weights.mean(dim=(0, 1)), grid, queries, prefix, stride) for m in maps])  # blocks, Q, h, w
+    where = torch.stack(
+        [query_maps(m.weights.mean(dim=(0, 1)), grid, queries, prefix, stride) for m in maps]
+    )  # blocks, Q, h, w
     paths += save_heatmap_pages(
-        figure_path(args.out, "attention_queries", model, stage), where, row_labels=blocks,
-        col_labels=[f"query {r},{c}" for r, c in queries], markers=[(r // stride, c // stride) for r, c in queries],
+        figure_path(args.out, "attention_queries", model, stage),
+        where,
+        row_labels=blocks,
+        col_labels=[f"query {r},{c}" for r, c in queries],
+        markers=[(r // stride, c // stride) for r, c in queries],
         title=f"where each query (star) attends, mean over heads and images, {name}"
-              + (f" (keys reduced {stride}x{stride})" if stride > 1 else ""),
-        vmin=0.0, colorbar_label="attention weight",
+        + (f" (keys reduced {stride}x{stride})" if stride > 1 else ""),
+        vmin=0.0,
+        colorbar_label="attention weight",
     )
     return paths
 
@@ -75,8 +86,15 @@ def run(args: argparse.Namespace) -> int:
         for m, per_head in zip(maps, distances, strict=True):
             print(f"  block {m.block:2d}  " + "  ".join(f"head {h}: {d:5.2f}" for h, d in enumerate(per_head)))
         paths += _figures(args, model, stage, maps)
-        stages.append({"stage": stage, "grid": list(grid), "key_stride": stride, "uniform_distance": uniform,
-                       "mean_attention_distance": distances})
+        stages.append(
+            {
+                "stage": stage,
+                "grid": list(grid),
+                "key_stride": stride,
+                "uniform_distance": uniform,
+                "mean_attention_distance": distances,
+            }
+        )
     write_json(args.out / "attention.json", {"stages": stages})
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0
@@ -87,6 +105,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_model_arguments(p)
     add_input_arguments(p)
     add_stage_argument(p, "all", "blocks' attention")
-    p.add_argument("--queries", metavar="R,C;R,C", help="query cells to map (default: a corner, an edge cell, the centre)")
+    p.add_argument(
+        "--queries", metavar="R,C;R,C", help="query cells to map (default: a corner, an edge cell, the centre)"
+    )
     add_output_argument(p, "attention")
     p.set_defaults(func=run)

@@ -30,10 +30,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name:10s} {result.r2:7.3f} {result.cell_accuracy:8.3f}")
     names = list(results)
     figure = save_curves(
-        args.out / "awareness.png", list(range(len(names))),
-        {label: ([r[key] for r in results.values()], [0.0] * len(names))
-         for key, label in (("cell_accuracy", "cell accuracy"), ("r2", "(column, row) R²"))},
-        xlabel="features after block (final: after the last norm)", ylabel="probe score", xticklabels=[n.replace("block ", "") for n in names],
+        args.out / "awareness.png",
+        list(range(len(names))),
+        {
+            label: ([r[key] for r in results.values()], [0.0] * len(names))
+            for key, label in (("cell_accuracy", "cell accuracy"), ("r2", "(column, row) R²"))
+        },
+        xlabel="features after block (final: after the last norm)",
+        ylabel="probe score",
+        xticklabels=[n.replace("block ", "") for n in names],
         title=f"can a linear probe read each token's own cell? {stage_name(model, stage, '')}".strip(),
     )
     print(f"wrote {write_json(args.out / 'awareness.json', results)} and {figure}")
@@ -44,7 +49,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("awareness", help="probe token features for their own position", description=__doc__)
     add_model_arguments(p)
     add_input_arguments(p)
-    p.add_argument("--stage", type=int, default=-1, help="the stage whose tokens to probe: 0 = first, -1 = last (default)")
-    p.add_argument("--folds", type=option_type(positive_int), default=5, help="cross-validation folds over images (default 5)")
+    p.add_argument(
+        "--stage", type=int, default=-1, help="the stage whose tokens to probe: 0 = first, -1 = last (default)"
+    )
+    p.add_argument(
+        "--folds", type=option_type(positive_int), default=5, help="cross-validation folds over images (default 5)"
+    )
     add_output_argument(p, "awareness")
     p.set_defaults(func=run)

@@ -33,7 +33,9 @@ def run(args: argparse.Namespace) -> int:
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     rows, labels, counts = [], [], {}
     options = dict(ratio=args.ratio, index=args.index, quant=args.quant)
-    print(f"{'method':10s} {'buckets':>7s} {'used here':>9s}   grid {grid[0]}x{grid[1]}, {args.index}, ratio {args.ratio}")
+    print(
+        f"{'method':10s} {'buckets':>7s} {'used here':>9s}   grid {grid[0]}x{grid[1]}, {args.index}, ratio {args.ratio}"
+    )
     for method in methods:
         ids, count = bucket_maps(method, grid, refs, **options)
         per_axis = [ids[0], ids[1]] if method == "cross" else [ids]
@@ -42,22 +44,39 @@ def run(args: argparse.Namespace) -> int:
         counts[method] = {"buckets": count, "used": int(ids.unique().numel())}
         print(f"{method:10s} {count:7d} {counts[method]['used']:9d}")
     path = save_heatmaps(
-        args.out / "buckets.png", torch.stack(rows), row_labels=labels,
-        col_labels=[f"reference {r},{c}" for r, c in refs], markers=refs, categorical=True,
-        title="iRPE buckets: cells of one colour share one relative encoding", xlabel="key column", ylabel="key row",
+        args.out / "buckets.png",
+        torch.stack(rows),
+        row_labels=labels,
+        col_labels=[f"reference {r},{c}" for r, c in refs],
+        markers=refs,
+        categorical=True,
+        title="iRPE buckets: cells of one colour share one relative encoding",
+        xlabel="key column",
+        ylabel="key row",
     )
-    write_json(args.out / "buckets.json", {"grid": list(grid), "references": refs, "options": options, "methods": counts})
+    write_json(
+        args.out / "buckets.json", {"grid": list(grid), "references": refs, "options": options, "methods": counts}
+    )
     print(f"wrote {path}")
     return 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("buckets", help="iRPE bucket maps around reference patches", description=__doc__)
-    p.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, from {', '.join(METHODS)} (default all)")
+    p.add_argument(
+        "--methods", default=",".join(METHODS), help=f"comma-separated, from {', '.join(METHODS)} (default all)"
+    )
     p.add_argument("--grid", type=parse_grid, default=(14, 14), help="grid HxW in patches (default 14x14)")
     p.add_argument("--refs", metavar="R,C;R,C", help="reference cells (default: the centre and a corner)")
-    p.add_argument("--ratio", type=option_type(positive_float), default=1.9, help="alpha of the piecewise index; beta = 2 alpha, gamma = 8 alpha")
+    p.add_argument(
+        "--ratio",
+        type=option_type(positive_float),
+        default=1.9,
+        help="alpha of the piecewise index; beta = 2 alpha, gamma = 8 alpha",
+    )
     p.add_argument("--index", choices=INDEX_FUNCTIONS, default="piecewise", help="index function (default piecewise)")
-    p.add_argument("--quant", choices=QUANT_VARIANTS, default="rank", help="quantisation variant (default rank, the paper)")
+    p.add_argument(
+        "--quant", choices=QUANT_VARIANTS, default="rank", help="quantisation variant (default rank, the paper)"
+    )
     add_output_argument(p, "buckets")
     p.set_defaults(func=run)

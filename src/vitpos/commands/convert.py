@@ -36,8 +36,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("src", help="the released checkpoint (.pth or .safetensors)")
     p.add_argument("dst", help="folder to write model.safetensors and config.yaml into")
     p.add_argument("--model", metavar="NAME", help="preset to load into (default: the one the checkpoint fits)")
-    p.add_argument("--entry", metavar="KEY", help="dict entry holding the weights (default: model, state_dict or model_ema)")
-    p.add_argument("--keep-grid", action="store_true",
-                   help="build the model at the checkpoint's grid and window instead of resampling to the preset's")
+    p.add_argument(
+        "--entry", metavar="KEY", help="dict entry holding the weights (default: model, state_dict or model_ema)"
+    )
+    p.add_argument(
+        "--keep-grid",
+        action="store_true",
+        help="build the model at the checkpoint's grid and window instead of resampling to the preset's",
+    )
     names = add_model_options(p, "override fields of the preset (num_classes re-initialises the classifier)")
     p.set_defaults(func=run, option_names=names["model"] + names["slots"])

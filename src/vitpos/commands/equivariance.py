@@ -32,7 +32,9 @@ def run(args: argparse.Namespace) -> int:
     images = sample_images(model, args)
     result = equivariance_error(model, images, args.shift, mode=args.mode, margin=args.margin)
     stride = model.cfg.stride
-    print(f"shift {args.shift} last-stage tokens of {stride} pixels ({args.mode}), {result.interior_cells} interior cells")
+    print(
+        f"shift {args.shift} last-stage tokens of {stride} pixels ({args.mode}), {result.interior_cells} interior cells"
+    )
     print(f"feature error  {result.feature_error:.3e}   (0 = equivariant)")
     if len(result.stage_errors) > 1:
         print("per stage      " + "  ".join(f"{s}: {e:.3e}" for s, e in enumerate(result.stage_errors)))
@@ -48,12 +50,18 @@ def run(args: argparse.Namespace) -> int:
             if not all(math.isnan(v) for v in values):
                 series[f"{label}, {direction}"] = (values, [0.0] * len(values))
     figure = save_curves(
-        args.out / "equivariance.png", list(range(1, steps + 1)), series, xlabel=f"shift (last-stage tokens of {stride} pixels)",
-        ylabel="relative error (0 = equivariant)", title=f"{args.mode} shifts on the {grid[0]}x{grid[1]} grid",
+        args.out / "equivariance.png",
+        list(range(1, steps + 1)),
+        series,
+        xlabel=f"shift (last-stage tokens of {stride} pixels)",
+        ylabel="relative error (0 = equivariant)",
+        title=f"{args.mode} shifts on the {grid[0]}x{grid[1]} grid",
         xticklabels=[str(k) for k in range(1, steps + 1)],
     )
     sweep_json = {d: [None if r is None else r.to_dict() for r in rs] for d, rs in sweep.items()}
-    path = write_json(args.out / "equivariance.json", {**result.to_dict(), "shift": list(args.shift), "sweep": sweep_json})
+    path = write_json(
+        args.out / "equivariance.json", {**result.to_dict(), "shift": list(args.shift), "sweep": sweep_json}
+    )
     print(f"wrote {path} and {figure}")
     return 0
 
@@ -64,6 +72,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_input_arguments(p)
     p.add_argument("--shift", type=parse_shift, default=(1, 1), help="rows,cols in last-stage tokens (default 1,1)")
     p.add_argument("--mode", choices=MODES, default="roll", help="cyclic shift, or shift with zero fill (default roll)")
-    p.add_argument("--margin", type=option_type(non_negative_int), default=1, help="border cells left out of the feature error (default 1)")
+    p.add_argument(
+        "--margin",
+        type=option_type(non_negative_int),
+        default=1,
+        help="border cells left out of the feature error (default 1)",
+    )
     add_output_argument(p, "equivariance")
     p.set_defaults(func=run)

@@ -48,14 +48,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--checkpoint", nargs="+", required=True, metavar="RUN",
-                   help="run folders (their newest checkpoint) or checkpoint folders; one table row each")
-    p.add_argument("--data", metavar="SPEC", help="data set to evaluate on (default: the one each checkpoint was trained on)")
-    p.add_argument("--split", default="test", choices=("train", "val", "test"), help="split to evaluate (default: test)")
-    p.add_argument("--resolutions", type=parse_size_list, metavar="SIZES",
-                   help="input sizes, e.g. 32,48,64 or 32x48; default: the training size")
+    p.add_argument(
+        "--checkpoint",
+        nargs="+",
+        required=True,
+        metavar="RUN",
+        help="run folders (their newest checkpoint) or checkpoint folders; one table row each",
+    )
+    p.add_argument(
+        "--data", metavar="SPEC", help="data set to evaluate on (default: the one each checkpoint was trained on)"
+    )
+    p.add_argument(
+        "--split", default="test", choices=("train", "val", "test"), help="split to evaluate (default: test)"
+    )
+    p.add_argument(
+        "--resolutions",
+        type=parse_size_list,
+        metavar="SIZES",
+        help="input sizes, e.g. 32,48,64 or 32x48; default: the training size",
+    )
     p.add_argument("--batch-size", type=option_type(positive_int), default=256, help="images per batch (default: 256)")
     p.add_argument("--ema", action="store_true", help="use the EMA weights")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: auto)")
-    p.add_argument("--workers", type=option_type(non_negative_int), default=0, help="data-loading worker processes (default: 0)")
+    p.add_argument(
+        "--workers", type=option_type(non_negative_int), default=0, help="data-loading worker processes (default: 0)"
+    )
     p.set_defaults(func=run)

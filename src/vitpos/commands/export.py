@@ -26,11 +26,15 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "export", help="export a model for any image size in a range (torch.export .pt2 or ONNX)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        "export",
+        help="export a model for any image size in a range (torch.export .pt2 or ONNX)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_model_arguments(p, default_model="deit_tiny_patch16_224")
-    p.add_argument("--format", choices=FORMATS, default="pt2", help="pt2: a torch.export program; onnx: an ONNX file (default pt2)")
+    p.add_argument(
+        "--format", choices=FORMATS, default="pt2", help="pt2: a torch.export program; onnx: an ONNX file (default pt2)"
+    )
     p.add_argument("--min-size", type=int, default=64, help="smallest image side in pixels (default 64)")
     p.add_argument("--max-size", type=int, default=1024, help="largest image side in pixels (default 1024)")
     p.add_argument("out", type=Path, metavar="OUT", help="the file to write, e.g. model.pt2 or model.onnx")

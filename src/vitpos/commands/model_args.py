@@ -20,28 +20,53 @@ from ..spec import non_negative_int, positive_int
 from .options import option_type
 
 __all__ = [
-    "add_model_arguments", "build_model", "add_input_arguments", "sample_images", "add_output_argument", "add_stage_argument",
+    "add_model_arguments",
+    "build_model",
+    "add_input_arguments",
+    "sample_images",
+    "add_output_argument",
+    "add_stage_argument",
     "figure_path",
 ]
 
-_MODEL_OPTIONS = ("img_size", "depth", "head", "patch_size", "embed_dims", "depths", "num_heads", "window_size", "sr_ratios")
+_MODEL_OPTIONS = (
+    "img_size",
+    "depth",
+    "head",
+    "patch_size",
+    "embed_dims",
+    "depths",
+    "num_heads",
+    "window_size",
+    "sr_ratios",
+)
 _SLOT_EXAMPLES = {"absolute": "sincos2d", "join": "lape", "conditional": "peg@0", "relative": "irpe:product:ctx:k"}
 
 
 def add_model_arguments(p: argparse.ArgumentParser, default_model: str = "thesis_vit") -> None:
     """--checkpoint, or --model with one flag per slot, --img-size, --depth, --head; and --seed."""
     g = p.add_argument_group("model")
-    g.add_argument("--checkpoint", metavar="RUN", help="analyse a trained model: a run folder of `vitpos train` or a checkpoint")
-    g.add_argument("--model", default=default_model, help=f"preset to build fresh (default {default_model}); see 'vitpos models'")
+    g.add_argument(
+        "--checkpoint", metavar="RUN", help="analyse a trained model: a run folder of `vitpos train` or a checkpoint"
+    )
+    g.add_argument(
+        "--model", default=default_model, help=f"preset to build fresh (default {default_model}); see 'vitpos models'"
+    )
     for slot in SLOT_NAMES:
-        g.add_argument(f"--{slot}", metavar="SPEC", help=f"override the {slot} slot, e.g. --{slot} {_SLOT_EXAMPLES[slot]}")
+        g.add_argument(
+            f"--{slot}", metavar="SPEC", help=f"override the {slot} slot, e.g. --{slot} {_SLOT_EXAMPLES[slot]}"
+        )
     g.add_argument("--img-size", type=option_type(positive_int), help="training image size (sets the native grid)")
     g.add_argument("--depth", type=option_type(positive_int), help="number of encoder blocks")
     g.add_argument("--head", choices=("cls", "gap"), help="class token or global average pooling")
-    g.add_argument("--patch-size", type=option_type(positive_int), help="pixels per patch (pyramids: of the first stage)")
+    g.add_argument(
+        "--patch-size", type=option_type(positive_int), help="pixels per patch (pyramids: of the first stage)"
+    )
     g.add_argument("--embed-dims", type=_int_list, metavar="N,N,..", help="pyramid hosts: token width of each stage")
     g.add_argument("--depths", type=_int_list, metavar="N,N,..", help="pyramid hosts: blocks per stage, e.g. 1,1,1,1")
-    g.add_argument("--num-heads", type=_int_or_list, metavar="N[,N,..]", help="attention heads (pyramid hosts: per stage)")
+    g.add_argument(
+        "--num-heads", type=_int_or_list, metavar="N[,N,..]", help="attention heads (pyramid hosts: per stage)"
+    )
     g.add_argument("--window-size", type=option_type(positive_int), help="Swin hosts: window side in tokens")
     g.add_argument("--sr-ratios", type=_int_list, metavar="N,N,..", help="PVT hosts: spatial-reduction ratio per stage")
     g.add_argument("--seed", type=option_type(non_negative_int), default=0, help="seed for initialisation and inputs")
@@ -90,8 +115,12 @@ def build_model(args: argparse.Namespace) -> nn.Module:
 def add_input_arguments(p: argparse.ArgumentParser) -> None:
     """--images and --data: which inputs to run the model on."""
     p.add_argument("--images", type=option_type(positive_int), default=16, help="number of input images (default 16)")
-    p.add_argument("--data", metavar="SPEC", help="take the images from this data set's test split, e.g. "
-                   "synthetic:direction (default: standard-normal noise)")
+    p.add_argument(
+        "--data",
+        metavar="SPEC",
+        help="take the images from this data set's test split, e.g. "
+        "synthetic:direction (default: standard-normal noise)",
+    )
 
 
 def sample_images(model: nn.Module, args: argparse.Namespace) -> torch.Tensor:
@@ -114,14 +143,21 @@ def _stage(text: str) -> int | None:
     try:
         return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"stage {text!r} must be a stage number (0 = first, -1 = last) or 'all'") from None
+        raise argparse.ArgumentTypeError(
+            f"stage {text!r} must be a stage number (0 = first, -1 = last) or 'all'"
+        ) from None
 
 
 def add_stage_argument(p: argparse.ArgumentParser, default: str, what: str) -> None:
     """--stage: which stage of a pyramid host to analyse (a number, -1 = the last, or ``all``)."""
-    p.add_argument("--stage", type=_stage, default=_stage(default), metavar="S|all",
-                   help=f"the stage whose {what} to analyse: 0 = first, -1 = last (the plain ViT's only one), "
-                        f"or all (default {default})")
+    p.add_argument(
+        "--stage",
+        type=_stage,
+        default=_stage(default),
+        metavar="S|all",
+        help=f"the stage whose {what} to analyse: 0 = first, -1 = last (the plain ViT's only one), "
+        f"or all (default {default})",
+    )
 
 
 def figure_path(out: Path, stem: str, model: nn.Module, stage: int) -> Path:

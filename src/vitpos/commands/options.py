@@ -15,9 +15,17 @@ import inspect
 import textwrap
 import types
 import typing
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["field_docs", "add_dataclass_options", "add_model_options", "given_options", "parse_size_list", "option_type"]
+__all__ = [
+    "field_docs",
+    "add_dataclass_options",
+    "add_model_options",
+    "given_options",
+    "parse_size_list",
+    "option_type",
+]
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -115,7 +123,9 @@ def add_dataclass_options(
     for name, owners in fields.items():
         cls, f = owners[0]
         hints = {repr(typing.get_type_hints(c)[name]) for c, _ in owners}
-        parse, metavar = _parser_for(typing.get_type_hints(cls)[name]) if len(hints) == 1 else (_tuple_or_int, "N[,N...]")
+        parse, metavar = (
+            _parser_for(typing.get_type_hints(cls)[name]) if len(hints) == 1 else (_tuple_or_int, "N[,N...]")
+        )
         help_text = docs[cls].get(name, name.replace("_", " "))
         if show_defaults:
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
@@ -127,7 +137,9 @@ def add_dataclass_options(
         help_text = (help_overrides or {}).get(name, help_text).replace("%", "%%")
         flag = "--" + name.replace("_", "-")
         if parse is None:
-            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)
+            parser.add_argument(
+                flag, dest=name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text
+            )
         else:
             parser.add_argument(flag, dest=name, type=parse, metavar=metavar, default=argparse.SUPPRESS, help=help_text)
     return list(fields)
@@ -142,7 +154,7 @@ def _archs(cls: type) -> tuple[str, ...]:
 def add_model_options(parser: argparse.ArgumentParser, description: str) -> dict[str, list[str]]:
     """The "model options" group (every field of every host's config, checked by the chosen host's)
     and the "position slots" group; returns their names as ``{"model": [...], "slots": [...]}``."""
-    from ..config import HOST_CONFIGS, PositionConfig  # noqa: PLC0415  (config imports nothing heavy)
+    from ..config import HOST_CONFIGS, PositionConfig
 
     model_group = parser.add_argument_group("model options", description)
     slot_group = parser.add_argument_group(

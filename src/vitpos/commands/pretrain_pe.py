@@ -10,7 +10,6 @@ import argparse
 import time
 from pathlib import Path
 
-
 from ..engine.config import TrainConfig
 from ..files import write_json
 from ..models.factory import get_config
@@ -22,8 +21,9 @@ from .options import option_type
 def run(args: argparse.Namespace) -> int:
     model_cfg = get_config(args.model, absolute=args.absolute)
     out = args.out or Path("runs") / "pretrain-pe" / f"{model_cfg.position.spec('absolute').name}.safetensors"
-    train_cfg = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-                            device=args.device, progress=False)
+    train_cfg = TrainConfig(
+        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed, device=args.device, progress=False
+    )
     print(f"pretraining {model_cfg.position.absolute} on {' then '.join(PRETRAIN_TASKS)}, {args.size} images each ...")
     start = time.perf_counter()
     result = pretrain_position_encoding(model_cfg, out, train_cfg, size=args.size)
@@ -33,17 +33,30 @@ def run(args: argparse.Namespace) -> int:
     for stage, probe in (("before", result.before), ("after", result.after)):
         print(f"{stage:10s} {probe.left_right:10.3f} {probe.up_down:8.3f} {probe.distance_r2:10.3f}")
     write_json(out.with_suffix(".json"), result.to_dict())
-    print(f"wrote {out} ({time.perf_counter() - start:.0f} s); use it with: vitpos train --init-pe {out} --absolute "
-          f"{model_cfg.position.absolute} ...")
+    print(
+        f"wrote {out} ({time.perf_counter() - start:.0f} s); use it with: vitpos train --init-pe {out} --absolute "
+        f"{model_cfg.position.absolute} ..."
+    )
     return 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("pretrain-pe", help="pretrain a position encoding on the red-green tasks", description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "pretrain-pe",
+        help="pretrain a position encoding on the red-green tasks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--model", default="thesis_vit", help="preset the encoding is trained in (default thesis_vit)")
-    p.add_argument("--absolute", default="fourier", metavar="SPEC", help="a learnable absolute encoding (default fourier)")
-    p.add_argument("--size", type=option_type(positive_int), default=5000, help="training images per task (default 5000, as the thesis)")
+    p.add_argument(
+        "--absolute", default="fourier", metavar="SPEC", help="a learnable absolute encoding (default fourier)"
+    )
+    p.add_argument(
+        "--size",
+        type=option_type(positive_int),
+        default=5000,
+        help="training images per task (default 5000, as the thesis)",
+    )
     p.add_argument("--epochs", type=option_type(positive_int), default=30, help="epochs per task (default 30)")
     p.add_argument("--batch-size", type=option_type(positive_int), default=64, help="batch size (default 64)")
     p.add_argument("--lr", type=option_type(positive_float), default=1e-3, help="peak learning rate (default 1e-3)")

@@ -16,21 +16,35 @@ from .options import option_type
 
 def run(args: argparse.Namespace) -> int:
     model = build_model(args)
-    print(f"{'table':20s} {'grid':>6s} {'left/right':>10s} {'up/down':>8s} {'(dx,dy) R2':>10s}   "
-          f"{args.folds or 'default'} folds over {args.split}")
+    print(
+        f"{'table':20s} {'grid':>6s} {'left/right':>10s} {'up/down':>8s} {'(dx,dy) R2':>10s}   "
+        f"{args.folds or 'default'} folds over {args.split}"
+    )
     results = {}
     for stage in stage_indices(model, args.stage):
         grid = native_grid(model, stage)
         for name, table in layer_position_encodings(model, grid, stage).items():
             label = stage_name(model, stage, name)
-            result = probe_table(table, grid, folds=args.folds, split=args.split, regression=args.regression, seed=args.seed)
+            result = probe_table(
+                table, grid, folds=args.folds, split=args.split, regression=args.regression, seed=args.seed
+            )
             results[label] = result.to_dict() | {"grid": list(grid)}
-            print(f"{label:20s} {grid[0]:>3d}x{grid[1]:<2d} {result.left_right:10.3f} {result.up_down:8.3f} {result.distance_r2:10.3f}")
+            print(
+                f"{label:20s} {grid[0]:>3d}x{grid[1]:<2d} {result.left_right:10.3f} {result.up_down:8.3f} {result.distance_r2:10.3f}"
+            )
     figure = save_bars(
-        args.out / "probe.png", list(results),
-        {label: [r[key] for r in results.values()] for key, label in
-         (("left_right", "left/right accuracy"), ("up_down", "up/down accuracy"), ("distance_r2", "(dx, dy) R²"))},
-        xlabel="position table", ylabel="probe score (accuracy: chance 0.5)",
+        args.out / "probe.png",
+        list(results),
+        {
+            label: [r[key] for r in results.values()]
+            for key, label in (
+                ("left_right", "left/right accuracy"),
+                ("up_down", "up/down accuracy"),
+                ("distance_r2", "(dx, dy) R²"),
+            )
+        },
+        xlabel="position table",
+        ylabel="probe score (accuracy: chance 0.5)",
         title=f"linear probes for relative location, folds over {args.split}",
         ylim=(min(0.0, *(r["distance_r2"] for r in results.values())), 1.0),
     )
@@ -42,10 +56,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("probe", help="probe position tables for relative location", description=__doc__)
     add_model_arguments(p)
     add_stage_argument(p, "-1", "absolute table and per-block encodings")
-    p.add_argument("--folds", type=option_type(positive_int),
-                   help="cross-validation folds (default 10, as the thesis, or fewer on grids under 30 cells)")
+    p.add_argument(
+        "--folds",
+        type=option_type(positive_int),
+        help="cross-validation folds (default 10, as the thesis, or fewer on grids under 30 cells)",
+    )
     p.add_argument("--split", choices=SPLITS, default="cells", help="what the folds hold out (default cells)")
-    p.add_argument("--regression", choices=REGRESSIONS, default="ridge",
-                   help="offset probe: ridge with a cross-validated penalty (default) or plain least squares")
+    p.add_argument(
+        "--regression",
+        choices=REGRESSIONS,
+        default="ridge",
+        help="offset probe: ridge with a cross-validated penalty (default) or plain least squares",
+    )
     add_output_argument(p, "probe")
     p.set_defaults(func=run)

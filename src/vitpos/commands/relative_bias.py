@@ -35,7 +35,9 @@ def _layers(model, args: argparse.Namespace) -> list[tuple[int, RelativeLayer]]:
     if not chosen:
         where = f"block {args.block}" + (f" of stage {args.stage}" if args.stage is not None else "")
         have = ", ".join(stage_name(model, layer.stage, f"block {layer.block}") for _, layer in layers)
-        raise ConfigError(f"{where} does not exist; the model has {len(layers)} layers with a relative encoding: {have}")
+        raise ConfigError(
+            f"{where} does not exist; the model has {len(layers)} layers with a relative encoding: {have}"
+        )
     return chosen
 
 
@@ -47,8 +49,10 @@ def run(args: argparse.Namespace) -> int:
         heads = layer.attn.num_heads
         if args.attention_head is not None and args.attention_head >= heads:
             where = f" in stage {layer.stage}" if len(model.stages) > 1 else ""
-            raise ConfigError(f"--attention-head {args.attention_head} does not exist: the model has {heads} heads{where}; "
-                              f"use 0 to {heads - 1}")
+            raise ConfigError(
+                f"--attention-head {args.attention_head} does not exist: the model has {heads} heads{where}; "
+                f"use 0 to {heads - 1}"
+            )
         grid, prefix = layer.view(model, tuple(images.shape[-2:]))
         refs = reference_lattice(grid, args.per_side)
         rows, cols = sorted({r for r, _ in refs}), sorted({c for _, c in refs})
@@ -58,13 +62,22 @@ def run(args: argparse.Namespace) -> int:
         maps = maps.mean(0) if args.attention_head is None else maps[0 if shared else args.attention_head]
         mosaic = maps.reshape(len(rows), len(cols), *grid)  # references laid out where they sit
         name = stage_name(model, layer.stage, f"block {layer.block}")
-        stem = f"relative_bias_block{layer.block}" if len(model.stages) == 1 else f"relative_bias_stage{layer.stage}_block{layer.block}"
+        stem = (
+            f"relative_bias_block{layer.block}"
+            if len(model.stages) == 1
+            else f"relative_bias_stage{layer.stage}_block{layer.block}"
+        )
         path = save_heatmaps(
-            args.out / f"{stem}.png", mosaic, markers=[[(r, c) for c in cols] for r in rows],
-            row_labels=[f"row {r}" for r in rows], col_labels=[f"col {c}" for c in cols],
+            args.out / f"{stem}.png",
+            mosaic,
+            markers=[[(r, c) for c in cols] for r in rows],
+            row_labels=[f"row {r}" for r in rows],
+            col_labels=[f"col {c}" for c in cols],
             title=f"relative logit bias, {name} ({grid[0]}x{grid[1]} {'window' if layer.windowed else 'grid'}), "
-                  + ("mean over heads" if args.attention_head is None else f"head {args.attention_head}"),
-            xlabel="key column", ylabel="key row", colorbar_label="logit added to query (star) -> key",
+            + ("mean over heads" if args.attention_head is None else f"head {args.attention_head}"),
+            xlabel="key column",
+            ylabel="key row",
+            colorbar_label="logit added to query (star) -> key",
         )
         summary[name] = {"grid": list(grid), "references": refs, "min": float(maps.min()), "max": float(maps.max())}
         print(f"{name}: bias in [{maps.min():.3f}, {maps.max():.3f}] on a {grid[0]}x{grid[1]} grid  wrote {path}")
@@ -77,8 +90,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_model_arguments(p, default_model="deit_tiny_patch16_224_ctx_product_50_shared_k")
     add_input_arguments(p)
     add_stage_argument(p, "all", "blocks' relative encodings")
-    p.add_argument("--block", type=int, help="one block of each chosen stage (default: every block with a relative encoding)")
-    p.add_argument("--attention-head", type=option_type(non_negative_int), help="one attention head (default: the mean over heads)")
-    p.add_argument("--per-side", type=option_type(positive_int), default=5, help="reference cells per side (default 5, as iRPE Fig. 5)")
+    p.add_argument(
+        "--block", type=int, help="one block of each chosen stage (default: every block with a relative encoding)"
+    )
+    p.add_argument(
+        "--attention-head", type=option_type(non_negative_int), help="one attention head (default: the mean over heads)"
+    )
+    p.add_argument(
+        "--per-side",
+        type=option_type(positive_int),
+        default=5,
+        help="reference cells per side (default 5, as iRPE Fig. 5)",
+    )
     add_output_argument(p, "relative-bias")
     p.set_defaults(func=run)

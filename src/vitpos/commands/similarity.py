@@ -29,13 +29,17 @@ def run(args: argparse.Namespace) -> int:
         for name, table in tables.items():
             scores[name] = locality(table, grid)
             print(f"{stage_name(model, stage, name):20s} {scores[name]:8.3f}")
-        paths.append(save_heatmaps(
-            figure_path(args.out, "similarity", model, stage),
-            torch.stack([similarity_maps(table, grid, refs) for table in tables.values()]),
-            row_labels=list(tables), col_labels=[f"cell {r},{c}" for r, c in refs], markers=refs,
-            title=f"cosine similarity of each cell's position encoding to the reference cell (star), {stage_name(model, stage, f'{grid[0]}x{grid[1]} grid')}",
-            colorbar_label="cosine similarity",
-        ))
+        paths.append(
+            save_heatmaps(
+                figure_path(args.out, "similarity", model, stage),
+                torch.stack([similarity_maps(table, grid, refs) for table in tables.values()]),
+                row_labels=list(tables),
+                col_labels=[f"cell {r},{c}" for r, c in refs],
+                markers=refs,
+                title=f"cosine similarity of each cell's position encoding to the reference cell (star), {stage_name(model, stage, f'{grid[0]}x{grid[1]} grid')}",
+                colorbar_label="cosine similarity",
+            )
+        )
         stages.append({"stage": stage, "grid": list(grid), "references": refs, "locality": scores})
     write_json(args.out / "similarity.json", {"stages": stages})
     print("wrote " + ", ".join(map(str, paths)))

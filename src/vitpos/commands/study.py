@@ -29,8 +29,11 @@ def _size_list(text: str) -> tuple[int, ...]:
 
 def build_config(args: argparse.Namespace) -> StudyConfig:
     """The study the options describe: the default or ``--full``, with each given option replaced."""
-    overrides = {name: getattr(args, name) for name in ("seeds", "epochs", "train_size", "efficiency_sizes", "resolutions")
-                 if getattr(args, name) is not None}
+    overrides = {
+        name: getattr(args, name)
+        for name in ("seeds", "epochs", "train_size", "efficiency_sizes", "resolutions")
+        if getattr(args, name) is not None
+    }
     if args.family:
         overrides["families"] = tuple(parse_family(text) for text in args.family)
     return StudyConfig.full(**overrides) if args.full else StudyConfig(**overrides)
@@ -46,11 +49,18 @@ def _start_over(folder: Path) -> None:
 
 def _command(args: argparse.Namespace) -> str:
     """The command line that reproduces this study (for the report)."""
-    parts = ["vitpos", "study"] + (["--full"] if args.full else []) + (["--task", "detect"] if args.task == "detect" else [])
+    parts = (
+        ["vitpos", "study"]
+        + (["--full"] if args.full else [])
+        + (["--task", "detect"] if args.task == "detect" else [])
+    )
     for name in ("seeds", "epochs", "train_size", "efficiency_sizes", "resolutions"):
         value = getattr(args, name)
         if value is not None:
-            parts += [f"--{name.replace('_', '-')}", ",".join(map(str, value)) if isinstance(value, tuple) else str(value)]
+            parts += [
+                f"--{name.replace('_', '-')}",
+                ",".join(map(str, value)) if isinstance(value, tuple) else str(value),
+            ]
     for text in args.family or ():
         parts += ["--family", text]
     if args.out != Path("runs/study"):
@@ -64,8 +74,12 @@ _ENSEMBLE = {"auto": None, "on": True, "off": False}
 def run_detect(args: argparse.Namespace) -> int:
     """``--task detect``: iRPE Table 6's claims with tiny DETRs (:mod:`vitpos.study.detect`)."""
     if args.full or args.report_only or args.efficiency_sizes or args.resolutions:
-        raise ValueError("--task detect takes --seeds, --epochs, --train-size, --family, --workers, --device, --out and --fresh")
-    overrides = {name: getattr(args, name) for name in ("seeds", "epochs", "train_size") if getattr(args, name) is not None}
+        raise ValueError(
+            "--task detect takes --seeds, --epochs, --train-size, --family, --workers, --device, --out and --fresh"
+        )
+    overrides = {
+        name: getattr(args, name) for name in ("seeds", "epochs", "train_size") if getattr(args, name) is not None
+    }
     if args.family:
         overrides["families"] = tuple(args.family)
     config = DetectStudyConfig(**overrides)
@@ -73,7 +87,9 @@ def run_detect(args: argparse.Namespace) -> int:
     if args.fresh:
         _start_over(out)
     device = resolve_device(args.device)
-    workers = args.workers if args.workers is not None else (1 if device.startswith("cuda") else min(2, os.cpu_count() or 1))
+    workers = (
+        args.workers if args.workers is not None else (1 if device.startswith("cuda") else min(2, os.cpu_count() or 1))
+    )
     run_detect_study(config, out, workers=workers, device=device, command=_command(args))
     return 0
 
@@ -88,35 +104,70 @@ def run(args: argparse.Namespace) -> int:
     if args.fresh:
         _start_over(args.out)
     device = resolve_device(args.device)
-    workers = args.workers if args.workers is not None else (1 if device.startswith("cuda") else min(2, os.cpu_count() or 1))
-    run_study(config, args.out, command=_command(args), workers=workers, device=device, ensemble=_ENSEMBLE[args.ensemble])
+    workers = (
+        args.workers if args.workers is not None else (1 if device.startswith("cuda") else min(2, os.cpu_count() or 1))
+    )
+    run_study(
+        config, args.out, command=_command(args), workers=workers, device=device, ensemble=_ENSEMBLE[args.ensemble]
+    )
     return 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("study", help="compare position encodings on the red-green tasks and write a report",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--task", choices=("classify", "detect"), default="classify",
-                   help="classify: the red-green tasks (default); detect: iRPE Table 6's claims with tiny DETRs on synthetic:detect "
-                        "(families: " + ", ".join(DETECT_FAMILIES) + "; default folder runs/study-detect)")
-    p.add_argument("--full", action="store_true", help="the thesis protocol: 10 seeds, 5000/1000/1000 images, 30 epochs")
-    p.add_argument("--family", action="append", metavar="FAMILY",
-                   help="a family to compare (repeatable; replaces the default list): a built-in label ("
-                        + ", ".join(f.label for f in BUILT_IN_FAMILIES) + "; the default list: "
-                        + ", ".join(f.label for f in DEFAULT_FAMILIES) + ") or 'label: [host=pvt|swin] slot=spec ... "
-                        "[head=gap] [option=value ...] [pretrained]'")
+    p = sub.add_parser(
+        "study",
+        help="compare position encodings on the red-green tasks and write a report",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--task",
+        choices=("classify", "detect"),
+        default="classify",
+        help="classify: the red-green tasks (default); detect: iRPE Table 6's claims with tiny DETRs on synthetic:detect "
+        "(families: " + ", ".join(DETECT_FAMILIES) + "; default folder runs/study-detect)",
+    )
+    p.add_argument(
+        "--full", action="store_true", help="the thesis protocol: 10 seeds, 5000/1000/1000 images, 30 epochs"
+    )
+    p.add_argument(
+        "--family",
+        action="append",
+        metavar="FAMILY",
+        help="a family to compare (repeatable; replaces the default list): a built-in label ("
+        + ", ".join(f.label for f in BUILT_IN_FAMILIES)
+        + "; the default list: "
+        + ", ".join(f.label for f in DEFAULT_FAMILIES)
+        + ") or 'label: [host=pvt|swin] slot=spec ... "
+        "[head=gap] [option=value ...] [pretrained]'",
+    )
     p.add_argument("--seeds", type=int, help="seeds per cell (default 5; --full 10)")
     p.add_argument("--epochs", type=int, help="training epochs over the full training set (default 15; --full 30)")
     p.add_argument("--train-size", type=int, help="training images per task")
-    p.add_argument("--efficiency-sizes", type=_size_list, metavar="N,N", help="smaller training sets for the learning curves")
-    p.add_argument("--resolutions", type=_size_list, metavar="PX,PX", help="evaluation image sizes of the direction models")
-    p.add_argument("--workers", type=int,
-                   help="training jobs at once, one process each (default: 2 on a CPU, or 1 on a single core; 1 on CUDA)")
+    p.add_argument(
+        "--efficiency-sizes", type=_size_list, metavar="N,N", help="smaller training sets for the learning curves"
+    )
+    p.add_argument(
+        "--resolutions", type=_size_list, metavar="PX,PX", help="evaluation image sizes of the direction models"
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        help="training jobs at once, one process each (default: 2 on a CPU, or 1 on a single core; 1 on CUDA)",
+    )
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: cuda where present, else cpu)")
-    p.add_argument("--ensemble", choices=tuple(_ENSEMBLE), default="auto",
-                   help="train the seeds and tasks of one setting as one stacked ensemble (exact; default auto: on "
-                        "CUDA, where it fills the GPU, off on a CPU, where it measured slower)")
+    p.add_argument(
+        "--ensemble",
+        choices=tuple(_ENSEMBLE),
+        default="auto",
+        help="train the seeds and tasks of one setting as one stacked ensemble (exact; default auto: on "
+        "CUDA, where it fills the GPU, off on a CPU, where it measured slower)",
+    )
     p.add_argument("--out", type=Path, default=Path("runs/study"), help="the study folder (default runs/study)")
     p.add_argument("--fresh", action="store_true", help="delete the study folder first instead of continuing it")
-    p.add_argument("--report-only", action="store_true", help="rewrite report.md and the figures from the folder's results.json; train nothing")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rewrite report.md and the figures from the folder's results.json; train nothing",
+    )
     p.set_defaults(func=run)

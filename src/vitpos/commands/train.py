@@ -12,15 +12,16 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from ..engine.config import TrainConfig
-from ..errors import ConfigError
 from ..engine.records import CONFIG_FILE
 from ..engine.setup import RunRequest
 from ..engine.train import train
+from ..errors import ConfigError
 from .options import add_dataclass_options, add_model_options, given_options
+
 
 def default_run_dir(request: RunRequest) -> str:
     """``runs/<preset>-<data>`` with the data spec made file-name safe."""
@@ -32,7 +33,9 @@ def default_run_dir(request: RunRequest) -> str:
 def build_request(args: argparse.Namespace) -> RunRequest:
     """Stack the saved run config (on resume), the config file and the command-line options."""
     names = args.option_names
-    cli = RunRequest(args.model, given_options(args, names["model"] + names["slots"]), given_options(args, names["train"]))
+    cli = RunRequest(
+        args.model, given_options(args, names["model"] + names["slots"]), given_options(args, names["train"])
+    )
     request = (RunRequest.from_yaml(args.config) if args.config else RunRequest()).merged(cli)
     run_dir = request.train.get("run_dir")
     if args.resume:
@@ -67,7 +70,12 @@ def _epoch_lines() -> Iterator[None]:
 def run(args: argparse.Namespace) -> int:
     model_cfg, train_cfg, data = build_request(args).resolve()
     with _epoch_lines():
-        result = train(model_cfg, train_cfg, data, resume={"resume": True, "resume_if_present": "if_present"}.get(args.resume, False))
+        result = train(
+            model_cfg,
+            train_cfg,
+            data,
+            resume={"resume": True, "resume_if_present": "if_present"}.get(args.resume, False),
+        )
     if int(os.environ.get("RANK", "0")) == 0:
         metrics = "  ".join(f"{k} {v:.4g}" for k, v in result.test.items())
         print(f"run folder {result.run_dir}: test {metrics}")
@@ -84,14 +92,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", metavar="FILE", help="YAML file with 'model' and 'train' sections")
     p.add_argument("--model", metavar="NAME", help="model preset to start from (see `vitpos models`)")
     resume = p.add_mutually_exclusive_group()
-    resume.add_argument("--resume", dest="resume", action="store_const", const="resume",
-                        help="continue the run in --run-dir from its newest checkpoint (an error if it has none); its saved "
-                             "config.yaml is the base for every option (a --model given again must match the checkpoint; "
-                             "other changed training options are applied with a warning)")
-    resume.add_argument("--resume-if-present", dest="resume", action="store_const", const="resume_if_present",
-                        help="like --resume, but start a new run when --run-dir holds no checkpoint")
+    resume.add_argument(
+        "--resume",
+        dest="resume",
+        action="store_const",
+        const="resume",
+        help="continue the run in --run-dir from its newest checkpoint (an error if it has none); its saved "
+        "config.yaml is the base for every option (a --model given again must match the checkpoint; "
+        "other changed training options are applied with a warning)",
+    )
+    resume.add_argument(
+        "--resume-if-present",
+        dest="resume",
+        action="store_const",
+        const="resume_if_present",
+        help="like --resume, but start a new run when --run-dir holds no checkpoint",
+    )
     run_dir_help = "Folder for the config, metrics and checkpoints (default: runs/<model>-<data>)."
-    names = {"train": add_dataclass_options(p.add_argument_group("training options"), TrainConfig, help_overrides={"run_dir": run_dir_help})}
+    names = {
+        "train": add_dataclass_options(
+            p.add_argument_group("training options"), TrainConfig, help_overrides={"run_dir": run_dir_help}
+        )
+    }
     names |= add_model_options(
         p,
         "override fields of the preset (the defaults), those of its host: a ViT's depth, a pyramid's per-stage depths "

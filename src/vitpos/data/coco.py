@@ -60,7 +60,7 @@ class CocoImages(ImageDataset):
         images = torch.stack([decode_resized(self.files[i], self.image_size) for i in index.tolist()])
         return images, self.targets[index]
 
-    def at_size(self, size: int | tuple[int, int]) -> "CocoImages":
+    def at_size(self, size: int | tuple[int, int]) -> CocoImages:
         return CocoImages(self.files, self.targets, self.info, as_size(size))
 
 
@@ -68,7 +68,9 @@ def decode_resized(path: Path, size: Size) -> torch.Tensor:
     """RGB uint8 (3, H, W), the whole image resized to ``size`` (no crop: boxes stay inside)."""
     try:
         with Image.open(path) as img:
-            pixels = np.asarray(img.convert("RGB").resize((size[1], size[0]), Image.Resampling.BILINEAR), dtype=np.uint8)
+            pixels = np.asarray(
+                img.convert("RGB").resize((size[1], size[0]), Image.Resampling.BILINEAR), dtype=np.uint8
+            )
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
         raise VitposError(f"cannot read image {path} ({err}); remove or replace the file") from None
     return torch.from_numpy(pixels.copy()).permute(2, 0, 1)
@@ -79,10 +81,14 @@ def _load_index(file: Path) -> COCO:
         with contextlib.redirect_stdout(io.StringIO()):
             return COCO(str(file))
     except (ValueError, KeyError, TypeError, AssertionError) as err:
-        raise VitposError(f"{file} is not a COCO annotation file ({type(err).__name__}: {err}); expected keys images, annotations, categories") from None
+        raise VitposError(
+            f"{file} is not a COCO annotation file ({type(err).__name__}: {err}); expected keys images, annotations, categories"
+        ) from None
 
 
-def read_coco_annotations(file: Path, image_dir: Path, categories: list[int] | None = None) -> tuple[list[Path], list[ObjectTargets], dict[int, str], Counter]:
+def read_coco_annotations(
+    file: Path, image_dir: Path, categories: list[int] | None = None
+) -> tuple[list[Path], list[ObjectTargets], dict[int, str], Counter]:
     """Image paths, their objects (labels by ``categories`` order), category names and skip counts."""
     coco = _load_index(file)
     names = {c["id"]: c.get("name", str(c["id"])) for c in coco.dataset.get("categories", [])}
@@ -97,7 +103,9 @@ def read_coco_annotations(file: Path, image_dir: Path, categories: list[int] | N
                 f"categories ({', '.join(map(str, order))}); fix the annotation or add the category"
             )
         if ann["image_id"] not in coco.imgs:
-            raise VitposError(f"{file}: annotation {ann.get('id')} refers to image_id {ann['image_id']}, which is not among the images")
+            raise VitposError(
+                f"{file}: annotation {ann.get('id')} refers to image_id {ann['image_id']}, which is not among the images"
+            )
     counts: Counter = Counter()
     files, objects = [], []
     for image_id in sorted(coco.imgs):
@@ -123,10 +131,16 @@ def read_coco_annotations(file: Path, image_dir: Path, categories: list[int] | N
             boxes.append([(x0 + x1) / 2 / w, (y0 + y1) / 2 / h, (x1 - x0) / w, (y1 - y0) / h])
         if not labels:
             counts["images without objects (kept)"] += 1
-        objects.append(ObjectTargets(torch.tensor(labels, dtype=torch.int64), torch.tensor(boxes, dtype=torch.float32).reshape(-1, 4)))
+        objects.append(
+            ObjectTargets(
+                torch.tensor(labels, dtype=torch.int64), torch.tensor(boxes, dtype=torch.float32).reshape(-1, 4)
+            )
+        )
         files.append(path)
     if not files:
-        raise VitposError(f"{file}: none of its {len(coco.imgs)} images was found in {image_dir}; check the image folder")
+        raise VitposError(
+            f"{file}: none of its {len(coco.imgs)} images was found in {image_dir}; check the image folder"
+        )
     for what, n in sorted(counts.items()):
         LOG.warning("%s: %d %s", file.name, n, what)
     return files, objects, {cid: names[cid] for cid in order if cid in names}, counts
@@ -153,7 +167,14 @@ def load_coco_splits(path: str | Path) -> DataSplits:
     train_file, val_file = _annotation_file(root, "train"), _annotation_file(root, "val")
     train_files, train_objects, names, _ = read_coco_annotations(train_file, _image_dir(root, train_file))
     val_files, val_objects, _, _ = read_coco_annotations(val_file, _image_dir(root, val_file), list(names))
-    info = DataInfo(f"coco:{path}", "detection", classes=tuple(names.values()), mean=IMAGENET_MEAN, std=IMAGENET_STD, position_sensitive=True)
+    info = DataInfo(
+        f"coco:{path}",
+        "detection",
+        classes=tuple(names.values()),
+        mean=IMAGENET_MEAN,
+        std=IMAGENET_STD,
+        position_sensitive=True,
+    )
     slots = max([len(o.labels) for o in train_objects + val_objects] + [1])
     train = CocoImages(train_files, pad_objects(train_objects, slots), info)
     val = CocoImages(val_files, pad_objects(val_objects, slots), info)

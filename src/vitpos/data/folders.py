@@ -16,7 +16,15 @@ from PIL import Image, UnidentifiedImageError
 
 from .dataset import DataInfo, DataSplits, ImageDataset, Size, as_size
 
-__all__ = ["ImageFiles", "load_folder_splits", "decode_image", "fit_to_size", "IMAGE_EXTENSIONS", "IMAGENET_MEAN", "IMAGENET_STD"]
+__all__ = [
+    "ImageFiles",
+    "load_folder_splits",
+    "decode_image",
+    "fit_to_size",
+    "IMAGE_EXTENSIONS",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+]
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)

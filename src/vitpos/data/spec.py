@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 from ..spec import SlotSpec, SpecError
 from .cifar import load_cifar_splits
+from .coco import load_coco_splits
 from .dataset import DataSplits
 from .digits import load_digits_splits
 from .folders import load_folder_splits
-from .coco import load_coco_splits
 from .masks import load_mask_splits
 from .synthetic import TASKS, SyntheticTask
 from .synthetic_detect import SyntheticDetection
@@ -36,8 +36,24 @@ def _image_size(text: str) -> int | tuple[int, int]:
     return (int(h), int(w)) if x else int(h)
 
 
-_SYNTHETIC_OPTIONS: dict[str, Callable[[str], object]] = {"img": _image_size, "square": int, "train": int, "val": int, "test": int, "seed": int}
-_DETECT_OPTIONS: dict[str, Callable[[str], object]] = {"img": _image_size, "objects": int, "min": int, "max": int, "train": int, "val": int, "test": int, "seed": int}
+_SYNTHETIC_OPTIONS: dict[str, Callable[[str], object]] = {
+    "img": _image_size,
+    "square": int,
+    "train": int,
+    "val": int,
+    "test": int,
+    "seed": int,
+}
+_DETECT_OPTIONS: dict[str, Callable[[str], object]] = {
+    "img": _image_size,
+    "objects": int,
+    "min": int,
+    "max": int,
+    "train": int,
+    "val": int,
+    "test": int,
+    "seed": int,
+}
 
 
 def _forms() -> str:

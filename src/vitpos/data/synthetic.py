@@ -161,7 +161,7 @@ class SyntheticImages(TensorImages):
     """A rendered split; :meth:`at_size` draws the split anew at the other size. ``task`` is any
     generator with ``info`` and ``render(split, size)`` (the red-green tasks, ``synthetic:detect``)."""
 
-    def __init__(self, images: torch.Tensor, targets: torch.Tensor, task: "SyntheticTask", split: str) -> None:
+    def __init__(self, images: torch.Tensor, targets: torch.Tensor, task: SyntheticTask, split: str) -> None:
         super().__init__(images, targets, task.info)
         self.task = task
         self.split = split

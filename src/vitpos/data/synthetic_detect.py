@@ -52,7 +52,9 @@ class SyntheticDetection:
         if self.min_size > self.max_size:
             raise ConfigError(f"min={self.min_size} is larger than max={self.max_size}; give min <= max")
         if min(h, w) < 2 * self.max_size:
-            raise ConfigError(f"a {h}x{w} image is too small for squares of up to {self.max_size} pixels; use img >= {2 * self.max_size}")
+            raise ConfigError(
+                f"a {h}x{w} image is too small for squares of up to {self.max_size} pixels; use img >= {2 * self.max_size}"
+            )
 
     @property
     def spec(self) -> str:
@@ -103,4 +105,6 @@ class SyntheticDetection:
             boxes.append((x, y, side, label))
             labels.append(label)
         xywh = torch.tensor([[x + s / 2, y + s / 2, s, s] for x, y, s, _ in boxes], dtype=torch.float32).reshape(-1, 4)
-        return ObjectTargets(torch.tensor(labels, dtype=torch.int64), xywh / torch.tensor([w, h, w, h], dtype=torch.float32))
+        return ObjectTargets(
+            torch.tensor(labels, dtype=torch.int64), xywh / torch.tensor([w, h, w, h], dtype=torch.float32)
+        )

@@ -47,12 +47,16 @@ def coco_metrics(
 ) -> dict[str, float]:
     """AP, AP50, AP75, APs, APm, APl (percent) of ``detections`` (pixel corner boxes) against ``targets``."""
     if not (len(targets) == len(detections) == len(sizes)):
-        raise ValueError(f"{len(targets)} targets, {len(detections)} detections and {len(sizes)} sizes: give one of each per image")
+        raise ValueError(
+            f"{len(targets)} targets, {len(detections)} detections and {len(sizes)} sizes: give one of each per image"
+        )
     gt = coco_ground_truth(targets, sizes, num_classes)
     results = []
     for image_id, det in enumerate(detections, start=1):
         for score, label, (x0, y0, x1, y1) in zip(det.scores.tolist(), det.labels.tolist(), det.boxes.tolist()):
-            results.append({"image_id": image_id, "category_id": int(label), "bbox": [x0, y0, x1 - x0, y1 - y0], "score": score})
+            results.append(
+                {"image_id": image_id, "category_id": int(label), "bbox": [x0, y0, x1 - x0, y1 - y0], "score": score}
+            )
     if not results or not gt.dataset["annotations"]:
         return {name: 0.0 for name in METRIC_NAMES[:3]}
     with contextlib.redirect_stdout(io.StringIO()):

@@ -53,19 +53,27 @@ class SetCriterion(nn.Module):
         class_weight[-1] = weights.eos_coef
         self.register_buffer("class_weight", class_weight, persistent=False)
 
-    def layer_losses(self, logits: torch.Tensor, boxes: torch.Tensor, targets: list[ObjectTargets], num: float) -> dict[str, torch.Tensor]:
+    def layer_losses(
+        self, logits: torch.Tensor, boxes: torch.Tensor, targets: list[ObjectTargets], num: float
+    ) -> dict[str, torch.Tensor]:
         """ce, bbox and giou of one decoder layer's predictions."""
         logits, boxes = logits.float(), boxes.float()
         matches = self.matcher(logits, boxes, targets)
         batch = torch.cat([torch.full_like(q, b) for b, (q, _) in enumerate(matches)]).to(logits.device)
         query = torch.cat([q for q, _ in matches]).to(logits.device)
         classes = torch.full(logits.shape[:2], self.num_classes, dtype=torch.int64, device=logits.device)
-        classes[batch, query] = torch.cat([t.labels[o.to(t.labels.device)] for t, (_, o) in zip(targets, matches)]).to(logits.device)
+        classes[batch, query] = torch.cat([t.labels[o.to(t.labels.device)] for t, (_, o) in zip(targets, matches)]).to(
+            logits.device
+        )
         ce = F.cross_entropy(logits.transpose(1, 2), classes, weight=self.class_weight.to(logits.device))
         pred = boxes[batch, query]
         true = torch.cat([t.boxes[o.to(t.boxes.device)] for t, (_, o) in zip(targets, matches)]).to(pred)
         bbox = F.l1_loss(pred, true, reduction="sum") / num
-        giou = pred.new_zeros(()) if len(pred) == 0 else (1 - torch.diag(generalized_box_iou(box_cxcywh_to_xyxy(pred), box_cxcywh_to_xyxy(true)))).sum() / num
+        giou = (
+            pred.new_zeros(())
+            if len(pred) == 0
+            else (1 - torch.diag(generalized_box_iou(box_cxcywh_to_xyxy(pred), box_cxcywh_to_xyxy(true)))).sum() / num
+        )
         return {"ce": ce, "bbox": bbox, "giou": giou}
 
     def components(self, outputs: dict, targets: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -42,7 +42,9 @@ def pad_objects(objects: list[ObjectTargets], slots: int | None = None) -> torch
 def unpad_objects(targets: torch.Tensor) -> list[ObjectTargets]:
     """The inverse of :func:`pad_objects`: one :class:`ObjectTargets` per image."""
     if targets.ndim != 3 or targets.shape[-1] != 5:
-        raise ValueError(f"detection targets are (B, M, 5) rows of [class, cx, cy, w, h], got shape {tuple(targets.shape)}")
+        raise ValueError(
+            f"detection targets are (B, M, 5) rows of [class, cx, cy, w, h], got shape {tuple(targets.shape)}"
+        )
     out = []
     for rows in targets:
         keep = rows[:, 0] != PADDING

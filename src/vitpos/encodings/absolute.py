@@ -173,11 +173,15 @@ class FourierPosition(AbsoluteEncoding):
 
     _schema = {"gamma": positive_float, "dim": positive_int, "hidden": positive_int, "init": one_of("variance", "std")}
 
-    def __init__(self, ctx: SlotContext, gamma: float = 10.0, dim: int | None = None, hidden: int = 32, init: str = "variance") -> None:
+    def __init__(
+        self, ctx: SlotContext, gamma: float = 10.0, dim: int | None = None, hidden: int = 32, init: str = "variance"
+    ) -> None:
         super().__init__(ctx)
         dim = dim or ctx.embed_dim
         if dim % 2 or dim <= 0 or gamma <= 0 or hidden <= 0:
-            raise ValueError(f"fourier needs an even dim > 0, gamma > 0 and hidden > 0 (dim={dim}, gamma={gamma}, hidden={hidden})")
+            raise ValueError(
+                f"fourier needs an even dim > 0, gamma > 0 and hidden > 0 (dim={dim}, gamma={gamma}, hidden={hidden})"
+            )
         self.gamma, self.fourier_dim, self.init_mode = gamma, dim, init
         self.wr = nn.Linear(2, dim // 2, bias=False)
         std = 1.0 / gamma if init == "variance" else gamma**-2

@@ -47,7 +47,7 @@ class SlotEntry:
         spec.typed_options(cls._schema)
 
     @classmethod
-    def check_combination(cls, position: "PositionConfig") -> None:
+    def check_combination(cls, position: PositionConfig) -> None:
         """Raise ``ValueError`` if this value cannot be combined with the other slots."""
 
     @classmethod

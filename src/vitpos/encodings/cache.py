@@ -22,7 +22,7 @@ callers: nothing outside the module that owns it builds a key.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 import torch
 
@@ -45,12 +45,16 @@ class GridCache:
         self.maxsize = maxsize
         self._entries: OrderedDict[Hashable, torch.Tensor] = OrderedDict()
 
-    def get(self, key: Hashable, compute: Callable[[], torch.Tensor], params: Iterable[torch.Tensor] = ()) -> torch.Tensor:
+    def get(
+        self, key: Hashable, compute: Callable[[], torch.Tensor], params: Iterable[torch.Tensor] = ()
+    ) -> torch.Tensor:
         """Return the cached tensor for ``key`` or compute and store it."""
         params = tuple(params)
-        if tracing() or (
-            torch.is_grad_enabled() and any(p.requires_grad for p in params)
-        ) or any(torch._C._functorch.is_functorch_wrapped_tensor(p) for p in params):
+        if (
+            tracing()
+            or (torch.is_grad_enabled() and any(p.requires_grad for p in params))
+            or any(torch._C._functorch.is_functorch_wrapped_tensor(p) for p in params)
+        ):
             return compute()
         full_key = (key, tuple(p._version for p in params), tuple(p.data_ptr() for p in params))
         hit = self._entries.get(full_key)

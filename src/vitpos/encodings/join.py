@@ -85,7 +85,7 @@ class Join(SlotEntry, nn.Module):
         self.has_absolute = has_absolute
 
     @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, has_absolute: bool = True) -> "Join":
+    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, has_absolute: bool = True) -> Join:
         return cls(ctx, has_absolute, **spec.typed_options(cls._schema))
 
     def terms(self, pe: torch.Tensor | None, grid: Grid) -> JoinTerms:
@@ -97,7 +97,7 @@ class Join(SlotEntry, nn.Module):
         return relative
 
 
-def require_absolute(position: "PositionConfig", join: str, why: str) -> None:
+def require_absolute(position: PositionConfig, join: str, why: str) -> None:
     """Raise ``ValueError`` if ``position`` has no absolute encoding for join ``join`` to use."""
     if position.spec("absolute").name == "none":
         raise ValueError(
@@ -124,7 +124,7 @@ class SharedJoin(Join):
     """
 
     @classmethod
-    def check_combination(cls, position: "PositionConfig") -> None:
+    def check_combination(cls, position: PositionConfig) -> None:
         require_absolute(position, "shared", "adds the absolute encoding before every block")
 
     def terms(self, pe: torch.Tensor | None, grid: Grid) -> JoinTerms:
@@ -156,7 +156,7 @@ class UnsharedJoin(Join):
         self._resampled = GridCache()
 
     @classmethod
-    def check_combination(cls, position: "PositionConfig") -> None:
+    def check_combination(cls, position: PositionConfig) -> None:
         absolute = position.spec("absolute").name
         if not getattr(position.entry("absolute"), "learned_table", False):
             raise ValueError(

@@ -111,7 +111,12 @@ class LapeJoin(Join):
     _schema = {"eta": positive_int, "form": one_of(*FORMS)}
 
     def __init__(
-        self, ctx: SlotContext, has_absolute: bool = True, eta: int | None = None, form: str = "ln", chained: bool = False
+        self,
+        ctx: SlotContext,
+        has_absolute: bool = True,
+        eta: int | None = None,
+        form: str = "ln",
+        chained: bool = False,
     ) -> None:
         super().__init__(ctx, has_absolute)
         eta = ctx.depth if eta is None else eta
@@ -128,7 +133,7 @@ class LapeJoin(Join):
         spec.typed_options(cls._schema)
 
     @classmethod
-    def check_combination(cls, position: "PositionConfig") -> None:
+    def check_combination(cls, position: PositionConfig) -> None:
         if position.spec("absolute").name == "none" and position.spec("relative").name == "none":
             raise ValueError(
                 "join 'lape' has nothing to normalise with absolute='none' and relative='none'; choose an "
@@ -136,7 +141,7 @@ class LapeJoin(Join):
             )
 
     @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, has_absolute: bool = True) -> "LapeJoin":
+    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, has_absolute: bool = True) -> LapeJoin:
         return cls(ctx, has_absolute, chained="chained" in spec.flags, **spec.typed_options(cls._schema))
 
     def terms(self, pe: torch.Tensor | None, grid: Grid) -> JoinTerms:
@@ -146,7 +151,9 @@ class LapeJoin(Join):
     def layer_encodings(self, pe: torch.Tensor) -> torch.Tensor:  # eta, 1, P + H*W, D
         """LN_pe,l(pe) for l = 0..eta-1 (or the chosen form), stacked."""
         if self.pe_norm is None:
-            raise ValueError("this LaPE join was built without an absolute encoding (has_absolute=False); it has no pe to normalise")
+            raise ValueError(
+                "this LaPE join was built without an absolute encoding (has_absolute=False); it has no pe to normalise"
+            )
         if not self.chained:
             return self.pe_norm(pe)
         layers, current = [], pe

@@ -71,7 +71,7 @@ class PegForm:
     """Keep the weights (and BatchNorm statistics) at their initial or loaded values."""
 
     @classmethod
-    def from_spec(cls, spec: SlotSpec) -> "PegForm":
+    def from_spec(cls, spec: SlotSpec) -> PegForm:
         """Read flags ``dw``/``dense``/``dw*N``/``dense*N``/``frozen`` and options ``k``, ``pad``."""
         options = spec.typed_options({"k": _kernel_size, "pad": one_of(*PAD_MODES)})
         conv, stacked, frozen, function_flags = "dw", 0, False, []
@@ -116,7 +116,7 @@ class PEG(nn.Module):
             self.requires_grad_(False)
             self.train(False)
 
-    def train(self, mode: bool = True) -> "PEG":
+    def train(self, mode: bool = True) -> PEG:
         """Switch mode; a frozen PEG stays in eval mode so BatchNorm statistics stay fixed too."""
         return super().train(mode and not self.form.frozen)
 
@@ -167,7 +167,7 @@ class ConditionalPEG(ConditionalEncoding):
         cls._parse(spec)
 
     @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext) -> "ConditionalPEG":
+    def from_spec(cls, spec: SlotSpec, ctx: SlotContext) -> ConditionalPEG:
         positions, form = cls._parse(spec)
         check_depth(spec, positions, ctx.depth)
         return cls(ctx.embed_dim, positions, form)

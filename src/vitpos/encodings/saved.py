@@ -67,8 +67,12 @@ def read_position_metadata(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{path} is not a readable safetensors file ({err})") from None
     if meta.get("format") != FORMAT:
         raise ValueError(f"{path} is not a saved vitpos position encoding (format {meta.get('format')!r})")
-    return {"absolute": meta["absolute"], "embed_dim": int(meta["embed_dim"]),
-            "grid": tuple(json.loads(meta["grid"])), "notes": json.loads(meta["notes"])}
+    return {
+        "absolute": meta["absolute"],
+        "embed_dim": int(meta["embed_dim"]),
+        "grid": tuple(json.loads(meta["grid"])),
+        "notes": json.loads(meta["notes"]),
+    }
 
 
 @torch.no_grad()

@@ -202,7 +202,9 @@ def _metadata(meta: dict[str, str], key: str, file: Path, default: Any = None) -
     if key not in meta:
         if default is not None:
             return default
-        raise CheckpointError(f"checkpoint file {file} lacks the {key!r} entry in its metadata; it was not written by vitpos train")
+        raise CheckpointError(
+            f"checkpoint file {file} lacks the {key!r} entry in its metadata; it was not written by vitpos train"
+        )
     try:
         return json.loads(meta[key])
     except json.JSONDecodeError as err:
@@ -256,7 +258,9 @@ def load_weights(model: nn.Module, weights: dict[str, torch.Tensor], where: Path
     model.load_state_dict(weights)
 
 
-def load_model(path: str | Path, *, ema: bool = False, device: torch.device | str = "cpu") -> tuple[nn.Module, Checkpoint]:
+def load_model(
+    path: str | Path, *, ema: bool = False, device: torch.device | str = "cpu"
+) -> tuple[nn.Module, Checkpoint]:
     """Rebuild the model a checkpoint was trained with and load its (EMA) weights; eval mode."""
     ckpt = load_checkpoint(path, with_state=False)
     if ema and ckpt.ema is None:

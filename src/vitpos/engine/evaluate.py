@@ -7,7 +7,7 @@ Synthetic tasks are drawn anew at the new size; other data are resized.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -69,7 +69,9 @@ def evaluate_resolutions(
     for size in sizes:
         hw = as_size(size)
         if not pad and (hw[0] % patch or hw[1] % patch):
-            raise ValueError(f"resolution {hw[0]}x{hw[1]} is not a multiple of the patch size {patch}; pick multiples of {patch}")
+            raise ValueError(
+                f"resolution {hw[0]}x{hw[1]} is not a multiple of the patch size {patch}; pick multiples of {patch}"
+            )
         results[hw] = evaluate(model, dataset.at_size(hw), **kwargs)
     return results
 

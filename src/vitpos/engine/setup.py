@@ -29,8 +29,8 @@ import yaml
 from ..config import HOST_CONFIGS, SLOT_NAMES, HostConfig
 from ..data.dataset import DataInfo, DataSplits
 from ..data.spec import open_data
-from ..models.factory import config_from_dict, get_config
 from ..errors import VitposError
+from ..models.factory import config_from_dict, get_config
 from ..registry import ARCHITECTURES
 from ..segmentation.config import SemanticFPNConfig
 from .config import TrainConfig
@@ -62,14 +62,16 @@ class RunRequest:
             raise ValueError(f"unknown model option(s) {', '.join(unknown)}; valid: {', '.join(sorted(MODEL_KEYS))}")
         unknown = sorted(set(self.train) - set(TrainConfig.field_names()))
         if unknown:
-            raise ValueError(f"unknown training option(s) {', '.join(unknown)}; valid: {', '.join(TrainConfig.field_names())}")
+            raise ValueError(
+                f"unknown training option(s) {', '.join(unknown)}; valid: {', '.join(TrainConfig.field_names())}"
+            )
 
-    def merged(self, later: "RunRequest") -> "RunRequest":
+    def merged(self, later: RunRequest) -> RunRequest:
         """This layer overridden by ``later``."""
         return RunRequest(later.preset or self.preset, {**self.model, **later.model}, {**self.train, **later.train})
 
     @classmethod
-    def from_mapping(cls, data: dict[str, Any], source: str = "config") -> "RunRequest":
+    def from_mapping(cls, data: dict[str, Any], source: str = "config") -> RunRequest:
         """Parse the two-section mapping described in the module docstring."""
         if not isinstance(data, dict):
             raise ValueError(f"{source} must be a mapping with 'model' and 'train' sections")
@@ -85,7 +87,7 @@ class RunRequest:
         return cls(preset=model.pop("preset", None), model=model, train=dict(data.get("train") or {}))
 
     @classmethod
-    def from_yaml(cls, path: str | Path) -> "RunRequest":
+    def from_yaml(cls, path: str | Path) -> RunRequest:
         """Read a YAML config file."""
         path = Path(path)
         if not path.is_file():
@@ -100,9 +102,13 @@ class RunRequest:
         """Build the training config, open the data, and fit the model config to it."""
         train_cfg = TrainConfig.from_dict(self.train)
         if self.preset is None and not self.model:
-            raise ValueError("no model chosen: pass --model NAME (see `vitpos models`) or a config with a model section")
+            raise ValueError(
+                "no model chosen: pass --model NAME (see `vitpos models`) or a config with a model section"
+            )
         base = get_config(self.preset) if self.preset else None
-        patch = self.model.get("patch_size", base.patch_size if base else _default(self.model.get("arch", "vit"), "patch_size"))
+        patch = self.model.get(
+            "patch_size", base.patch_size if base else _default(self.model.get("arch", "vit"), "patch_size")
+        )
         data = open_data(train_cfg.data, patch_size=patch)
         model_cfg = fit_model_to_data(base, data, overrides=self.model)
         return model_cfg, train_cfg, data
@@ -138,7 +144,9 @@ def fit_model_to_data(base: HostConfig | None, data: DataSplits, overrides: dict
         raise ValueError(str(err)) from None
     except ValueError as err:
         if "img_size" in filled and "divisible" in str(err):
-            raise ValueError(f"{err}; the data's images are {data.image_size}: pass --img-size to resize them") from None
+            raise ValueError(
+                f"{err}; the data's images are {data.image_size}: pass --img-size to resize them"
+            ) from None
         raise
     check_model_fits_data(cfg, info)
     return cfg
@@ -158,7 +166,11 @@ def check_model_fits_data(cfg: HostConfig, info: DataInfo, trained_on: dict[str,
             f"task; evaluate it on {trained_task} data"
         )
     if cfg.num_classes != info.num_outputs:
-        what = f"{info.num_outputs} classes" if info.task == "classification" else f"{info.num_outputs} regression targets"
-        raise ValueError(f"the model has num_classes={cfg.num_classes} but {info.spec} has {what}; set num_classes={info.num_outputs}")
+        what = (
+            f"{info.num_outputs} classes" if info.task == "classification" else f"{info.num_outputs} regression targets"
+        )
+        raise ValueError(
+            f"the model has num_classes={cfg.num_classes} but {info.spec} has {what}; set num_classes={info.num_outputs}"
+        )
     if cfg.in_chans != info.channels:
         raise ValueError(f"the model takes in_chans={cfg.in_chans} but {info.spec} has {info.channels}-channel images")

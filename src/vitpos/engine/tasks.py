@@ -105,7 +105,7 @@ class DetectionMetrics:
         objects = [ObjectTargets(t.labels.cpu(), t.boxes.cpu()) for t in unpad_objects(targets)]
         self.images += [(t, cpu(d), image_hw) for t, d in zip(objects, postprocess(outputs, image_hw))]
 
-    def reduced(self, ctx: Dist) -> "DetectionMetrics":
+    def reduced(self, ctx: Dist) -> DetectionMetrics:
         out = DetectionMetrics(self.num_classes, self.sums.device, self.image_hw)
         out.sums = all_reduce_sum(self.sums.clone(), ctx)
         out.images = list(self.images)
@@ -154,15 +154,22 @@ def task_for(info: DataInfo, model: nn.Module) -> Task:
         kind = "a detector" if detector else "not a detector"
         raise VitposError(
             f"{info.spec} is a {info.task} task, but the model ({type(model).__name__}) is {kind}; "
-            + ("use a detr_* preset (see `vitpos models detr*`)" if info.task == "detection" else "use detection data (synthetic:detect, coco:PATH)")
+            + (
+                "use a detr_* preset (see `vitpos models detr*`)"
+                if info.task == "detection"
+                else "use detection data (synthetic:detect, coco:PATH)"
+            )
         )
     segmenter = getattr(getattr(model, "cfg", None), "task", None) == "segmentation"
     if (info.task == "segmentation") != segmenter:
         kind = "a segmenter" if segmenter else "not a segmenter"
         raise VitposError(
             f"{info.spec} is a {info.task} task, but the model ({type(model).__name__}) is {kind}; "
-            + ("use a *_fpn preset (see `vitpos models --task segmentation`)" if info.task == "segmentation"
-               else "use segmentation data (synthetic:segment, masks:PATH)")
+            + (
+                "use a *_fpn preset (see `vitpos models --task segmentation`)"
+                if info.task == "segmentation"
+                else "use segmentation data (synthetic:segment, masks:PATH)"
+            )
         )
     if segmenter:
         return SegmentationTask(info)

@@ -33,7 +33,14 @@ from ..encodings.saved import load_position_encoding
 from ..errors import VitposError
 from ..models.factory import create_model
 from ..released import load_checkpoint as load_initial_weights
-from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_checkpoint, load_weights, save_checkpoint
+from .checkpoint import (
+    CheckpointError,
+    check_same_model,
+    latest_checkpoint,
+    load_checkpoint,
+    load_weights,
+    save_checkpoint,
+)
 from .config import TrainConfig
 from .distributed import Dist, epoch_batches, setup, steps_per_epoch, teardown
 from .evaluate import evaluate, input_dtype, loss_precision
@@ -51,7 +58,19 @@ LOG = logging.getLogger("vitpos.train")
 
 Resume = bool | Literal["if_present"]
 
-_BOOKKEEPING = frozenset({"device", "workers", "run_dir", "save_every", "keep_checkpoints", "eval_every", "progress", "compile", "deterministic"})
+_BOOKKEEPING = frozenset(
+    {
+        "device",
+        "workers",
+        "run_dir",
+        "save_every",
+        "keep_checkpoints",
+        "eval_every",
+        "progress",
+        "compile",
+        "deterministic",
+    }
+)
 """Training options that may change on resume without changing what the run computes."""
 
 
@@ -106,7 +125,9 @@ def step_seed(seed: int, step: int, rank: int) -> int:
 class _Trainer:
     """One run; built (and every input checked) before anything is written."""
 
-    def __init__(self, model_cfg: HostConfig, cfg: TrainConfig, data: DataSplits, ctx: Dist, device: torch.device, resume: Resume) -> None:
+    def __init__(
+        self, model_cfg: HostConfig, cfg: TrainConfig, data: DataSplits, ctx: Dist, device: torch.device, resume: Resume
+    ) -> None:
         self.cfg, self.model_cfg, self.ctx, self.device = cfg, model_cfg, ctx, device
         self.info = data.info
         check_model_fits_data(model_cfg, self.info)
@@ -140,7 +161,9 @@ class _Trainer:
         self.net: nn.Module = self.model
         if ctx.enabled:
             # static_graph: the same parameters take part in every step, used or not
-            self.net = DistributedDataParallel(self.model, device_ids=[device.index] if device.type == "cuda" else None, static_graph=True)
+            self.net = DistributedDataParallel(
+                self.model, device_ids=[device.index] if device.type == "cuda" else None, static_graph=True
+            )
         if cfg.compile:
             self.net = torch.compile(self.net)
 
@@ -168,7 +191,9 @@ class _Trainer:
         check_same_model(ckpt.model_config, self.model_cfg, ckpt.path)
         trained_on = ckpt.train_config.get("data")
         if trained_on != self.cfg.data:
-            raise CheckpointError(f"checkpoint {ckpt.path} was trained on {trained_on!r}, not {self.cfg.data!r}; resume with the same --data")
+            raise CheckpointError(
+                f"checkpoint {ckpt.path} was trained on {trained_on!r}, not {self.cfg.data!r}; resume with the same --data"
+            )
         load_weights(self.model, ckpt.weights, ckpt.path)
         if self.ema is not None:
             if ckpt.ema is None:
@@ -196,7 +221,11 @@ class _Trainer:
     def _warn_changes(self, saved: dict[str, Any], where: Path) -> None:
         """Warn about options that change what a resumed run computes (the schedule, the optimiser ...)."""
         now = self.cfg.to_dict()
-        changed = [f"{k} {saved[k]!r} -> {now[k]!r}" for k in now if k not in _BOOKKEEPING and k in saved and saved[k] != now[k]]
+        changed = [
+            f"{k} {saved[k]!r} -> {now[k]!r}"
+            for k in now
+            if k not in _BOOKKEEPING and k in saved and saved[k] != now[k]
+        ]
         if changed and self.ctx.is_main:
             warnings.warn(
                 f"resuming {where} with changed training options ({'; '.join(changed)}): the run continues from the "
@@ -222,21 +251,37 @@ class _Trainer:
             write_history(self.run_dir, self.history)
         start = time.perf_counter()
         # one bar for the whole run, so its ETA is the run's
-        self.bar = tqdm(total=cfg.epochs * self.steps_per_epoch, initial=self.step, leave=False, dynamic_ncols=True,
-                        disable=not (ctx.is_main and cfg.progress), unit="step")
+        self.bar = tqdm(
+            total=cfg.epochs * self.steps_per_epoch,
+            initial=self.step,
+            leave=False,
+            dynamic_ncols=True,
+            disable=not (ctx.is_main and cfg.progress),
+            unit="step",
+        )
         with self.bar:
             while self.epoch < cfg.epochs:
                 self._train_epoch()
         test = self._evaluate(self.test_set, "")
         if self.run_dir is not None and ctx.is_main:
-            write_summary(self.run_dir, {
-                "test": test,
-                "params": sum(p.numel() for p in self.model.parameters()),
-                "train_time_s": time.perf_counter() - start,
-                "checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
-            })
+            write_summary(
+                self.run_dir,
+                {
+                    "test": test,
+                    "params": sum(p.numel() for p in self.model.parameters()),
+                    "train_time_s": time.perf_counter() - start,
+                    "checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
+                },
+            )
         self._log("test: " + "  ".join(f"{k} {v:.4g}" for k, v in test.items()))
-        return TrainResult(self.model.eval(), self.ema.module if self.ema else None, self.history, test, self.run_dir, self.last_checkpoint)
+        return TrainResult(
+            self.model.eval(),
+            self.ema.module if self.ema else None,
+            self.history,
+            test,
+            self.run_dir,
+            self.last_checkpoint,
+        )
 
     def _train_epoch(self) -> None:
         cfg, ctx, device, info = self.cfg, self.ctx, self.device, self.info
@@ -246,7 +291,7 @@ class _Trainer:
         bar = self.bar
         bar.set_description(f"epoch {self.epoch + 1}/{cfg.epochs}", refresh=False)
         began, first = time.perf_counter(), self.batch
-        loader = iterate_batches(self.train_set, batches[self.batch:], cfg.workers, pin_memory=device.type == "cuda")
+        loader = iterate_batches(self.train_set, batches[self.batch :], cfg.workers, pin_memory=device.type == "cuda")
         for images, targets in loader:
             torch.manual_seed(step_seed(cfg.seed, self.step, ctx.rank))
             images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
@@ -288,12 +333,23 @@ class _Trainer:
         if self.run_dir is not None and ctx.is_main:
             write_history(self.run_dir, self.history)
         self._save(lr)
-        self._log(f"epoch {row['epoch']}/{cfg.epochs}  " + "  ".join(
-            f"{k} {v:.4g}" for k, v in row.items() if k.startswith(("train_", "val_", "ema_")) or k == "images_per_s"
-        ))
+        self._log(
+            f"epoch {row['epoch']}/{cfg.epochs}  "
+            + "  ".join(
+                f"{k} {v:.4g}"
+                for k, v in row.items()
+                if k.startswith(("train_", "val_", "ema_")) or k == "images_per_s"
+            )
+        )
 
     def _evaluate(self, dataset, prefix: str) -> dict[str, float]:
-        kw = dict(batch_size=self.cfg.batch_size, device=self.device, ctx=self.ctx, precision=self.precision, workers=self.cfg.workers)
+        kw = dict(
+            batch_size=self.cfg.batch_size,
+            device=self.device,
+            ctx=self.ctx,
+            precision=self.precision,
+            workers=self.cfg.workers,
+        )
         out = {prefix + k: v for k, v in evaluate(self.model, dataset, **kw).items()}
         if self.ema is not None:
             out |= {f"ema_{prefix}{k}": v for k, v in evaluate(self.ema.module, dataset, **kw).items()}
@@ -322,12 +378,20 @@ class _Trainer:
                 "running": running,
             }
             self.last_checkpoint = save_checkpoint(
-                self.run_dir, self.step, self.model, meta, state, self.ema.module if self.ema else None, self.cfg.keep_checkpoints
+                self.run_dir,
+                self.step,
+                self.model,
+                meta,
+                state,
+                self.ema.module if self.ema else None,
+                self.cfg.keep_checkpoints,
             )
         self.ctx.barrier()
 
 
-def train(model_cfg: HostConfig, cfg: TrainConfig, data: DataSplits | None = None, *, resume: Resume = False) -> TrainResult:
+def train(
+    model_cfg: HostConfig, cfg: TrainConfig, data: DataSplits | None = None, *, resume: Resume = False
+) -> TrainResult:
     """Train a model built from ``model_cfg`` on ``data`` (default: ``open_data(cfg.data)``).
 
     The run records ``data.info.spec``, the full spec of the data it was given, as its data.

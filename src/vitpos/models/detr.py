@@ -40,7 +40,11 @@ class ConvStem(nn.Module):
         super().__init__()
         layers: list[nn.Module] = []
         for width in widths:
-            layers += [nn.Conv2d(in_chans, width, 3, stride=2, padding=1, bias=False), nn.GroupNorm(min(8, width), width), nn.ReLU(inplace=True)]
+            layers += [
+                nn.Conv2d(in_chans, width, 3, stride=2, padding=1, bias=False),
+                nn.GroupNorm(min(8, width), width),
+                nn.ReLU(inplace=True),
+            ]
             in_chans = width
         self.layers = nn.Sequential(*layers)
         self.out_channels = in_chans
@@ -58,7 +62,17 @@ class DetrEncoder(nn.Module):
         rates = [cfg.drop_path_rate * i / max(cfg.enc_depth - 1, 1) for i in range(cfg.enc_depth)]
 
         def make_block(index: int, relative: RelativePosition | None) -> Block:
-            return Block(cfg.embed_dim, cfg.num_heads, cfg.mlp_ratio, cfg.qkv_bias, cfg.drop_rate, cfg.attn_drop_rate, rates[index], relative=relative, norm_eps=1e-5)
+            return Block(
+                cfg.embed_dim,
+                cfg.num_heads,
+                cfg.mlp_ratio,
+                cfg.qkv_bias,
+                cfg.drop_rate,
+                cfg.attn_drop_rate,
+                rates[index],
+                relative=relative,
+                norm_eps=1e-5,
+            )
 
         self.stages = nn.ModuleList([Stage(0, cfg.position, ctx, ctx, make_block, cfg.drop_rate)])
         self.norm = nn.LayerNorm(cfg.embed_dim)
@@ -79,10 +93,14 @@ class DecoderLayer(nn.Module):
         self.norm2 = nn.LayerNorm(dim)
         self.cross_attn = nn.MultiheadAttention(dim, num_heads, dropout=drop, batch_first=True)
         self.norm3 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(inplace=True), nn.Dropout(drop), nn.Linear(hidden, dim))
+        self.mlp = nn.Sequential(
+            nn.Linear(dim, hidden), nn.ReLU(inplace=True), nn.Dropout(drop), nn.Linear(hidden, dim)
+        )
         self.drop = nn.Dropout(drop)
 
-    def forward(self, tgt: torch.Tensor, query_pos: torch.Tensor, memory: torch.Tensor, pos: torch.Tensor | None) -> torch.Tensor:
+    def forward(
+        self, tgt: torch.Tensor, query_pos: torch.Tensor, memory: torch.Tensor, pos: torch.Tensor | None
+    ) -> torch.Tensor:
         h = self.norm1(tgt)
         q = h + query_pos
         tgt = tgt + self.drop(self.self_attn(q, q, h, need_weights=False)[0])
@@ -99,7 +117,9 @@ class DetrDecoder(nn.Module):
         super().__init__()
         self.query_embed = nn.Embedding(cfg.num_queries, cfg.embed_dim)
         hidden = int(cfg.embed_dim * cfg.mlp_ratio)
-        self.layers = nn.ModuleList(DecoderLayer(cfg.embed_dim, cfg.num_heads, hidden, cfg.drop_rate) for _ in range(cfg.dec_depth))
+        self.layers = nn.ModuleList(
+            DecoderLayer(cfg.embed_dim, cfg.num_heads, hidden, cfg.drop_rate) for _ in range(cfg.dec_depth)
+        )
         self.norm = nn.LayerNorm(cfg.embed_dim)
 
     def forward(self, memory: torch.Tensor, pos: torch.Tensor | None) -> torch.Tensor:  # layers, B, Q, D
@@ -191,12 +211,16 @@ class DETR(nn.Module):
         grid = tuple(features.shape[-2:])
         return self.encoder(features.flatten(2).transpose(1, 2), grid), grid
 
-    def forward_head(self, tokens: torch.Tensor, pre_logits: bool = False, grid: Grid | None = None) -> dict | torch.Tensor:
+    def forward_head(
+        self, tokens: torch.Tensor, pre_logits: bool = False, grid: Grid | None = None
+    ) -> dict | torch.Tensor:
         """The encoder's tokens (B, H*W, D) on ``grid`` (default: the training grid) -> the output dict
         (the last decoder layer's, plus ``aux_outputs``); ``pre_logits``: the last layer's query features (B, Q, D)."""
         grid = self.cfg.grid if grid is None else tuple(grid)
         if tokens.shape[1] != grid[0] * grid[1]:
-            raise ValueError(f"{tokens.shape[1]} tokens do not fill the grid {grid[0]}x{grid[1]}; pass the grid they were encoded on")
+            raise ValueError(
+                f"{tokens.shape[1]} tokens do not fill the grid {grid[0]}x{grid[1]}; pass the grid they were encoded on"
+            )
         pos = self.stages[0].position_encoding(grid)
         hidden = self.decoder(tokens, None if pos is None else pos.to(tokens.dtype))
         if pre_logits:

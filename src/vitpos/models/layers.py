@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -52,22 +53,32 @@ class PatchEmbed(nn.Module):
     def check_input(self, x: torch.Tensor) -> None:
         """Raise :class:`VitposError` for inputs the model cannot take, saying how to convert them."""
         if not isinstance(x, torch.Tensor):
-            raise VitposError(f"the model takes a torch.Tensor of images (B, {self.in_chans}, H, W), got {type(x).__name__}; "
-                              "convert with torch.as_tensor(x, dtype=torch.float32)")
+            raise VitposError(
+                f"the model takes a torch.Tensor of images (B, {self.in_chans}, H, W), got {type(x).__name__}; "
+                "convert with torch.as_tensor(x, dtype=torch.float32)"
+            )
         if x.ndim != 4 or x.shape[1] != self.in_chans:
             raise VitposError(f"expected images of shape (B, {self.in_chans}, H, W), got {tuple(x.shape)}")
         if not x.is_floating_point():
-            raise VitposError(f"expected floating-point images, got {x.dtype}; convert with x.float() "
-                              "(and scale 0-255 pixels to the range the model was trained on)")
+            raise VitposError(
+                f"expected floating-point images, got {x.dtype}; convert with x.float() "
+                "(and scale 0-255 pixels to the range the model was trained on)"
+            )
         weight = self.proj.weight.dtype
         if x.dtype != weight and not torch.is_autocast_enabled(x.device.type):
-            raise VitposError(f"the images are {x.dtype} but the model's weights are {weight}; convert with "
-                              f"x.to({weight}) or run under torch.autocast")
+            raise VitposError(
+                f"the images are {x.dtype} but the model's weights are {weight}; convert with "
+                f"x.to({weight}) or run under torch.autocast"
+            )
         if min(x.shape[-2:]) < self.patch_size and not self.pad:
-            raise VitposError(f"the images are {x.shape[-2]}x{x.shape[-1]} pixels, smaller than one "
-                              f"{self.patch_size}-pixel patch; resize them to a multiple of {self.patch_size}")
+            raise VitposError(
+                f"the images are {x.shape[-2]}x{x.shape[-1]} pixels, smaller than one "
+                f"{self.patch_size}-pixel patch; resize them to a multiple of {self.patch_size}"
+            )
         if min(x.shape[-2:]) == 0:
-            raise VitposError(f"the images are {x.shape[-2]}x{x.shape[-1]} pixels: empty; pass images of at least one patch")
+            raise VitposError(
+                f"the images are {x.shape[-2]}x{x.shape[-1]} pixels: empty; pass images of at least one patch"
+            )
 
 
 class Attention(nn.Module):
@@ -119,7 +130,9 @@ class Attention(nn.Module):
         q, k, v = qkv.unbind(0)  # B, heads, N, head_dim
         return self.project(self.attend(q, k, v, grid, num_prefix_tokens, mask, return_weights))
 
-    def project(self, result: torch.Tensor | tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    def project(
+        self, result: torch.Tensor | tuple[torch.Tensor, torch.Tensor]
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """The heads' outputs (B, heads, N, d) merged and projected; weights, if any, pass through."""
         out, weights = result if isinstance(result, tuple) else (result, None)
         b, _, n, _ = out.shape
@@ -221,7 +234,11 @@ class Block(nn.Module):
         h = self.norm1(x)
         if pos is not None:
             h = h + pos
-        out = self.attn(h, grid, num_prefix_tokens) if qk_pos is None else self.attn(h, grid, num_prefix_tokens, qk_pos=qk_pos)
+        out = (
+            self.attn(h, grid, num_prefix_tokens)
+            if qk_pos is None
+            else self.attn(h, grid, num_prefix_tokens, qk_pos=qk_pos)
+        )
         x = x + self.drop_path1(out)
         return x + self.drop_path2(self.mlp(self.norm2(x)))
 
@@ -232,8 +249,8 @@ def run_blocks(
     num_prefix_tokens: int,
     blocks: Sequence[Block],
     pe: torch.Tensor | None,
-    join: "Join",
-    conditional: "ConditionalEncoding | None",
+    join: Join,
+    conditional: ConditionalEncoding | None,
     pos_drop: nn.Module,
 ) -> torch.Tensor:
     """Run ``blocks`` with the slots: the join's terms (:class:`~vitpos.encodings.join.JoinTerms`,

@@ -36,7 +36,13 @@ class SpatialReductionAttention(Attention):
     """
 
     def __init__(
-        self, dim: int, num_heads: int, sr_ratio: int, qkv_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0
+        self,
+        dim: int,
+        num_heads: int,
+        sr_ratio: int,
+        qkv_bias: bool = True,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
     ) -> None:
         super().__init__(dim, num_heads, qkv_bias, attn_drop, proj_drop)
         self.sr_ratio = sr_ratio

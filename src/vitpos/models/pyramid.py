@@ -80,7 +80,9 @@ class PyramidTransformer(nn.Module):
         rates = [cfg.drop_path_rate * i / max(sum(depths) - 1, 1) for i in range(sum(depths))]
         self.drop_path_rates = [rates[sum(depths[:s]) : sum(depths[: s + 1])] for s in range(cfg.num_stages)]
         self.stages = nn.ModuleList(
-            Stage(s, cfg.position, ctx, self.relative_context(ctx), functools.partial(self.make_block, s), cfg.drop_rate)
+            Stage(
+                s, cfg.position, ctx, self.relative_context(ctx), functools.partial(self.make_block, s), cfg.drop_rate
+            )
             for s, ctx in enumerate(contexts)
         )
         self.norm = nn.LayerNorm(self.num_features, eps=self.norm_eps)

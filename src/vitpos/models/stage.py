@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -43,11 +43,15 @@ class Stage(nn.Module):
         self.num_prefix_tokens = ctx.num_prefix_tokens
         try:
             self.absolute = position.entry("absolute").from_spec(position.spec("absolute"), ctx)
-            self.join = position.entry("join").from_spec(position.spec("join"), ctx, has_absolute=self.absolute is not None)
+            self.join = position.entry("join").from_spec(
+                position.spec("join"), ctx, has_absolute=self.absolute is not None
+            )
             self.conditional = position.entry("conditional").from_spec(position.spec("conditional"), ctx)
             relative_entry, relative_spec = position.entry("relative"), position.spec("relative")
             self.blocks = nn.ModuleList(
-                make_block(i, self.join.adapt_relative(i, relative_entry.from_spec(relative_spec, relative_ctx, layer=i)))
+                make_block(
+                    i, self.join.adapt_relative(i, relative_entry.from_spec(relative_spec, relative_ctx, layer=i))
+                )
                 for i in range(ctx.depth)
             )
         except ValueError as err:

@@ -65,6 +65,12 @@ class SwinTransformer(PyramidTransformer):
     def make_attention(self, stage: int, index: int, relative: RelativePosition | None) -> WindowAttention:
         cfg = self.cfg
         return WindowAttention(
-            cfg.embed_dims[stage], cfg.num_heads[stage], cfg.window_size, shifted=index % 2 == 1, qkv_bias=cfg.qkv_bias,
-            attn_drop=cfg.attn_drop_rate, proj_drop=cfg.drop_rate, relative=relative,
+            cfg.embed_dims[stage],
+            cfg.num_heads[stage],
+            cfg.window_size,
+            shifted=index % 2 == 1,
+            qkv_bias=cfg.qkv_bias,
+            attn_drop=cfg.attn_drop_rate,
+            proj_drop=cfg.drop_rate,
+            relative=relative,
         )

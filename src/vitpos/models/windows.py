@@ -56,7 +56,7 @@ class WindowLayout:
     while tracing)."""
 
     @classmethod
-    def plan(cls, grid: Grid, window_size: int, shifted: bool) -> "WindowLayout":
+    def plan(cls, grid: Grid, window_size: int, shifted: bool) -> WindowLayout:
         """Windows of ``window_size`` (shifted by half of it when ``shifted``); axes that fit in
         one window become a single unshifted window (while tracing: a padded whole window, see
         the module docstring)."""
@@ -224,7 +224,9 @@ class WindowAttention(Attention):
         """Attention within windows; the weights, if asked, are per window: (B * windows, heads, N, N).
         ``qk_pos`` (1 or B, H*W, C) is cut into the same windows as the tokens."""
         if num_prefix_tokens:
-            raise ValueError(f"window attention has no place for prefix tokens, got num_prefix_tokens={num_prefix_tokens}")
+            raise ValueError(
+                f"window attention has no place for prefix tokens, got num_prefix_tokens={num_prefix_tokens}"
+            )
         if mask is not None:
             raise ValueError("window attention builds its own mask; pass none")
         layout = self.layout(grid)

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open
+
 from ..errors import VitposError
 
 __all__ = ["CheckpointLoadError", "ENTRIES", "read_state_dict", "saved_model_config"]
@@ -104,10 +105,14 @@ def _unwrap(raw: object, path: Path, entry: str | None) -> dict[str, torch.Tenso
             )
         raw = raw[found[0]]
     if not isinstance(raw, dict):
-        raise CheckpointLoadError(f"checkpoint {path}: entry {entry!r} is a {type(raw).__name__}, not a dict of weights")
+        raise CheckpointLoadError(
+            f"checkpoint {path}: entry {entry!r} is a {type(raw).__name__}, not a dict of weights"
+        )
     bad = [str(k) for k, v in raw.items() if not isinstance(v, torch.Tensor)]
     if bad:
-        raise CheckpointLoadError(f"checkpoint {path}: entries {', '.join(bad[:5])} are not tensors; pass entry= to pick the weights")
+        raise CheckpointLoadError(
+            f"checkpoint {path}: entries {', '.join(bad[:5])} are not tensors; pass entry= to pick the weights"
+        )
     if raw and all(str(k).startswith("module.") for k in raw):
-        raw = {k[len("module."):]: v for k, v in raw.items()}
+        raw = {k[len("module.") :]: v for k, v in raw.items()}
     return dict(raw)

@@ -37,7 +37,9 @@ from .vit import STAGE, convert_vit, submodule, vit_geometry
 
 __all__ = ["IRPEZoo", "query_order"]
 
-RPE_KEY = re.compile(r"blocks\.(\d+)\.attn\.rpe_([qkv])\.(?:(rp_rows|rp_cols)\.)?(lookup_table_weight|lookup_table_bias)")
+RPE_KEY = re.compile(
+    r"blocks\.(\d+)\.attn\.rpe_([qkv])\.(?:(rp_rows|rp_cols)\.)?(lookup_table_weight|lookup_table_bias)"
+)
 
 
 def query_order(bucketing: Bucketing, num_prefix_tokens: int) -> torch.Tensor:
@@ -91,7 +93,9 @@ def convert_rpe(state: dict[str, torch.Tensor], target: Target) -> dict[str, tor
         bucket_axis = 1 if (contextual and on == "v") else -1
         table = _table({p: t for p, (_, t) in parts.items()}, bucket_axis)
         if on == "q":
-            table = table.index_select(bucket_axis, query_order(module.bucketing, int(module.prefix_bucket)).to(table.device))
+            table = table.index_select(
+                bucket_axis, query_order(module.bucketing, int(module.prefix_bucket)).to(table.device)
+            )
         if contextual:
             table = table if on == "v" else table.transpose(-1, -2)  # H', K, head_dim
             table = table[0] if module.options.shared and table.shape[0] == 1 else table

@@ -120,4 +120,4 @@ def take(state: dict[str, torch.Tensor], out: dict[str, torch.Tensor], src: str,
 def take_prefix(state: dict[str, torch.Tensor], out: dict[str, torch.Tensor], src: str, dst: str) -> None:
     """Move every key starting with ``src`` to the same key with the prefix ``dst``."""
     for key in [k for k in state if k.startswith(src)]:
-        out[dst + key[len(src):]] = state.pop(key)
+        out[dst + key[len(src) :]] = state.pop(key)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import torch
 from torch import nn
@@ -55,7 +56,9 @@ def detect_layout(state: dict[str, torch.Tensor], source: Path | str) -> Layout:
             return layout
     shown = ", ".join(sorted(keys)[:SHOWN]) + (" ..." if len(keys) > SHOWN else "")
     known = "; ".join(f"{layout.name} ({layout.description})" for layout in LAYOUTS)
-    raise CheckpointLoadError(f"checkpoint {source} is in no layout vitpos reads (its keys: {shown}). Known layouts: {known}")
+    raise CheckpointLoadError(
+        f"checkpoint {source} is in no layout vitpos reads (its keys: {shown}). Known layouts: {known}"
+    )
 
 
 def _listed(keys: Iterable[str]) -> str:
@@ -69,8 +72,14 @@ def _matches(patterns: Iterable[str], key: str) -> bool:
 
 
 def convert_for(
-    model: nn.Module, state: dict[str, torch.Tensor], layout: Layout, source: Path | str, *,
-    drop: Iterable[str] = (), resample: bool = True, resize_head: bool = False,
+    model: nn.Module,
+    state: dict[str, torch.Tensor],
+    layout: Layout,
+    source: Path | str,
+    *,
+    drop: Iterable[str] = (),
+    resample: bool = True,
+    resize_head: bool = False,
 ) -> tuple[dict[str, torch.Tensor], LoadResult]:
     """The model's full state dict with the checkpoint's weights in place; raises listing every problem."""
     check_arch(model_arch(model), layout, source)
@@ -78,7 +87,12 @@ def convert_for(
     weights = layout.convert(left, Target(model, source, resample))
     own = model.state_dict()
     drop = list(drop)
-    if resize_head and "head.weight" in weights and "head.weight" in own and weights["head.weight"].shape != own["head.weight"].shape:
+    if (
+        resize_head
+        and "head.weight" in weights
+        and "head.weight" in own
+        and weights["head.weight"].shape != own["head.weight"].shape
+    ):
         drop.append("head")
     dropped = sorted(k for k in own if _matches(drop, k))
     weights = {k: v for k, v in weights.items() if not _matches(drop, k)}
@@ -92,7 +106,8 @@ def convert_for(
         problems.append(f"model parameters the checkpoint does not provide: {_listed(missing)}")
     shapes = [
         f"{k} (checkpoint {tuple(weights[k].shape)}, model {tuple(v.shape)})"
-        for k, v in own.items() if k in weights and weights[k].shape != v.shape
+        for k, v in own.items()
+        if k in weights and weights[k].shape != v.shape
     ]
     if shapes:
         problems.append(f"shapes that differ: {_listed(shapes)}")
@@ -100,7 +115,8 @@ def convert_for(
         advice = layout.hint(unmapped) or _advice(shapes)
         raise CheckpointLoadError(
             f"checkpoint {source} ({layout.name} layout) does not fit this {model_arch(model)!r} model: "
-            + "; ".join(problems) + f". {advice}"
+            + "; ".join(problems)
+            + f". {advice}"
         )
     merged = {k: (weights[k] if k in weights else v) for k, v in own.items()}
     return merged, LoadResult(layout.name, dropped)
@@ -130,8 +146,13 @@ def model_arch(model: nn.Module) -> str:
 
 
 def load_checkpoint(
-    model: nn.Module, path: str | Path, *, drop: Iterable[str] = (), resample: bool = True,
-    entry: str | None = None, resize_head: bool = False,
+    model: nn.Module,
+    path: str | Path,
+    *,
+    drop: Iterable[str] = (),
+    resample: bool = True,
+    entry: str | None = None,
+    resize_head: bool = False,
 ) -> LoadResult:
     """Load the checkpoint at ``path`` (any layout in :data:`LAYOUTS`) into ``model``, strictly.
 
@@ -161,7 +182,11 @@ def load_checkpoint(
 
 
 def released_model_config(
-    name: str | HostConfig, state: dict[str, torch.Tensor], layout: Layout, source: Path | str, keep_grid: bool,
+    name: str | HostConfig,
+    state: dict[str, torch.Tensor],
+    layout: Layout,
+    source: Path | str,
+    keep_grid: bool,
     overrides: dict[str, Any],
 ) -> HostConfig:
     """The config of ``name`` with ``overrides``, the released options and (``keep_grid``) the
@@ -174,8 +199,13 @@ def released_model_config(
 
 
 def create_from_checkpoint(
-    name: str | HostConfig | None, path: str | Path, *, keep_grid: bool = False, entry: str | None = None,
-    drop: Iterable[str] = (), **overrides: Any,
+    name: str | HostConfig | None,
+    path: str | Path,
+    *,
+    keep_grid: bool = False,
+    entry: str | None = None,
+    drop: Iterable[str] = (),
+    **overrides: Any,
 ) -> nn.Module:
     """Build preset ``name`` and load ``path``; with ``name`` None, a vitpos checkpoint's own config
     or else the preset whose parameters match the checkpoint.

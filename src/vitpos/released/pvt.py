@@ -21,12 +21,14 @@ from .vit import fit_position_table, pos_embed_split
 
 __all__ = ["PVTv1"]
 
-BLOCK_KEY = re.compile(r"block(\d+)\.(\d+)\.(norm1|norm2|attn\.proj|attn\.sr|attn\.norm|mlp\.fc1|mlp\.fc2)\.(weight|bias)")
+BLOCK_KEY = re.compile(
+    r"block(\d+)\.(\d+)\.(norm1|norm2|attn\.proj|attn\.sr|attn\.norm|mlp\.fc1|mlp\.fc2)\.(weight|bias)"
+)
 QKV_KEY = re.compile(r"block(\d+)\.(\d+)\.attn\.q\.(weight|bias)")
 
 
 def _stages(state: dict[str, torch.Tensor]) -> list[int]:
-    return sorted(int(k[len("pos_embed"):]) for k in state if re.fullmatch(r"pos_embed\d+", k))
+    return sorted(int(k[len("pos_embed") :]) for k in state if re.fullmatch(r"pos_embed\d+", k))
 
 
 class PVTv1(Layout):

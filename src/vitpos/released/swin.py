@@ -25,7 +25,9 @@ from .vit import submodule
 
 __all__ = ["MicrosoftSwin", "TimmSwin"]
 
-BLOCK_KEY = re.compile(r"layers\.(\d+)\.blocks\.(\d+)\.(norm1|norm2|attn\.qkv|attn\.proj|mlp\.fc1|mlp\.fc2)\.(weight|bias)")
+BLOCK_KEY = re.compile(
+    r"layers\.(\d+)\.blocks\.(\d+)\.(norm1|norm2|attn\.qkv|attn\.proj|mlp\.fc1|mlp\.fc2)\.(weight|bias)"
+)
 TABLE_KEY = re.compile(r"layers\.(\d+)\.blocks\.(\d+)\.attn\.relative_position_bias_table")
 DERIVED_KEY = re.compile(r"layers\.\d+\.blocks\.\d+\.(attn\.relative_position_index|attn_mask)")
 DOWNSAMPLE_KEY = re.compile(r"layers\.(\d+)\.downsample\.(norm|reduction)\.(weight|bias)")
@@ -90,4 +92,6 @@ class TimmSwin(MicrosoftSwin):
     downsample_shift = 0
 
     def matches(self, keys: set[str]) -> bool:
-        return "layers.0.blocks.0.attn.qkv.weight" in keys and not any(k.startswith("layers.0.downsample.") for k in keys)
+        return "layers.0.blocks.0.attn.qkv.weight" in keys and not any(
+            k.startswith("layers.0.downsample.") for k in keys
+        )

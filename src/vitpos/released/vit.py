@@ -96,7 +96,11 @@ class TimmViT(Layout):
 
     def hint(self, unmapped: list[str]) -> str:
         if any(k.startswith(("dist_token", "head_dist")) for k in unmapped):
-            return "distilled DeiT checkpoints (dist_token, head_dist) have no vitpos host; use the non-distilled weights"
+            return (
+                "distilled DeiT checkpoints (dist_token, head_dist) have no vitpos host; use the non-distilled weights"
+            )
         if any(".attn.rpe_" in k for k in unmapped):
-            return "the model has no iRPE; create the preset named after the released model (vitpos models 'deit_*_ctx_*')"
+            return (
+                "the model has no iRPE; create the preset named after the released model (vitpos models 'deit_*_ctx_*')"
+            )
         return ""

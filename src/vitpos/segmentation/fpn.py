@@ -61,10 +61,7 @@ class SemanticFPNHead(nn.Module):
         self, levels: int, in_dim: int, dim: int, num_classes: int, groups: int = 32, dropout: float = 0.1
     ) -> None:
         super().__init__()
-        self.scale_heads = nn.ModuleList(
-            _scale_head(level, in_dim, dim, groups)
-            for level in range(levels)
-        )
+        self.scale_heads = nn.ModuleList(_scale_head(level, in_dim, dim, groups) for level in range(levels))
         self.dropout = nn.Dropout2d(dropout)
         self.classifier = nn.Conv2d(dim, num_classes, 1)
         nn.init.normal_(self.classifier.weight, std=0.01)

@@ -11,8 +11,9 @@ Verdicts are computed by :func:`~.verdicts.judge`; nothing here knows the outcom
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .cells import Cell
 from .verdicts import Verdict, judge
@@ -63,119 +64,278 @@ def _scale(task_or_key: str) -> float:
 
 def metric(family: str, task: str, size: str = "full") -> Measure:
     """Test accuracy (%) or R² of ``family`` on ``task``; ``size`` "full" or "smallest" training set."""
+
     def measure(results: Results, full: int, _: tuple[int, ...]) -> PerSeed:
         sizes = sorted({c.train_size for c in results if c.family == family and c.task == task})
         n = full if size == "full" else (sizes[0] if sizes and sizes[0] < full else None)
-        return {c.seed: _scale(task) * r["test"] for c, r in results.items()
-                if c.family == family and c.task == task and c.train_size == n}
+        return {
+            c.seed: _scale(task) * r["test"]
+            for c, r in results.items()
+            if c.family == family and c.task == task and c.train_size == n
+        }
+
     return measure
 
 
 def probe(family: str, task: str, stage: str, key: str) -> Measure:
     """A table probe (thesis Table 2) of the ``task`` model: accuracy (%) or R², ``before`` or ``after`` training."""
+
     def measure(results: Results, full: int, _: tuple[int, ...]) -> PerSeed:
-        return {c.seed: _scale(key) * r["probes"][stage][key] for c, r in results.items()
-                if c.family == family and c.task == task and c.train_size == full and "probes" in r}
+        return {
+            c.seed: _scale(key) * r["probes"][stage][key]
+            for c, r in results.items()
+            if c.family == family and c.task == task and c.train_size == full and "probes" in r
+        }
+
     return measure
 
 
 def largest_resolution(family: str) -> Measure:
     """Direction accuracy (%) at the largest evaluation resolution, without fine-tuning."""
+
     def measure(results: Results, full: int, resolutions: tuple[int, ...]) -> PerSeed:
         px = str(max(resolutions)) if resolutions else None
-        return {c.seed: 100.0 * r["resolution"][px] for c, r in results.items()
-                if c.family == family and c.task == "direction" and c.train_size == full and px in r.get("resolution", {})}
+        return {
+            c.seed: 100.0 * r["resolution"][px]
+            for c, r in results.items()
+            if c.family == family and c.task == "direction" and c.train_size == full and px in r.get("resolution", {})
+        }
+
     return measure
 
 
 def half_contrast_gain(family: str) -> Measure:
     """Rise in the table's upper/lower contrast through training on absolute_colorshift (see ``execute``)."""
+
     def measure(results: Results, full: int, _: tuple[int, ...]) -> PerSeed:
-        return {c.seed: r["half_contrast"]["after"] - r["half_contrast"]["before"] for c, r in results.items()
-                if c.family == family and c.task == "absolute_colorshift" and c.train_size == full and "half_contrast" in r}
+        return {
+            c.seed: r["half_contrast"]["after"] - r["half_contrast"]["before"]
+            for c, r in results.items()
+            if c.family == family and c.task == "absolute_colorshift" and c.train_size == full and "half_contrast" in r
+        }
+
     return measure
 
 
 def difference(a: Measure, b: Measure) -> Measure:
     """a - b, paired by seed (seeds measured in both)."""
+
     def measure(results: Results, full: int, resolutions: tuple[int, ...]) -> PerSeed:
         x, y = a(results, full, resolutions), b(results, full, resolutions)
         return {s: x[s] - y[s] for s in sorted(set(x) & set(y))}
+
     return measure
 
 
 def _learns(source: str, family: str, task: str, paper: str, what: str) -> Claim:
     r2 = task == "distance"
-    return Claim(source, f"{family} {what}", paper, f"{family} {task} {'R²' if r2 else 'acc %'}", ">",
-                 0.8 if r2 else LEARNS, metric(family, task), (family,))
+    return Claim(
+        source,
+        f"{family} {what}",
+        paper,
+        f"{family} {task} {'R²' if r2 else 'acc %'}",
+        ">",
+        0.8 if r2 else LEARNS,
+        metric(family, task),
+        (family,),
+    )
 
 
 def _fails(source: str, family: str, task: str, paper: str, what: str, bound: float = AT_CHANCE) -> Claim:
     r2 = task == "distance"
-    return Claim(source, f"{family} {what}", paper, f"{family} {task} {'R²' if r2 else 'acc %'}", "<",
-                 bound, metric(family, task), (family,))
+    return Claim(
+        source,
+        f"{family} {what}",
+        paper,
+        f"{family} {task} {'R²' if r2 else 'acc %'}",
+        "<",
+        bound,
+        metric(family, task),
+        (family,),
+    )
 
 
 CLAIMS: tuple[Claim, ...] = (
     # Table 1: every position encoding solves the relative tasks; without one, nothing is learned
-    *(_learns("thesis Table 1", f, "direction", p, "learns left/right") for f, p in
-      (("learned", "99.43 ± 0.36"), ("sincos2d", "99.81 ± 0.16"), ("fourier", "99.64 ± 0.32"), ("irpe_product", "99.92 ± 0.06"))),
-    *(_learns("thesis Table 1", f, "distance", p, "learns the offset (R² > 0.8)") for f, p in
-      (("learned", "0.92 ± 0.06"), ("sincos2d", "0.96 ± 0.01"), ("fourier", "0.94 ± 0.03"), ("irpe_product", "0.84 ± 0.04"))),
+    *(
+        _learns("thesis Table 1", f, "direction", p, "learns left/right")
+        for f, p in (
+            ("learned", "99.43 ± 0.36"),
+            ("sincos2d", "99.81 ± 0.16"),
+            ("fourier", "99.64 ± 0.32"),
+            ("irpe_product", "99.92 ± 0.06"),
+        )
+    ),
+    *(
+        _learns("thesis Table 1", f, "distance", p, "learns the offset (R² > 0.8)")
+        for f, p in (
+            ("learned", "0.92 ± 0.06"),
+            ("sincos2d", "0.96 ± 0.01"),
+            ("fourier", "0.94 ± 0.03"),
+            ("irpe_product", "0.84 ± 0.04"),
+        )
+    ),
     _fails("thesis Table 1", "none", "direction", "52.72 ± 1.08", "stays at chance on left/right"),
     # Table 2: what the table holds before and after training
-    Claim("thesis Table 2", "a sinusoidal table encodes left/right before training", "100.00",
-          "sincos2d left-right probe before, %", ">", 95.0, probe("sincos2d", "direction", "before", "left_right"), ("sincos2d",)),
-    Claim("thesis Table 2", "a sinusoidal table encodes the offset before training", "1.0",
-          "sincos2d offset probe R² before", ">", 0.95, probe("sincos2d", "distance", "before", "distance_r2"), ("sincos2d",)),
-    Claim("thesis Table 2", "a Fourier table has a relative bias before training", "92.41",
-          "fourier left-right probe before, %", ">", 80.0, probe("fourier", "direction", "before", "left_right"), ("fourier",)),
-    Claim("thesis Table 2", "a learned table has no relative bias before training", "51.47",
-          "learned left-right probe before, %", "<", AT_CHANCE, probe("learned", "direction", "before", "left_right"), ("learned",)),
-    Claim("thesis Table 2", "a learned table learns left/right from the direction task", "99.99",
-          "learned left-right probe after, %", ">", LEARNS, probe("learned", "direction", "after", "left_right"), ("learned",)),
-    Claim("thesis Table 2", "... but not up/down, which the task lacks", "49.61",
-          "learned up-down probe after, %", "<", AT_CHANCE, probe("learned", "direction", "after", "up_down"), ("learned",)),
+    Claim(
+        "thesis Table 2",
+        "a sinusoidal table encodes left/right before training",
+        "100.00",
+        "sincos2d left-right probe before, %",
+        ">",
+        95.0,
+        probe("sincos2d", "direction", "before", "left_right"),
+        ("sincos2d",),
+    ),
+    Claim(
+        "thesis Table 2",
+        "a sinusoidal table encodes the offset before training",
+        "1.0",
+        "sincos2d offset probe R² before",
+        ">",
+        0.95,
+        probe("sincos2d", "distance", "before", "distance_r2"),
+        ("sincos2d",),
+    ),
+    Claim(
+        "thesis Table 2",
+        "a Fourier table has a relative bias before training",
+        "92.41",
+        "fourier left-right probe before, %",
+        ">",
+        80.0,
+        probe("fourier", "direction", "before", "left_right"),
+        ("fourier",),
+    ),
+    Claim(
+        "thesis Table 2",
+        "a learned table has no relative bias before training",
+        "51.47",
+        "learned left-right probe before, %",
+        "<",
+        AT_CHANCE,
+        probe("learned", "direction", "before", "left_right"),
+        ("learned",),
+    ),
+    Claim(
+        "thesis Table 2",
+        "a learned table learns left/right from the direction task",
+        "99.99",
+        "learned left-right probe after, %",
+        ">",
+        LEARNS,
+        probe("learned", "direction", "after", "left_right"),
+        ("learned",),
+    ),
+    Claim(
+        "thesis Table 2",
+        "... but not up/down, which the task lacks",
+        "49.61",
+        "learned up-down probe after, %",
+        "<",
+        AT_CHANCE,
+        probe("learned", "direction", "after", "up_down"),
+        ("learned",),
+    ),
     # Fig. 3: the sinusoidal table is the most data-efficient
-    *(Claim("thesis Fig. 3", f"sinusoidal beats {other} with the fewest images ({task})", "higher curve (figure)",
-            f"sincos2d - {other}, smallest set, {'R²' if task == 'distance' else 'points'}", ">", 0.0,
-            difference(metric("sincos2d", task, "smallest"), metric(other, task, "smallest")), ("sincos2d", other))
-      for task in ("direction", "distance") for other in ("learned", "fourier")),
+    *(
+        Claim(
+            "thesis Fig. 3",
+            f"sinusoidal beats {other} with the fewest images ({task})",
+            "higher curve (figure)",
+            f"sincos2d - {other}, smallest set, {'R²' if task == 'distance' else 'points'}",
+            ">",
+            0.0,
+            difference(metric("sincos2d", task, "smallest"), metric(other, task, "smallest")),
+            ("sincos2d", other),
+        )
+        for task in ("direction", "distance")
+        for other in ("learned", "fourier")
+    ),
     # Table 3: a relative encoding alone cannot tell upper from lower; absolute ones can
     _fails("thesis Table 3", "irpe_product", "absolute", "54.02 ± 7.12", "cannot tell upper from lower"),
-    *(_learns("thesis Table 3", f, "absolute", p, "tells upper from lower") for f, p in
-      (("learned", "99.85 ± 0.13"), ("sincos2d", "99.94 ± 0.10"), ("fourier", "99.99 ± 0.03"))),
+    *(
+        _learns("thesis Table 3", f, "absolute", p, "tells upper from lower")
+        for f, p in (("learned", "99.85 ± 0.13"), ("sincos2d", "99.94 ± 0.10"), ("fourier", "99.99 ± 0.03"))
+    ),
     # Table 4: fixed sinusoids fail under a colour shift; learnable tables do not
-    _fails("thesis Table 4", "sincos2d", "absolute_colorshift", "57.03 ± 14.90", "fails under unseen colours", bound=75.0),
-    *(_learns("thesis Table 4", f, "absolute_colorshift", p, "holds under unseen colours") for f, p in
-      (("learned", "97.46 ± 3.26"), ("fourier", "98.49 ± 3.97"))),
+    _fails(
+        "thesis Table 4", "sincos2d", "absolute_colorshift", "57.03 ± 14.90", "fails under unseen colours", bound=75.0
+    ),
+    *(
+        _learns("thesis Table 4", f, "absolute_colorshift", p, "holds under unseen colours")
+        for f, p in (("learned", "97.46 ± 3.26"), ("fourier", "98.49 ± 3.97"))
+    ),
     # Fig. 5: learnable tables adapt to the upper/lower split
-    *(Claim("thesis Fig. 5", f"a {f} table learns the upper/lower split", "clear boundary (figure)",
-            f"{f} half contrast after - before (cosine)", ">", 0.0, half_contrast_gain(f), (f,))
-      for f in ("learned", "fourier")),
+    *(
+        Claim(
+            "thesis Fig. 5",
+            f"a {f} table learns the upper/lower split",
+            "clear boundary (figure)",
+            f"{f} half contrast after - before (cosine)",
+            ">",
+            0.0,
+            half_contrast_gain(f),
+            (f,),
+        )
+        for f in ("learned", "fourier")
+    ),
     # §5.1: pretraining gives the Fourier table more relative bias
-    Claim("thesis §5.1", "pretraining raises the Fourier table's left/right probe", "92 -> 99",
-          "fourier_pretrained - fourier left-right probe before, points", ">", 0.0,
-          difference(probe("fourier_pretrained", "direction", "before", "left_right"), probe("fourier", "direction", "before", "left_right")),
-          ("fourier_pretrained", "fourier")),
-    Claim("thesis §5.1", "pretraining raises the Fourier table's offset probe", "0.91 -> 0.98",
-          "fourier_pretrained - fourier offset probe R² before", ">", 0.0,
-          difference(probe("fourier_pretrained", "distance", "before", "distance_r2"), probe("fourier", "distance", "before", "distance_r2")),
-          ("fourier_pretrained", "fourier")),
+    Claim(
+        "thesis §5.1",
+        "pretraining raises the Fourier table's left/right probe",
+        "92 -> 99",
+        "fourier_pretrained - fourier left-right probe before, points",
+        ">",
+        0.0,
+        difference(
+            probe("fourier_pretrained", "direction", "before", "left_right"),
+            probe("fourier", "direction", "before", "left_right"),
+        ),
+        ("fourier_pretrained", "fourier"),
+    ),
+    Claim(
+        "thesis §5.1",
+        "pretraining raises the Fourier table's offset probe",
+        "0.91 -> 0.98",
+        "fourier_pretrained - fourier offset probe R² before",
+        ">",
+        0.0,
+        difference(
+            probe("fourier_pretrained", "distance", "before", "distance_r2"),
+            probe("fourier", "distance", "before", "distance_r2"),
+        ),
+        ("fourier_pretrained", "fourier"),
+    ),
     # CPVT Table 2: PEG generalises to unseen resolutions better than a learned table
-    Claim("CPVT Table 2", "a PEG beats a learned table at a larger unseen resolution", "+2.0 (384 px, Ti)",
-          "peg - learned direction acc at the largest size, points", ">", 0.0,
-          difference(largest_resolution("peg"), largest_resolution("learned")), ("peg", "learned")),
+    Claim(
+        "CPVT Table 2",
+        "a PEG beats a learned table at a larger unseen resolution",
+        "+2.0 (384 px, Ti)",
+        "peg - learned direction acc at the largest size, points",
+        ">",
+        0.0,
+        difference(largest_resolution("peg"), largest_resolution("learned")),
+        ("peg", "learned"),
+    ),
     # iRPE: relative encodings can replace absolute ones for classification (non-inferiority, 1 point)
-    Claim("iRPE §4 / Tab. 4", "a relative encoding can replace an absolute one (left/right)", "≥ 0 (DeiT-S, ImageNet)",
-          "irpe_product - learned direction acc, points", ">", -1.0,
-          difference(metric("irpe_product", "direction"), metric("learned", "direction")), ("irpe_product", "learned")),
+    Claim(
+        "iRPE §4 / Tab. 4",
+        "a relative encoding can replace an absolute one (left/right)",
+        "≥ 0 (DeiT-S, ImageNet)",
+        "irpe_product - learned direction acc, points",
+        ">",
+        -1.0,
+        difference(metric("irpe_product", "direction"), metric("learned", "direction")),
+        ("irpe_product", "learned"),
+    ),
 )
 """Every claim the default study tests, in the order of the report."""
 
 
-def evaluate_claims(results: Results, full: int, resolutions: tuple[int, ...], families: set[str],
-                    claims: tuple[Claim, ...] = CLAIMS) -> list[tuple[Claim, dict[int, float], Verdict]]:
+def evaluate_claims(
+    results: Results, full: int, resolutions: tuple[int, ...], families: set[str], claims: tuple[Claim, ...] = CLAIMS
+) -> list[tuple[Claim, dict[int, float], Verdict]]:
     """Per claim: its per-seed values and its verdict (claims whose families were not run are skipped)."""
     out = []
     for claim in claims:

@@ -17,12 +17,12 @@ import dataclasses
 import json
 import math
 import multiprocessing
-import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -83,14 +83,25 @@ class DetectStudyConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.img_size % 4 or self.long_size % 4:
-            raise ValueError(f"img_size ({self.img_size}) and long_size ({self.long_size}) must be multiples of the stride 4")
+            raise ValueError(
+                f"img_size ({self.img_size}) and long_size ({self.long_size}) must be multiples of the stride 4"
+            )
 
     def model(self, family: str) -> DetrConfig:
         """The family's preset at the study's image size."""
         return get_config(DETECT_FAMILIES[family], img_size=self.img_size)
 
     def data(self, seed: int) -> SyntheticDetection:
-        return SyntheticDetection(self.img_size, self.objects, self.min_size, self.max_size, self.train_size, self.val_size, self.test_size, seed)
+        return SyntheticDetection(
+            self.img_size,
+            self.objects,
+            self.min_size,
+            self.max_size,
+            self.train_size,
+            self.val_size,
+            self.test_size,
+            seed,
+        )
 
     def cells(self) -> list[Cell]:
         """Seed by seed, so a study cut short has whole seeds for every family."""
@@ -124,23 +135,64 @@ def run_detect_cell(cell: Cell, config: DetectStudyConfig, device: str = "cpu") 
 
 def _ap(family: str) -> Callable:
     """Test AP (%) of ``family`` per seed, at the training size."""
+
     def measure(results: dict, full: int, _: tuple[int, ...]) -> dict[int, float]:
         return {c.seed: r["test"] for c, r in results.items() if c.family == family and c.task == TASK}
+
     return measure
 
 
 DETECT_CLAIMS: tuple[Claim, ...] = (
-    Claim("iRPE Table 6 #1 vs #2", "DETR without a position encoding is far worse", "39.5 vs 30.4 (-9.1)",
-          "sine - none AP, points", ">", 0.0, difference(_ap("sine"), _ap("none")), ("sine", "none")),
-    Claim("iRPE Table 6 #1 vs #4", "a relative encoding alone is worse than the absolute one", "39.5 vs 38.7 (-0.8)",
-          "sine - irpe_ctx AP, points", ">", 0.0, difference(_ap("sine"), _ap("irpe_ctx")), ("sine", "irpe_ctx")),
-    Claim("iRPE Table 6 #1 vs #6", "adding a relative encoding to the absolute one does not hurt (it gains)", "40.8 vs 39.5 (+1.3)",
-          "sine_irpe_ctx - sine AP, points", ">", -1.0, difference(_ap("sine_irpe_ctx"), _ap("sine")), ("sine_irpe_ctx", "sine")),
-    Claim("iRPE Table 6 #1 vs #3", "a relative bias added to the absolute encoding does not hurt (it gains)", "40.6 vs 39.5 (+1.1)",
-          "sine_irpe_bias - sine AP, points", ">", -1.0, difference(_ap("sine_irpe_bias"), _ap("sine")), ("sine_irpe_bias", "sine")),
-    Claim("iRPE Table 6 #5 vs #6, §4.2", "the piecewise index is at least as good as clipping on long sequences", "40.8 vs 40.4 (+0.4)",
-          "sine_irpe_ctx - sine_irpe_ctx_clip AP, points", ">", -1.0,
-          difference(_ap("sine_irpe_ctx"), _ap("sine_irpe_ctx_clip")), ("sine_irpe_ctx", "sine_irpe_ctx_clip")),
+    Claim(
+        "iRPE Table 6 #1 vs #2",
+        "DETR without a position encoding is far worse",
+        "39.5 vs 30.4 (-9.1)",
+        "sine - none AP, points",
+        ">",
+        0.0,
+        difference(_ap("sine"), _ap("none")),
+        ("sine", "none"),
+    ),
+    Claim(
+        "iRPE Table 6 #1 vs #4",
+        "a relative encoding alone is worse than the absolute one",
+        "39.5 vs 38.7 (-0.8)",
+        "sine - irpe_ctx AP, points",
+        ">",
+        0.0,
+        difference(_ap("sine"), _ap("irpe_ctx")),
+        ("sine", "irpe_ctx"),
+    ),
+    Claim(
+        "iRPE Table 6 #1 vs #6",
+        "adding a relative encoding to the absolute one does not hurt (it gains)",
+        "40.8 vs 39.5 (+1.3)",
+        "sine_irpe_ctx - sine AP, points",
+        ">",
+        -1.0,
+        difference(_ap("sine_irpe_ctx"), _ap("sine")),
+        ("sine_irpe_ctx", "sine"),
+    ),
+    Claim(
+        "iRPE Table 6 #1 vs #3",
+        "a relative bias added to the absolute encoding does not hurt (it gains)",
+        "40.6 vs 39.5 (+1.1)",
+        "sine_irpe_bias - sine AP, points",
+        ">",
+        -1.0,
+        difference(_ap("sine_irpe_bias"), _ap("sine")),
+        ("sine_irpe_bias", "sine"),
+    ),
+    Claim(
+        "iRPE Table 6 #5 vs #6, §4.2",
+        "the piecewise index is at least as good as clipping on long sequences",
+        "40.8 vs 40.4 (+0.4)",
+        "sine_irpe_ctx - sine_irpe_ctx_clip AP, points",
+        ">",
+        -1.0,
+        difference(_ap("sine_irpe_ctx"), _ap("sine_irpe_ctx_clip")),
+        ("sine_irpe_ctx", "sine_irpe_ctx_clip"),
+    ),
 )
 """Table 6's conclusions as tests: a gap above 0 for "worse"; non-inferiority within 1 AP point for
 "does not hurt" and "at least as good" (the paper's gains are 0.4-1.3 points, below what a small
@@ -152,15 +204,26 @@ def _work(cell: Cell, config: DetectStudyConfig, device: str) -> tuple[Cell, dic
     return cell, run_detect_cell(cell, config, device)
 
 
-def run_detect_study(config: DetectStudyConfig, folder: str | Path, *, workers: int = 1, device: str = "cpu",
-                     command: str = "vitpos study --task detect", log: Callable[[str], None] = print) -> Path:
+def run_detect_study(
+    config: DetectStudyConfig,
+    folder: str | Path,
+    *,
+    workers: int = 1,
+    device: str = "cpu",
+    command: str = "vitpos study --task detect",
+    log: Callable[[str], None] = print,
+) -> Path:
     """Run every unfinished cell into ``folder`` (``cells/``, ``results.json``, ``report.md``); returns the report."""
     folder = Path(folder)
     settings = folder / "study.json"
     if settings.is_file():
         saved = json.loads(settings.read_text())
-        if {k: v for k, v in saved.items() if k != "seeds"} != {k: v for k, v in config.to_dict().items() if k != "seeds"}:
-            raise ValueError(f"{folder} holds a detection study with other settings; choose another --out or pass --fresh")
+        if {k: v for k, v in saved.items() if k != "seeds"} != {
+            k: v for k, v in config.to_dict().items() if k != "seeds"
+        }:
+            raise ValueError(
+                f"{folder} holds a detection study with other settings; choose another --out or pass --fresh"
+            )
     write_json(settings, config.to_dict())
     store = CellStore(folder / "cells")
     cells = config.cells()
@@ -172,7 +235,9 @@ def run_detect_study(config: DetectStudyConfig, folder: str | Path, *, workers: 
     def finished(cell: Cell, result: dict[str, Any]) -> None:
         store.save(cell, result)
         results[cell] = result
-        log(f"[{len(results):3d}/{len(cells)}] {cell}: AP {result['test']:.1f} (at {config.long_size} px: {result['long']:.1f}), {result['seconds']:.0f} s")
+        log(
+            f"[{len(results):3d}/{len(cells)}] {cell}: AP {result['test']:.1f} (at {config.long_size} px: {result['long']:.1f}), {result['seconds']:.0f} s"
+        )
 
     if workers <= 1:
         for cell in todo:
@@ -188,7 +253,6 @@ def run_detect_study(config: DetectStudyConfig, folder: str | Path, *, workers: 
     return report
 
 
-
 def _mean_sd(values: list[float]) -> str:
     if not values:
         return "—"
@@ -196,33 +260,48 @@ def _mean_sd(values: list[float]) -> str:
     return f"{np.mean(values):.1f}" + ("" if math.isnan(sd) else f" ± {sd:.1f}")
 
 
-def write_detect_report(folder: Path, config: DetectStudyConfig, results: dict[Cell, dict[str, Any]], wall: list[float], command: str) -> Path:
+def write_detect_report(
+    folder: Path, config: DetectStudyConfig, results: dict[Cell, dict[str, Any]], wall: list[float], command: str
+) -> Path:
     """``report.md`` and ``results.json``: AP per family and a verdict per claim."""
     families = set(config.families)
     verdicts = evaluate_claims(results, config.train_size, (), families, DETECT_CLAIMS)
     cpu = sum(r.get("cpu_seconds", 0.0) for r in results.values())
     lines = [
-        "# Detection study: iRPE Table 6 on synthetic:detect", "",
+        "# Detection study: iRPE Table 6 on synthetic:detect",
+        "",
         f"`{command}` — {len(results)} runs, {sum(wall) / 60:.1f} min wall over {len(wall)} invocation(s) that trained, "
-        f"{cpu / 60:.1f} CPU-min in all.", "",
+        f"{cpu / 60:.1f} CPU-min in all.",
+        "",
         f"Tiny DETRs (width 64, 2 + 2 layers, 8 queries, stride-4 stem) on {config.train_size} images of "
         f"{config.img_size} x {config.img_size} px with 1-{config.objects} squares of {config.min_size}-{config.max_size} px, "
         f"{config.epochs} epochs, batch {config.batch_size}, lr {config.lr:g}; {config.seeds} seeds. "
-        f"COCO AP (%) on {config.test_size} test images, mean ± sd over seeds.", "",
-        "## Claims", "",
+        f"COCO AP (%) on {config.test_size} test images, mean ± sd over seeds.",
+        "",
+        "## Claims",
+        "",
         "| Source | Claim | Paper | Quantity | Test | Mean [95% CI] | Verdict |",
         "|---|---|---|---|---|---|---|",
     ]
     for claim, _, v in verdicts:
         interval = f"{fmt_value(v.mean, claim)} [{fmt_value(v.low, claim)}, {fmt_value(v.high, claim)}]"
         outcome = v.outcome + (f" (~{v.seeds_needed} seeds would decide)" if v.seeds_needed else "")
-        lines.append(f"| {claim.source} | {claim.statement} | {claim.paper} | {claim.quantity} | {claim.test} | {interval} | {outcome} |")
-    lines += ["", "## AP per family", "",
-              f"| Family | Preset | AP | AP50 | AP75 | AP at {config.long_size} px |", "|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {claim.source} | {claim.statement} | {claim.paper} | {claim.quantity} | {claim.test} | {interval} | {outcome} |"
+        )
+    lines += [
+        "",
+        "## AP per family",
+        "",
+        f"| Family | Preset | AP | AP50 | AP75 | AP at {config.long_size} px |",
+        "|---|---|---|---|---|---|",
+    ]
     for family in config.families:
         rows = [r for c, r in sorted(results.items()) if c.family == family]
         cols = [_mean_sd([r["test_metrics"][key] for r in rows]) for key in ("AP", "AP50", "AP75")]
-        lines.append(f"| {family} | `{DETECT_FAMILIES[family]}` | {' | '.join(cols)} | {_mean_sd([r['long'] for r in rows])} |")
+        lines.append(
+            f"| {family} | `{DETECT_FAMILIES[family]}` | {' | '.join(cols)} | {_mean_sd([r['long'] for r in rows])} |"
+        )
     report = folder / "report.md"
     report.write_text("\n".join(lines) + "\n")
     write_json(folder / "results.json", {

@@ -47,9 +47,17 @@ def train_config(config: StudyConfig, cell: Cell, *, device: str, init_pe: str |
     """The engine settings of a cell: the same optimiser steps and warm-up at every training-set size."""
     epochs = config.epochs_for(cell.train_size)
     return TrainConfig(
-        data=f"synthetic:{cell.task}", epochs=epochs, batch_size=config.batch_size, lr=config.lr,
-        weight_decay=config.weight_decay, warmup_epochs=epochs / 10, seed=cell.seed,
-        init_pe=init_pe, device=device, eval_every=epochs, progress=False,
+        data=f"synthetic:{cell.task}",
+        epochs=epochs,
+        batch_size=config.batch_size,
+        lr=config.lr,
+        weight_decay=config.weight_decay,
+        warmup_epochs=epochs / 10,
+        seed=cell.seed,
+        init_pe=init_pe,
+        device=device,
+        eval_every=epochs,
+        progress=False,
     )
 
 
@@ -97,8 +105,13 @@ class _Prepared:
 def _prepare(cell: Cell, family: Family, config: StudyConfig, device: str, init_pe: str | None) -> _Prepared:
     model_base = config.model
     task = SyntheticTask(
-        cell.task, img_size=model_base.image_hw, square_size=model_base.patch_size,
-        train=cell.train_size, val=config.val_size, test=config.test_size, seed=cell.seed,
+        cell.task,
+        img_size=model_base.image_hw,
+        square_size=model_base.patch_size,
+        train=cell.train_size,
+        val=config.val_size,
+        test=config.test_size,
+        seed=cell.seed,
     )
     data = task.splits()
     model_cfg = family.model_config(model_base, num_classes=data.info.num_outputs)
@@ -107,7 +120,16 @@ def _prepare(cell: Cell, family: Family, config: StudyConfig, device: str, init_
     contrast = family.has_table and full and cell.task == SIMILARITY_TASK
     similarity = contrast and cell.seed == 0
     before = _initial_model(model_cfg, cell.seed, init_pe) if (probes or contrast) else None
-    return _Prepared(cell, data, model_cfg, train_config(config, cell, device=device, init_pe=init_pe), probes, similarity, contrast, before)
+    return _Prepared(
+        cell,
+        data,
+        model_cfg,
+        train_config(config, cell, device=device, init_pe=init_pe),
+        probes,
+        similarity,
+        contrast,
+        before,
+    )
 
 
 def _measure(job: _Prepared, result: TrainResult, config: StudyConfig) -> dict[str, Any]:
@@ -131,12 +153,17 @@ def _measure(job: _Prepared, result: TrainResult, config: StudyConfig) -> dict[s
         sweep = evaluate_resolutions(model, data.test, config.resolutions, batch_size=256, device="cpu")
         out["resolution"] = {str(hw[0]): _score(metrics, kind) for hw, metrics in sweep.items()}
     if job.contrast:
-        out["half_contrast"] = {stage: half_contrast(absolute_table(m), grid) for stage, m in (("before", before), ("after", model))}
+        out["half_contrast"] = {
+            stage: half_contrast(absolute_table(m), grid) for stage, m in (("before", before), ("after", model))
+        }
     if job.similarity:
         refs = default_references(grid)
         out["similarity"] = {
             "references": [list(r) for r in refs],
-            **{stage: similarity_maps(absolute_table(m), grid, refs).tolist() for stage, m in (("before", before), ("after", model))},
+            **{
+                stage: similarity_maps(absolute_table(m), grid, refs).tolist()
+                for stage, m in (("before", before), ("after", model))
+            },
         }
     return out
 
@@ -145,8 +172,15 @@ def _training_key(cell: Cell) -> tuple[str, int, int]:
     return TRAINS_AS.get(cell.task, cell.task), cell.train_size, cell.seed
 
 
-def run_cells(cells: list[Cell], family: Family, config: StudyConfig, *, device: str = "cpu",
-              init_pe: str | Path | None = None, ensemble: bool = False) -> dict[Cell, dict[str, Any]]:
+def run_cells(
+    cells: list[Cell],
+    family: Family,
+    config: StudyConfig,
+    *,
+    device: str = "cpu",
+    init_pe: str | Path | None = None,
+    ensemble: bool = False,
+) -> dict[Cell, dict[str, Any]]:
     """Train and measure ``cells`` of one family; returns each cell's results.
 
     Cells that train alike (:data:`TRAINS_AS`) share one trained model. With ``ensemble`` the
@@ -163,7 +197,9 @@ def run_cells(cells: list[Cell], family: Family, config: StudyConfig, *, device:
     units = list(trainings.values())
     if ensemble and len(units) > 1:
         if any(u.model_cfg != units[0].model_cfg or u.cell.train_size != units[0].cell.train_size for u in units):
-            raise ValueError(f"an ensemble needs one model shape and training-set size; got cells {', '.join(map(str, cells))}")
+            raise ValueError(
+                f"an ensemble needs one model shape and training-set size; got cells {', '.join(map(str, cells))}"
+            )
         trained = train_ensemble(units[0].model_cfg, [Member(u.train_cfg, u.data) for u in units])
     else:
         trained = [train(u.model_cfg, u.train_cfg, u.data) for u in units]
@@ -175,9 +211,14 @@ def run_cells(cells: list[Cell], family: Family, config: StudyConfig, *, device:
             result = dataclasses.replace(result, test={})
         out[job.cell] = _measure(job, result, config)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    return {cell: result | {"seconds": seconds / len(cells), "cpu_seconds": cpu / len(cells)} for cell, result in out.items()}
+    return {
+        cell: result | {"seconds": seconds / len(cells), "cpu_seconds": cpu / len(cells)}
+        for cell, result in out.items()
+    }
 
 
-def run_cell(cell: Cell, family: Family, config: StudyConfig, *, device: str = "cpu", init_pe: str | Path | None = None) -> dict[str, Any]:
+def run_cell(
+    cell: Cell, family: Family, config: StudyConfig, *, device: str = "cpu", init_pe: str | Path | None = None
+) -> dict[str, Any]:
     """Train ``cell`` alone with the engine and return its results (see :func:`run_cells`)."""
     return run_cells([cell], family, config, device=device, init_pe=init_pe)[cell]

@@ -12,7 +12,15 @@ from ..models.factory import create_model
 from ..spec import SlotSpec
 from .hosts import STUDY_HOSTS, study_host
 
-__all__ = ["Family", "FamilyError", "DEFAULT_FAMILIES", "PYRAMID_FAMILIES", "BUILT_IN_FAMILIES", "parse_family", "split_available"]
+__all__ = [
+    "Family",
+    "FamilyError",
+    "DEFAULT_FAMILIES",
+    "PYRAMID_FAMILIES",
+    "BUILT_IN_FAMILIES",
+    "parse_family",
+    "split_available",
+]
 
 
 class FamilyError(ValueError):
@@ -43,20 +51,34 @@ class Family:
         if self.head not in (None, "cls", "gap"):
             raise ValueError(f"family {self.label!r}: head must be 'cls' or 'gap', got {self.head!r}")
         if self.host is not None and self.host not in STUDY_HOSTS:
-            raise ValueError(f"family {self.label!r}: unknown host {self.host!r}; study hosts: {', '.join(STUDY_HOSTS)}")
+            raise ValueError(
+                f"family {self.label!r}: unknown host {self.host!r}; study hosts: {', '.join(STUDY_HOSTS)}"
+            )
         if self.host not in (None, "vit") and self.pretrained:
-            raise ValueError(f"family {self.label!r}: a pretrained encoding is one table, saved from and loaded into the "
-                             f"one-stage ViT; drop 'pretrained' or host={self.host}")
+            raise ValueError(
+                f"family {self.label!r}: a pretrained encoding is one table, saved from and loaded into the "
+                f"one-stage ViT; drop 'pretrained' or host={self.host}"
+            )
         unknown = sorted(set(self.slots) - set(SLOT_NAMES))
         if unknown:
-            raise ValueError(f"family {self.label!r}: unknown slot(s) {', '.join(unknown)}; slots: {', '.join(SLOT_NAMES)}")
+            raise ValueError(
+                f"family {self.label!r}: unknown slot(s) {', '.join(unknown)}; slots: {', '.join(SLOT_NAMES)}"
+            )
         # loaded from JSON, tuples arrive as lists: keep one form, so equal families compare equal
-        object.__setattr__(self, "options", {k: tuple(v) if isinstance(v, list) else v for k, v in self.options.items()})
-        fields = {f.name for f in dataclasses.fields(study_host(self.host or "vit"))} - {"position", "head", "num_classes"}
+        object.__setattr__(
+            self, "options", {k: tuple(v) if isinstance(v, list) else v for k, v in self.options.items()}
+        )
+        fields = {f.name for f in dataclasses.fields(study_host(self.host or "vit"))} - {
+            "position",
+            "head",
+            "num_classes",
+        }
         foreign = sorted(set(self.options) - fields)
         if foreign:
-            raise ValueError(f"family {self.label!r}: unknown slot(s) or host option(s) {', '.join(foreign)}; slots: "
-                             f"{', '.join(SLOT_NAMES)}; options of the {self.host or 'vit'} host: {', '.join(sorted(fields))}")
+            raise ValueError(
+                f"family {self.label!r}: unknown slot(s) or host option(s) {', '.join(foreign)}; slots: "
+                f"{', '.join(SLOT_NAMES)}; options of the {self.host or 'vit'} host: {', '.join(sorted(fields))}"
+            )
 
     @property
     def absolute(self) -> str:
@@ -80,8 +102,10 @@ class Family:
         try:
             return base.replace(**self.options) if self.options else base
         except (ValueError, TypeError) as err:
-            raise FamilyError(f"family {self.label!r} cannot be built on the study's {self.host or 'vit'} host "
-                              f"({self.describe()}): {err}") from None
+            raise FamilyError(
+                f"family {self.label!r} cannot be built on the study's {self.host or 'vit'} host "
+                f"({self.describe()}): {err}"
+            ) from None
 
     def model_config(self, study: HostConfig, **overrides: Any) -> HostConfig:
         """The family's model: :meth:`host_config` with the family's slots and head, and ``overrides``."""
@@ -95,7 +119,11 @@ class Family:
 
     def missing(self) -> list[str]:
         """Slot values this family needs that are not registered in this installation."""
-        return [f"{slot}={value}" for slot, value in self.slots.items() if SlotSpec.parse(value).name not in slot_registry(slot)]
+        return [
+            f"{slot}={value}"
+            for slot, value in self.slots.items()
+            if SlotSpec.parse(value).name not in slot_registry(slot)
+        ]
 
     def validate(self) -> None:
         """Raise a clear error if the slot values do not form a valid position config."""
@@ -109,8 +137,10 @@ class Family:
         for slot, value in self.slots.items():
             name = SlotSpec.parse(value).name
             if name not in slot_registry(slot):
-                raise FamilyError(f"family {self.label!r}: {slot}={value} names no registered {slot} encoding; "
-                                  f"valid: {', '.join(sorted(slot_registry(slot).names()))}")
+                raise FamilyError(
+                    f"family {self.label!r}: {slot}={value} names no registered {slot} encoding; "
+                    f"valid: {', '.join(sorted(slot_registry(slot).names()))}"
+                )
 
     def check_builds(self, model: HostConfig) -> None:
         """Raise a clear error if the family's model (on the study model ``model``, or on its host) cannot be built."""
@@ -126,7 +156,11 @@ class Family:
         out: dict[str, Any] = {"label": self.label, "slots": dict(self.slots), "pretrained": self.pretrained}
         out |= {"head": self.head} if self.head else {}
         out |= {"host": self.host} if self.host else {}
-        return out | ({"options": {k: list(v) if isinstance(v, tuple) else v for k, v in self.options.items()}} if self.options else {})
+        return out | (
+            {"options": {k: list(v) if isinstance(v, tuple) else v for k, v in self.options.items()}}
+            if self.options
+            else {}
+        )
 
 
 def _text(value: Any) -> str:

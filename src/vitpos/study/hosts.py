@@ -29,8 +29,15 @@ def study_model(img_size: int = 24) -> HostConfig:
 
 def _pyramid(arch: str, img_size: int, **host: object) -> PyramidConfig:
     return PyramidConfig(
-        arch=arch, img_size=img_size, patch_size=2, embed_dims=(32, 64), depths=(1, 1), num_heads=(2, 4),
-        mlp_ratios=(4.0, 4.0), num_classes=2, **host,
+        arch=arch,
+        img_size=img_size,
+        patch_size=2,
+        embed_dims=(32, 64),
+        depths=(1, 1),
+        num_heads=(2, 4),
+        mlp_ratios=(4.0, 4.0),
+        num_classes=2,
+        **host,
     )
 
 
@@ -41,7 +48,9 @@ STUDY_HOSTS: dict[str, Callable[[int], HostConfig]] = {
     "pvt": lambda img_size: _pyramid("pvt", img_size, head="cls"),
     # Swin: 3x3 windows (4x4 windows of stage 0, 2x2 of stage 1 at 24 px), its relative bias and no
     # table, average pooling (window attention has no class token)
-    "swin": lambda img_size: _pyramid("swin", img_size, window_size=3, head="gap").replace(absolute="none", relative="swin"),
+    "swin": lambda img_size: _pyramid("swin", img_size, window_size=3, head="gap").replace(
+        absolute="none", relative="swin"
+    ),
 }
 """Host name -> its study config at an image size."""
 

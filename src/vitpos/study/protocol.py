@@ -50,7 +50,17 @@ class StudyConfig:
     model: HostConfig = field(default_factory=study_model)
 
     def __post_init__(self) -> None:
-        for name in ("seeds", "train_size", "val_size", "test_size", "epochs", "batch_size", "pretrain_size", "pretrain_epochs", "probe_folds"):
+        for name in (
+            "seeds",
+            "train_size",
+            "val_size",
+            "test_size",
+            "epochs",
+            "batch_size",
+            "pretrain_size",
+            "pretrain_epochs",
+            "probe_folds",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if any(n < self.batch_size or n >= self.train_size for n in self.efficiency_sizes):
@@ -73,9 +83,21 @@ class StudyConfig:
     @classmethod
     def full(cls, **overrides: Any) -> StudyConfig:
         """The thesis protocol: 10 seeds, 5000/1000/1000 images at 32x32, learning curves from 500 images."""
-        settings = dict(seeds=10, train_size=5000, val_size=1000, test_size=1000, efficiency_sizes=(500, 1000, 2000), batch_size=64,
-                        resolutions=(24, 32, 48, 64), epochs=30, pretrain_size=5000, pretrain_epochs=30, probe_folds=10,
-                        efficiency_families=None, model=study_model(32))
+        settings = dict(
+            seeds=10,
+            train_size=5000,
+            val_size=1000,
+            test_size=1000,
+            efficiency_sizes=(500, 1000, 2000),
+            batch_size=64,
+            resolutions=(24, 32, 48, 64),
+            epochs=30,
+            pretrain_size=5000,
+            pretrain_epochs=30,
+            probe_folds=10,
+            efficiency_families=None,
+            model=study_model(32),
+        )
         return cls(**{**settings, **overrides})
 
     def epochs_for(self, train_size: int) -> int:
@@ -94,7 +116,11 @@ class StudyConfig:
             for family in self.families:
                 out += [Cell(family.label, task, self.train_size, seed) for task in TASKS]
                 if self.curves(family.label):
-                    out += [Cell(family.label, task, n, seed) for n in sorted(self.efficiency_sizes) for task in EFFICIENCY_TASKS]
+                    out += [
+                        Cell(family.label, task, n, seed)
+                        for n in sorted(self.efficiency_sizes)
+                        for task in EFFICIENCY_TASKS
+                    ]
         return out
 
     def curves(self, label: str) -> bool:

@@ -55,9 +55,7 @@ def summarise(config: StudyConfig, results: dict[Cell, dict[str, Any]]) -> dict[
                             probes[f"{cell.task}/{stage}/{key}"].append(value)
                 for size, value in result.get("resolution", {}).items():
                     resolution[int(size)].append(value)
-        similarity = next(
-            (r["similarity"] for c, r in sorted(cells.items()) if "similarity" in r), None
-        )
+        similarity = next((r["similarity"] for c, r in sorted(cells.items()) if "similarity" in r), None)
         summary[family.label] = {
             "tasks": {f"{task}@{n}": _stat(v) for (task, n), v in sorted(metrics.items())},
             "probes": {k: _stat(v) for k, v in sorted(probes.items())},
@@ -87,15 +85,27 @@ def _task(summary: dict, family: str, task: str, n: int) -> dict | None:
 
 def main_table(config: StudyConfig, summary: dict) -> str:
     """Thesis Tables 1, 3 and 4 side by side."""
-    header = ["family", "slots", "direction acc % (T1)", "distance R² (T1)", "absolute acc % (T3)", "colour-shift acc % (T4)"]
+    header = [
+        "family",
+        "slots",
+        "direction acc % (T1)",
+        "distance R² (T1)",
+        "absolute acc % (T3)",
+        "colour-shift acc % (T4)",
+    ]
     rows = []
     for family in config.families:
         slots = family.describe()
-        rows.append([
-            family.label, f"`{slots}`",
-            *(_fmt(_task(summary, family.label, task, config.train_size), task != "distance")
-              for task in ("direction", "distance", "absolute", "absolute_colorshift")),
-        ])
+        rows.append(
+            [
+                family.label,
+                f"`{slots}`",
+                *(
+                    _fmt(_task(summary, family.label, task, config.train_size), task != "distance")
+                    for task in ("direction", "distance", "absolute", "absolute_colorshift")
+                ),
+            ]
+        )
     return _table(header, rows)
 
 
@@ -114,7 +124,7 @@ def chance_note(config: StudyConfig, summary: dict) -> str:
             parts.append(f"{task}: {', '.join(labels)}")
     if not parts:
         return "Every family learned every task."
-    return ("At chance — no usable location signal learned within this budget — " + "; ".join(parts) + ".")
+    return "At chance — no usable location signal learned within this budget — " + "; ".join(parts) + "."
 
 
 def probe_table(config: StudyConfig, summary: dict) -> str:
@@ -126,7 +136,11 @@ def probe_table(config: StudyConfig, summary: dict) -> str:
         if not probes:
             continue
         cols = []
-        for task, key, percent in (("direction", "left_right", True), ("direction", "up_down", True), ("distance", "distance_r2", False)):
+        for task, key, percent in (
+            ("direction", "left_right", True),
+            ("direction", "up_down", True),
+            ("distance", "distance_r2", False),
+        ):
             cols += [_fmt(probes.get(f"{task}/{stage}/{key}"), percent) for stage in ("before", "after")]
         rows.append([family.label, *cols])
     return _table(header, rows) if rows else "_No family with an absolute position table._"
@@ -144,14 +158,30 @@ def efficiency_figures(config: StudyConfig, summary: dict, folder: Path) -> tupl
             stats = [_task(summary, family.label, task, n) or {"mean": math.nan, "std": math.nan} for n in sizes]
             scale = 100 if percent else 1
             series[family.label] = ([scale * s["mean"] for s in stats], [scale * s["std"] for s in stats])
-        paths.append(save_curves(
-            folder / f"efficiency_{task}.png", sizes, series, xlabel="training images", logx=True,
-            ylabel="test accuracy %" if percent else "test R²", title=f"{task}: data efficiency",
-            ylim=(0, 100) if percent else None,
-        ))
+        paths.append(
+            save_curves(
+                folder / f"efficiency_{task}.png",
+                sizes,
+                series,
+                xlabel="training images",
+                logx=True,
+                ylabel="test accuracy %" if percent else "test R²",
+                title=f"{task}: data efficiency",
+                ylim=(0, 100) if percent else None,
+            )
+        )
     header = ["family", *(f"{task} @ {n}" for task in EFFICIENCY_TASKS for n in sizes)]
-    rows = [[f.label, *(_fmt(_task(summary, f.label, task, n), METRIC_OF[task] == "accuracy")
-                        for task in EFFICIENCY_TASKS for n in sizes)] for f in curves]
+    rows = [
+        [
+            f.label,
+            *(
+                _fmt(_task(summary, f.label, task, n), METRIC_OF[task] == "accuracy")
+                for task in EFFICIENCY_TASKS
+                for n in sizes
+            ),
+        ]
+        for f in curves
+    ]
     return paths, _table(header, rows)
 
 
@@ -166,8 +196,15 @@ def resolution_section(config: StudyConfig, summary: dict, folder: Path) -> tupl
         stats = [summary[family.label]["resolution"].get(str(s)) or {"mean": math.nan, "std": math.nan} for s in sizes]
         series[family.label] = ([100 * s["mean"] for s in stats], [100 * s["std"] for s in stats])
         rows.append([family.label, *(_fmt(s, True) for s in stats)])
-    path = save_curves(folder / "resolution.png", sizes, series, xlabel="evaluation image size (pixels)",
-                       ylabel="direction accuracy %", title=f"trained at {config.model.image_hw[0]} px", ylim=(0, 100))
+    path = save_curves(
+        folder / "resolution.png",
+        sizes,
+        series,
+        xlabel="evaluation image size (pixels)",
+        ylabel="direction accuracy %",
+        title=f"trained at {config.model.image_hw[0]} px",
+        ylim=(0, 100),
+    )
     return path, _table(["family", *(f"{s} px" for s in sizes)], rows)
 
 
@@ -177,26 +214,42 @@ def similarity_figure(config: StudyConfig, summary: dict, folder: Path) -> Path 
     if not entries:
         return None
     refs = [tuple(r) for r in entries[0][1]["references"]]
-    maps = torch.stack([
-        torch.stack([torch.tensor(sim[stage][k]) for k in range(len(refs)) for stage in ("before", "after")])
-        for _, sim in entries
-    ])
+    maps = torch.stack(
+        [
+            torch.stack([torch.tensor(sim[stage][k]) for k in range(len(refs)) for stage in ("before", "after")])
+            for _, sim in entries
+        ]
+    )
     cols = [f"{stage} · cell {r},{c}" for r, c in refs for stage in ("before", "after")]
     markers = [r for r in refs for _ in range(2)]
-    return save_heatmaps(folder / "similarity.png", maps, row_labels=[label for label, _ in entries], col_labels=cols,
-                         markers=markers, title="cosine similarity of the absolute PE, before and after training on absolute_colorshift")
+    return save_heatmaps(
+        folder / "similarity.png",
+        maps,
+        row_labels=[label for label, _ in entries],
+        col_labels=cols,
+        markers=markers,
+        title="cosine similarity of the absolute PE, before and after training on absolute_colorshift",
+    )
 
 
 def verdict_table(judged) -> str:
     """The report's opening table: one row per claim, with the computed verdict."""
     rows = []
     for claim, _, verdict in judged:
-        ours = "—" if verdict.outcome == NOT_RUN else (
-            f"{fmt_value(verdict.mean, claim)} [{fmt_value(verdict.low, claim)}, {fmt_value(verdict.high, claim)}] (n={verdict.n})")
+        ours = (
+            "—"
+            if verdict.outcome == NOT_RUN
+            else (
+                f"{fmt_value(verdict.mean, claim)} [{fmt_value(verdict.low, claim)}, {fmt_value(verdict.high, claim)}] (n={verdict.n})"
+            )
+        )
         outcome = f"**{verdict.outcome}**"
         if verdict.outcome == INCONCLUSIVE:
-            outcome += (f" (~{verdict.seeds_needed} seeds would decide)" if verdict.seeds_needed
-                        else " (more seeds needed; no estimate)")
+            outcome += (
+                f" (~{verdict.seeds_needed} seeds would decide)"
+                if verdict.seeds_needed
+                else " (more seeds needed; no estimate)"
+            )
         rows.append([claim.statement, claim.source, claim.paper, claim.quantity, ours, claim.test, outcome])
     header = ["claim", "source", "paper", "our quantity", "ours: mean [95% CI]", "test", "verdict"]
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(["---"] * len(header)) + " |"]
@@ -205,8 +258,16 @@ def verdict_table(judged) -> str:
 
 def _cells_json(results: dict[Cell, dict[str, Any]]) -> list[dict[str, Any]]:
     """One entry per cell: its key and its results (the family's settings are in the config)."""
-    return [{"family": c.family, "task": c.task, "train_size": c.train_size, "seed": c.seed,
-             **{k: v for k, v in r.items() if k != "family"}} for c, r in sorted(results.items())]
+    return [
+        {
+            "family": c.family,
+            "task": c.task,
+            "train_size": c.train_size,
+            "seed": c.seed,
+            **{k: v for k, v in r.items() if k != "family"},
+        }
+        for c, r in sorted(results.items())
+    ]
 
 
 def write_report(
@@ -239,7 +300,10 @@ def write_report(
     train_px = config.model.image_hw[0]
     compute = sum(r.get("cpu_seconds", r.get("seconds", 0.0)) for r in results.values())
     wall = sum(wall_seconds)
-    counts = {outcome: sum(v.outcome == outcome for _, _, v in judged) for outcome in ("reproduced", "contradicted", "inconclusive", "not run")}
+    counts = {
+        outcome: sum(v.outcome == outcome for _, _, v in judged)
+        for outcome in ("reproduced", "contradicted", "inconclusive", "not run")
+    }
     lines = [
         "# Position-encoding study",
         "",
@@ -252,7 +316,8 @@ def write_report(
         "## Verdicts",
         "",
         f"{counts['reproduced']} reproduced, {counts['contradicted']} contradicted, {counts['inconclusive']} inconclusive"
-        + (f", {counts['not run']} not run" if counts["not run"] else "") + ". Each claim is a quantity measured per "
+        + (f", {counts['not run']} not run" if counts["not run"] else "")
+        + ". Each claim is a quantity measured per "
         "seed, tested against a bound: reproduced when the whole 95% bootstrap interval of its mean over seeds lies "
         "on the claim's side, contradicted when it lies wholly on the other side, inconclusive otherwise (with the "
         "seeds that would decide it if the spread held). Accuracy in %, R² as is; differences are paired by seed.",
@@ -313,14 +378,20 @@ def write_report(
         ]
     m = config.model
     steps = config.epochs * (config.train_size // config.batch_size)
-    lines += ["## Setup", "", f"- model: {m.depth} encoder block(s), width {m.embed_dim}, {m.num_heads} heads, MLP ratio "
-              f"{m.mlp_ratio:g}, patch {m.patch_size} on {m.image_hw[0]}x{m.image_hw[1]} images, {m.head} head; "
-              "each family sets its slots on it"]
+    lines += [
+        "## Setup",
+        "",
+        f"- model: {m.depth} encoder block(s), width {m.embed_dim}, {m.num_heads} heads, MLP ratio "
+        f"{m.mlp_ratio:g}, patch {m.patch_size} on {m.image_hw[0]}x{m.image_hw[1]} images, {m.head} head; "
+        "each family sets its slots on it",
+    ]
     for family in (f for f in config.families if f.host):
         h = family.model_config(config.model)
         grids = ", ".join(f"{a}x{b}" for a, b in h.stage_grids(h.image_hw))
-        lines.append(f"- family {family.label}: the {h.arch} host, {h.num_stages} stages of {', '.join(map(str, h.depths))} "
-                     f"block(s), widths {', '.join(map(str, h.embed_dims))}, grids {grids}, {h.head} head")
+        lines.append(
+            f"- family {family.label}: the {h.arch} host, {h.num_stages} stages of {', '.join(map(str, h.depths))} "
+            f"block(s), widths {', '.join(map(str, h.embed_dims))}, grids {grids}, {h.head} head"
+        )
     lines += [
         f"- data: {config.train_size}/{config.val_size}/{config.test_size} train/val/test images per task, "
         f"learning curves at {', '.join(map(str, config.train_sizes))} training images "
@@ -332,18 +403,39 @@ def write_report(
         f"({config.pretrain_size} images, {config.pretrain_epochs} epochs each; thesis §5.1)",
     ]
     if missing:
-        lines.append("- not run, their slot values are not available in this installation: "
-                     + "; ".join(f"{label} ({', '.join(values)})" for label, values in missing.items()))
+        lines.append(
+            "- not run, their slot values are not available in this installation: "
+            + "; ".join(f"{label} ({', '.join(values)})" for label, values in missing.items())
+        )
     report = folder / "report.md"
     report.write_text("\n".join(lines) + "\n")
-    write_json(folder / "results.json", {
-        "config": config.to_dict(), "command": command, "missing_families": missing, "wall_seconds": list(wall_seconds),
-        "finished_cells": len(results), "total_cells": total,
-        "verdicts": [{"source": c.source, "claim": c.statement, "paper": c.paper, "quantity": c.quantity, "side": c.side,
-                      "bound": c.bound, "test": c.test,
-                      "values": {str(k): v for k, v in values.items()}, **verdict.to_dict()} for c, values, verdict in judged],
-        "summary": summary, "cells": _cells_json(results),
-    })
+    write_json(
+        folder / "results.json",
+        {
+            "config": config.to_dict(),
+            "command": command,
+            "missing_families": missing,
+            "wall_seconds": list(wall_seconds),
+            "finished_cells": len(results),
+            "total_cells": total,
+            "verdicts": [
+                {
+                    "source": c.source,
+                    "claim": c.statement,
+                    "paper": c.paper,
+                    "quantity": c.quantity,
+                    "side": c.side,
+                    "bound": c.bound,
+                    "test": c.test,
+                    "values": {str(k): v for k, v in values.items()},
+                    **verdict.to_dict(),
+                }
+                for c, values, verdict in judged
+            ],
+            "summary": summary,
+            "cells": _cells_json(results),
+        },
+    )
     return report
 
 
@@ -357,5 +449,11 @@ def report_from_results(folder: str | Path) -> Path:
     config = StudyConfig.from_dict(data["config"])
     keys = ("family", "task", "train_size", "seed")
     results = {Cell(*(c[k] for k in keys)): {k: v for k, v in c.items() if k not in keys} for c in data["cells"]}
-    return write_report(folder, config, results, missing=data["missing_families"], wall_seconds=data["wall_seconds"],
-                        command=data["command"])
+    return write_report(
+        folder,
+        config,
+        results,
+        missing=data["missing_families"],
+        wall_seconds=data["wall_seconds"],
+        command=data["command"],
+    )

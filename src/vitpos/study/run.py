@@ -57,8 +57,11 @@ def _check_folder(folder: Path, config: StudyConfig) -> None:
     if path.is_file():
         saved = json.loads(path.read_text())
         differ = sorted(k for k in settings if k != "families" and saved.get(k) != settings[k])
-        differ += [f"family {label}" for label, f in settings["families"].items()
-                   if label in saved.get("families", {}) and saved["families"][label] != f]
+        differ += [
+            f"family {label}"
+            for label, f in settings["families"].items()
+            if label in saved.get("families", {}) and saved["families"][label] != f
+        ]
         if differ:
             raise StudyFolderError(
                 f"{folder} holds a study with other settings ({', '.join(differ)}); "
@@ -80,15 +83,25 @@ def _pretrained_path(folder: Path, family: Family) -> Path:
     return folder / "pretrained" / f"{family.label}.safetensors"
 
 
-def _pretrain(path: Path, family: Family, config: StudyConfig, device: str, threads: int | None = None) -> dict[str, Any]:
+def _pretrain(
+    path: Path, family: Family, config: StudyConfig, device: str, threads: int | None = None
+) -> dict[str, Any]:
     """Make the pretrained encoding of ``family`` (seed 0) at ``path``; returns its summary."""
     if threads:
         torch.set_num_threads(threads)
     start = time.perf_counter()
     model_cfg = family.model_config(config.model)
-    train_cfg = TrainConfig(epochs=config.pretrain_epochs, batch_size=config.batch_size, lr=config.lr,
-                            weight_decay=config.weight_decay, device=device, progress=False)
-    result = pretrain_position_encoding(model_cfg, path, train_cfg, size=config.pretrain_size, probe_folds=config.probe_folds)
+    train_cfg = TrainConfig(
+        epochs=config.pretrain_epochs,
+        batch_size=config.batch_size,
+        lr=config.lr,
+        weight_decay=config.weight_decay,
+        device=device,
+        progress=False,
+    )
+    result = pretrain_position_encoding(
+        model_cfg, path, train_cfg, size=config.pretrain_size, probe_folds=config.probe_folds
+    )
     summary = {**result.to_dict(), "seconds": time.perf_counter() - start}
     write_json(path.with_suffix(".json"), summary)
     return summary
@@ -96,12 +109,21 @@ def _pretrain(path: Path, family: Family, config: StudyConfig, device: str, thre
 
 def _pretrained_line(label: str, summary: dict[str, Any]) -> str:
     before, after = summary["before"], summary["after"]
-    return (f"pretrained {label}: probes left/right {before['left_right']:.2f} -> {after['left_right']:.2f}, "
-            f"R² {before['distance_r2']:.2f} -> {after['distance_r2']:.2f} ({summary['seconds']:.0f} s)")
+    return (
+        f"pretrained {label}: probes left/right {before['left_right']:.2f} -> {after['left_right']:.2f}, "
+        f"R² {before['distance_r2']:.2f} -> {after['distance_r2']:.2f} ({summary['seconds']:.0f} s)"
+    )
 
 
-def _work(cells: list[Cell], family: Family, config: StudyConfig, device: str, init_pe: str | None, threads: int | None,
-          ensemble: bool) -> dict[Cell, dict[str, Any]]:
+def _work(
+    cells: list[Cell],
+    family: Family,
+    config: StudyConfig,
+    device: str,
+    init_pe: str | None,
+    threads: int | None,
+    ensemble: bool,
+) -> dict[Cell, dict[str, Any]]:
     if threads:
         torch.set_num_threads(threads)
     return run_cells(cells, family, config, device=device, init_pe=init_pe, ensemble=ensemble)
@@ -166,7 +188,9 @@ def resolve_device(name: str) -> str:
     return name
 
 
-def _ensemble_families(families: dict[str, Family], config: StudyConfig, device: str, log: Callable[[str], None]) -> set[str]:
+def _ensemble_families(
+    families: dict[str, Family], config: StudyConfig, device: str, log: Callable[[str], None]
+) -> set[str]:
     """The families whose models train as stacked ensembles on ``device`` (the others: one model at a time)."""
     out = set()
     for label, family in families.items():
@@ -206,7 +230,10 @@ def run_study(
     for label, values in missing.items():
         log(f"skipping family {label}: {', '.join(values)} not available in this installation")
     if not available:
-        raise ValueError("none of the study's families can run here: " + "; ".join(f"{k} ({', '.join(v)})" for k, v in missing.items()))
+        raise ValueError(
+            "none of the study's families can run here: "
+            + "; ".join(f"{k} ({', '.join(v)})" for k, v in missing.items())
+        )
     runnable = dataclasses.replace(config, families=tuple(available))
     _check_folder(folder, runnable)
     store = CellStore(folder / "cells")
@@ -218,9 +245,12 @@ def run_study(
     stacked = _ensemble_families(families, runnable, device, log) if ensemble else set()
     jobs = jobs_of(todo, stacked)
     schedule = _Schedule(jobs, families, folder)
-    log(f"{len(cells)} training runs: {len(results)} already done, {len(todo)} to go in {len(jobs)} jobs, "
-        f"{workers} at a time on {device}" + (" (stacked ensembles)" if stacked else "")
-        + (f"; first pretraining {', '.join(f.label for f in schedule.to_pretrain)}" if schedule.to_pretrain else ""))
+    log(
+        f"{len(cells)} training runs: {len(results)} already done, {len(todo)} to go in {len(jobs)} jobs, "
+        f"{workers} at a time on {device}"
+        + (" (stacked ensembles)" if stacked else "")
+        + (f"; first pretraining {', '.join(f.label for f in schedule.to_pretrain)}" if schedule.to_pretrain else "")
+    )
     progress = _Progress(todo, log)
 
     def finished(job_results: dict[Cell, dict[str, Any]]) -> None:
@@ -237,13 +267,21 @@ def run_study(
                 schedule.pretrained(family, path)
             for job in schedule.ready:
                 family = families[job[0].family]
-                finished(_work(job, family, runnable, device, schedule.init.get(family.label), None, family.label in stacked))
+                finished(
+                    _work(job, family, runnable, device, schedule.init.get(family.label), None, family.label in stacked)
+                )
         else:
             _run_parallel(schedule, families, runnable, folder, device, workers, stacked, finished, log)
     finally:
         seconds = time.perf_counter() - start
-        report = write_report(folder, runnable, results, missing=missing, wall_seconds=[*_earlier_wall(folder), *([seconds] if todo else [])],
-                              command=command)
+        report = write_report(
+            folder,
+            runnable,
+            results,
+            missing=missing,
+            wall_seconds=[*_earlier_wall(folder), *([seconds] if todo else [])],
+            command=command,
+        )
     log(f"wrote {report} ({len(results)}/{len(cells)} runs, {seconds / 60:.1f} min)")
     return report
 
@@ -267,9 +305,17 @@ class _Progress:
             self.log(f"[{count:4d}/{total}] {_describe(cell, result)}  ~{eta / 60:.1f} min left")
 
 
-def _run_parallel(schedule: _Schedule, families: dict[str, Family], config: StudyConfig, folder: Path, device: str,
-                  workers: int, stacked: set[str], finished: Callable[[dict[Cell, dict[str, Any]]], None],
-                  log: Callable[[str], None]) -> None:
+def _run_parallel(
+    schedule: _Schedule,
+    families: dict[str, Family],
+    config: StudyConfig,
+    folder: Path,
+    device: str,
+    workers: int,
+    stacked: set[str],
+    finished: Callable[[dict[Cell, dict[str, Any]]], None],
+    log: Callable[[str], None],
+) -> None:
     """Keep ``workers`` processes busy: pretraining first, each family's jobs once its encoding exists."""
     threads = max(1, (os.cpu_count() or 1) // workers)
     context = multiprocessing.get_context("spawn")  # fork after torch has started threads can deadlock
@@ -283,7 +329,9 @@ def _run_parallel(schedule: _Schedule, families: dict[str, Family], config: Stud
                     job = schedule.ready.pop(0)
                     label = job[0].family
                     init = schedule.init.get(label)
-                    pending[pool.submit(_work, job, families[label], config, device, init, threads, label in stacked)] = job
+                    pending[
+                        pool.submit(_work, job, families[label], config, device, init, threads, label in stacked)
+                    ] = job
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
                     job = pending.pop(future)

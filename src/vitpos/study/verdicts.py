@@ -10,8 +10,8 @@ of the number of seeds.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -22,7 +22,9 @@ RESAMPLES = 10_000
 """Bootstrap resamples per interval."""
 
 
-def bootstrap_ci(values: Sequence[float], level: float = 0.95, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float]:
+def bootstrap_ci(
+    values: Sequence[float], level: float = 0.95, resamples: int = RESAMPLES, seed: int = 0
+) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of ``values`` (resampling seeds with replacement)."""
     data = np.asarray(values, dtype=float)
     if data.size == 0:
@@ -50,8 +52,14 @@ class Verdict:
 
     def to_dict(self) -> dict:
         """Plain dict, for JSON."""
-        return {"outcome": self.outcome, "n": self.n, "mean": self.mean, "low": self.low, "high": self.high,
-                "seeds_needed": self.seeds_needed}
+        return {
+            "outcome": self.outcome,
+            "n": self.n,
+            "mean": self.mean,
+            "low": self.low,
+            "high": self.high,
+            "seeds_needed": self.seeds_needed,
+        }
 
 
 def judge(values: Sequence[float], side: str, bound: float, level: float = 0.95) -> Verdict:

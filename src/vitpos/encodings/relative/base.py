@@ -52,7 +52,9 @@ class BucketedEncoding:
             )
         return self.bucketing.ids(grid, num_prefix_tokens, device)
 
-    def bucket_terms(self, grid: Grid, num_prefix_tokens: int, device=None, **tables: torch.Tensor | None) -> RelativeTerms:
+    def bucket_terms(
+        self, grid: Grid, num_prefix_tokens: int, device=None, **tables: torch.Tensor | None
+    ) -> RelativeTerms:
         """:class:`RelativeTerms` with this encoding's ids and the given tables."""
         ids = self.bucket_ids(grid, num_prefix_tokens, device)
         return RelativeTerms(ids=ids, num_buckets=self.num_buckets, **tables)

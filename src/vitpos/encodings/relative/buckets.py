@@ -87,14 +87,14 @@ class IndexFunction:
             raise ValueError(f"beta must be >= 0, got {self.beta}")
 
     @classmethod
-    def from_ratio(cls, kind: str = "piecewise", ratio: float = 1.9) -> "IndexFunction":
+    def from_ratio(cls, kind: str = "piecewise", ratio: float = 1.9) -> IndexFunction:
         """alpha : beta : gamma = 1 : 2 : 8 with alpha = ``ratio`` (iRPE §4.1)."""
         if ratio < 0.5:
             raise ValueError(f"ratio must be >= 0.5 (beta = 2 * ratio >= 1), got {ratio}")
         return cls(kind, ratio, 2.0 * ratio, 8.0 * ratio)
 
     @classmethod
-    def clip_at(cls, bound: int) -> "IndexFunction":
+    def clip_at(cls, bound: int) -> IndexFunction:
         """The clip function h with beta = ``bound`` (alpha and gamma unused)."""
         return cls("clip", bound / 2.0, float(bound), 4.0 * bound)
 
@@ -133,7 +133,9 @@ def quantize_distance(squared: torch.Tensor, variant: str = "rank", *, root_boun
     # marks below each distance: its rank among attainable distances
     axis = torch.arange(root_bound, device=squared.device) ** 2
     sums = (axis[:, None] + axis[None, :]).flatten()
-    attainable = torch.zeros(2 * root_bound * root_bound, dtype=torch.long, device=squared.device).index_fill(0, sums, 1)
+    attainable = torch.zeros(2 * root_bound * root_bound, dtype=torch.long, device=squared.device).index_fill(
+        0, sums, 1
+    )
     below = attainable.cumsum(0) - attainable
     return below[squared.long()].to(torch.float64)
 
@@ -218,7 +220,7 @@ _BUCKET_IDS = GridCache(maxsize=64)
 
 
 def _check_grid(grid: Grid) -> tuple[int, int]:
-    if len(grid) != 2 or any(s < 1 or not isinstance(s, torch.SymInt) and int(s) != s for s in grid):
+    if len(grid) != 2 or any(s < 1 or (not isinstance(s, torch.SymInt) and int(s) != s) for s in grid):
         raise ValueError(f"grid must be (H, W) with positive integers, got {grid!r}")
     # symbolic sizes (tracing) stay symbolic: int() would fix the traced graph to one grid
     return tuple(s if isinstance(s, torch.SymInt) else int(s) for s in grid)

@@ -12,15 +12,14 @@ Swin) and W^R (initialised like the other projections).
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
+from ...attention.terms import RelativeTerms
 from ...grid import Grid
 from ...registry import RELATIVE
 from ...spec import SlotSpec, positive_int
 from ..base import SlotContext
-import torch.nn.functional as F
-
-from ...attention.terms import RelativeTerms
 from ..sincos import sincos_1d
 from .base import BucketedEncoding, RelativeBias, RelativePosition
 from .buckets import Bucketing, IndexFunction
@@ -119,7 +118,12 @@ class TransformerXLRelative(_ClippedEncoding, BucketedEncoding, RelativePosition
         keys = self.position_keys()
         # (q_i + v) . s W^R = q_i . s W^R + v . s W^R: a term on keys plus a bias per bucket
         return self.bucket_terms(
-            grid, num_prefix_tokens, device, key_table=keys, bias_table=(keys @ (self.v * self.scale))[None], query_shift=self.u
+            grid,
+            num_prefix_tokens,
+            device,
+            key_table=keys,
+            bias_table=(keys @ (self.v * self.scale))[None],
+            query_shift=self.u,
         )
 
 
@@ -163,12 +167,14 @@ class SwinRelativeBias(BucketedEncoding, RelativeBias):
     def __init__(self, ctx: SlotContext) -> None:
         super().__init__()
         rows, cols = ctx.grid[0] - 1, ctx.grid[1] - 1
-        self.init_buckets(Bucketing("product", IndexFunction.clip_at(rows), IndexFunction.clip_at(cols)), ctx.num_prefix_tokens)
+        self.init_buckets(
+            Bucketing("product", IndexFunction.clip_at(rows), IndexFunction.clip_at(cols)), ctx.num_prefix_tokens
+        )
         self.table = nn.Parameter(torch.empty(ctx.num_heads, self.num_buckets))
         nn.init.trunc_normal_(self.table, std=0.02)
 
     @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0) -> "SwinRelativeBias":
+    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0) -> SwinRelativeBias:
         return cls(ctx)
 
     def bucket_bias_terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:

@@ -33,11 +33,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ...attention.terms import RelativeTerms
 from ...grid import Grid
 from ...registry import RELATIVE
 from ...spec import SlotSpec, SpecError
 from ..base import SlotContext, SlotEntry
-from ...attention.terms import RelativeTerms
 from .base import BucketedEncoding, RelativeBias, RelativePosition
 from .buckets import METHODS, Bucketing, IndexFunction
 
@@ -50,7 +50,7 @@ SWITCHES = ("unshared", "clip", "squared", "round", "unscaled")
 
 def _ratio(text: str) -> float:
     value = float(text)
-    if not (0.5 <= value and math.isfinite(value)):
+    if not (value >= 0.5 and math.isfinite(value)):
         raise ValueError("ratio must be a finite number >= 0.5, so that beta = 2 * ratio gives more than one bucket")
     return value
 
@@ -70,7 +70,7 @@ class IRPEOptions:
     round_distance: bool = False
 
     @classmethod
-    def from_spec(cls, spec: SlotSpec) -> "IRPEOptions":
+    def from_spec(cls, spec: SlotSpec) -> IRPEOptions:
         """Read ``spec``; every invalid combination raises :class:`SpecError` saying what to change."""
         spec.check_no_placement()
         picked: dict[str, str] = {}

@@ -20,12 +20,12 @@ import math
 import torch
 from torch import nn
 
+from ...attention.terms import RelativeTerms, Rotation
 from ...grid import Grid, grid_coords
 from ...registry import RELATIVE
 from ...spec import SlotSpec, SpecError
 from ..base import SlotContext
 from ..cache import GridCache
-from ...attention.terms import RelativeTerms, Rotation
 from .base import RelativePosition
 
 __all__ = ["Rope2d", "axial_magnitudes"]
@@ -86,7 +86,7 @@ class Rope2d(RelativePosition):
         return (spec.flags[0] if spec.flags else "axial"), theta
 
     @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0) -> "Rope2d":
+    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0) -> Rope2d:
         variant, theta = cls._parse(spec)
         return cls(ctx, variant, theta)
 
