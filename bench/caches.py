@@ -170,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         f"batch 1, float32, eval, no_grad; rounds {args.rounds} x {args.repeats} forwards"
     )
     print(
-        "| case | image | tokens | module caches | cached ms | no module caches | recomputing | no caches | recomputing |"
+        "| case | image | tokens | module caches | cached ms "
+        "| no module caches | recomputing | no caches | recomputing |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for label, model_name, slots in CASES:

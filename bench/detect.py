@@ -15,6 +15,7 @@ import shlex
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -93,21 +94,20 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m bench.detect " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     lines = [
         HEADING, "",
-        f"`{command.strip()}` — CPU only ({os.cpu_count()} cores, torch {torch.__version__}, {args.threads} thread(s)), "
-        f"{args.repeats} paired rounds, {time.perf_counter() - started:.0f} s. One training step of `detr_tiny_sine` (stem, "
-        "2 encoder + 2 decoder layers, width 64, 8 queries) with the slot values of each row: forward, DETR's set loss "
-        "with Hungarian matching and auxiliary layers, backward, AdamW. Time over the no-PE baseline measured beside it, "
-        "minus one: median (min to max) over rounds. No GPU figure: none was measured.", "",
+        f"`{command.strip()}` — CPU only ({os.cpu_count()} cores, torch {torch.__version__}, "
+        f"{args.threads} thread(s)), {args.repeats} paired rounds, {time.perf_counter() - started:.0f} s. "
+        "One training step of `detr_tiny_sine` (stem, 2 encoder + 2 decoder layers, width 64, 8 queries) "
+        "with the slot values of each row: forward, DETR's set loss with Hungarian matching and auxiliary layers, "
+        "backward, AdamW. Time over the no-PE baseline measured beside it, minus one: median (min to max) over "
+        "rounds. No GPU figure: none was measured.", "",
         header, "|---|" + "---|" * len(sizes),
         *(f"| {label} | " + " | ".join(c[label] for c in columns) + " |" for label in CASES),
     ]  # fmt: skip
     section = "\n".join(lines) + "\n"
     print(section)
     if args.out:
-        path = args.out
-        text = open(path).read() if os.path.exists(path) else ""
-        with open(path, "w") as f:
-            f.write(replace_section(text, section, HEADING))
+        path = Path(args.out)
+        path.write_text(replace_section(path.read_text() if path.exists() else "", section, HEADING))
     return 0
 
 

@@ -444,7 +444,8 @@ CLI_CASES = [
     (
         "eval task mismatch",
         ["eval", "--checkpoint=RUN", "--data=synthetic:distance:img=16:test=32"],
-        r"trained for classification on .*but synthetic:distance.* is a regression task; evaluate it on classification data",
+        r"trained for classification on .*but synthetic:distance.* is a regression task; "
+        r"evaluate it on classification data",
     ),
     (
         "eval classes mismatch",
@@ -602,7 +603,10 @@ def test_help_imports_neither_torch_nor_the_commands():
     import subprocess
     import sys
 
-    code = "import sys; from vitpos.cli import main\ntry: main(['--help'])\nexcept SystemExit: pass\nprint(sorted(m for m in sys.modules if m == 'torch' or m.startswith('vitpos.commands.')))"
+    code = (
+        "import sys; from vitpos.cli import main\ntry: main(['--help'])\nexcept SystemExit: pass\n"
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('vitpos.commands.')))"
+    )
     src = str(Path(__file__).resolve().parents[1] / "src")
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": src}, check=True

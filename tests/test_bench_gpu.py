@@ -1,5 +1,7 @@
 """The GPU benchmark's logic that needs no GPU: its cases, its report, its place in BENCHMARKS.md."""
 
+from pathlib import Path
+
 import torch
 
 from bench import gpu
@@ -58,5 +60,5 @@ def test_without_cuda_it_says_so_and_measures_nothing(monkeypatch, capsys):
 
 
 def test_benchmarks_md_has_a_gpu_section():
-    section = gpu_section(open("BENCHMARKS.md").read())
+    section = gpu_section(Path("BENCHMARKS.md").read_text())
     assert section == NOT_MEASURED or "- Device: " in section  # never a figure without its device

@@ -43,7 +43,7 @@ def test_overrides_by_slot_string_and_field():
     cfg = vitpos.get_config("deit_tiny_patch16_224", absolute="sincos2d", head="gap", num_classes=10)
     assert cfg.position.absolute == "sincos2d" and cfg.head == "gap" and not cfg.class_token
     assert vitpos.get_config("deit_tiny_patch16_224").position.absolute == "learned"  # preset untouched
-    with pytest.raises(TypeError, match="unknown model option.*embed_dims"):
+    with pytest.raises(TypeError, match=r"unknown model option.*embed_dims"):
         vitpos.get_config("deit_tiny_patch16_224", embed_dims=3)
     with pytest.raises(ValueError, match="unknown model 'deit_huge'"):
         vitpos.create_model("deit_huge")
@@ -52,9 +52,9 @@ def test_overrides_by_slot_string_and_field():
 def test_model_config_validation_messages():
     with pytest.raises(ValueError, match="not divisible by num_heads"):
         ModelConfig(embed_dim=100, num_heads=3)
-    with pytest.raises(ValueError, match="not divisible by patch_size 16.*pad_to_patch"):
+    with pytest.raises(ValueError, match=r"not divisible by patch_size 16.*pad_to_patch"):
         ModelConfig(img_size=100)
-    with pytest.raises(ValueError, match="head = 'max'.*expected one of cls, gap"):
+    with pytest.raises(ValueError, match=r"head = 'max'.*expected one of cls, gap"):
         ModelConfig(head="max")
     with pytest.raises(ValueError, match="needs class_token=True"):
         ModelConfig(head="cls", class_token=False)

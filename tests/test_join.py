@@ -214,7 +214,7 @@ def test_join_terms_are_a_pure_function_of_pe_and_grid(join):
     for name in ("residual", "attention"):
         mine, theirs = getattr(first, name), getattr(again, name)
         assert len(mine) == len(theirs) <= 3
-        for a, b in zip(mine, theirs):
+        for a, b in zip(mine, theirs, strict=True):
             assert (a is None and b is None) or torch.equal(a, b)
     assert (first.entry is None and again.entry is None) or torch.equal(first.entry, again.entry)
 

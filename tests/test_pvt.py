@@ -26,7 +26,7 @@ def test_parameter_counts_match_the_published_ones(name, published):
 def test_peg_gap_adds_exactly_one_depthwise_conv_per_stage(size):
     """CPVT's PVT+PEG+GAP: drop the per-stage tables and the class token, add (3*3 + 1)*C_s per stage."""
     cfg = vitpos.get_config(f"pvt_{size}")
-    tables = sum(h * w * c for (h, w), c in zip((cfg.stage_grid(s) for s in range(4)), cfg.embed_dims))
+    tables = sum(h * w * c for (h, w), c in zip((cfg.stage_grid(s) for s in range(4)), cfg.embed_dims, strict=True))
     class_token_and_its_row = 2 * cfg.embed_dims[-1]
     pegs = sum((3 * 3 + 1) * c for c in cfg.embed_dims)
     assert pegs == 10_240
@@ -49,7 +49,7 @@ def test_pvt_tiny_layout():
 
 def reference_sra(attn: SpatialReductionAttention, x: torch.Tensor, grid, prefix: int) -> torch.Tensor:
     """PVT's attention written out per head with separate q and kv projections."""
-    b, n, c = x.shape
+    b, _n, c = x.shape
     d = attn.head_dim
     wq, wkv = attn.qkv.weight[:c], attn.qkv.weight[c:]
     bq, bkv = attn.qkv.bias[:c], attn.qkv.bias[c:]

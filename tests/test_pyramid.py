@@ -37,7 +37,7 @@ def test_full_size_stage_shapes(name, size):
 
 
 @pytest.mark.parametrize("arch", HOSTS)
-@pytest.mark.parametrize("size,batch", list(zip(SIZES, [1, 3, 2])))
+@pytest.mark.parametrize("size,batch", list(zip(SIZES, [1, 3, 2], strict=True)))
 def test_stage_shapes_at_every_size(arch, size, batch):
     model = tiny(arch, absolute="learned", conditional="peg@0")
     maps = model.forward_features(torch.randn(batch, 3, *size))
@@ -49,7 +49,7 @@ def test_stage_shapes_at_every_size(arch, size, batch):
 @pytest.mark.parametrize("absolute", ABSOLUTE.names())
 def test_every_absolute_encoding_per_stage(arch, absolute):
     model = tiny(arch, absolute=absolute)
-    for stage, width in zip(model.stages, model.embed_dims):
+    for stage, width in zip(model.stages, model.embed_dims, strict=True):
         if absolute == "none":
             assert stage.absolute is None
         else:
@@ -62,7 +62,7 @@ def test_every_absolute_encoding_per_stage(arch, absolute):
 @pytest.mark.parametrize("join", JOIN.names())
 def test_every_join_per_stage(arch, join):
     model = tiny(arch, absolute="learned", join=join)
-    assert all(stage.join.depth == depth for stage, depth in zip(model.stages, model.cfg.depths))
+    assert all(stage.join.depth == depth for stage, depth in zip(model.stages, model.cfg.depths, strict=True))
     assert model(torch.randn(2, 3, 16, 48)).shape == (2, 5)
 
 
@@ -72,7 +72,7 @@ def test_lape_adds_one_layernorm_per_block_at_the_stage_width(arch):
         return sum(p.numel() for p in tiny(arch, absolute="learned", **slots).parameters())
 
     cfg = PyramidConfig(**HOSTS[arch])
-    per_block = sum(2 * width * depth for width, depth in zip(cfg.embed_dims, cfg.depths))
+    per_block = sum(2 * width * depth for width, depth in zip(cfg.embed_dims, cfg.depths, strict=True))
     assert count(join="lape") - count() == per_block
     assert count(join="lape:eta=1") - count() == sum(2 * width for width in cfg.embed_dims)  # eta counts per stage
 
@@ -90,7 +90,7 @@ def test_learned_tables_per_stage_grid_and_class_token_row():
 @pytest.mark.parametrize("arch", HOSTS)
 def test_peg_after_the_first_block_of_every_stage(arch):
     model = tiny(arch, absolute="none", conditional="peg@0")
-    for stage, width in zip(model.stages, model.embed_dims):
+    for stage, width in zip(model.stages, model.embed_dims, strict=True):
         assert stage.conditional.positions == (0,)
         conv = stage.conditional.generators["0"].proj[0]
         assert (conv.in_channels, conv.groups, conv.kernel_size) == (width, width, (3, 3))

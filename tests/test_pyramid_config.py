@@ -45,7 +45,7 @@ def test_swin_validation_messages():
         PyramidConfig(**{**TINY_SWIN, "window_size": None})
     with pytest.raises(ValueError, match="no spatial reduction; set sr_ratios=None"):
         PyramidConfig(**TINY_SWIN, sr_ratios=(2, 1, 1, 1))
-    with pytest.raises(ValueError, match="no class token.*head='gap'"):
+    with pytest.raises(ValueError, match=r"no class token.*head='gap'"):
         PyramidConfig(**TINY_SWIN, head="cls")
 
 
@@ -55,7 +55,7 @@ def test_relative_encodings_need_keys_on_the_query_grid():
 
 
 def test_unknown_override_lists_valid_options():
-    with pytest.raises(TypeError, match="unknown model option.*embed_dim.*valid options: .*embed_dims"):
+    with pytest.raises(TypeError, match=r"unknown model option.*embed_dim.*valid options: .*embed_dims"):
         vitpos.get_config("pvt_tiny", embed_dim=3)
 
 

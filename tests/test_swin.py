@@ -88,7 +88,7 @@ RELATIVES = ["swin", "irpe:product:bias:k:unshared", "irpe:product:ctx:qkv", "ir
 @pytest.mark.parametrize("relative", RELATIVES)
 def test_relative_encodings_are_built_per_window(relative):
     model = vitpos.create_model(PyramidConfig(**TINY_SWIN), absolute="none", relative=relative)
-    for stage, heads in zip(model.stages, model.cfg.num_heads):
+    for stage, heads in zip(model.stages, model.cfg.num_heads, strict=True):
         assert all(block.attn.relative is not None for block in stage.blocks)
         if relative == "swin":  # a table for the 3x3 window: (2*3 - 1)^2 offsets per head
             assert all(block.attn.relative.table.shape == (heads, 25) for block in stage.blocks)

@@ -115,7 +115,7 @@ def dense_reference(attn: WindowAttention, x: torch.Tensor, grid) -> torch.Tenso
     b, n, c = x.shape
     layout = attn.layout(grid)
     h, w = grid
-    hp, wp = layout.padded
+    _hp, wp = layout.padded
     real = torch.tensor([y * wp + xx for y in range(h) for xx in range(w)])
     allowed = direct_allowed(layout)[real[:, None], real[None, :]]
     q, k, v = attn.qkv(x).reshape(b, n, 3, attn.num_heads, attn.head_dim).permute(2, 0, 3, 1, 4)

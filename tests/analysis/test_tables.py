@@ -74,7 +74,7 @@ def test_unshared_join_gives_each_block_its_own_table():
 @pytest.mark.parametrize("arch", ["pvt", "swin"])
 def test_every_stage_of_a_pyramid_has_its_own_table(arch):
     model = tiny_pyramid(arch, {"absolute": "sincos2d"})
-    for stage, (grid, width) in enumerate(zip([(16, 16), (8, 8), (4, 4), (2, 2)], (8, 16, 24, 32))):
+    for stage, (grid, width) in enumerate(zip([(16, 16), (8, 8), (4, 4), (2, 2)], (8, 16, 24, 32), strict=True)):
         table = absolute_table(model, stage=stage)
         assert table.shape == (grid[0] * grid[1], width)
         assert torch.allclose(table, sincos_2d(grid, width).float())

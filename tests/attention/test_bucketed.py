@@ -1,4 +1,5 @@
-"""The bucketed paths (stored, chunked): both equal the plain computation; every path of a model agrees; memory shape."""
+"""The bucketed paths (stored, chunked): both equal the plain computation; every path of a model agrees;
+memory shape."""
 
 import warnings
 
@@ -65,7 +66,7 @@ def test_both_modes_equal_the_plain_attention_in_value_and_gradient(maps, mode, 
     expected_grads = torch.autograd.grad((expected * weight).sum(), leaves)
     got = efficient(t, mode, chunk)
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
-    for g, e in zip(torch.autograd.grad((got * weight).sum(), leaves), expected_grads):
+    for g, e in zip(torch.autograd.grad((got * weight).sum(), leaves), expected_grads, strict=True):
         torch.testing.assert_close(g, e, rtol=1e-11, atol=1e-12)
 
 
@@ -97,7 +98,7 @@ def test_chunk_rows():
 
 def test_mixed_dtypes_are_refused_with_the_dtypes_named():
     q = torch.randn(1, 1, 3, 2)
-    with pytest.raises(ValueError, match="one dtype, got torch.bfloat16, torch.float32"):
+    with pytest.raises(ValueError, match=r"one dtype, got torch\.bfloat16, torch\.float32"):
         bucketed_attention(q, q, q.bfloat16(), 1.0)
 
 

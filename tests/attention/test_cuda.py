@@ -25,7 +25,7 @@ def test_flex_forward_and_backward_equal_the_reference():
     expected_grads = torch.autograd.grad(expected.sum(), leaves)
     out = attention(q, k, v, terms, scale=0.3, path="flex")
     torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
-    for got, want in zip(torch.autograd.grad(out.sum(), leaves), expected_grads):
+    for got, want in zip(torch.autograd.grad(out.sum(), leaves), expected_grads, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
 
 

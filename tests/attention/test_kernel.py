@@ -91,7 +91,7 @@ def test_a_path_that_cannot_give_a_term_falls_back_and_keeps_it(path):
     fell_back = [w for w in caught if "cannot compute this call" in str(w.message)]
     assert bool(fell_back) == (path in ("sdpa", "flex"))  # the value term; flex also lacks a CPU backward
     torch.testing.assert_close(out, expected, rtol=1e-9, atol=1e-10)
-    for got, want in zip(torch.autograd.grad(out.sum(), leaves), expected_grads):
+    for got, want in zip(torch.autograd.grad(out.sum(), leaves), expected_grads, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-8, atol=1e-10)
 
 
@@ -118,7 +118,8 @@ def test_weights_come_back_from_every_request_and_sum_to_one():
 @pytest.mark.parametrize("dtype", [torch.int64, torch.complex64, torch.float8_e4m3fn])
 def test_an_unsupported_dtype_is_named_with_the_supported_ones(dtype):
     q = torch.zeros(1, 1, 3, 4).to(dtype)
-    message = f"does not support dtype {str(dtype).removeprefix('torch.')}; supported dtypes: float32, float64, bfloat16, float16"
+    supported = "float32, float64, bfloat16, float16"
+    message = f"does not support dtype {str(dtype).removeprefix('torch.')}; supported dtypes: {supported}"
     with pytest.raises(TypeError, match=message):
         attention(q, q, q, scale=1.0)
 

@@ -38,7 +38,7 @@ def test_class_folders_are_split_deterministically(tmp_path):
 
 
 def test_missing_path(tmp_path):
-    with pytest.raises(FileNotFoundError, match="image folder .*nowhere does not exist"):
+    with pytest.raises(FileNotFoundError, match=r"image folder .*nowhere does not exist"):
         open_data(f"folder:{tmp_path / 'nowhere'}")
 
 
@@ -46,7 +46,7 @@ def test_empty_class_folder(tmp_path):
     make_folder(tmp_path)
     (tmp_path / "bird").mkdir()
     (tmp_path / "bird" / "notes.txt").write_text("no images here")
-    with pytest.raises(ValueError, match="class folder .*bird holds no images"):
+    with pytest.raises(ValueError, match=r"class folder .*bird holds no images"):
         open_data(f"folder:{tmp_path}")
 
 
@@ -67,4 +67,6 @@ def test_worker_processes_deliver_the_same_batches(tmp_path):
     batches = list(torch.arange(10).split(4))
     direct = list(iterate_batches(train, batches))
     loaded = list(iterate_batches(train, batches, workers=1))
-    assert len(loaded) == 3 and all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(direct, loaded))
+    assert len(loaded) == 3 and all(
+        torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(direct, loaded, strict=True)
+    )

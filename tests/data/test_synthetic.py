@@ -33,7 +33,7 @@ def test_labels_match_the_pixels_at_every_size(task, size):
     split = SyntheticTask(task, square_size=side, train=64).render("train", size)
     h, w = split.image_size
     assert split.images.shape == (64, 3, h, w) and split.images.dtype == torch.uint8
-    for image, target in zip(split.images, split.targets):
+    for image, target in zip(split.images, split.targets, strict=True):
         red, green = square_corners(image, TRAIN_COLOURS[0]), square_corners(image, TRAIN_COLOURS[1])
         assert len(red) == len(green) == 1
         # one square each, one patch wide, on the patch lattice, nothing else painted
@@ -90,7 +90,7 @@ def test_at_size_redraws_with_same_square_size():
 
 
 def test_bad_options_are_clear():
-    with pytest.raises(ValueError, match="task = .left. .*expected one of direction, direction4"):
+    with pytest.raises(ValueError, match=r"task = .left. .*expected one of direction, direction4"):
         SyntheticTask("left")
     with pytest.raises(ValueError, match="no room for two 8-pixel squares"):
         SyntheticTask("direction", img_size=12, square_size=8)

@@ -107,7 +107,7 @@ def test_imperfect_annotations_are_skipped_clipped_and_counted(tmp_path, caplog)
     write_image(root / "train" / "a.png", (20, 20))
     write_image(root / "train" / "empty.png", (20, 20))
     with caplog.at_level(logging.WARNING, logger="vitpos.data"):
-        files, objects, names, counts = read_coco_annotations(file, root / "train")
+        files, objects, _names, counts = read_coco_annotations(file, root / "train")
     assert [f.name for f in files] == ["a.png", "empty.png"]
     assert counts == {
         "missing image files (skipped)": 1, "boxes outside the image (clipped)": 1, "boxes of zero size (left out)": 1,
@@ -135,7 +135,7 @@ def test_val_categories_must_be_the_training_ones(coco):
         "val2017",
         [(7, "c.png", 32, 32)],
         [(7, 5, (8, 8, 16, 16), 0)],
-        categories=CATEGORIES + [{"id": 5, "name": "cow"}],
+        categories=[*CATEGORIES, {"id": 5, "name": "cow"}],
     )
     with pytest.raises(VitposError, match="category_id 5"):
         open_data(f"coco:{coco}")

@@ -41,7 +41,7 @@ def test_shuffled_boxes_give_far_less():
     g = torch.Generator().manual_seed(0)
     boxes = torch.cat([o.boxes for o in targets])
     shuffled = boxes[torch.randperm(len(boxes), generator=g)].split([len(o.labels) for o in targets])
-    moved = [type(o)(o.labels, b) for o, b in zip(targets, shuffled)]
+    moved = [type(o)(o.labels, b) for o, b in zip(targets, shuffled, strict=True)]
     metrics = coco_metrics(targets, as_detections(moved, sizes[0]), sizes, num_classes=4)
     assert metrics["AP"] < 10.0
 

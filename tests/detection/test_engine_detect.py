@@ -63,7 +63,7 @@ def test_training_reports_loss_and_ap_and_resumes_exactly(tmp_path):
     (cut_dir / "checkpoints").mkdir(parents=True)
     (full_dir / "checkpoints" / "step-00000002").rename(cut_dir / "checkpoints" / "step-00000002")
     resumed = train(*resolve(request(epochs=2, save_every=2, eval_every=2, run_dir=str(cut_dir))), resume=True)
-    assert all(torch.equal(p, q) for p, q in zip(full.model.parameters(), resumed.model.parameters()))
+    assert all(torch.equal(p, q) for p, q in zip(full.model.parameters(), resumed.model.parameters(), strict=True))
     assert resumed.test == full.test
 
 

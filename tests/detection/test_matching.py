@@ -54,7 +54,7 @@ def test_matcher_finds_the_planted_queries_and_handles_empty_images():
         ObjectTargets(torch.empty(0, dtype=torch.int64), torch.empty(0, 4)),
     ]
     (rows, cols), (empty_rows, empty_cols) = HungarianMatcher()(logits, pred, targets)
-    assert dict(zip(cols.tolist(), rows.tolist())) == {0: 3, 1: 1, 2: 4}
+    assert dict(zip(cols.tolist(), rows.tolist(), strict=True)) == {0: 3, 1: 1, 2: 4}
     assert len(empty_rows) == len(empty_cols) == 0
 
 

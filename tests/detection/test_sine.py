@@ -1,4 +1,5 @@
-"""The ``sine`` absolute encoding is DETR's PositionEmbeddingSine(normalize=True), written out as DETR's code does it."""
+"""The ``sine`` absolute encoding is DETR's PositionEmbeddingSine(normalize=True), written out as DETR's code
+does it."""
 
 import math
 

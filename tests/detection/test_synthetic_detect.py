@@ -14,10 +14,10 @@ def test_boxes_are_the_painted_squares_in_their_class_colour(size):
     h, w = size
     colours = torch.tensor(list(DETECT_COLOURS.values()), dtype=torch.uint8)
     counts = []
-    for image, objects in zip(split.images, unpad_objects(split.targets)):
+    for image, objects in zip(split.images, unpad_objects(split.targets), strict=True):
         painted = torch.zeros(h, w, dtype=torch.bool)
         counts.append(len(objects.labels))
-        for label, (cx, cy, bw, bh) in zip(objects.labels, objects.boxes.tolist()):
+        for label, (cx, cy, bw, bh) in zip(objects.labels, objects.boxes.tolist(), strict=True):
             x0, y0, x1, y1 = (
                 round((cx - bw / 2) * w),
                 round((cy - bh / 2) * h),

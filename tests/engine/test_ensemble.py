@@ -39,10 +39,10 @@ def test_a_member_equals_the_model_trained_alone(float64, absolute, clip):
         _member("absolute", 7, grad_clip=clip),
     ]
     together = train_ensemble(model_cfg, members)
-    for member, result in zip(members, together):
+    for member, result in zip(members, together, strict=True):
         alone = train(model_cfg, member.cfg, member.data)
         assert next(result.model.parameters()).dtype == torch.float64
-        for (name, p), q in zip(result.model.named_parameters(), alone.model.parameters()):
+        for (name, p), q in zip(result.model.named_parameters(), alone.model.parameters(), strict=True):
             torch.testing.assert_close(p, q, rtol=1e-9, atol=1e-11, msg=name)
         assert set(result.test) == set(alone.test)
         for key, value in alone.test.items():
@@ -52,7 +52,9 @@ def test_a_member_equals_the_model_trained_alone(float64, absolute, clip):
                 if key in ref:
                     assert row[key] == pytest.approx(ref[key], rel=1e-9), key
     before = create_model(model_cfg)
-    assert any((p - q).abs().max() > 1e-3 for p, q in zip(together[0].model.parameters(), before.parameters()))
+    assert any(
+        (p - q).abs().max() > 1e-3 for p, q in zip(together[0].model.parameters(), before.parameters(), strict=True)
+    )
 
 
 def test_members_that_cannot_share_one_optimiser_are_refused():
@@ -73,9 +75,9 @@ def test_stack_error_tells_which_models_vmap():
 def test_on_cuda_a_member_equals_the_model_trained_alone():
     model_cfg = MODEL.replace(absolute="learned:std=1", num_classes=2)
     members = [_member(task, seed, device="cuda", amp=False) for task, seed in (("direction", 0), ("distance", 1))]
-    for member, result in zip(members, train_ensemble(model_cfg, members)):
+    for member, result in zip(members, train_ensemble(model_cfg, members), strict=True):
         alone = train(model_cfg, member.cfg, member.data)
-        for p, q in zip(result.model.parameters(), alone.model.parameters()):  # TF32 convolutions: loose
+        for p, q in zip(result.model.parameters(), alone.model.parameters(), strict=True):  # TF32 convolutions: loose
             torch.testing.assert_close(p, q, rtol=1e-3, atol=1e-3)
     amp = train_ensemble(model_cfg, [_member("direction", s, device="cuda") for s in (0, 1)])  # bf16 autocast
     assert all(torch.isfinite(p).all() for r in amp for p in r.model.parameters())

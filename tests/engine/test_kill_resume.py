@@ -51,5 +51,5 @@ def test_sigkill_then_resume_finishes_the_same_run(tmp_path):
 
     reference = train(*tiny_request(**options).resolve())
     assert without_times(rows) == without_times(reference.history)
-    for p, q in zip(model.parameters(), reference.model.parameters()):
+    for p, q in zip(model.parameters(), reference.model.parameters(), strict=True):
         assert torch.allclose(p, q, atol=1e-6)

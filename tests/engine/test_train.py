@@ -37,7 +37,7 @@ def test_same_seed_same_run():
     a = train(*tiny_request(n=128, epochs=2).resolve())
     b = train(*tiny_request(n=128, epochs=2).resolve())
     assert without_times(a.history) == without_times(b.history)
-    assert all(torch.equal(p, q) for p, q in zip(a.model.parameters(), b.model.parameters()))
+    assert all(torch.equal(p, q) for p, q in zip(a.model.parameters(), b.model.parameters(), strict=True))
     c = train(*tiny_request(n=128, epochs=2, seed=1).resolve())
     assert without_times(c.history) != without_times(a.history)
 
@@ -63,7 +63,7 @@ def test_ema_mixup_cutmix_smoothing_on_real_data():
     row = result.history[0]
     assert "train_loss" in row and "train_acc1" not in row  # no accuracy against mixed targets
     assert {"val_acc1", "ema_val_acc1"} <= set(row) and "ema_acc1" in result.test
-    assert not all(torch.equal(p, q) for p, q in zip(result.model.parameters(), result.ema.parameters()))
+    assert not all(torch.equal(p, q) for p, q in zip(result.model.parameters(), result.ema.parameters(), strict=True))
 
 
 @pytest.mark.parametrize("option", [{"hflip": 0.5}, {"crop_scale": 0.5}, {"cutmix": 1.0}])
@@ -122,5 +122,5 @@ def test_resume_from_a_mid_epoch_checkpoint_is_exact(tmp_path):
     (full_dir / "checkpoints" / "step-00000006").rename(cut_dir / "checkpoints" / "step-00000006")
     resumed = train(*tiny_request(n=128, epochs=3, save_every=3, run_dir=str(cut_dir)).resolve(), resume=True)
     assert without_times(resumed.history) == without_times(full.history)
-    assert all(torch.equal(p, q) for p, q in zip(full.model.parameters(), resumed.model.parameters()))
+    assert all(torch.equal(p, q) for p, q in zip(full.model.parameters(), resumed.model.parameters(), strict=True))
     assert resumed.test == full.test

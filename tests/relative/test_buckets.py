@@ -114,7 +114,7 @@ def test_prefix_tokens_use_exactly_one_extra_bucket(method, prefix):
     ids, num = relative_buckets(method, grid, num_prefix_tokens=prefix)
     maps, plain_maps = (ids, plain) if method == "cross" else (ids[None], plain[None])
     offset = 0
-    for m, (id_map, plain_map) in enumerate(zip(maps, plain_maps)):
+    for m, (id_map, plain_map) in enumerate(zip(maps, plain_maps, strict=True)):
         table_size = (num_plain // len(maps)) + 1
         extra = offset + table_size - 1
         assert (id_map[:prefix] == extra).all() and (id_map[:, :prefix] == extra).all()

@@ -96,5 +96,5 @@ def test_efficient_equals_reference_forward_and_gradients(spec_text, seed, monke
             out = attn(x, grid, prefix)
         torch.testing.assert_close(out, expected, rtol=1e-6, atol=1e-10)
         grads = torch.autograd.grad((out * weight).sum(), inputs)
-        for got, want in zip(grads, expected_grads):
+        for got, want in zip(grads, expected_grads, strict=True):
             torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-10)

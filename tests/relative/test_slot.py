@@ -30,7 +30,8 @@ ISSUE_STRINGS = [
     "rope2d",
     "rope2d:mixed",
 ]
-EVERY_ENCODING = ISSUE_STRINGS + [
+EVERY_ENCODING = [
+    *ISSUE_STRINGS,
     "irpe:quant:ctx:qkv:unshared",
     "irpe:quant:bias:q:squared:unscaled:ratio=3",
     "irpe:cross:ctx:qv",
@@ -226,7 +227,6 @@ def test_the_allocation_detector_catches_a_literal_implementation():
 def test_a_module_built_without_prefix_tokens_says_so():
     model = vitpos.create_model("vit_lite_7_4", **TINY | dict(head="gap"), relative="irpe:product:ctx:k")
     rel = relative_modules(model)[0]
-    q = torch.randn(1, 2, 17, 16)
     with pytest.raises(ValueError, match="built for a model without prefix tokens"):
         rel.terms((4, 4), 1)
 

@@ -111,7 +111,7 @@ def swin(
     }
     _norm(sd, fill, "patch_embed.norm", dims[0])
     side = img // patch
-    for s, (dim, depth, h) in enumerate(zip(dims, depths, heads)):
+    for s, (dim, depth, h) in enumerate(zip(dims, depths, heads, strict=True)):
         if style == "timm" and s > 0:
             _norm(sd, fill, f"layers.{s}.downsample.norm", 4 * dims[s - 1])
             _linear(sd, fill, f"layers.{s}.downsample.reduction", dim, 4 * dims[s - 1], bias=False)
@@ -154,7 +154,9 @@ def pvt(
     """whai362/PVT v1 (classification): per-stage patch_embed, pos_embed, blocks; class token last."""
     sd: dict = {}
     side, inp = img // patch, 3
-    for s, (dim, depth, h, ratio, sr) in enumerate(zip(dims, depths, heads, mlp_ratios, sr_ratios), start=1):
+    for s, (dim, depth, _heads, ratio, sr) in enumerate(
+        zip(dims, depths, heads, mlp_ratios, sr_ratios, strict=True), start=1
+    ):
         k = patch if s == 1 else 2
         sd[f"patch_embed{s}.proj.weight"] = fill(dim, inp, k, k)
         sd[f"patch_embed{s}.proj.bias"] = fill(dim, scale=0.05)

@@ -167,7 +167,7 @@ def swin(
     """SwinTransformer.forward (Microsoft); ``style='timm'`` reads timm's names for merging and head."""
     w = sd["patch_embed.proj.weight"]
     x = F.conv2d(x, w, sd["patch_embed.proj.bias"], stride=w.shape[-1])
-    b, c, h, wd = x.shape
+    b, _c, h, wd = x.shape
     x = ln(x.flatten(2).transpose(1, 2), sd, "patch_embed.norm", 1e-5)
     for s, depth in enumerate(depths):
         if style == "timm" and s > 0:

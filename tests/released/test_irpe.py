@@ -53,7 +53,7 @@ def test_irpe_checkpoint_equals_creams_forward(tmp_path, relative, method, ratio
 
 @pytest.mark.parametrize("relative", ["irpe:euclidean:ctx:k", "irpe:product:bias:k"])
 def test_loading_selects_the_released_options(tmp_path, relative):
-    ids, count = cream_ids("euc" if "euclidean" in relative else "product", 1.9)
+    _ids, count = cream_ids("euc" if "euclidean" in relative else "product", 1.9)
     fill = layouts.Filler(seed=2)
     sd = layouts.timm_vit(fill, dim=32, depth=1, patch=4, grid=GRID, classes=5)
     layouts.irpe_tables(

@@ -28,7 +28,8 @@ def verdicts(aps):
 def test_claims_follow_the_per_seed_gaps():
     outcome = verdicts({
         "sine": [40.0, 42.0, 41.0], "none": [20.0, 22.0, 19.0], "irpe_ctx": [45.0, 47.0, 46.0],
-        "sine_irpe_ctx": [41.0, 42.5, 40.5], "sine_irpe_bias": [30.0, 29.0, 31.0], "sine_irpe_ctx_clip": [44.0, 45.0, 44.5],
+        "sine_irpe_ctx": [41.0, 42.5, 40.5], "sine_irpe_bias": [30.0, 29.0, 31.0],
+        "sine_irpe_ctx_clip": [44.0, 45.0, 44.5],
     })  # fmt: skip
     assert outcome["sine - none AP, points"] == REPRODUCED
     assert outcome["sine - irpe_ctx AP, points"] == CONTRADICTED

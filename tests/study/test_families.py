@@ -85,7 +85,7 @@ def test_unregistered_values_are_reported_missing_and_invalid_combinations_rejec
     assert [f.label for f in available] == ["sincos2d"] and missing == {"t5": ["relative=t5"]}
     with pytest.raises(FamilyError, match="family 'bad'"):
         parse_family("bad: absolute=none join=unshared").validate()
-    with pytest.raises(FamilyError, match="relative=t5 names no registered relative encoding; valid: .*irpe"):
+    with pytest.raises(FamilyError, match=r"relative=t5 names no registered relative encoding; valid: .*irpe"):
         parse_family("t5: relative=t5")  # the text form (the command line) refuses what it cannot run
 
 
