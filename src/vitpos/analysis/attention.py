@@ -25,6 +25,7 @@ from torch import nn
 from ..grid import Grid, grid_coords
 from ..models.layers import Attention
 from ..models.windows import WindowAttention, partition_windows
+from .stages import stage_blocks, stage_count
 
 __all__ = [
     "AttentionMap",
@@ -140,8 +141,9 @@ def attention_maps(model: nn.Module, images: torch.Tensor) -> list[AttentionMap]
     Rows of real queries sum to one. The model is put in eval mode (no attention dropout) and
     restored afterwards.
     """
-    owners = {id(block.attn): (s, i) for s, stage in enumerate(model.stages) for i, block in enumerate(stage.blocks)}
-    layers = [block.attn for stage in model.stages for block in stage.blocks]
+    blocks = {(s, i): block for s in range(stage_count(model)) for i, block in enumerate(stage_blocks(model, s))}
+    owners = {id(block.attn): where for where, block in blocks.items()}
+    layers = [block.attn for block in blocks.values()]
     was_training = model.training
     model.eval()
     try:

@@ -20,7 +20,7 @@ from torch import nn
 from ..errors import ConfigError
 from ..grid import grid_coords, map_to_tokens
 from .fitting import ridge_predictions, single_threaded
-from .stages import stage_grid, stage_index
+from .stages import as_host, host_stage, stage_count, stage_grid, stage_index
 
 __all__ = ["AwarenessResult", "token_features", "position_awareness"]
 
@@ -43,18 +43,18 @@ class AwarenessResult:
 def token_features(model: nn.Module, images: torch.Tensor, block: int | None = None, stage: int = -1) -> torch.Tensor:
     """Patch-token features (B, H*W, D) of ``stage`` (default the last): the output of its block
     ``block``, or without ``block`` the stage's feature map (the last stage's: after the final norm)."""
-    s = stage_index(model, stage)
-    host_stage = model.stages[s]
+    host, s = as_host(model), stage_index(model, stage)
+    module = host_stage(model, s)
     was_training = model.training
     model.eval()
     try:
         if block is None:
-            if s == len(model.stages) - 1:
-                return model.forward_tokens(images)[:, host_stage.num_prefix_tokens :]
-            return map_to_tokens(model.forward_features(images)[s])
-        blocks = host_stage.blocks
+            if s == stage_count(model) - 1:
+                return host.forward_tokens(images)[:, module.num_prefix_tokens :]
+            return map_to_tokens(host.forward_features(images)[s])
+        blocks = module.blocks
         if not -len(blocks) <= block < len(blocks):
-            where = f"stage {s} has" if len(model.stages) > 1 else "the model has"
+            where = f"stage {s} has" if stage_count(model) > 1 else "the model has"
             raise ValueError(f"block {block} does not exist; {where} {len(blocks)} blocks")
         captured: list[torch.Tensor] = []
         handle = blocks[block].register_forward_hook(lambda _m, _i, out: captured.append(out))
@@ -62,7 +62,7 @@ def token_features(model: nn.Module, images: torch.Tensor, block: int | None = N
             model(images)
         finally:
             handle.remove()
-        return captured[0][:, host_stage.num_prefix_tokens :]
+        return captured[0][:, module.num_prefix_tokens :]
     finally:
         model.train(was_training)
 
@@ -79,7 +79,7 @@ def position_awareness(
         raise ConfigError(
             f"folds = {folds}: the folds split the {batch} images, so use 2 to {batch} folds (or more images)"
         )
-    grid = stage_grid(model, tuple(images.shape[-2:]), stage)
+    grid = stage_grid(model, (images.shape[-2], images.shape[-1]), stage)
     feats = token_features(model, images, block, stage)
     n = grid[0] * grid[1]
     x = feats.reshape(batch * n, -1).double().cpu().numpy()

@@ -22,7 +22,7 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..grid import Grid, tokens_to_map
-from .stages import stage_grid
+from .stages import as_host, stage_count, stage_grid
 
 __all__ = [
     "MODES",
@@ -95,10 +95,11 @@ class EquivarianceResult:
 
 def _stage_maps(model: nn.Module, images: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
     """Every stage's feature map (B, C_s, H_s, W_s), the last one of normalised patch tokens, and the head output."""
-    tokens = model.forward_tokens(images)
-    last = tokens_to_map(tokens[:, model.num_prefix_tokens :], stage_grid(model, tuple(images.shape[-2:])))
-    earlier = model.forward_features(images)[:-1] if len(model.stages) > 1 else []
-    return [*earlier, last], model.forward_head(tokens)
+    host = as_host(model)
+    tokens = host.forward_tokens(images)
+    last = tokens_to_map(tokens[:, host.num_prefix_tokens :], stage_grid(model, (images.shape[-2], images.shape[-1])))
+    earlier = host.forward_features(images)[:-1] if stage_count(model) > 1 else []
+    return [*earlier, last], host.forward_head(tokens)
 
 
 def _relative_error(
@@ -106,7 +107,7 @@ def _relative_error(
 ) -> tuple[float, int]:
     """The feature error of one stage's maps, and the number of interior cells it is measured on."""
     expected = translate(original, shift, mode)
-    mask = interior_mask(tuple(original.shape[-2:]), shift, margin, mode)
+    mask = interior_mask((original.shape[-2], original.shape[-1]), shift, margin, mode)
     if not mask.any():
         raise ConfigError(
             f"no interior cells left for shift {shift} and margin {margin} on grid {tuple(original.shape[-2:])}; "
@@ -126,13 +127,14 @@ def equivariance_error(
     ``margin`` cells at the border are excluded from the feature error (zero padding and the
     class token let them know where they are); use 0 to include every cell that has a source.
     """
-    stride = model.cfg.stride
+    host = as_host(model)
+    stride = host.cfg.stride
     if images.shape[-2] % stride or images.shape[-1] % stride:
         raise ValueError(
             f"equivariance needs image sizes that are whole multiples of the last stage's stride ({stride} pixels), "
             f"got {images.shape[-2]}x{images.shape[-1]}"
         )
-    grids = model.stage_grids(tuple(images.shape[-2:]))
+    grids = host.stage_grids((images.shape[-2], images.shape[-1]))
     grid = grids[-1]
     if not (abs(shift[0]) < grid[0] and abs(shift[1]) < grid[1]):
         raise ConfigError(
@@ -155,7 +157,7 @@ def equivariance_error(
         stage_shift = (shift[0] * factor[0], shift[1] * factor[1])
         errors.append(_relative_error(shifted, original, stage_shift, mode, margin * max(factor)))
     logit_change = None
-    if model.num_classes:
+    if host.num_classes:
         logit_change = float((shifted_logits - logits).norm() / logits.norm().clamp_min(1e-12))
     feature_error, interior_cells = errors[-1]
     return EquivarianceResult(feature_error, logit_change, interior_cells, tuple(e for e, _ in errors))

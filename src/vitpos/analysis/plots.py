@@ -20,9 +20,17 @@ __all__ = ["save_heatmaps", "save_heatmap_pages", "save_curves", "save_bars"]
 
 Array = np.ndarray | torch.Tensor
 
+
+def _listed_colours(name: str) -> np.ndarray:
+    """(N, 3): the colours of matplotlib's listed (qualitative) colour map ``name``."""
+    cmap = colormaps[name]
+    assert isinstance(cmap, ListedColormap), f"{name} is one of matplotlib's listed colour maps"
+    return np.asarray(cmap.colors)
+
+
 # 60 distinct colours for bucket ids (iRPE's product method alone has 49 buckets)
 BUCKET_COLOURS = ListedColormap(
-    [c for name in ("tab20", "tab20b", "tab20c") for c in colormaps[name].colors], name="buckets"
+    np.concatenate([_listed_colours(name) for name in ("tab20", "tab20b", "tab20c")]), name="buckets"
 )
 
 
@@ -76,8 +84,9 @@ def save_heatmaps(
     if data.ndim != 4:
         raise ValueError(f"maps must have shape (rows, cols, H, W), got {data.shape}")
     rows, cols, h, w = data.shape
+    colormap: str | ListedColormap = cmap
     if categorical:
-        cmap, colours = BUCKET_COLOURS, BUCKET_COLOURS.N
+        colormap, colours = BUCKET_COLOURS, BUCKET_COLOURS.N
     vmin = float(np.nanmin(data)) if vmin is None else vmin
     vmax = float(np.nanmax(data)) if vmax is None else vmax
     size = min(1.8 + 0.06 * max(h, w), 3.0)
@@ -88,9 +97,11 @@ def save_heatmaps(
         for c in range(cols):
             ax = axes[r][c]
             if categorical:
-                image = ax.imshow(data[r, c] % colours, cmap=cmap, vmin=0, vmax=colours - 1, interpolation="nearest")
+                image = ax.imshow(
+                    data[r, c] % colours, cmap=colormap, vmin=0, vmax=colours - 1, interpolation="nearest"
+                )
             else:
-                image = ax.imshow(data[r, c], cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest")
+                image = ax.imshow(data[r, c], cmap=colormap, vmin=vmin, vmax=vmax, interpolation="nearest")
             ax.xaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
             ax.yaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
             ax.tick_params(labelsize=7, length=2, labelbottom=r == rows - 1, labelleft=c == 0)

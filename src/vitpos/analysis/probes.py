@@ -169,7 +169,8 @@ def probe_table(
     if folds > most:
         what = f"each fold holds out at least 3 of its {n} cells" if split == "cells" else f"it has {most} pairs"
         raise ConfigError(
-            f"folds = {folds} is more than the {most} a {grid[0]}x{grid[1]} grid allows ({what}); use at most {most} folds"
+            f"folds = {folds} is more than the {most} a {grid[0]}x{grid[1]} grid allows ({what}); "
+            f"use at most {most} folds"
         )
     features, offsets, first, second = pair_features(table, grid)
     targets = {"left_right": offsets[:, 0], "up_down": offsets[:, 1]}

@@ -22,7 +22,7 @@ from ..errors import ConfigError
 from ..grid import Grid
 from ..models.layers import Attention
 from ..models.windows import WindowAttention, partition_windows
-from .stages import stage_grid
+from .stages import as_host, host_stage, stage_blocks, stage_count, stage_grid
 
 __all__ = [
     "bucket_maps",
@@ -73,22 +73,22 @@ class RelativeLayer:
         """The grid and prefix-token count the encoding sees for images of ``image_hw``: the
         stage's, or one window of it (Swin)."""
         grid = stage_grid(model, image_hw, self.stage)
-        if self.windowed:
-            return tuple(self.attn.layout(grid).window), 0
-        return grid, model.stages[self.stage].num_prefix_tokens
+        if isinstance(self.attn, WindowAttention):
+            return self.attn.layout(grid).window, 0
+        return grid, host_stage(model, self.stage).num_prefix_tokens
 
 
 def relative_attention_layers(model: nn.Module) -> list[RelativeLayer]:
     """The blocks of ``model`` whose attention carries a relative encoding, stage by stage; raises if none."""
     layers = [
         RelativeLayer(s, i, block.attn)
-        for s, stage in enumerate(model.stages)
-        for i, block in enumerate(stage.blocks)
+        for s in range(stage_count(model))
+        for i, block in enumerate(stage_blocks(model, s))
         if block.attn.relative is not None
     ]
     if not layers:
         raise ValueError(
-            f"this model has no relative encoding (relative={model.cfg.position.relative!r}); "
+            f"this model has no relative encoding (relative={as_host(model).cfg.position.relative!r}); "
             "set the relative slot (--relative), e.g. to swin or irpe:product:ctx:k"
         )
     return layers
@@ -111,8 +111,10 @@ def relative_logit_bias(model: nn.Module, block: int = 0, images: torch.Tensor |
     """
     layer = _layer(model, block)
     attn, rel = layer.attn, layer.attn.relative
+    assert rel is not None, "relative_attention_layers keeps the layers that carry a relative encoding"
     if isinstance(rel, RelativeBias):
-        grid, prefix = layer.view(model, model.cfg.image_hw if images is None else tuple(images.shape[-2:]))
+        image_hw = as_host(model).cfg.image_hw if images is None else (images.shape[-2], images.shape[-1])
+        grid, prefix = layer.view(model, image_hw)
         return rel.position_bias(grid, prefix).float()
     if images is None:
         raise ValueError(f"{type(rel).__name__} depends on the queries and keys; pass images to evaluate it on")
@@ -133,7 +135,8 @@ def relative_logit_bias(model: nn.Module, block: int = 0, images: torch.Tensor |
     # the same projection Attention.forward applies before the relative terms
     qkv = attn.qkv(x).reshape(b, n, 3, attn.num_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
     q, k, _ = qkv.unbind(0)
-    terms = rel.terms(tuple(grid), num_prefix_tokens, q.device)
+    rows, cols = grid
+    terms = rel.terms((rows, cols), num_prefix_tokens, q.device)
     if terms.rotation is not None:
         q, k = terms.rotation.apply(q, k)
     bias = terms.logits(q, k, attn.scale)

@@ -13,7 +13,7 @@ from torch import nn
 
 from ..errors import VitposError
 from ..grid import Grid
-from .stages import native_grid, stage_index
+from .stages import as_host, host_stage, native_grid, stage_index
 
 __all__ = ["native_grid", "absolute_table", "layer_position_encodings", "NoPositionTableError", "TABLE_ENCODINGS"]
 
@@ -27,11 +27,12 @@ class NoPositionTableError(VitposError):
 
 def _sequence_pe(model: nn.Module, grid: Grid, stage: int) -> torch.Tensor:
     """The encoding of stage ``stage``'s whole sequence (1, P + H*W, D); raises if it has none."""
-    pe = model.stages[stage].position_encoding(grid)
+    pe = host_stage(model, stage).position_encoding(grid)
     if pe is None:
+        absolute = as_host(model).cfg.position.absolute
         raise NoPositionTableError(
-            f"this model has no absolute position table (absolute={model.cfg.position.absolute!r}); table analyses "
-            f"need an absolute encoding: set the absolute slot (--absolute) to one of {', '.join(TABLE_ENCODINGS)}"
+            f"this model has no absolute position table (absolute={absolute!r}); table analyses need an absolute "
+            f"encoding: set the absolute slot (--absolute) to one of {', '.join(TABLE_ENCODINGS)}"
         )
     return pe
 
@@ -43,8 +44,8 @@ def absolute_table(model: nn.Module, grid: Grid | None = None, stage: int = -1) 
     ``grid`` defaults to the stage's native grid.
     """
     s = stage_index(model, stage)
-    grid = tuple(grid or native_grid(model, s))
-    return _sequence_pe(model, grid, s)[0, model.stages[s].num_prefix_tokens :].detach().float()
+    h, w = grid or native_grid(model, s)
+    return _sequence_pe(model, (h, w), s)[0, host_stage(model, s).num_prefix_tokens :].detach().float()
 
 
 @torch.no_grad()
@@ -58,13 +59,13 @@ def layer_position_encodings(model: nn.Module, grid: Grid | None = None, stage: 
     absolute encoding.
     """
     s = stage_index(model, stage)
-    grid = tuple(grid or native_grid(model, s))
-    pe = _sequence_pe(model, grid, s)
-    host_stage = model.stages[s]
-    prefix = host_stage.num_prefix_tokens
+    h, w = grid or native_grid(model, s)
+    pe = _sequence_pe(model, (h, w), s)
+    module = host_stage(model, s)
+    prefix = module.num_prefix_tokens
     out = {"absolute": pe[0, prefix:].detach().float()}
-    terms = host_stage.join.terms(pe, grid)
-    for index in range(len(host_stage.blocks)):
+    terms = module.join.terms(pe, (h, w))
+    for index in range(len(module.blocks)):
         term = terms.attention_at(index)
         if term is None:
             term = terms.residual_at(index)

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     stages, paths = [], []
     for stage in chosen:
         maps = [m for m in everything if m.stage == stage]
-        grid, stride = stage_grid(model, tuple(images.shape[-2:]), stage), maps[0].key_stride
+        grid, stride = stage_grid(model, (images.shape[-2], images.shape[-1]), stage), maps[0].key_stride
         uniform = uniform_attention_distance(grid, stride)
         distances = [mean_attention_distance(m.weights, grid, m.num_prefix_tokens, m.key_stride).tolist() for m in maps]
         print(f"{stage_name(model, stage, f'{grid[0]}x{grid[1]} grid')} (uniform attention: {uniform:.2f})")

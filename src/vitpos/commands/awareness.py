@@ -6,7 +6,7 @@ import argparse
 
 from ..analysis.awareness import position_awareness
 from ..analysis.plots import save_curves
-from ..analysis.stages import stage_grid, stage_index, stage_name
+from ..analysis.stages import stage_blocks, stage_count, stage_grid, stage_index, stage_name
 from ..files import write_json
 from ..spec import positive_int
 from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images
@@ -17,13 +17,13 @@ def run(args: argparse.Namespace) -> int:
     model = build_model(args)
     images = sample_images(model, args)
     stage = stage_index(model, args.stage)
-    last = stage == len(model.stages) - 1
-    grid = stage_grid(model, tuple(images.shape[-2:]), stage)
+    last = stage == stage_count(model) - 1
+    grid = stage_grid(model, (images.shape[-2], images.shape[-1]), stage)
     print(f"{stage_name(model, stage, f'{grid[0]}x{grid[1]} grid')}")
     print(f"{'features':10s} {'R2':>7s} {'cell acc':>8s}")
     results = {}
     # the last stage's output after the final norm; an earlier stage's output is its last block's
-    for block in [*range(len(model.stages[stage].blocks)), *([None] if last else [])]:
+    for block in [*range(len(stage_blocks(model, stage))), *([None] if last else [])]:
         name = "final" if block is None else f"block {block}"
         result = position_awareness(model, images, block=block, stage=stage, folds=args.folds)
         results[name] = result.to_dict()

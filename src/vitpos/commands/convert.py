@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..analysis.stages import as_host
 from ..released import create_from_checkpoint, detect_layout, read_state_dict
 from ..released.export import write_checkpoint
 from .options import add_model_options, given_options
@@ -22,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     layout = detect_layout(read_state_dict(args.src, args.entry), args.src).name
     write_checkpoint(model, args.dst, source=str(args.src), layout=layout)
     params = sum(p.numel() for p in model.parameters())
-    print(f"{args.src} ({layout} layout) -> {args.dst}: {model.cfg.arch} model, {params:,} parameters")
+    print(f"{args.src} ({layout} layout) -> {args.dst}: {as_host(model).cfg.arch} model, {params:,} parameters")
     return 0
 
 

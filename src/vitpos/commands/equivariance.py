@@ -11,7 +11,7 @@ import math
 
 from ..analysis.equivariance import MODES, equivariance_error, equivariance_sweep
 from ..analysis.plots import save_curves
-from ..analysis.stages import stage_grid
+from ..analysis.stages import as_host, stage_grid
 from ..files import write_json
 from ..spec import non_negative_int
 from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     model = build_model(args)
     images = sample_images(model, args)
     result = equivariance_error(model, images, args.shift, mode=args.mode, margin=args.margin)
-    stride = model.cfg.stride
+    stride = as_host(model).cfg.stride
     print(
         f"shift {args.shift} last-stage tokens of {stride} pixels ({args.mode}), {result.interior_cells} interior cells"
     )
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         print("per stage      " + "  ".join(f"{s}: {e:.3e}" for s, e in enumerate(result.stage_errors)))
     if result.logit_change is not None:
         print(f"logit change   {result.logit_change:.3e}   (0 = invariant; expect 0 only with a GAP head)")
-    grid = stage_grid(model, tuple(images.shape[-2:]))
+    grid = stage_grid(model, (images.shape[-2], images.shape[-1]))
     steps = min(max(4, *map(abs, args.shift)), min(grid) - 1)
     sweep = equivariance_sweep(model, images, steps, mode=args.mode, margin=args.margin)
     series = {}

@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
         )
         name = ckpt.path.parent.parent.name if ckpt.path.parent.name == "checkpoints" else ckpt.path.name
         rows.append((name + (" (EMA)" if args.ema else ""), sum(p.numel() for p in model.parameters()), results))
+    assert task is not None, "--checkpoint takes one run or more"
     print(resolution_table(rows, task))
     return 0
 

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..analysis.stages import as_host, stage_count
 from ..config import SLOT_NAMES
 from ..data.spec import open_data
 from ..data.transforms import normalize, to_float
@@ -124,17 +125,19 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def sample_images(model: nn.Module, args: argparse.Namespace) -> torch.Tensor:
-    """``--images`` inputs at the model's native size: from ``--data``, or standard-normal noise seeded by ``--seed``."""
+    """``--images`` inputs at the model's native size: from ``--data``, or standard-normal noise seeded by
+    ``--seed``."""
     if args.images < 1:
         raise ValueError(f"--images must be at least 1, got {args.images}")
-    h, w = model.cfg.image_hw
+    cfg = as_host(model).cfg
+    h, w = cfg.image_hw
     if args.data:
-        test = open_data(args.data, patch_size=model.cfg.patch_size).test.at_size((h, w))
+        test = open_data(args.data, patch_size=cfg.patch_size).test.at_size((h, w))
         count = min(args.images, len(test))
         images, _ = test[torch.arange(count)]
         return normalize(to_float(images), test.info.mean, test.info.std)
     generator = torch.Generator().manual_seed(args.seed)
-    return torch.randn(args.images, model.cfg.in_chans, h, w, generator=generator)
+    return torch.randn(args.images, cfg.in_chans, h, w, generator=generator)
 
 
 def _stage(text: str) -> int | None:
@@ -162,7 +165,7 @@ def add_stage_argument(p: argparse.ArgumentParser, default: str, what: str) -> N
 
 def figure_path(out: Path, stem: str, model: nn.Module, stage: int) -> Path:
     """``out/<stem>.png``, or ``out/<stem>_stage<S>.png`` for a host of several stages."""
-    return out / (f"{stem}.png" if len(model.stages) == 1 else f"{stem}_stage{stage}.png")
+    return out / (f"{stem}.png" if stage_count(model) == 1 else f"{stem}_stage{stage}.png")
 
 
 def add_output_argument(p: argparse.ArgumentParser, command: str) -> None:

@@ -12,6 +12,7 @@ import argparse
 import ast
 import dataclasses
 import inspect
+import itertools
 import textwrap
 import types
 import typing
@@ -43,8 +44,9 @@ def _own_field_docs(cls: type) -> dict[str, str]:
     except (OSError, TypeError):  # no source available: options go without help text
         return {}
     docs: dict[str, str] = {}
-    body = tree.body[0].body
-    for node, nxt in zip(body, body[1:]):
+    statement = tree.body[0]
+    assert isinstance(statement, ast.ClassDef), "the source of a class starts with its class statement"
+    for node, nxt in itertools.pairwise(statement.body):
         if (
             isinstance(node, ast.AnnAssign)
             and isinstance(node.target, ast.Name)
@@ -73,6 +75,7 @@ def _parser_for(hint: Any) -> tuple[Callable[[str], Any] | None, str]:
     if origin in (typing.Union, types.UnionType):
         if len(args) == 1:
             inner, metavar = (_parse_bool, "BOOL") if args[0] is bool else _parser_for(args[0])
+            assert inner is not None, "only bool has no parser, and bool takes _parse_bool here"
             return (lambda text: None if text.lower() == "none" else inner(text)), metavar + "|none"
         if int in args and any(typing.get_origin(a) is tuple for a in args):  # e.g. img_size: 32 or 32,48
             return _tuple_or_int, "N[,N]"
@@ -128,7 +131,8 @@ def add_dataclass_options(
         )
         help_text = docs[cls].get(name, name.replace("_", " "))
         if show_defaults:
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            factory = f.default_factory
+            default = f.default if factory is dataclasses.MISSING else factory()
             help_text += f" (default: {default})"
         if len(owners) < len(classes):
             help_text += f" [arch {', '.join(a for c, _ in owners for a in _archs(c))}]"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..analysis.plots import save_bars
-from ..analysis.probes import REGRESSIONS, SPLITS, probe_table
+from ..analysis.probes import REGRESSIONS, SPLITS, ProbeResult, probe_table
 from ..analysis.stages import native_grid, stage_indices, stage_name
 from ..analysis.tables import layer_position_encodings
 from ..files import write_json
@@ -20,7 +20,8 @@ def run(args: argparse.Namespace) -> int:
         f"{'table':20s} {'grid':>6s} {'left/right':>10s} {'up/down':>8s} {'(dx,dy) R2':>10s}   "
         f"{args.folds or 'default'} folds over {args.split}"
     )
-    results = {}
+    results: dict[str, ProbeResult] = {}
+    records = {}
     for stage in stage_indices(model, args.stage):
         grid = native_grid(model, stage)
         for name, table in layer_position_encodings(model, grid, stage).items():
@@ -28,27 +29,26 @@ def run(args: argparse.Namespace) -> int:
             result = probe_table(
                 table, grid, folds=args.folds, split=args.split, regression=args.regression, seed=args.seed
             )
-            results[label] = result.to_dict() | {"grid": list(grid)}
+            results[label] = result
+            records[label] = result.to_dict() | {"grid": list(grid)}
             print(
-                f"{label:20s} {grid[0]:>3d}x{grid[1]:<2d} {result.left_right:10.3f} {result.up_down:8.3f} {result.distance_r2:10.3f}"
+                f"{label:20s} {grid[0]:>3d}x{grid[1]:<2d} "
+                f"{result.left_right:10.3f} {result.up_down:8.3f} {result.distance_r2:10.3f}"
             )
     figure = save_bars(
         args.out / "probe.png",
         list(results),
         {
-            label: [r[key] for r in results.values()]
-            for key, label in (
-                ("left_right", "left/right accuracy"),
-                ("up_down", "up/down accuracy"),
-                ("distance_r2", "(dx, dy) R²"),
-            )
+            "left/right accuracy": [r.left_right for r in results.values()],
+            "up/down accuracy": [r.up_down for r in results.values()],
+            "(dx, dy) R²": [r.distance_r2 for r in results.values()],
         },
         xlabel="position table",
         ylabel="probe score (accuracy: chance 0.5)",
         title=f"linear probes for relative location, folds over {args.split}",
-        ylim=(min(0.0, *(r["distance_r2"] for r in results.values())), 1.0),
+        ylim=(min(0.0, *(r.distance_r2 for r in results.values())), 1.0),
     )
-    print(f"wrote {write_json(args.out / 'probe.json', results)} and {figure}")
+    print(f"wrote {write_json(args.out / 'probe.json', records)} and {figure}")
     return 0
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from torch import nn
+
 from ..analysis.plots import save_heatmaps
 from ..analysis.relative_maps import (
     RelativeLayer,
@@ -12,7 +14,7 @@ from ..analysis.relative_maps import (
     relative_attention_layers,
     relative_logit_bias,
 )
-from ..analysis.stages import stage_indices, stage_name
+from ..analysis.stages import stage_count, stage_indices, stage_name
 from ..errors import ConfigError
 from ..files import write_json
 from ..spec import non_negative_int, positive_int
@@ -27,7 +29,7 @@ from .model_args import (
 from .options import option_type
 
 
-def _layers(model, args: argparse.Namespace) -> list[tuple[int, RelativeLayer]]:
+def _layers(model: nn.Module, args: argparse.Namespace) -> list[tuple[int, RelativeLayer]]:
     """(index among the relative layers, layer) of the chosen stage(s) and block."""
     layers = list(enumerate(relative_attention_layers(model)))
     stages = stage_indices(model, args.stage)
@@ -48,12 +50,12 @@ def run(args: argparse.Namespace) -> int:
     for index, layer in _layers(model, args):
         heads = layer.attn.num_heads
         if args.attention_head is not None and args.attention_head >= heads:
-            where = f" in stage {layer.stage}" if len(model.stages) > 1 else ""
+            where = f" in stage {layer.stage}" if stage_count(model) > 1 else ""
             raise ConfigError(
                 f"--attention-head {args.attention_head} does not exist: the model has {heads} heads{where}; "
                 f"use 0 to {heads - 1}"
             )
-        grid, prefix = layer.view(model, tuple(images.shape[-2:]))
+        grid, prefix = layer.view(model, (images.shape[-2], images.shape[-1]))
         refs = reference_lattice(grid, args.per_side)
         rows, cols = sorted({r for r, _ in refs}), sorted({c for _, c in refs})
         bias = relative_logit_bias(model, index, images)
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         name = stage_name(model, layer.stage, f"block {layer.block}")
         stem = (
             f"relative_bias_block{layer.block}"
-            if len(model.stages) == 1
+            if stage_count(model) == 1
             else f"relative_bias_stage{layer.stage}_block{layer.block}"
         )
         path = save_heatmaps(

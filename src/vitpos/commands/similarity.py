@@ -23,6 +23,7 @@ def run(args: argparse.Namespace) -> int:
     stages, paths = [], []
     for stage in stage_indices(model, args.stage):
         grid = native_grid(model, stage)
+        where = stage_name(model, stage, f"{grid[0]}x{grid[1]} grid")
         refs = parse_references(args.refs, grid) if args.refs else default_references(grid)
         tables = layer_position_encodings(model, grid, stage)
         scores = {}
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
                 row_labels=list(tables),
                 col_labels=[f"cell {r},{c}" for r, c in refs],
                 markers=refs,
-                title=f"cosine similarity of each cell's position encoding to the reference cell (star), {stage_name(model, stage, f'{grid[0]}x{grid[1]} grid')}",
+                title=f"cosine similarity of each cell's position encoding to the reference cell (star), {where}",
                 colorbar_label="cosine similarity",
             )
         )

@@ -124,8 +124,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--task",
         choices=("classify", "detect"),
         default="classify",
-        help="classify: the red-green tasks (default); detect: iRPE Table 6's claims with tiny DETRs on synthetic:detect "
-        "(families: " + ", ".join(DETECT_FAMILIES) + "; default folder runs/study-detect)",
+        help="classify: the red-green tasks (default); detect: iRPE Table 6's claims with tiny DETRs on "
+        "synthetic:detect (families: " + ", ".join(DETECT_FAMILIES) + "; default folder runs/study-detect)",
     )
     p.add_argument(
         "--full", action="store_true", help="the thesis protocol: 10 seeds, 5000/1000/1000 images, 30 epochs"

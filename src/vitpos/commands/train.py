@@ -18,9 +18,12 @@ from pathlib import Path
 from ..engine.config import TrainConfig
 from ..engine.records import CONFIG_FILE
 from ..engine.setup import RunRequest
-from ..engine.train import train
+from ..engine.train import Resume, train
 from ..errors import ConfigError
 from .options import add_dataclass_options, add_model_options, given_options
+
+_RESUME_FLAGS: dict[str, Resume] = {"resume": True, "resume_if_present": "if_present"}
+"""What --resume and --resume-if-present ask of :func:`~vitpos.engine.train.train`."""
 
 
 def default_run_dir(request: RunRequest) -> str:
@@ -74,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
             model_cfg,
             train_cfg,
             data,
-            resume={"resume": True, "resume_if_present": "if_present"}.get(args.resume, False),
+            resume=_RESUME_FLAGS.get(args.resume, False),
         )
     if int(os.environ.get("RANK", "0")) == 0:
         metrics = "  ".join(f"{k} {v:.4g}" for k, v in result.test.items())
