@@ -341,10 +341,11 @@ class PyramidConfig(HostConfig):
         if len(set(lengths.values())) != 1 or self.num_stages == 0:
             sizes = ", ".join(f"{k}={v}" for k, v in lengths.items())
             raise ConfigError(f"every per-stage field needs one entry per stage (at least one stage), got {sizes}")
-        for stage, (dim, heads) in enumerate(zip(self.embed_dims, self.num_heads)):
+        for stage, (dim, heads) in enumerate(zip(self.embed_dims, self.num_heads, strict=True)):
             if dim % heads:
                 raise ConfigError(
-                    f"stage {stage}: width {dim} is not divisible by {heads} heads; choose head counts that divide the widths"
+                    f"stage {stage}: width {dim} is not divisible by {heads} heads; "
+                    "choose head counts that divide the widths"
                 )
 
     def _check_host(self) -> None:
@@ -364,7 +365,8 @@ class PyramidConfig(HostConfig):
         if reduced and self.position.spec("relative").name != "none":
             raise ConfigError(
                 f"relative='{self.position.relative}' needs keys on the query grid, but spatial-reduction attention "
-                f"puts the keys of stage(s) {', '.join(map(str, reduced))} on a coarser grid (sr_ratios={self.sr_ratios}); "
+                f"puts the keys of stage(s) {', '.join(map(str, reduced))} on a coarser grid "
+                f"(sr_ratios={self.sr_ratios}); "
                 "set sr_ratios=None for full attention, or use a windowed host (arch='swin')"
             )
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.fx.experimental._config as fx_config
@@ -27,6 +27,7 @@ from .encodings.lape import NormalisedBias
 from .engine.atomic import write_atomic
 from .errors import VitposError
 from .models.factory import config_from_dict
+from .models.host import Host
 from .models.windows import WindowAttention
 
 __all__ = ["FORMATS", "ExportRange", "export_program", "export_model", "Deployed", "load_deployed"]
@@ -61,7 +62,8 @@ class ExportRange:
         if not (self.min_size <= h <= self.max_size and self.min_size <= w <= self.max_size):
             raise VitposError(
                 f"image size {h}x{w} is outside the exported range: both sides must lie in "
-                f"{self.min_size}..{self.max_size}; resize the input or export again with --min-size/--max-size covering it"
+                f"{self.min_size}..{self.max_size}; "
+                "resize the input or export again with --min-size/--max-size covering it"
             )
 
     def dynamic_shapes(self) -> dict[str, dict[int, Any]]:
@@ -73,7 +75,7 @@ class ExportRange:
         return {"x": {0: torch.export.Dim("batch", min=1, max=4096), **side}}
 
 
-def _example(model: nn.Module, span: ExportRange) -> torch.Tensor:
+def _example(model: Host, span: ExportRange) -> torch.Tensor:
     """A traced input: two images at the training size, moved into the range."""
     cfg = model.cfg
     h, w = (min(max(side, span.min_size), span.max_size) for side in cfg.image_hw)
@@ -87,29 +89,42 @@ def export_program(model: nn.Module, span: ExportRange) -> torch.export.Exported
     own message. Size-oblivious reasoning (``backed_size_oblivious``) keeps the tracer from
     specialising on whether a symbolic size (windows per row, say) is 1.
     """
+    host = _as_host(model)
     model = model.eval()
-    model.cfg.stage_grids((span.min_size, span.min_size))  # the eager model's error for a size it cannot take
-    _check_normalised_window_bias(model, span)
+    host.cfg.stage_grids((span.min_size, span.min_size))  # the eager model's error for a size it cannot take
+    _check_normalised_window_bias(host, span)
     with torch.no_grad():
         try:
-            model(torch.zeros(1, model.cfg.in_chans, span.min_size, span.min_size))
+            model(torch.zeros(1, host.cfg.in_chans, span.min_size, span.min_size))
         except ValueError as err:
             raise VitposError(f"the model cannot run at --min-size {span.min_size}: {err}") from None
-        with fx_config.patch(backed_size_oblivious=True):
-            return torch.export.export(model, (_example(model, span),), dynamic_shapes=span.dynamic_shapes())
+        # patch is added to the module at import by torch's install_config_module, which mypy does not see
+        with fx_config.patch(backed_size_oblivious=True):  # type: ignore[attr-defined]
+            return torch.export.export(model, (_example(host, span),), dynamic_shapes=span.dynamic_shapes())
 
 
-def _check_normalised_window_bias(model: nn.Module, span: ExportRange) -> None:
+def _as_host(model: nn.Module) -> Host:
+    """``model`` as a :class:`~vitpos.models.host.Host`, after checking it has the names export reads."""
+    missing = [name for name in ("cfg", "stages") if not hasattr(model, name)]
+    if missing:
+        raise VitposError(
+            f"{type(model).__name__} is not a vitpos host (it has no {', '.join(missing)}); "
+            "export a model built by vitpos.create_model"
+        )
+    return cast(Host, model)
+
+
+def _check_normalised_window_bias(model: Host, span: ExportRange) -> None:
     """Raise if a window block normalises its relative bias over keys (LaPE) on a stage grid
     smaller than a window: the traced graph pads such axes to whole windows (see
     :mod:`vitpos.models.windows`), and the padded keys would enter the normalisation."""
     grids = model.cfg.stage_grids((span.min_size, span.min_size))
     too_small, smallest = [], span.min_size
-    for index, (stage, grid) in enumerate(zip(model.stages, grids)):
+    for index, (stage, grid) in enumerate(zip(model.stages, grids, strict=True)):
         windows = {
-            b.attn.window_size
-            for b in stage.blocks
-            if isinstance(b.attn, WindowAttention) and isinstance(b.attn.relative, NormalisedBias)
+            attn.window_size
+            for attn in stage.modules()
+            if isinstance(attn, WindowAttention) and isinstance(attn.relative, NormalisedBias)
         }
         for size in windows:
             step = model.cfg.patch_size * 2**index  # pixels per token of this stage
@@ -139,8 +154,9 @@ def export_model(model: nn.Module, path: str | Path, *, fmt: str, min_size: int,
     """Export ``model`` to ``path`` (``.pt2`` program or ONNX file) and its config beside it; returns that YAML path."""
     if fmt not in FORMATS:
         raise VitposError(f"unknown export format {fmt!r}; valid values: {', '.join(FORMATS)}")
+    cfg = _as_host(model).cfg
     path = Path(path)
-    span = ExportRange(min_size, max_size, model.cfg.stride)
+    span = ExportRange(min_size, max_size, cfg.stride)
     program = export_program(model, span)
     path.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "pt2":
@@ -148,9 +164,10 @@ def export_model(model: nn.Module, path: str | Path, *, fmt: str, min_size: int,
     else:
         _require_onnx()
         onnx_program = torch.onnx.export(program, dynamo=True, input_names=[INPUT_NAME], output_names=["output"])
+        assert onnx_program is not None  # the dynamo exporter always returns a program
         onnx_program.save(str(path))
     meta = metadata_path(path)
-    write_atomic(meta, _metadata(model.cfg, span, fmt))
+    write_atomic(meta, _metadata(cfg, span, fmt))
     return meta
 
 
@@ -176,7 +193,7 @@ class Deployed(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.ndim != 4 or x.shape[1] != self.cfg.in_chans:
             raise VitposError(f"expected images of shape (B, {self.cfg.in_chans}, H, W), got {tuple(x.shape)}")
-        image_hw = tuple(x.shape[-2:])
+        image_hw = (x.shape[-2], x.shape[-1])
         self.cfg.stage_grids(image_hw)
         self.span.check(image_hw)
         return self.run(x)

@@ -73,11 +73,13 @@ class DetrConfig(HostConfig):
             raise ConfigError("DETR has no class token; leave class_token=False")
         if self.embed_dim % self.num_heads:
             raise ConfigError(
-                f"embed_dim={self.embed_dim} is not divisible by num_heads={self.num_heads}; choose a head count that divides the width"
+                f"embed_dim={self.embed_dim} is not divisible by num_heads={self.num_heads}; "
+                "choose a head count that divides the width"
             )
         if 2 ** len(self.stem_widths) != self.patch_size:
             raise ConfigError(
-                f"the stem halves the image once per width in stem_widths={self.stem_widths} (stride {2 ** len(self.stem_widths)}), "
+                f"the stem halves the image once per width in stem_widths={self.stem_widths} "
+                f"(stride {2 ** len(self.stem_widths)}), "
                 f"but patch_size={self.patch_size}; give log2(patch_size) widths"
             )
         self.stage_grids(self.image_hw)

@@ -22,7 +22,7 @@ from torch import nn
 from .analysis.probes import ProbeResult, probe_table
 from .analysis.stages import native_grid
 from .analysis.tables import absolute_table
-from .config import ModelConfig
+from .config import HostConfig
 from .data.synthetic import TASKS as SYNTHETIC_TASKS
 from .data.synthetic import SyntheticTask
 from .encodings.saved import load_position_encoding, save_position_encoding
@@ -56,7 +56,7 @@ class PretrainResult:
         }
 
 
-def _task_data(task: str, model_cfg: ModelConfig, size: int, seed: int) -> SyntheticTask:
+def _task_data(task: str, model_cfg: HostConfig, size: int, seed: int) -> SyntheticTask:
     h, w = model_cfg.image_hw
     held_out = max(1, size // 5)
     return SyntheticTask(
@@ -65,7 +65,7 @@ def _task_data(task: str, model_cfg: ModelConfig, size: int, seed: int) -> Synth
 
 
 def pretrain_position_encoding(
-    model_cfg: ModelConfig,
+    model_cfg: HostConfig,
     path: str | Path,
     train_cfg: TrainConfig,
     *,

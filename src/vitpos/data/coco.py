@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
-from pycocotools.coco import COCO
+from pycocotools.coco import COCO  # type: ignore[import-untyped]  # no stubs declared for pycocotools yet
 
 from ..detection.targets import ObjectTargets, pad_objects
 from ..errors import VitposError
@@ -82,7 +82,8 @@ def _load_index(file: Path) -> COCO:
             return COCO(str(file))
     except (ValueError, KeyError, TypeError, AssertionError) as err:
         raise VitposError(
-            f"{file} is not a COCO annotation file ({type(err).__name__}: {err}); expected keys images, annotations, categories"
+            f"{file} is not a COCO annotation file ({type(err).__name__}: {err}); "
+            "expected keys images, annotations, categories"
         ) from None
 
 
@@ -104,7 +105,8 @@ def read_coco_annotations(
             )
         if ann["image_id"] not in coco.imgs:
             raise VitposError(
-                f"{file}: annotation {ann.get('id')} refers to image_id {ann['image_id']}, which is not among the images"
+                f"{file}: annotation {ann.get('id')} refers to image_id {ann['image_id']}, "
+                "which is not among the images"
             )
     counts: Counter = Counter()
     files, objects = [], []

@@ -70,11 +70,15 @@ class MaskFiles(ImageDataset):
         return len(self.pairs)
 
     def __getitem__(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        size = self._size()
+        picked = [self.pairs[i] for i in index.tolist()]
+        images = torch.stack([decode_image(image, size) for image, _ in picked])
+        return images, torch.stack([self.decode_mask(image, mask) for image, mask in picked])
+
+    def _size(self) -> Size:
         if self.image_size is None:
             raise RuntimeError("mask folders have no native size; call at_size(size) first")
-        picked = [self.pairs[i] for i in index.tolist()]
-        images = torch.stack([decode_image(image, self.image_size) for image, _ in picked])
-        return images, torch.stack([self.decode_mask(image, mask) for image, mask in picked])
+        return self.image_size
 
     def at_size(self, size: int | tuple[int, int]) -> MaskFiles:
         view = copy.copy(self)
@@ -108,7 +112,7 @@ class MaskFiles(ImageDataset):
         """Mode, size (W, H) and, for a single-channel mask, its ids resized as the images are."""
         if mask.mode not in MASK_MODES:
             return mask.mode, mask.size, None
-        ids = np.asarray(fit_to_size(mask, self.image_size, Image.Resampling.NEAREST), dtype=np.int64)
+        ids = np.asarray(fit_to_size(mask, self._size(), Image.Resampling.NEAREST), dtype=np.int64)
         return mask.mode, mask.size, ids
 
 
@@ -172,16 +176,16 @@ def load_mask_splits(path: str | Path, classes: int | None = None, reduce_zero: 
     options = ([f"classes={classes}"] if classes is not None else []) + (["reduce_zero"] if reduce_zero else [])
     spec = ":".join([f"masks:{path}", *options])
     info = DataInfo(spec, "segmentation", classes=names, mean=IMAGENET_MEAN, std=IMAGENET_STD, position_sensitive=True)
-    splits = {}
+    splits: dict[str, ImageDataset] = {}
     for split in ("train", "val", "test"):
         images, annotations = _split_folder(root, "images", split), _split_folder(root, "annotations", split)
         if (images is None) != (annotations is None):
             have = images or annotations
             raise FileNotFoundError(f"{have} has no counterpart under {root / ('annotations' if images else 'images')}")
-        if images is None:
+        if images is None or annotations is None:  # both or neither, checked above
             if split != "test":
-                names = " or ".join(SPLIT_FOLDERS[split])
-                raise FileNotFoundError(f"mask folder {root} has no {names} folder under images/")
+                folders = " or ".join(SPLIT_FOLDERS[split])
+                raise FileNotFoundError(f"mask folder {root} has no {folders} folder under images/")
             splits[split] = splits["val"]
             continue
         splits[split] = MaskFiles(_pairs(images, annotations), info, reduce_zero)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -157,16 +158,25 @@ class SyntheticTask:
         return torch.from_numpy((red[:, 1] >= size[0] / 2).astype(np.int64))
 
 
+class SceneGenerator(Protocol):
+    """What a rendered split needs of the task that drew it: its data info, and any split at any size."""
+
+    @property
+    def info(self) -> DataInfo: ...
+
+    def render(self, split: str, img_size: int | tuple[int, int] | None = None) -> TensorImages: ...
+
+
 class SyntheticImages(TensorImages):
     """A rendered split; :meth:`at_size` draws the split anew at the other size. ``task`` is any
     generator with ``info`` and ``render(split, size)`` (the red-green tasks, ``synthetic:detect``)."""
 
-    def __init__(self, images: torch.Tensor, targets: torch.Tensor, task: SyntheticTask, split: str) -> None:
+    def __init__(self, images: torch.Tensor, targets: torch.Tensor, task: SceneGenerator, split: str) -> None:
         super().__init__(images, targets, task.info)
         self.task = task
         self.split = split
 
-    def at_size(self, size: int | tuple[int, int]) -> SyntheticImages:
+    def at_size(self, size: int | tuple[int, int]) -> TensorImages:
         size = as_size(size)
         return self if size == self.image_size else self.task.render(self.split, size)
 

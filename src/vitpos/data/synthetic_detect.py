@@ -53,7 +53,8 @@ class SyntheticDetection:
             raise ConfigError(f"min={self.min_size} is larger than max={self.max_size}; give min <= max")
         if min(h, w) < 2 * self.max_size:
             raise ConfigError(
-                f"a {h}x{w} image is too small for squares of up to {self.max_size} pixels; use img >= {2 * self.max_size}"
+                f"a {h}x{w} image is too small for squares of up to {self.max_size} pixels; "
+                f"use img >= {2 * self.max_size}"
             )
 
     @property

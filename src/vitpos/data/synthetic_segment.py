@@ -23,7 +23,7 @@ import torch
 from ..validation import bounded
 from .dataset import DataInfo, as_size
 from .masks import MaskTensors
-from .synthetic import _SPLIT_STREAM, TRAIN_COLOURS, SyntheticTask, _paint
+from .synthetic import _SPLIT_STREAM, TRAIN_COLOURS, SyntheticImages, SyntheticTask, _paint
 
 __all__ = ["SEGMENT_TASKS", "SyntheticSegmentation", "SyntheticMasks"]
 
@@ -70,14 +70,5 @@ class SyntheticSegmentation(SyntheticTask):
         return masks
 
 
-class SyntheticMasks(MaskTensors):
-    """A rendered split; :meth:`at_size` draws the split anew at the other size."""
-
-    def __init__(self, images: torch.Tensor, masks: torch.Tensor, task: SyntheticSegmentation, split: str) -> None:
-        super().__init__(images, masks, task.info)
-        self.task = task
-        self.split = split
-
-    def at_size(self, size: int | tuple[int, int]) -> SyntheticMasks:
-        size = as_size(size)
-        return self if size == self.image_size else self.task.render(self.split, size)
+class SyntheticMasks(MaskTensors, SyntheticImages):
+    """A rendered split of masks (N, H, W); :meth:`at_size` draws the split anew at the other size."""

@@ -183,8 +183,8 @@ def load_checkpoint(path: str | Path, *, with_state: bool = True) -> Checkpoint:
             # torch's own message may advise weights_only=False, which would run any code in the file: never pass it on
             raise CheckpointError(
                 f"checkpoint file {folder / STATE_FILE} is truncated or corrupt, or holds objects vitpos never writes "
-                f"({type(err).__name__}); it is not loaded, since unpickling arbitrary objects could run code. Restore it "
-                "from a copy, or resume from another checkpoint"
+                f"({type(err).__name__}); it is not loaded, since unpickling arbitrary objects could run code. "
+                "Restore it from a copy, or resume from another checkpoint"
             ) from None
     return Checkpoint(
         path=folder,
@@ -263,8 +263,9 @@ def load_model(
 ) -> tuple[nn.Module, Checkpoint]:
     """Rebuild the model a checkpoint was trained with and load its (EMA) weights; eval mode."""
     ckpt = load_checkpoint(path, with_state=False)
-    if ema and ckpt.ema is None:
+    weights = ckpt.ema if ema else ckpt.weights
+    if weights is None:
         raise CheckpointError(f"checkpoint {ckpt.path} has no EMA weights (trained with ema_decay=0)")
     model = create_model(ckpt.model_config)
-    load_weights(model, ckpt.ema if ema else ckpt.weights, ckpt.path)
+    load_weights(model, weights, ckpt.path)
     return model.to(device).eval(), ckpt

@@ -20,7 +20,8 @@ class TrainConfig:
     """Everything about a training run except the model."""
 
     data: str = "synthetic:direction"
-    """Data set: synthetic:TASK[:opt=val...], folder:PATH, masks:PATH (segmentation), cifar10:PATH, cifar100:PATH or digits."""
+    """Data set: synthetic:TASK[:opt=val...], folder:PATH, masks:PATH (segmentation), cifar10:PATH,
+    cifar100:PATH or digits."""
     epochs: int = bounded(30, ge=1)
     """Passes over the training split."""
     batch_size: int = bounded(128, ge=1)

@@ -159,7 +159,8 @@ def check_model_fits_data(cfg: HostConfig, info: DataInfo, trained_on: dict[str,
     (classification or regression) must be the data's too, since a head of the right width
     can still have been trained for the other kind of output.
     """
-    trained_task = (trained_on or {}).get("task")
+    trained_on = trained_on or {}
+    trained_task = trained_on.get("task")
     if trained_task is not None and trained_task != info.task:
         raise VitposError(
             f"the model was trained for {trained_task} on {trained_on.get('spec')}, but {info.spec} is a {info.task} "
@@ -170,7 +171,8 @@ def check_model_fits_data(cfg: HostConfig, info: DataInfo, trained_on: dict[str,
             f"{info.num_outputs} classes" if info.task == "classification" else f"{info.num_outputs} regression targets"
         )
         raise ValueError(
-            f"the model has num_classes={cfg.num_classes} but {info.spec} has {what}; set num_classes={info.num_outputs}"
+            f"the model has num_classes={cfg.num_classes} but {info.spec} has {what}; "
+            f"set num_classes={info.num_outputs}"
         )
     if cfg.in_chans != info.channels:
         raise ValueError(f"the model takes in_chans={cfg.in_chans} but {info.spec} has {info.channels}-channel images")

@@ -17,7 +17,7 @@ A metrics object has ``add_loss(loss, n)``, ``add_predictions(outputs, targets)`
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 import torch.nn.functional as F
@@ -72,7 +72,7 @@ class ImageTask:
     """Classification or regression: one output vector per image."""
 
     def __init__(self, info: DataInfo) -> None:
-        self.name = info.task
+        self.name: str = info.task
         self.num_outputs = info.num_outputs
 
     def loss(self, outputs: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
@@ -103,7 +103,7 @@ class DetectionMetrics:
             return
         cpu = lambda d: Detections(d.scores.cpu(), d.labels.cpu(), d.boxes.cpu())  # noqa: E731
         objects = [ObjectTargets(t.labels.cpu(), t.boxes.cpu()) for t in unpad_objects(targets)]
-        self.images += [(t, cpu(d), image_hw) for t, d in zip(objects, postprocess(outputs, image_hw))]
+        self.images += [(t, cpu(d), image_hw) for t, d in zip(objects, postprocess(outputs, image_hw), strict=True)]
 
     def reduced(self, ctx: Dist) -> DetectionMetrics:
         out = DetectionMetrics(self.num_classes, self.sums.device, self.image_hw)
@@ -120,7 +120,7 @@ class DetectionMetrics:
         s = self.sums.tolist()
         out = {"loss": s[1] / s[0]} if s[0] else {}
         if self.images:
-            targets, detections, sizes = zip(*self.images)
+            targets, detections, sizes = zip(*self.images, strict=True)
             out |= coco_metrics(list(targets), list(detections), list(sizes), self.num_classes)
         return out
 
@@ -131,12 +131,19 @@ class DetectionMetrics:
         self.sums.copy_(torch.tensor(state, dtype=torch.float64))
 
 
+@runtime_checkable
+class Detector(Protocol):
+    """A model trained with a set loss (DETR): it builds its own criterion."""
+
+    def criterion(self) -> nn.Module: ...
+
+
 class DetectionTask:
     """DETR's set loss (the model's :meth:`criterion`) and COCO AP."""
 
     name = "detection"
 
-    def __init__(self, info: DataInfo, model: nn.Module) -> None:
+    def __init__(self, info: DataInfo, model: Detector) -> None:
         self.num_classes = info.num_outputs
         self.criterion = model.criterion()
 
@@ -149,7 +156,7 @@ class DetectionTask:
 
 def task_for(info: DataInfo, model: nn.Module) -> Task:
     """The task of ``info``'s data for ``model``; a detector or segmenter on other data (or the reverse) is an error."""
-    detector = hasattr(model, "criterion")
+    detector = isinstance(model, Detector)
     if (info.task == "detection") != detector:
         kind = "a detector" if detector else "not a detector"
         raise VitposError(
@@ -173,4 +180,6 @@ def task_for(info: DataInfo, model: nn.Module) -> Task:
         )
     if segmenter:
         return SegmentationTask(info)
-    return DetectionTask(info, model) if detector else ImageTask(info)
+    if isinstance(model, Detector):
+        return DetectionTask(info, model)
+    return ImageTask(info)

@@ -16,6 +16,7 @@ import logging
 import os
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -139,8 +140,9 @@ class _Trainer:
 
         torch.manual_seed(cfg.seed)
         self.model = create_model(model_cfg)
-        if cfg.init and hasattr(self.model, "load_backbone"):  # a segmenter starts from a classifier's host
-            self.model.load_backbone(cfg.init, drop=cfg.init_drop)
+        load_backbone = getattr(self.model, "load_backbone", None)  # a segmenter starts from a classifier's host
+        if cfg.init and load_backbone is not None:
+            load_backbone(cfg.init, drop=cfg.init_drop)
         elif cfg.init:
             load_initial_weights(self.model, cfg.init, drop=cfg.init_drop, resize_head=True)
         if cfg.init_pe:
@@ -158,7 +160,7 @@ class _Trainer:
         self.last_checkpoint: Path | None = None
         self._check_run_dir(resume)
 
-        self.net: nn.Module = self.model
+        self.net: Callable[..., Any] = self.model  # the model as it runs: wrapped by DDP, compiled
         if ctx.enabled:
             # static_graph: the same parameters take part in every step, used or not
             self.net = DistributedDataParallel(
@@ -192,7 +194,8 @@ class _Trainer:
         trained_on = ckpt.train_config.get("data")
         if trained_on != self.cfg.data:
             raise CheckpointError(
-                f"checkpoint {ckpt.path} was trained on {trained_on!r}, not {self.cfg.data!r}; resume with the same --data"
+                f"checkpoint {ckpt.path} was trained on {trained_on!r}, not {self.cfg.data!r}; "
+                "resume with the same --data"
             )
         load_weights(self.model, ckpt.weights, ckpt.path)
         if self.ema is not None:
@@ -200,9 +203,11 @@ class _Trainer:
                 raise CheckpointError(f"checkpoint {ckpt.path} has no EMA weights; resume with ema_decay=0")
             load_weights(self.ema.module, ckpt.ema, ckpt.path)
         state = ckpt.state
+        assert state is not None  # load_checkpoint reads the state by default
         if state["epoch"] > self.cfg.epochs:
             raise CheckpointError(
-                f"checkpoint {ckpt.path} has already trained {state['epoch']} epochs, more than epochs={self.cfg.epochs}; "
+                f"checkpoint {ckpt.path} has already trained {state['epoch']} epochs, "
+                f"more than epochs={self.cfg.epochs}; "
                 f"a run cannot be shortened: resume with epochs >= {state['epoch']}, or evaluate it with `vitpos eval`"
             )
         self._warn_changes(ckpt.train_config, ckpt.path)
@@ -284,7 +289,7 @@ class _Trainer:
         )
 
     def _train_epoch(self) -> None:
-        cfg, ctx, device, info = self.cfg, self.ctx, self.device, self.info
+        cfg, ctx, device = self.cfg, self.ctx, self.device
         batches = epoch_batches(len(self.train_set), cfg.batch_size, cfg.seed, self.epoch, ctx)
         self.model.train()
         dtype = input_dtype(self.model)
@@ -343,16 +348,20 @@ class _Trainer:
         )
 
     def _evaluate(self, dataset, prefix: str) -> dict[str, float]:
-        kw = dict(
-            batch_size=self.cfg.batch_size,
-            device=self.device,
-            ctx=self.ctx,
-            precision=self.precision,
-            workers=self.cfg.workers,
-        )
-        out = {prefix + k: v for k, v in evaluate(self.model, dataset, **kw).items()}
+        def run(model: nn.Module) -> dict[str, float]:
+            return evaluate(
+                model,
+                dataset,
+                batch_size=self.cfg.batch_size,
+                device=self.device,
+                ctx=self.ctx,
+                precision=self.precision,
+                workers=self.cfg.workers,
+            )
+
+        out = {prefix + k: v for k, v in run(self.model).items()}
         if self.ema is not None:
-            out |= {f"ema_{prefix}{k}": v for k, v in evaluate(self.ema.module, dataset, **kw).items()}
+            out |= {f"ema_{prefix}{k}": v for k, v in run(self.ema.module).items()}
         return out
 
     def _save(self, lr: float) -> None:

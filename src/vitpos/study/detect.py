@@ -89,7 +89,9 @@ class DetectStudyConfig:
 
     def model(self, family: str) -> DetrConfig:
         """The family's preset at the study's image size."""
-        return get_config(DETECT_FAMILIES[family], img_size=self.img_size)
+        cfg = get_config(DETECT_FAMILIES[family], img_size=self.img_size)
+        assert isinstance(cfg, DetrConfig)  # every detection family is a DETR preset
+        return cfg
 
     def data(self, seed: int) -> SyntheticDetection:
         return SyntheticDetection(
@@ -116,8 +118,9 @@ def run_detect_cell(cell: Cell, config: DetectStudyConfig, device: str = "cpu") 
     start, cpu_start = time.perf_counter(), time.process_time()
     task = config.data(cell.seed)
     train_cfg = TrainConfig(
-        data=task.spec, epochs=config.epochs, batch_size=config.batch_size, lr=config.lr, weight_decay=config.weight_decay,
-        warmup_epochs=0.5, grad_clip=config.grad_clip, seed=cell.seed, device=device, eval_every=config.epochs, progress=False,
+        data=task.spec, epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
+        weight_decay=config.weight_decay, warmup_epochs=0.5, grad_clip=config.grad_clip, seed=cell.seed,
+        device=device, eval_every=config.epochs, progress=False,
     )  # fmt: skip
     data = task.splits()
     result = train(config.model(cell.family), train_cfg, data)
@@ -236,7 +239,8 @@ def run_detect_study(
         store.save(cell, result)
         results[cell] = result
         log(
-            f"[{len(results):3d}/{len(cells)}] {cell}: AP {result['test']:.1f} (at {config.long_size} px: {result['long']:.1f}), {result['seconds']:.0f} s"
+            f"[{len(results):3d}/{len(cells)}] {cell}: AP {result['test']:.1f} "
+            f"(at {config.long_size} px: {result['long']:.1f}), {result['seconds']:.0f} s"
         )
 
     if workers <= 1:
@@ -270,12 +274,13 @@ def write_detect_report(
     lines = [
         "# Detection study: iRPE Table 6 on synthetic:detect",
         "",
-        f"`{command}` — {len(results)} runs, {sum(wall) / 60:.1f} min wall over {len(wall)} invocation(s) that trained, "
-        f"{cpu / 60:.1f} CPU-min in all.",
+        f"`{command}` — {len(results)} runs, {sum(wall) / 60:.1f} min wall over {len(wall)} invocation(s) "
+        f"that trained, {cpu / 60:.1f} CPU-min in all.",
         "",
         f"Tiny DETRs (width 64, 2 + 2 layers, 8 queries, stride-4 stem) on {config.train_size} images of "
-        f"{config.img_size} x {config.img_size} px with 1-{config.objects} squares of {config.min_size}-{config.max_size} px, "
-        f"{config.epochs} epochs, batch {config.batch_size}, lr {config.lr:g}; {config.seeds} seeds. "
+        f"{config.img_size} x {config.img_size} px with 1-{config.objects} squares of "
+        f"{config.min_size}-{config.max_size} px, {config.epochs} epochs, batch {config.batch_size}, "
+        f"lr {config.lr:g}; {config.seeds} seeds. "
         f"COCO AP (%) on {config.test_size} test images, mean ± sd over seeds.",
         "",
         "## Claims",
@@ -287,7 +292,8 @@ def write_detect_report(
         interval = f"{fmt_value(v.mean, claim)} [{fmt_value(v.low, claim)}, {fmt_value(v.high, claim)}]"
         outcome = v.outcome + (f" (~{v.seeds_needed} seeds would decide)" if v.seeds_needed else "")
         lines.append(
-            f"| {claim.source} | {claim.statement} | {claim.paper} | {claim.quantity} | {claim.test} | {interval} | {outcome} |"
+            f"| {claim.source} | {claim.statement} | {claim.paper} | {claim.quantity} | {claim.test} "
+            f"| {interval} | {outcome} |"
         )
     lines += [
         "",

@@ -144,26 +144,23 @@ def _measure(job: _Prepared, result: TrainResult, config: StudyConfig) -> dict[s
         "test": _score(test, kind),
         "val": _score({k[4:]: v for k, v in result.history[-1].items() if k.startswith("val_")}, kind),
     }
+    # the initial model is built where probes or the half contrast (and its similarity maps) need its table
+    tables = {} if before is None else {"before": absolute_table(before), "after": absolute_table(model)}
     if job.probes:
         out["probes"] = {
-            stage: probe_table(absolute_table(m), grid, folds=config.probe_folds, seed=cell.seed).to_dict()
-            for stage, m in (("before", before), ("after", model))
+            stage: probe_table(table, grid, folds=config.probe_folds, seed=cell.seed).to_dict()
+            for stage, table in tables.items()
         }
     if cell.task == "direction" and cell.train_size == config.train_size and config.resolutions:
         sweep = evaluate_resolutions(model, data.test, config.resolutions, batch_size=256, device="cpu")
         out["resolution"] = {str(hw[0]): _score(metrics, kind) for hw, metrics in sweep.items()}
     if job.contrast:
-        out["half_contrast"] = {
-            stage: half_contrast(absolute_table(m), grid) for stage, m in (("before", before), ("after", model))
-        }
+        out["half_contrast"] = {stage: half_contrast(table, grid) for stage, table in tables.items()}
     if job.similarity:
         refs = default_references(grid)
         out["similarity"] = {
             "references": [list(r) for r in refs],
-            **{
-                stage: similarity_maps(absolute_table(m), grid, refs).tolist()
-                for stage, m in (("before", before), ("after", model))
-            },
+            **{stage: similarity_maps(table, grid, refs).tolist() for stage, table in tables.items()},
         }
     return out
 
@@ -203,7 +200,7 @@ def run_cells(
         trained = train_ensemble(units[0].model_cfg, [Member(u.train_cfg, u.data) for u in units])
     else:
         trained = [train(u.model_cfg, u.train_cfg, u.data) for u in units]
-    by_key = dict(zip(trainings, trained))
+    by_key = dict(zip(trainings, trained, strict=True))
     out = {}
     for job in jobs:
         result = by_key[_training_key(job.cell)]

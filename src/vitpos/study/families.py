@@ -112,7 +112,8 @@ class Family:
         return self.host_config(study).replace(**self.slots, **({"head": self.head} if self.head else {}), **overrides)
 
     def describe(self) -> str:
-        """The overrides as text, e.g. ``host=pvt, absolute=none, relative=irpe:product:ctx:k, head=gap (pretrained)``."""
+        """The overrides as text, e.g.
+        ``host=pvt, absolute=none, relative=irpe:product:ctx:k, head=gap (pretrained)``."""
         host = {"host": self.host} if self.host else {}
         text = ", ".join(f"{k}={_text(v)}" for k, v in {**host, **self.model_overrides}.items())
         return text + (" (pretrained)" if self.pretrained else "")
@@ -215,7 +216,8 @@ BUILT_IN_FAMILIES = (*DEFAULT_FAMILIES, *PYRAMID_FAMILIES)
 
 
 def parse_family(text: str) -> Family:
-    """A default family by label, or ``"label: [host=pvt|swin] slot=spec ... [head=gap] [option=value ...] [pretrained]"``.
+    """A default family by label, or
+    ``"label: [host=pvt|swin] slot=spec ... [head=gap] [option=value ...] [pretrained]"``.
 
     Examples: ``"swin: absolute=none relative=swin head=gap"``, ``"fourier16p: absolute=fourier:gamma=16 pretrained"``,
     ``"pvt_sincos: host=pvt absolute=sincos2d depths=2,1"`` (options are fields of the host's config).

@@ -60,7 +60,7 @@ def save_claim_figures(folder: Path, judged: list[tuple[Claim, dict[int, float],
     for source, entries in by_source.items():
         fig = Figure(figsize=(6.4, 0.2 + 1.15 * len(entries)), layout="constrained")
         axes = fig.subplots(len(entries), 1, squeeze=False)[:, 0]
-        for ax, (claim, values, verdict) in zip(axes, entries):
+        for ax, (claim, values, verdict) in zip(axes, entries, strict=True):
             _claim_axes(ax, claim, values, verdict)
         fig.suptitle(source, fontsize=10)
         path = Path(folder) / f"claims_{_slug(source)}.png"

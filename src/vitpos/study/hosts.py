@@ -18,7 +18,7 @@ from ..models.factory import get_config
 __all__ = ["STUDY_HOSTS", "study_model", "study_host"]
 
 
-def study_model(img_size: int = 24) -> HostConfig:
+def study_model(img_size: int | tuple[int, int] = 24) -> HostConfig:
     """The ``thesis_vit`` preset (the thesis's one-block ViT with a class token) at ``img_size``.
 
     The default study uses 24x24 images, a 6x6 grid, so that every family has the optimiser
@@ -27,7 +27,7 @@ def study_model(img_size: int = 24) -> HostConfig:
     return get_config("thesis_vit", img_size=img_size)
 
 
-def _pyramid(arch: str, img_size: int, **host: object) -> PyramidConfig:
+def _pyramid(arch: str, img_size: int | tuple[int, int], *, head: str, window_size: int | None = None) -> PyramidConfig:
     return PyramidConfig(
         arch=arch,
         img_size=img_size,
@@ -37,11 +37,12 @@ def _pyramid(arch: str, img_size: int, **host: object) -> PyramidConfig:
         num_heads=(2, 4),
         mlp_ratios=(4.0, 4.0),
         num_classes=2,
-        **host,
+        head=head,
+        window_size=window_size,
     )
 
 
-STUDY_HOSTS: dict[str, Callable[[int], HostConfig]] = {
+STUDY_HOSTS: dict[str, Callable[[int | tuple[int, int]], HostConfig]] = {
     "vit": study_model,
     # PVT: global attention at both stages (no spatial reduction on grids this small), a class token
     # on the last stage as the ViT's
@@ -55,7 +56,7 @@ STUDY_HOSTS: dict[str, Callable[[int], HostConfig]] = {
 """Host name -> its study config at an image size."""
 
 
-def study_host(name: str, img_size: int = 24) -> HostConfig:
+def study_host(name: str, img_size: int | tuple[int, int] = 24) -> HostConfig:
     """The study config of host ``name`` at ``img_size``; raises for an unknown name."""
     if name not in STUDY_HOSTS:
         raise ValueError(f"unknown study host {name!r}; study hosts: {', '.join(STUDY_HOSTS)}")

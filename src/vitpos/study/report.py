@@ -240,7 +240,8 @@ def verdict_table(judged) -> str:
             "—"
             if verdict.outcome == NOT_RUN
             else (
-                f"{fmt_value(verdict.mean, claim)} [{fmt_value(verdict.low, claim)}, {fmt_value(verdict.high, claim)}] (n={verdict.n})"
+                f"{fmt_value(verdict.mean, claim)} "
+                f"[{fmt_value(verdict.low, claim)}, {fmt_value(verdict.high, claim)}] (n={verdict.n})"
             )
         )
         outcome = f"**{verdict.outcome}**"
@@ -307,15 +308,17 @@ def write_report(
     lines = [
         "# Position-encoding study",
         "",
-        f"{len(results)} of {total} training runs finished: {seeds} seed(s) per family, {len(config.families)} families, "
-        f"{config.train_size}/{config.val_size}/{config.test_size} train/val/test images at {train_px}x{train_px} px. "
+        f"{len(results)} of {total} training runs finished: {seeds} seed(s) per family, "
+        f"{len(config.families)} families, {config.train_size}/{config.val_size}/{config.test_size} "
+        f"train/val/test images at {train_px}x{train_px} px. "
         f"Wall time {wall / 60:.1f} min over {len(wall_seconds)} invocation(s); {compute / 60:.1f} CPU-minutes of "
         f"training and measurement. Reproduce with `{command}`; every number below is in `results.json`, and "
         "`vitpos study --report-only` rewrites this report from it.",
         "",
         "## Verdicts",
         "",
-        f"{counts['reproduced']} reproduced, {counts['contradicted']} contradicted, {counts['inconclusive']} inconclusive"
+        f"{counts['reproduced']} reproduced, {counts['contradicted']} contradicted, "
+        f"{counts['inconclusive']} inconclusive"
         + (f", {counts['not run']} not run" if counts["not run"] else "")
         + ". Each claim is a quantity measured per "
         "seed, tested against a bound: reproduced when the whole 95% bootstrap interval of its mean over seeds lies "
@@ -330,7 +333,8 @@ def write_report(
         f"Test metrics after training on each red-green task, mean ± std over {seeds} seed(s): accuracy in % "
         "(chance 50) for left/right direction, upper/lower absolute location and absolute location under "
         "unseen test colours, R² (0 = predicting the mean, 1 = exact) for the (dx, dy) offset. The absolute and "
-        "colour-shift columns share one trained model per seed (the same training images; only the test colours differ).",
+        "colour-shift columns share one trained model per seed (the same training images; "
+        "only the test colours differ).",
         "",
         main_table(config, summary),
         "",
@@ -356,9 +360,9 @@ def write_report(
         "",
         "## Resolution generalisation",
         "",
-        f"Direction accuracy of the models trained at {train_px} px, evaluated without fine-tuning at other image sizes "
-        "(learned tables resampled bicubically, fixed tables recomputed, PEG and relative encodings as they are): "
-        "a flat row generalises to new resolutions.",
+        f"Direction accuracy of the models trained at {train_px} px, evaluated without fine-tuning at other "
+        "image sizes (learned tables resampled bicubically, fixed tables recomputed, PEG and relative encodings "
+        "as they are): a flat row generalises to new resolutions.",
         "",
         resolution_table,
         "",
@@ -377,19 +381,21 @@ def write_report(
             "",
         ]
     m = config.model
+    ctx = m.stage_context(0)  # the study model is a ViT: one stage
     steps = config.epochs * (config.train_size // config.batch_size)
     lines += [
         "## Setup",
         "",
-        f"- model: {m.depth} encoder block(s), width {m.embed_dim}, {m.num_heads} heads, MLP ratio "
-        f"{m.mlp_ratio:g}, patch {m.patch_size} on {m.image_hw[0]}x{m.image_hw[1]} images, {m.head} head; "
+        f"- model: {ctx.depth} encoder block(s), width {ctx.embed_dim}, {ctx.num_heads} heads, MLP ratio "
+        f"{m.mlp_ratios[0]:g}, patch {m.patch_size} on {m.image_hw[0]}x{m.image_hw[1]} images, {m.head} head; "
         "each family sets its slots on it",
     ]
     for family in (f for f in config.families if f.host):
         h = family.model_config(config.model)
         grids = ", ".join(f"{a}x{b}" for a, b in h.stage_grids(h.image_hw))
+        depths = ", ".join(str(h.stage_context(s).depth) for s in range(h.num_stages))
         lines.append(
-            f"- family {family.label}: the {h.arch} host, {h.num_stages} stages of {', '.join(map(str, h.depths))} "
+            f"- family {family.label}: the {h.arch} host, {h.num_stages} stages of {depths} "
             f"block(s), widths {', '.join(map(str, h.embed_dims))}, grids {grids}, {h.head} head"
         )
     lines += [

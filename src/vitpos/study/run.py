@@ -144,6 +144,7 @@ def jobs_of(cells: list[Cell], ensemble_families: set[str]) -> list[list[Cell]]:
     """
     jobs: dict[tuple, list[Cell]] = {}
     for cell in cells:
+        key: tuple[str, int] | tuple[str, str, int, int]
         if cell.family in ensemble_families:
             key = (cell.family, cell.train_size)
         else:
@@ -334,10 +335,10 @@ def _run_parallel(
                     ] = job
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
-                    job = pending.pop(future)
-                    if isinstance(job, Family):
-                        log(_pretrained_line(job.label, future.result()))
-                        schedule.pretrained(job, _pretrained_path(folder, job))
+                    work = pending.pop(future)
+                    if isinstance(work, Family):
+                        log(_pretrained_line(work.label, future.result()))
+                        schedule.pretrained(work, _pretrained_path(folder, work))
                     else:
                         finished(future.result())
         except BaseException:
