@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 import torch.fx.experimental._config as fx_config
@@ -27,7 +27,7 @@ from .encodings.lape import NormalisedBias
 from .engine.atomic import write_atomic
 from .errors import VitposError
 from .models.factory import config_from_dict
-from .models.host import Host
+from .models.host import Host, as_host
 from .models.windows import WindowAttention
 
 __all__ = ["FORMATS", "ExportRange", "export_program", "export_model", "Deployed", "load_deployed"]
@@ -89,7 +89,7 @@ def export_program(model: nn.Module, span: ExportRange) -> torch.export.Exported
     own message. Size-oblivious reasoning (``backed_size_oblivious``) keeps the tracer from
     specialising on whether a symbolic size (windows per row, say) is 1.
     """
-    host = _as_host(model)
+    host = as_host(model)
     model = model.eval()
     host.cfg.stage_grids((span.min_size, span.min_size))  # the eager model's error for a size it cannot take
     _check_normalised_window_bias(host, span)
@@ -101,17 +101,6 @@ def export_program(model: nn.Module, span: ExportRange) -> torch.export.Exported
         # patch is added to the module at import by torch's install_config_module, which mypy does not see
         with fx_config.patch(backed_size_oblivious=True):  # type: ignore[attr-defined]
             return torch.export.export(model, (_example(host, span),), dynamic_shapes=span.dynamic_shapes())
-
-
-def _as_host(model: nn.Module) -> Host:
-    """``model`` as a :class:`~vitpos.models.host.Host`, after checking it has the names export reads."""
-    missing = [name for name in ("cfg", "stages") if not hasattr(model, name)]
-    if missing:
-        raise VitposError(
-            f"{type(model).__name__} is not a vitpos host (it has no {', '.join(missing)}); "
-            "export a model built by vitpos.create_model"
-        )
-    return cast(Host, model)
 
 
 def _check_normalised_window_bias(model: Host, span: ExportRange) -> None:
@@ -154,7 +143,7 @@ def export_model(model: nn.Module, path: str | Path, *, fmt: str, min_size: int,
     """Export ``model`` to ``path`` (``.pt2`` program or ONNX file) and its config beside it; returns that YAML path."""
     if fmt not in FORMATS:
         raise VitposError(f"unknown export format {fmt!r}; valid values: {', '.join(FORMATS)}")
-    cfg = _as_host(model).cfg
+    cfg = as_host(model).cfg
     path = Path(path)
     span = ExportRange(min_size, max_size, cfg.stride)
     program = export_program(model, span)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from torch import nn
 
-from ..errors import ConfigError, VitposError
+from ..errors import ConfigError
 from ..grid import Grid
-from ..models.host import Host
+from ..models.host import as_host
 from ..models.layers import Block
 from ..models.stage import Stage
 
@@ -26,16 +26,6 @@ __all__ = [
     "native_grid",
     "stage_name",
 ]
-
-
-def as_host(model: nn.Module) -> Host:
-    """``model`` seen through the :class:`~vitpos.models.host.Host` protocol; raises for any other module."""
-    if not isinstance(model, Host):
-        raise VitposError(
-            f"{type(model).__name__} is not a host (ViT, PVT, Swin, DETR) with the stages these tools read; "
-            "pass a model from vitpos.create_model or vitpos.load_model (of a segmentation model, its .backbone)"
-        )
-    return model
 
 
 def stage_count(model: nn.Module) -> int:

@@ -7,17 +7,18 @@ every stage holds the four position slots at its own width and grid (:class:`~.s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeGuard, runtime_checkable
 
 import torch
 from torch import nn
 
+from ..errors import VitposError
 from ..grid import Grid
 
 if TYPE_CHECKING:
     from ..config import HostConfig
 
-__all__ = ["Host"]
+__all__ = ["Host", "is_host", "as_host"]
 
 
 @runtime_checkable
@@ -66,3 +67,32 @@ class Host(Protocol):
     def position_parameters(self) -> dict[str, nn.Parameter]:
         """Every parameter of the four position slots of every stage, by its name in the model."""
         ...
+
+
+HOST_MEMBERS = (
+    "cfg", "num_classes", "num_features", "num_prefix_tokens", "stages", "stage_grids", "forward_features",
+    "forward_tokens", "forward_head", "forward", "no_weight_decay", "position_parameters",
+)  # fmt: skip
+"""The names :class:`Host` declares."""
+
+
+def is_host(model: object) -> TypeGuard[Host]:
+    """Whether ``model`` offers every name of :class:`Host`.
+
+    Use this rather than ``isinstance(model, Host)``: from Python 3.12 on, ``isinstance`` with a
+    protocol looks attributes up statically and misses ``stages``, a submodule that
+    :class:`torch.nn.Module` keeps in its own registry.
+    """
+    return all(hasattr(model, name) for name in HOST_MEMBERS)
+
+
+def as_host(model: object) -> Host:
+    """``model`` seen through :class:`Host`; a :class:`~vitpos.errors.VitposError` for any other object."""
+    if not is_host(model):
+        missing = ", ".join(name for name in HOST_MEMBERS if not hasattr(model, name))
+        raise VitposError(
+            f"{type(model).__name__} is not a host (ViT, PVT, Swin, DETR) with the stages these tools read "
+            f"(it has no {missing}); pass a model from vitpos.create_model or vitpos.load_model "
+            "(of a segmentation model, its .backbone)"
+        )
+    return model
