@@ -43,10 +43,10 @@ def lookup(scores: torch.Tensor, index: torch.Tensor, cols: int) -> torch.Tensor
     """Scores (..., R, K) read at the flat ``index`` (M, chunk * cols), summed over maps: (..., chunk, cols)."""
     lead = scores.shape[:-2]
     flat = scores.reshape(-1, scores.shape[-2] * scores.shape[-1])
-    out = None
-    for id_map in index:
-        term = flat.index_select(1, id_map)
-        out = term if out is None else out.add_(term)
+    maps = iter(index)
+    out = flat.index_select(1, next(maps))
+    for id_map in maps:
+        out.add_(flat.index_select(1, id_map))
     return out.view(*lead, -1, cols)
 
 

@@ -54,6 +54,13 @@ class _Terms:
         self.q, self.k, self.row, self.col, self.bias, self.scale = q, k, row, col, bias, scale
         self.buckets = None if ids is None else BucketIndex(ids, num_buckets)
 
+    @property
+    def index(self) -> BucketIndex:
+        """The bucket index of the row and column scores (set wherever there are such scores)."""
+        if self.buckets is None:
+            raise ValueError("bucket scores need bucket ids: give ids with the row or column scores")
+        return self.buckets
+
     def scaled_queries(self, rows: slice) -> torch.Tensor:  # B, heads, chunk, d
         """scale * q of the chunk (scaling q is cheaper than scaling the logits)."""
         return self.q[..., rows, :] * self.scale
@@ -64,9 +71,9 @@ class _Terms:
         if self.row is not None:
             per_query = self.row.shape[-2] != 1
             row = self.row[..., rows, :] if per_query else self.row
-            s.add_(lookup(row, self.buckets.rows(rows, per_query), n))
+            s.add_(lookup(row, self.index.rows(rows, per_query), n))
         if self.col is not None:
-            s.add_(lookup(self.col, self.buckets.columns(rows), n))
+            s.add_(lookup(self.col, self.index.columns(rows), n))
         if self.bias is not None:
             s.add_(self.bias[..., rows, :])
         return s
@@ -129,7 +136,7 @@ def _forward(ctx, q, k, v, row, col, bias, ids, scale, num_buckets, bucket_weigh
         out = torch.matmul(p, v)
         weights = None
         if bucket_weights:
-            weights = _bucket_sums(p, terms.buckets.rows(slice(None)), num_buckets)
+            weights = _bucket_sums(p, terms.index.rows(slice(None)), num_buckets)
         ctx.save_for_backward(q, k, v, row, col, bias, ids, p)
     else:
         out = q.new_empty(*q.shape[:-1], v.shape[-1])
@@ -145,7 +152,7 @@ def _forward(ctx, q, k, v, row, col, bias, ids, scale, num_buckets, bucket_weigh
             lse[..., rows] = (top.to(lse.dtype) + total.log()).squeeze(-1)
             out[..., rows, :] = torch.matmul(p, v)
             if weights is not None:
-                weights[..., rows, :] = _bucket_sums(p, terms.buckets.rows(rows), num_buckets)
+                weights[..., rows, :] = _bucket_sums(p, terms.index.rows(rows), num_buckets)
         ctx.save_for_backward(q, k, v, row, col, bias, ids, lse)
     ctx.scale, ctx.num_buckets, ctx.chunk, ctx.dtype = scale, num_buckets, chunk, q.dtype
     return out if weights is None else (out, weights)
@@ -170,7 +177,7 @@ def _backward(ctx, grad_out, grad_weights):
         g = grad_out[..., rows, :]
         dp = torch.matmul(g, v.transpose(-2, -1))
         if grad_weights is not None:
-            dp.add_(lookup(grad_weights[..., rows, :], terms.buckets.rows(rows), n))
+            dp.add_(lookup(grad_weights[..., rows, :], terms.index.rows(rows), n))
         if want[2]:
             dv = _accumulate(dv, torch.matmul(p.transpose(-2, -1), g))
         ds = _softmax_backward(p, dp)
@@ -183,12 +190,12 @@ def _backward(ctx, grad_out, grad_weights):
             per_query = row.shape[-2] != 1
             reduced = ds.sum_to_size(*row.shape[:-2], *ds.shape[-2:])  # over the batch (and heads) first
             if per_query:
-                d_row = _place(d_row, _bucket_sums(reduced, terms.buckets.rows(rows), ctx.num_buckets), rows, row)
+                d_row = _place(d_row, _bucket_sums(reduced, terms.index.rows(rows), ctx.num_buckets), rows, row)
             else:
                 start_row = row.new_zeros(row.shape, dtype=acc) if d_row is None else d_row
-                d_row = add_at(start_row, terms.buckets.rows(rows, False), reduced.to(acc))
+                d_row = add_at(start_row, terms.index.rows(rows, False), reduced.to(acc))
         if d_col is not None:
-            add_at(d_col, terms.buckets.columns(rows), ds.sum_to_size(*col.shape[:-2], *ds.shape[-2:]).to(acc))
+            add_at(d_col, terms.index.columns(rows), ds.sum_to_size(*col.shape[:-2], *ds.shape[-2:]).to(acc))
         if bias is not None and want[5]:
             grad = ds.sum_to_size(*bias.shape[:-2], *ds.shape[-2:])
             if bias.shape[-2] == 1:

@@ -61,7 +61,8 @@ def flex_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mod: Callable | None, scale: float
 ) -> torch.Tensor:
     """FlexAttention of (B, heads, N, d) inputs with ``mod``: compiled on CUDA, eager elsewhere."""
-    run = _compiled() if q.is_cuda and not torch.compiler.is_compiling() else _flex_attention
     if not torch.is_grad_enabled():  # FlexAttention checks requires_grad, not the grad mode
         q, k, v = q.detach(), k.detach(), v.detach()
-    return run(q, k, v, score_mod=mod, scale=scale)
+    if q.is_cuda and not torch.compiler.is_compiling():
+        return _compiled()(q, k, v, score_mod=mod, scale=scale)
+    return _flex_attention(q, k, v, score_mod=mod, scale=scale)

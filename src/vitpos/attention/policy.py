@@ -74,6 +74,10 @@ class Request:
     def value_term(self) -> bool:
         return self.terms is not None and self.terms.value_term
 
+    @property
+    def contextual(self) -> bool:
+        return self.terms is not None and self.terms.contextual
+
 
 def unsupported(path: str, request: Request) -> str | None:
     """Why ``path`` cannot compute ``request``, or None if it can."""
@@ -85,9 +89,8 @@ def unsupported(path: str, request: Request) -> str | None:
         return "attention dropout runs on the sdpa and explicit paths only"
     if request.value_term and path in ("sdpa", "flex"):
         return "a term on values needs the attention weights per bucket"
-    if path == "flex":
-        if request.needs_grad and request.device != "cuda":
-            return "FlexAttention's backward runs on CUDA only"
+    if path == "flex" and request.needs_grad and request.device != "cuda":
+        return "FlexAttention's backward runs on CUDA only"
     return None
 
 
@@ -98,7 +101,7 @@ def choose_path(request: Request) -> str:
     if request.dropout or not (request.logit_terms or request.value_term):
         return "sdpa"
     if request.device == "cuda" and not request.value_term:
-        return "flex" if request.terms.contextual else "sdpa"
+        return "flex" if request.contextual else "sdpa"
     if not request.needs_grad:
         return "stored" if request.value_term else "sdpa"
     return "chunked" if request.num_tokens >= CHUNK_FROM_TOKENS else "stored"

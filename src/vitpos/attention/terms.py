@@ -38,6 +38,13 @@ def _lookup(scores: torch.Tensor, index: torch.Tensor, cols: int) -> torch.Tenso
     return lookup(scores, index, cols)
 
 
+def _given(x: torch.Tensor | None, what: str) -> torch.Tensor:
+    """``x``, which a contextual term needs; a ValueError naming ``what`` if it is None."""
+    if x is None:
+        raise ValueError(f"these relative terms meet the {what}: pass them, not None")
+    return x
+
+
 @dataclass(frozen=True)
 class Rotation:
     """A rotation of channel pairs (2t, 2t+1) of the patch tokens' queries and keys (RoPE).
@@ -142,22 +149,27 @@ class RelativeTerms:
         """The queries of the content product: q, or q + u."""
         return q if self.query_shift is None else q + self.query_shift
 
-    def scores(self, q: torch.Tensor, k: torch.Tensor, scale: float) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    def scores(
+        self, q: torch.Tensor | None, k: torch.Tensor | None, scale: float
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """Per-bucket scores (Eq. 27): rows R (..., N or 1, K) looked up per query and columns
-        C (..., N, K) looked up per key; None where there is no such term."""
-        row = None if self.key_table is None else q @ (self.key_table * scale).transpose(-2, -1)
+        C (..., N, K) looked up per key; None where there is no such term. ``q`` and ``k`` may be
+        None where no table meets them."""
+        row = None if self.key_table is None else _given(q, "queries") @ (self.key_table * scale).transpose(-2, -1)
         if self.bias_table is not None:
             table = self.bias_table[None, :, None, :]  # 1, heads or 1, 1, K
             row = table if row is None else row + table
-        col = None if self.query_table is None else k @ (self.query_table * scale).transpose(-2, -1)
+        col = None if self.query_table is None else _given(k, "keys") @ (self.query_table * scale).transpose(-2, -1)
         return row, col
 
-    def logits(self, q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor | None:
+    def logits(self, q: torch.Tensor | None, k: torch.Tensor | None, scale: float) -> torch.Tensor | None:
         """Every logit term but the content product (whose query shift :meth:`content_query` applies)
-        as one (B or 1, heads or 1, N, N) tensor, or None."""
+        as one (B or 1, heads or 1, N, N) tensor, or None. ``q`` and ``k`` may be None where no
+        table meets them (a bias only)."""
         row, col = self.scores(q, k, scale)
         out = None
         if row is not None or col is not None:
+            assert self.ids is not None  # a table is set, so __post_init__ checked the ids
             index, everything, n = BucketIndex(self.ids, self.num_buckets), slice(None), self.ids.shape[-1]
             if row is not None:
                 out = _lookup(row, index.rows(everything, per_query=row.shape[-2] != 1), n)
@@ -170,6 +182,9 @@ class RelativeTerms:
 
     def values(self, weights: torch.Tensor) -> torch.Tensor:
         """sum_j a_ij P^V[I(i, j)] (Eq. 17) from the weights (B, heads, N, N): summed per bucket, then one matmul."""
+        if self.value_table is None:
+            raise ValueError("these relative terms have no value_table: check value_term before calling values")
+        assert self.ids is not None  # value_table is set, so __post_init__ checked the ids
         per_bucket = weights.new_zeros(*weights.shape[:-1], self.num_buckets)
         for id_map in bucket_maps(self.ids):
             per_bucket = per_bucket.scatter_add(-1, id_map.expand_as(weights), weights)

@@ -12,8 +12,8 @@ import contextlib
 import io
 
 import numpy as np
-from pycocotools.coco import COCO
-from pycocotools.cocoeval import COCOeval
+from pycocotools.coco import COCO  # type: ignore[import-untyped]  # pycocotools ships no type hints
+from pycocotools.cocoeval import COCOeval  # type: ignore[import-untyped]  # idem
 
 from .postprocess import Detections
 from .targets import ObjectTargets
@@ -26,10 +26,11 @@ METRIC_NAMES = ("AP", "AP50", "AP75", "APs", "APm", "APl")
 
 def coco_ground_truth(targets: list[ObjectTargets], sizes: list[tuple[int, int]], num_classes: int) -> COCO:
     """A COCO index of ``targets`` (normalised boxes) on images of ``sizes`` (H, W), ids from 1."""
-    images, annotations = [], []
-    for image_id, (target, (h, w)) in enumerate(zip(targets, sizes), start=1):
+    images: list[dict[str, object]] = []
+    annotations: list[dict[str, object]] = []
+    for image_id, (target, (h, w)) in enumerate(zip(targets, sizes, strict=True), start=1):
         images.append({"id": image_id, "height": h, "width": w})
-        for label, (cx, cy, bw, bh) in zip(target.labels.tolist(), target.boxes.tolist()):
+        for label, (cx, cy, bw, bh) in zip(target.labels.tolist(), target.boxes.tolist(), strict=True):
             box = [(cx - bw / 2) * w, (cy - bh / 2) * h, bw * w, bh * h]
             annotations.append({
                 "id": len(annotations) + 1, "image_id": image_id, "category_id": int(label), "bbox": box,
@@ -53,7 +54,9 @@ def coco_metrics(
     gt = coco_ground_truth(targets, sizes, num_classes)
     results = []
     for image_id, det in enumerate(detections, start=1):
-        for score, label, (x0, y0, x1, y1) in zip(det.scores.tolist(), det.labels.tolist(), det.boxes.tolist()):
+        for score, label, (x0, y0, x1, y1) in zip(
+            det.scores.tolist(), det.labels.tolist(), det.boxes.tolist(), strict=True
+        ):
             results.append(
                 {"image_id": image_id, "category_id": int(label), "bbox": [x0, y0, x1 - x0, y1 - y0], "score": score}
             )
@@ -65,4 +68,4 @@ def coco_metrics(
         evaluation.accumulate()
         evaluation.summarize()
     stats = np.asarray(evaluation.stats[: len(METRIC_NAMES)], dtype=np.float64)
-    return {name: 100.0 * float(v) for name, v in zip(METRIC_NAMES, stats) if v >= 0}
+    return {name: 100.0 * float(v) for name, v in zip(METRIC_NAMES, stats, strict=True) if v >= 0}

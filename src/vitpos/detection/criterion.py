@@ -9,6 +9,8 @@ the same loss, with its own matching, is added for the output of every decoder l
 
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import dataclass
 
 import torch
@@ -44,6 +46,8 @@ def _num_objects(targets: list[ObjectTargets], device: torch.device) -> float:
 class SetCriterion(nn.Module):
     """The loss of a DETR output dict against padded targets (B, M, 5); :meth:`components` gives the parts."""
 
+    class_weight: torch.Tensor
+
     def __init__(self, num_classes: int, weights: LossWeights = LossWeights()) -> None:
         super().__init__()
         self.num_classes = num_classes
@@ -62,12 +66,12 @@ class SetCriterion(nn.Module):
         batch = torch.cat([torch.full_like(q, b) for b, (q, _) in enumerate(matches)]).to(logits.device)
         query = torch.cat([q for q, _ in matches]).to(logits.device)
         classes = torch.full(logits.shape[:2], self.num_classes, dtype=torch.int64, device=logits.device)
-        classes[batch, query] = torch.cat([t.labels[o.to(t.labels.device)] for t, (_, o) in zip(targets, matches)]).to(
-            logits.device
-        )
+        classes[batch, query] = torch.cat(
+            [t.labels[o.to(t.labels.device)] for t, (_, o) in zip(targets, matches, strict=True)]
+        ).to(logits.device)
         ce = F.cross_entropy(logits.transpose(1, 2), classes, weight=self.class_weight.to(logits.device))
         pred = boxes[batch, query]
-        true = torch.cat([t.boxes[o.to(t.boxes.device)] for t, (_, o) in zip(targets, matches)]).to(pred)
+        true = torch.cat([t.boxes[o.to(t.boxes.device)] for t, (_, o) in zip(targets, matches, strict=True)]).to(pred)
         bbox = F.l1_loss(pred, true, reduction="sum") / num
         giou = (
             pred.new_zeros(())
@@ -90,4 +94,5 @@ class SetCriterion(nn.Module):
         """The weighted sum of every part."""
         w = self.weights
         weight = {"ce": w.ce, "bbox": w.bbox, "giou": w.giou}
-        return sum(weight[name.rpartition("_")[2]] * value for name, value in self.components(outputs, targets).items())
+        terms = (weight[name.rpartition("_")[2]] * value for name, value in self.components(outputs, targets).items())
+        return functools.reduce(operator.add, terms)

@@ -9,7 +9,7 @@ probability (not its log), boxes as normalised (cx, cy, w, h) for L1 and as corn
 from __future__ import annotations
 
 import torch
-from scipy.optimize import linear_sum_assignment
+from scipy.optimize import linear_sum_assignment  # type: ignore[import-untyped]  # scipy ships no stubs here
 from torch import nn
 
 from .boxes import box_cxcywh_to_xyxy, generalized_box_iou

@@ -29,4 +29,4 @@ def postprocess(outputs: dict, image_hw: tuple[int, int]) -> list[Detections]:
     h, w = image_hw
     scale = torch.tensor([w, h, w, h], dtype=torch.float32, device=prob.device)
     boxes = box_cxcywh_to_xyxy(outputs["pred_boxes"].float()) * scale
-    return [Detections(s, l, b) for s, l, b in zip(scores, labels, boxes)]
+    return [Detections(s, c, b) for s, c, b in zip(scores, labels, boxes, strict=True)]

@@ -8,6 +8,7 @@ learned vector per prefix token (DeiT's class-token position embedding), exposed
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -15,7 +16,7 @@ from torch import nn
 from ..grid import Grid, grid_coords, resample_table
 from ..registry import ABSOLUTE
 from ..spec import SlotSpec, one_of, positive_float, positive_int
-from .base import SlotContext, SlotEntry
+from .base import OptionSchema, SlotContext, SlotEntry
 from .sincos import interleave_sin_cos, sincos_1d, sincos_2d, sincos_frequencies
 
 __all__ = [
@@ -39,7 +40,8 @@ class AbsoluteEncoding(SlotEntry, nn.Module):
     def __init__(self, ctx: SlotContext) -> None:
         super().__init__()
         self.embed_dim = ctx.embed_dim
-        self.native_grid: Grid = tuple(ctx.grid)
+        h, w = ctx.grid
+        self.native_grid: Grid = (h, w)
         self.num_prefix_tokens = ctx.num_prefix_tokens
 
     def forward(self, grid: Grid) -> torch.Tensor:  # 1, H*W, D
@@ -98,7 +100,7 @@ class LearnedPosition(AbsoluteEncoding):
     """
 
     learned_table = True
-    _schema = {"std": positive_float}
+    _schema: ClassVar[OptionSchema] = {"std": positive_float}
 
     def __init__(self, ctx: SlotContext, std: float = 0.02) -> None:
         super().__init__(ctx)
@@ -106,7 +108,7 @@ class LearnedPosition(AbsoluteEncoding):
         self.table = nn.Parameter(torch.empty(1, h * w, ctx.embed_dim))
         nn.init.trunc_normal_(self.table, std=std)
         if ctx.num_prefix_tokens:
-            self.prefix_table = nn.Parameter(torch.empty(1, ctx.num_prefix_tokens, ctx.embed_dim))
+            self.prefix_table: nn.Parameter | None = nn.Parameter(torch.empty(1, ctx.num_prefix_tokens, ctx.embed_dim))
             nn.init.trunc_normal_(self.prefix_table, std=std)
         else:
             self.prefix_table = None
@@ -171,7 +173,12 @@ class FourierPosition(AbsoluteEncoding):
     Options: ``gamma`` (default 10), ``dim`` = F (default D), ``hidden`` (default 32).
     """
 
-    _schema = {"gamma": positive_float, "dim": positive_int, "hidden": positive_int, "init": one_of("variance", "std")}
+    _schema: ClassVar[OptionSchema] = {
+        "gamma": positive_float,
+        "dim": positive_int,
+        "hidden": positive_int,
+        "init": one_of("variance", "std"),
+    }
 
     def __init__(
         self, ctx: SlotContext, gamma: float = 10.0, dim: int | None = None, hidden: int = 32, init: str = "variance"

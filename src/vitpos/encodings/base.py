@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from ..spec import SlotSpec
 
 if TYPE_CHECKING:
     from ..config import PositionConfig
 
-__all__ = ["SlotContext", "SlotEntry"]
+__all__ = ["SlotContext", "SlotEntry", "OptionSchema"]
+
+OptionSchema = dict[str, Callable[[str], object]]
+"""Slot options a class accepts: option name -> converter from the option's text."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,7 @@ class SlotEntry:
     the defaults below check them and pass them to the constructor as keywords.
     """
 
-    _schema: dict = {}
+    _schema: ClassVar[OptionSchema] = {}
 
     @classmethod
     def validate(cls, spec: SlotSpec) -> None:
@@ -53,4 +57,5 @@ class SlotEntry:
     @classmethod
     def from_spec(cls, spec: SlotSpec, ctx: SlotContext):
         """Build the module for ``spec`` (``None`` where the slot adds nothing)."""
-        return cls(ctx, **spec.typed_options(cls._schema))
+        build: Callable[..., object] = cls  # the concrete slot class's constructor: (ctx, **options)
+        return build(ctx, **spec.typed_options(cls._schema))

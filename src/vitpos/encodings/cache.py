@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
+from typing import Generic, TypeVar
 
 import torch
 
@@ -30,8 +31,10 @@ from ..grid import tracing
 
 __all__ = ["GridCache"]
 
+T = TypeVar("T")
 
-class GridCache:
+
+class GridCache(Generic[T]):
     """Memoise ``compute()`` per key while the given parameters are unchanged.
 
     An entry is keyed by the caller's key plus the in-place version counter of every
@@ -43,11 +46,9 @@ class GridCache:
 
     def __init__(self, maxsize: int = 8) -> None:
         self.maxsize = maxsize
-        self._entries: OrderedDict[Hashable, torch.Tensor] = OrderedDict()
+        self._entries: OrderedDict[Hashable, T] = OrderedDict()
 
-    def get(
-        self, key: Hashable, compute: Callable[[], torch.Tensor], params: Iterable[torch.Tensor] = ()
-    ) -> torch.Tensor:
+    def get(self, key: Hashable, compute: Callable[[], T], params: Iterable[torch.Tensor] = ()) -> T:
         """Return the cached tensor for ``key`` or compute and store it."""
         params = tuple(params)
         if (

@@ -148,12 +148,12 @@ class UnsharedJoin(Join):
 
     def __init__(self, ctx: SlotContext, has_absolute: bool = True) -> None:
         super().__init__(ctx, has_absolute)
-        self.native_grid: Grid = tuple(ctx.grid)
+        h, w = ctx.grid
+        self.native_grid: Grid = (h, w)
         self.num_prefix_tokens = ctx.num_prefix_tokens
-        h, w = self.native_grid
         self.tables = nn.Parameter(torch.empty(ctx.depth - 1, ctx.num_prefix_tokens + h * w, ctx.embed_dim))
         nn.init.trunc_normal_(self.tables, std=0.02)
-        self._resampled = GridCache()
+        self._resampled: GridCache[torch.Tensor] = GridCache()
 
     @classmethod
     def check_combination(cls, position: PositionConfig) -> None:

@@ -10,7 +10,7 @@ over the key axis instead (§3.4, Appendix B).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -19,7 +19,7 @@ from torch import nn
 from ..grid import Grid
 from ..registry import JOIN
 from ..spec import SlotSpec, one_of, positive_int
-from .base import SlotContext
+from .base import OptionSchema, SlotContext
 from .join import Join, JoinTerms
 from .relative.base import RelativeBias, RelativePosition
 
@@ -108,7 +108,7 @@ class LapeJoin(Join):
     Without an absolute encoding (``has_absolute=False``) the join owns no LN_pe parameters.
     """
 
-    _schema = {"eta": positive_int, "form": one_of(*FORMS)}
+    _schema: ClassVar[OptionSchema] = {"eta": positive_int, "form": one_of(*FORMS)}
 
     def __init__(
         self,

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -42,7 +43,8 @@ from .conditional import ConditionalEncoding, check_depth, format_positions, par
 
 __all__ = ["PegForm", "PEG", "ConditionalPEG"]
 
-PAD_MODES = ("zeros", "circular", "replicate", "reflect")
+PadMode = Literal["zeros", "circular", "replicate", "reflect"]
+PAD_MODES: tuple[PadMode, ...] = ("zeros", "circular", "replicate", "reflect")
 DEFAULT_PLACEMENT = "0"
 _FUNCTION_FLAG = re.compile(r"^(dw|dense)(?:\*(\d+))?$")
 _VALID_FLAGS = "dw, dense, dw*N, dense*N (N >= 1), frozen"
@@ -65,7 +67,7 @@ class PegForm:
     """0: one bare convolution; n >= 1: n x (convolution + BatchNorm + ReLU)."""
     kernel: int = 3
     """Odd kernel size k; each convolution pads (k-1)/2 cells per side."""
-    pad: str = "zeros"
+    pad: PadMode = "zeros"
     """Padding mode, one of :data:`PAD_MODES`."""
     frozen: bool = False
     """Keep the weights (and BatchNorm statistics) at their initial or loaded values."""

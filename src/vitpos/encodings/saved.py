@@ -20,15 +20,23 @@ from safetensors.torch import load_file, safe_open, save_file
 from torch import nn
 
 from ..grid import resample_table
+from ..models.host import Host
+from .absolute import AbsoluteEncoding
 
 __all__ = ["save_position_encoding", "load_position_encoding", "read_position_metadata"]
 
 FORMAT = "vitpos-position-encoding-1"
 
 
-def _absolute(model: nn.Module) -> nn.Module:
+def _host(model: nn.Module) -> Host:
+    if not isinstance(model, Host):
+        raise TypeError(f"a {type(model).__name__} is not a vitpos model; give one built by vitpos.create_model")
+    return model
+
+
+def _absolute(model: Host) -> AbsoluteEncoding:
     module = model.stages[0].absolute  # the plain ViT's one stage
-    if module is None or not list(module.state_dict()):
+    if not isinstance(module, AbsoluteEncoding) or not list(module.state_dict()):
         raise ValueError(
             f"the model's absolute encoding ({model.cfg.position.absolute!r}) has no parameters to save or load; "
             "use a learnable one: learned, learnable_sincos or fourier"
@@ -38,15 +46,16 @@ def _absolute(model: nn.Module) -> nn.Module:
 
 def save_position_encoding(model: nn.Module, path: str | Path, **notes: Any) -> Path:
     """Write the absolute encoding of ``model`` to ``path`` (safetensors); ``notes`` go into the metadata."""
-    module = _absolute(model)
+    host = _host(model)
+    module = _absolute(host)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
     metadata = {
         "format": FORMAT,
-        "absolute": model.cfg.position.absolute,
-        "embed_dim": str(model.cfg.embed_dim),
-        "grid": json.dumps(list(model.cfg.grid)),
+        "absolute": host.cfg.position.absolute,
+        "embed_dim": str(host.cfg.embed_dims[0]),
+        "grid": json.dumps(list(host.cfg.stage_grid(0))),
         "notes": json.dumps(notes),
     }
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -79,8 +88,9 @@ def read_position_metadata(path: str | Path) -> dict[str, Any]:
 def load_position_encoding(model: nn.Module, path: str | Path) -> dict[str, Any]:
     """Copy a saved encoding into ``model``'s absolute encoding; returns the file's metadata."""
     meta = read_position_metadata(path)
-    module = _absolute(model)
-    wanted = (model.cfg.position.absolute, model.cfg.embed_dim)
+    host = _host(model)
+    module = _absolute(host)
+    wanted = (host.cfg.position.absolute, host.cfg.embed_dims[0])
     if (meta["absolute"], meta["embed_dim"]) != wanted:
         raise ValueError(
             f"{path} holds absolute={meta['absolute']!r} of width {meta['embed_dim']}, but the model has "
@@ -90,7 +100,7 @@ def load_position_encoding(model: nn.Module, path: str | Path) -> dict[str, Any]
     own = module.state_dict()
     if set(tensors) != set(own):
         raise ValueError(f"{path} has tensors {sorted(tensors)}, the model's encoding has {sorted(own)}")
-    native = tuple(module.native_grid)
+    native = module.native_grid
     if getattr(module, "learned_table", False) and meta["grid"] != native:
         # a table saved at another grid: resampled bicubically, as the model itself does at run time
         tensors["table"] = resample_table(tensors["table"], meta["grid"], native)

@@ -195,7 +195,7 @@ class DETR(nn.Module):
         if not isinstance(x, torch.Tensor) or x.ndim != 4 or x.shape[1] != self.cfg.in_chans:
             shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"DETR takes images (B, {self.cfg.in_chans}, H, W), got {shape}")
-        self.stage_grids(tuple(x.shape[-2:]))
+        self.stage_grids((x.shape[-2], x.shape[-1]))
 
     def forward_tokens(self, x: torch.Tensor) -> torch.Tensor:  # B, H*W, D
         """The encoder's output tokens (its memory)."""
@@ -208,7 +208,7 @@ class DETR(nn.Module):
     def _encode(self, x: torch.Tensor) -> tuple[torch.Tensor, Grid]:
         self._check_input(x)
         features = self.input_proj(self.backbone(x))
-        grid = tuple(features.shape[-2:])
+        grid = (features.shape[-2], features.shape[-1])
         return self.encoder(features.flatten(2).transpose(1, 2), grid), grid
 
     def forward_head(
@@ -216,24 +216,31 @@ class DETR(nn.Module):
     ) -> dict | torch.Tensor:
         """The encoder's tokens (B, H*W, D) on ``grid`` (default: the training grid) -> the output dict
         (the last decoder layer's, plus ``aux_outputs``); ``pre_logits``: the last layer's query features (B, Q, D)."""
-        grid = self.cfg.grid if grid is None else tuple(grid)
+        h, w = self.cfg.grid if grid is None else grid
+        grid = (h, w)
         if tokens.shape[1] != grid[0] * grid[1]:
             raise ValueError(
                 f"{tokens.shape[1]} tokens do not fill the grid {grid[0]}x{grid[1]}; pass the grid they were encoded on"
             )
-        pos = self.stages[0].position_encoding(grid)
+        stage = self.stages[0]
+        assert isinstance(stage, Stage)
+        pos = stage.position_encoding(grid)
         hidden = self.decoder(tokens, None if pos is None else pos.to(tokens.dtype))
         if pre_logits:
             return hidden[-1]
         logits, boxes = self.class_embed(hidden), self.bbox_embed(hidden)
         out = {"pred_logits": logits[-1], "pred_boxes": boxes[-1]}
         if self.cfg.aux_loss:
-            out["aux_outputs"] = [{"pred_logits": a, "pred_boxes": b} for a, b in zip(logits[:-1], boxes[:-1])]
+            out["aux_outputs"] = [
+                {"pred_logits": a, "pred_boxes": b} for a, b in zip(logits[:-1], boxes[:-1], strict=True)
+            ]
         return out
 
     def forward(self, x: torch.Tensor) -> dict:
         tokens, grid = self._encode(x)
-        return self.forward_head(tokens, grid=grid)
+        out = self.forward_head(tokens, grid=grid)
+        assert isinstance(out, dict)  # the output dict, as pre_logits is False
+        return out
 
     def criterion(self) -> SetCriterion:
         """DETR's set loss with this model's weights."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import torch
@@ -48,7 +48,7 @@ class PatchEmbed(nn.Module):
             x = F.pad(x, (0, (-w) % p, 0, (-h) % p))
         x = self.proj(x)  # B, D, H, W
         # the grid is read from the map, so that symbolic sizes (tracing) are the tensor's own
-        return x.flatten(2).transpose(1, 2), tuple(x.shape[-2:])
+        return x.flatten(2).transpose(1, 2), (x.shape[-2], x.shape[-1])
 
     def check_input(self, x: torch.Tensor) -> None:
         """Raise :class:`VitposError` for inputs the model cannot take, saying how to convert them."""
@@ -247,7 +247,7 @@ def run_blocks(
     x: torch.Tensor,
     grid: Grid,
     num_prefix_tokens: int,
-    blocks: Sequence[Block],
+    blocks: Iterable[nn.Module],
     pe: torch.Tensor | None,
     join: Join,
     conditional: ConditionalEncoding | None,

@@ -123,11 +123,13 @@ class PyramidTransformer(nn.Module):
     def forward_stages(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor, Grid]:
         """Images -> (the maps (B, C, H, W) of every stage but the last, the last stage's
         normalised tokens (B, P + H*W, C), its grid)."""
-        self.downsamples[0].check_input(x)
-        self.stage_grids(tuple(x.shape[-2:]))  # raises for sizes the stages cannot divide
+        stem = self.downsamples[0]
+        assert isinstance(stem, PatchEmbed)  # make_downsample(0) is the patch embedding
+        stem.check_input(x)
+        self.stage_grids((x.shape[-2], x.shape[-1]))  # raises for sizes the stages cannot divide
         maps: list[torch.Tensor] = []
         feature, last = x, len(self.stages) - 1
-        for s, (down, stage) in enumerate(zip(self.downsamples, self.stages)):
+        for s, (down, stage) in enumerate(zip(self.downsamples, self.stages, strict=True)):
             tokens, grid = down(feature)
             prefix = stage.num_prefix_tokens
             tokens = stage(self._prepend_prefix(tokens) if prefix else tokens, grid, prefix)

@@ -41,7 +41,7 @@ class PatchMerging(nn.Module):
         # Swin's channel order: (even row, even col), (odd, even), (even, odd), (odd, odd)
         parts = [x[..., r::2, c::2] for c in (0, 1) for r in (0, 1)]
         merged = torch.cat(parts, dim=1)
-        return self.reduction(self.norm(map_to_tokens(merged))), tuple(merged.shape[-2:])
+        return self.reduction(self.norm(map_to_tokens(merged))), (merged.shape[-2], merged.shape[-1])
 
 
 @ARCHITECTURES.register("swin")
@@ -58,8 +58,15 @@ class SwinTransformer(PyramidTransformer):
             return NormedPatchEmbed(cfg.patch_size, cfg.in_chans, cfg.embed_dims[0])
         return PatchMerging(cfg.embed_dims[stage - 1], cfg.embed_dims[stage])
 
+    @property
+    def window_size(self) -> int:
+        """The config's window size, which every Swin config sets."""
+        if self.cfg.window_size is None:
+            raise ValueError("a Swin model needs window_size in its config; set it (Swin-T: 7)")
+        return self.cfg.window_size
+
     def relative_context(self, ctx: SlotContext) -> SlotContext:
-        size = self.cfg.window_size
+        size = self.window_size
         return SlotContext(ctx.embed_dim, ctx.num_heads, ctx.depth, (size, size), 0)
 
     def make_attention(self, stage: int, index: int, relative: RelativePosition | None) -> WindowAttention:
@@ -67,7 +74,7 @@ class SwinTransformer(PyramidTransformer):
         return WindowAttention(
             cfg.embed_dims[stage],
             cfg.num_heads[stage],
-            cfg.window_size,
+            self.window_size,
             shifted=index % 2 == 1,
             qkv_bias=cfg.qkv_bias,
             attn_drop=cfg.attn_drop_rate,

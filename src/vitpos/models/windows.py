@@ -60,17 +60,21 @@ class WindowLayout:
         """Windows of ``window_size`` (shifted by half of it when ``shifted``); axes that fit in
         one window become a single unshifted window (while tracing: a padded whole window, see
         the module docstring)."""
+        h, w = grid
         if tracing():
             size = (window_size, window_size)
-            return cls(tuple(grid), size, tuple(_traced_shift(side, window_size) if shifted else 0 for side in grid))
-        window = tuple(min(window_size, side) for side in grid)
-        shift = tuple(window_size // 2 if shifted and side > window_size else 0 for side in grid)
-        return cls(tuple(grid), window, shift)
+            return cls(
+                (h, w), size, (_traced_shift(h, window_size), _traced_shift(w, window_size)) if shifted else (0, 0)
+            )
+        window = (min(window_size, h), min(window_size, w))
+        half = window_size // 2 if shifted else 0
+        return cls((h, w), window, (half if h > window_size else 0, half if w > window_size else 0))
 
     @property
     def padded(self) -> Grid:
         """The grid after padding each axis to a multiple of its window size."""
-        return tuple((side + size - 1) // size * size for side, size in zip(self.grid, self.window))
+        (h, w), (wh, ww) = self.grid, self.window
+        return (h + wh - 1) // wh * wh, (w + ww - 1) // ww * ww
 
     @property
     def num_windows(self) -> int:
@@ -206,7 +210,9 @@ class WindowAttention(Attention):
         super().__init__(dim, num_heads, qkv_bias, attn_drop, proj_drop, relative)
         self.window_size = window_size
         self.shifted = shifted
-        self._masks = GridCache()  # per layout: rebuilding them costs 2-4% of a Swin-T forward (bench.caches)
+        self._masks: GridCache[torch.Tensor | None] = (
+            GridCache()
+        )  # per layout: rebuilding them costs 2-4% of a Swin-T forward (bench.caches)
 
     def layout(self, grid: Grid) -> WindowLayout:
         """This block's windows on ``grid``."""
@@ -238,8 +244,9 @@ class WindowAttention(Attention):
         if qk_pos is not None:
             qk_pos = partition_windows(qk_pos.expand(x.shape[0], -1, -1), layout)
         result = super().forward(windows, layout.window, 0, mask, return_weights, qk_pos)
-        if return_weights:
-            return merge_windows(result[0], layout), result[1]
+        if isinstance(result, tuple):  # return_weights
+            out, weights = result
+            return merge_windows(out, layout), weights
         return merge_windows(result, layout)
 
     def extra_repr(self) -> str:

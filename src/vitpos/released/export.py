@@ -16,6 +16,7 @@ import yaml
 from safetensors.torch import save_file
 from torch import nn
 
+from ..config import HostConfig
 from ..engine.atomic import fsync_path, write_atomic
 from ..engine.checkpoint import FORMAT, MODEL_FILE
 from ..engine.records import CONFIG_FILE
@@ -29,7 +30,10 @@ def write_checkpoint(model: nn.Module, dst: str | Path, **notes: Any) -> Path:
     if dst.exists() and not dst.is_dir():
         raise ValueError(f"{dst} is a file; give a folder for the converted checkpoint")
     dst.mkdir(parents=True, exist_ok=True)
-    cfg = model.cfg.to_dict()
+    host_cfg = model.cfg
+    if not isinstance(host_cfg, HostConfig):
+        raise TypeError(f"a {type(model).__name__} has no vitpos config (.cfg); give a model built by vitpos")
+    cfg = host_cfg.to_dict()
     metadata = {
         "format": FORMAT,
         "model_config": json.dumps(cfg),

@@ -62,8 +62,9 @@ def query_order(bucketing: Bucketing, num_prefix_tokens: int) -> torch.Tensor:
 def _relative(target: Target, block: int) -> tuple[str, Any]:
     path = f"{STAGE}blocks.{block}.attn.relative"
     module = submodule(target.model, path)
-    if module is not None and hasattr(module, "encoding"):  # LaPE's normalised bias wraps the encoding
-        path, module = path + ".encoding", module.encoding
+    encoding = getattr(module, "encoding", None)  # LaPE's normalised bias wraps the encoding
+    if isinstance(encoding, torch.nn.Module):
+        path, module = path + ".encoding", encoding
     return path, module
 
 
@@ -101,6 +102,7 @@ def convert_rpe(state: dict[str, torch.Tensor], target: Target) -> dict[str, tor
             table = table[0] if module.options.shared and table.shape[0] == 1 else table
             out[f"{path}.table_{on}"] = table
         else:
+            assert isinstance(module, IRPEBias)  # checked above for a bias-mode key
             out[f"{path}.bias_{on}"] = table / module.scale
         for key, _ in parts.values():
             state.pop(key)

@@ -118,7 +118,7 @@ def convert_for(
             + "; ".join(problems)
             + f". {advice}"
         )
-    merged = {k: (weights[k] if k in weights else v) for k, v in own.items()}
+    merged = {k: weights.get(k, v) for k, v in own.items()}
     return merged, LoadResult(layout.name, dropped)
 
 
@@ -157,7 +157,8 @@ def load_checkpoint(
     """Load the checkpoint at ``path`` (any layout in :data:`LAYOUTS`) into ``model``, strictly.
 
     ``drop``: parameter names, prefixes (``"head"``) or shell patterns (``"*.relative.*"``) kept
-    at their initialisation, checkpoint keys they match ignored (``"pos_embed"``); ``resize_head``: drop the classifier when its class count differs.
+    at their initialisation, checkpoint keys they match ignored (``"pos_embed"``); ``resize_head``: drop the
+    classifier when its class count differs.
     ``resample``: fit position tables to the model's grid and Swin tables to its window
     (bicubic); when False a size mismatch is an error. ``entry``: the dict entry holding the
     weights (default: ``model``, ``state_dict`` or ``model_ema``, whichever is there).

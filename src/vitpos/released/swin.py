@@ -53,7 +53,7 @@ class MicrosoftSwin(Layout):
             if (match := BLOCK_KEY.fullmatch(key)) is not None:
                 stage, block, part, kind = match.groups()
                 out[f"stages.{stage}.blocks.{block}.{part}.{kind}"] = state.pop(key)
-            elif (match := TABLE_KEY.fullmatch(key)) is not None and window is not None:
+            elif (match := TABLE_KEY.fullmatch(key)) is not None and window is not None and cfg is not None:
                 stage, block = int(match.group(1)), match.group(2)
                 dst = _table_key(target.model, f"stages.{stage}.blocks.{block}.attn.relative")
                 reduced = min(window, *cfg.stage_grid(stage))  # Swin's window on a stage smaller than it

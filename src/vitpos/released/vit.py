@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ..config import HostConfig
+from ..encodings.absolute import AbsoluteEncoding
 from .layout import Layout, Target, square_side, take, take_prefix
 
 __all__ = ["TimmViT", "STAGE", "convert_vit", "fit_position_table", "pos_embed_split", "submodule", "vit_geometry"]
@@ -41,7 +42,7 @@ def fit_position_table(state, out, target: Target, key: str, module: str, prefix
     """Split ``state[key]`` into ``{module}.prefix_table`` and ``{module}.table`` at the module's grid."""
     absolute = submodule(target.model, module)
     split = pos_embed_split(state, key, prefix_tokens) if key in state else None
-    if not getattr(absolute, "learned_table", False) or split is None:
+    if not isinstance(absolute, AbsoluteEncoding) or not absolute.learned_table or split is None:
         return
     prefix, side = split
     table = state.pop(key)

@@ -65,6 +65,7 @@ class SemanticFPNHead(nn.Module):
         self.dropout = nn.Dropout2d(dropout)
         self.classifier = nn.Conv2d(dim, num_classes, 1)
         nn.init.normal_(self.classifier.weight, std=0.01)
+        assert self.classifier.bias is not None  # nn.Conv2d has a bias unless bias=False
         nn.init.zeros_(self.classifier.bias)
 
     def forward(self, levels: list[torch.Tensor], image_hw: tuple[int, int]) -> torch.Tensor:

@@ -7,6 +7,8 @@ attention. :func:`vitpos.attention.attention` consumes the terms on every host.
 
 from __future__ import annotations
 
+from typing import TypedDict, Unpack
+
 import torch
 from torch import nn
 
@@ -27,6 +29,16 @@ class RelativePosition(SlotEntry, nn.Module):
     def terms(self, grid: Grid, num_prefix_tokens: int, device: torch.device | str | None = None) -> RelativeTerms:
         """This encoding's terms for ``grid`` with ``num_prefix_tokens`` prefix tokens, on ``device``."""
         raise NotImplementedError
+
+
+class BucketTables(TypedDict, total=False):
+    """The tables of :class:`~vitpos.attention.terms.RelativeTerms` an encoding may set beside its ids."""
+
+    bias_table: torch.Tensor | None
+    key_table: torch.Tensor | None
+    query_table: torch.Tensor | None
+    value_table: torch.Tensor | None
+    query_shift: torch.Tensor | None
 
 
 class BucketedEncoding:
@@ -53,7 +65,7 @@ class BucketedEncoding:
         return self.bucketing.ids(grid, num_prefix_tokens, device)
 
     def bucket_terms(
-        self, grid: Grid, num_prefix_tokens: int, device=None, **tables: torch.Tensor | None
+        self, grid: Grid, num_prefix_tokens: int, device=None, **tables: Unpack[BucketTables]
     ) -> RelativeTerms:
         """:class:`RelativeTerms` with this encoding's ids and the given tables."""
         ids = self.bucket_ids(grid, num_prefix_tokens, device)
@@ -73,14 +85,16 @@ class RelativeBias(RelativePosition):
 
     def __init__(self) -> None:
         super().__init__()
-        self._dense = GridCache()
+        self._dense: GridCache[torch.Tensor] = GridCache()
 
     def position_bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # heads or 1, N, N
         """The bias added to the logits of every (query, key) pair, in logit units."""
         bucketed = self.bucket_bias_terms(grid, num_prefix_tokens, next(self.parameters()).device)
         if bucketed is None:
             raise NotImplementedError(f"{type(self).__name__} defines neither position_bias nor bucket_bias_terms")
-        return bucketed.logits(None, None, 1.0)[0]
+        bias = bucketed.logits(None, None, 1.0)
+        assert bias is not None  # bucket_bias_terms holds a bias table
+        return bias[0]
 
     def bucket_bias_terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms | None:
         """The bias per bucket, or None where it has no bucket form."""

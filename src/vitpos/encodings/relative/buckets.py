@@ -204,7 +204,7 @@ class Bucketing:
         else:
             maps = [rows(quantize_distance(dy**2 + dx**2, self.quant, root_bound=h + w)) + rows.bound]
         sizes, start, out = self.axis_sizes(num_prefix_tokens), 0, []
-        for ids, size in zip(maps, sizes):
+        for ids, size in zip(maps, sizes, strict=True):
             out.append(_add_prefix_bucket(ids, size - 1, num_prefix_tokens) + start)
             start += size
         return torch.stack(out) if self.method == "cross" else out[0]
@@ -215,7 +215,7 @@ class Bucketing:
         return _BUCKET_IDS.get(key, lambda: self.build(grid, num_prefix_tokens, device))
 
 
-_BUCKET_IDS = GridCache(maxsize=64)
+_BUCKET_IDS: GridCache[torch.Tensor] = GridCache(maxsize=64)
 """Shared by every layer: ids depend only on the bucketing, grid, prefix count and device."""
 
 
@@ -223,7 +223,8 @@ def _check_grid(grid: Grid) -> tuple[int, int]:
     if len(grid) != 2 or any(s < 1 or (not isinstance(s, torch.SymInt) and int(s) != s) for s in grid):
         raise ValueError(f"grid must be (H, W) with positive integers, got {grid!r}")
     # symbolic sizes (tracing) stay symbolic: int() would fix the traced graph to one grid
-    return tuple(s if isinstance(s, torch.SymInt) else int(s) for s in grid)
+    h, w = (s if isinstance(s, torch.SymInt) else int(s) for s in grid)
+    return h, w
 
 
 def _add_prefix_bucket(ids: torch.Tensor, extra_id: int, num_prefix_tokens: int) -> torch.Tensor:

@@ -11,6 +11,8 @@ Swin) and W^R (initialised like the other projections).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -44,7 +46,8 @@ class _ClippedEncoding:
     @classmethod
     def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0):
         max_dist = spec.typed_options({"max_dist": positive_int}).get("max_dist", cls.default_max_dist)
-        return cls(ctx, max_dist)
+        build: Callable[..., object] = cls  # the concrete encoding's constructor
+        return build(ctx, max_dist)
 
 
 def _clipped_product(max_dist: int) -> Bucketing:

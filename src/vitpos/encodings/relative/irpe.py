@@ -27,7 +27,9 @@ the rows (:mod:`vitpos.released.irpe`) and needs no option here.
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from dataclasses import dataclass
 
 import torch
@@ -149,6 +151,9 @@ class IRPEBias(BucketedEncoding, RelativeBias):
     the same I(i, j); both together sum two tables.
     """
 
+    bias_q: nn.Parameter | None
+    bias_k: nn.Parameter | None
+
     def __init__(self, ctx: SlotContext, options: IRPEOptions = IRPEOptions(mode="bias")) -> None:
         super().__init__()
         self.options = options
@@ -166,7 +171,7 @@ class IRPEBias(BucketedEncoding, RelativeBias):
 
     def bucket_table(self) -> torch.Tensor:  # heads or 1, K
         """The summed tables of the targets in logit units: the bias of each bucket."""
-        return sum(self.tables()) * self.scale
+        return functools.reduce(operator.add, self.tables()) * self.scale
 
     def bucket_bias_terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
         return self.bucket_terms(grid, num_prefix_tokens, device, bias_table=self.bucket_table())
@@ -182,6 +187,10 @@ class IRPEContextual(BucketedEncoding, RelativePosition):
     computed as (q . P^T) onto the K buckets and then gathered by bucket id (Eq. 27-28); the
     term on v sums the attention weights per bucket and multiplies once by the value table.
     """
+
+    table_q: nn.Parameter | None
+    table_k: nn.Parameter | None
+    table_v: nn.Parameter | None
 
     def __init__(self, ctx: SlotContext, options: IRPEOptions = IRPEOptions()) -> None:
         super().__init__()

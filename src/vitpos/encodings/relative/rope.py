@@ -67,10 +67,10 @@ class Rope2d(RelativePosition):
             direction = torch.rand(ctx.num_heads, 1, dtype=torch.float64) * 2 * math.pi
             fx = torch.cat([magnitudes * direction.cos(), magnitudes * (direction + math.pi / 2).cos()], dim=-1)
             fy = torch.cat([magnitudes * direction.sin(), magnitudes * (direction + math.pi / 2).sin()], dim=-1)
-            self.mixed_freqs = nn.Parameter(torch.stack([fx, fy]).float())  # 2, heads, d/2
+            self.mixed_freqs: nn.Parameter | None = nn.Parameter(torch.stack([fx, fy]).float())  # 2, heads, d/2
         else:
             self.mixed_freqs = None
-        self._cache = GridCache()
+        self._cache: GridCache[torch.Tensor] = GridCache()
 
     @classmethod
     def validate(cls, spec: SlotSpec) -> None:

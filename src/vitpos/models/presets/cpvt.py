@@ -8,9 +8,9 @@ The class-token models of Table 4 (marked † there) also use ``0-5``:
 
 The exact counts the paper states are reproduced: 1,920 parameters per PEG of CPVT-Ti (Table
 8), and the 5,681,320 of CPVT-Ti in Table 16, which equals DeiT-Ti without its position table
-and without the class token plus one PEG: ``create_model("cpvt_ti", head="gap")``. The rounded totals of Tables 4 and 12 (CPVT-S
-23M, CPVT-B 88M, tiny 0-5 5.9M) exceed what depthwise PEGs add ((k^2 + 1)·D each, under 0.04M
-for five of them); the presets do not reproduce them.
+and without the class token plus one PEG: ``create_model("cpvt_ti", head="gap")``. The rounded
+totals of Tables 4 and 12 (CPVT-S 23M, CPVT-B 88M, tiny 0-5 5.9M) exceed what
+depthwise PEGs add ((k^2 + 1)·D each, under 0.04M for five of them); the presets do not reproduce them.
 """
 
 from ...registry import MODELS

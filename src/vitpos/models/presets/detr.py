@@ -2,9 +2,9 @@
 
 ``detr_tiny_*``: a 2-layer CNN stem (stride 4), width 64, 4 heads, 2 encoder and 2 decoder
 layers, feed-forward 256, 8 queries, 32 x 32 images (an 8 x 8 encoder grid), 4 classes (the
-colours of ``synthetic:detect``); any size that is a multiple of 4 runs. The relative encodings are iRPE's Product method, contextual
-or bias mode, on keys, shared by the heads, with 9 x 9 buckets (ratio 2, beta 4), as the
-authors' DETR code (``rpe-2.0-product-ctx-1-k``):
+colours of ``synthetic:detect``); any size that is a multiple of 4 runs. The relative encodings are
+iRPE's Product method, contextual or bias mode, on keys, shared by the heads, with 9 x 9
+buckets (ratio 2, beta 4), as the authors' DETR code (``rpe-2.0-product-ctx-1-k``):
 
 ======================================  =========  =====================================
 preset                                  Table 6    slots (absolute / relative)

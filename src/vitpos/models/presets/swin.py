@@ -15,7 +15,7 @@ encoding, GAP (28,288,354 parameters, the published 28.3M). The variants change 
 * ``swin_tiny_lape`` — LaPE Table 1: every block's window bias layer-normalised over the keys.
 """
 
-from ...config import PyramidConfig
+from ...config import PositionConfig, PyramidConfig
 from ...registry import MODELS
 
 SWIN_TINY = PyramidConfig(
@@ -29,7 +29,7 @@ SWIN_TINY = PyramidConfig(
     window_size=7,
     head="gap",
     drop_path_rate=0.2,
-    position={"absolute": "none", "relative": "swin"},
+    position=PositionConfig(absolute="none", relative="swin"),
 )
 
 MODELS.add("swin_tiny", SWIN_TINY)
