@@ -115,10 +115,15 @@ def test_the_detr_join_adds_the_encoding_to_queries_and_keys_only():
     assert not torch.allclose(as_input.stages[0](x, grid, 0), expected)
 
 
-def test_the_detr_join_on_window_attention_is_a_clear_error():
-    model = vitpos.create_model("swin_tiny", **TINY_SWIN, absolute="sincos2d", join="detr", relative="none")
-    with pytest.raises(ValueError, match="needs global attention"):
-        model(torch.randn(1, 3, 32, 32))
+def test_the_detr_join_reaches_window_attention():
+    """On Swin the encoding is cut into the windows with the tokens (literal test: tests/models)."""
+    torch.manual_seed(0)
+    model = vitpos.create_model("swin_tiny", **TINY_SWIN, absolute="learned", join="detr", relative="none").eval()
+    x = torch.randn(1, 3, 32, 32)
+    before = model(x)
+    with torch.no_grad():
+        model.stages[0].absolute.table.add_(torch.randn_like(model.stages[0].absolute.table))
+    assert not torch.allclose(model(x), before)
 
 
 def test_relative_terms_at_1024_tokens_take_the_chunked_path(monkeypatch):

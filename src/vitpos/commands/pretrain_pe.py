@@ -26,8 +26,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"pretraining {model_cfg.position.absolute} on {' then '.join(PRETRAIN_TASKS)}, {args.size} images each ...")
     start = time.perf_counter()
-    # pretrain_position_encoding is typed for ModelConfig but reads only fields that HostConfig declares
-    result = pretrain_position_encoding(model_cfg, out, train_cfg, size=args.size)  # type: ignore[arg-type]
+    result = pretrain_position_encoding(model_cfg, out, train_cfg, size=args.size)
     for task, metrics in result.test.items():
         print(f"  {task:10s} test " + "  ".join(f"{k} {v:.4g}" for k, v in metrics.items()))
     print(f"{'probe':10s} {'left/right':>10s} {'up/down':>8s} {'(dx,dy) R2':>10s}")

@@ -20,7 +20,7 @@ from safetensors.torch import load_file, safe_open, save_file
 from torch import nn
 
 from ..grid import resample_table
-from ..models.host import Host
+from ..models.host import Host, is_host
 from .absolute import AbsoluteEncoding
 
 __all__ = ["save_position_encoding", "load_position_encoding", "read_position_metadata"]
@@ -29,7 +29,7 @@ FORMAT = "vitpos-position-encoding-1"
 
 
 def _host(model: nn.Module) -> Host:
-    if not isinstance(model, Host):
+    if not is_host(model):
         raise TypeError(f"a {type(model).__name__} is not a vitpos model; give one built by vitpos.create_model")
     return model
 
