@@ -1,6 +1,6 @@
 """iRPE's efficient path against the literal reference: one attention layer, time and peak memory.
 
-The reference (``tests/relative/reference.py``, shared with the test suite) materialises every
+The reference (``tests/encodings/relative/reference.py``, shared with the test suite) materialises every
 r_ij as an (N, N, d) tensor and attends with einsum, as Eq. 15-17 read; vitpos looks buckets up
 instead (iRPE §3.2), keeping the (B, heads, N, N) weights ("stored") or working through query
 chunks ("chunked", the policy's choice from ``CHUNK_FROM_TOKENS`` tokens on).
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from tests.relative.reference import reference_attention
+from tests.encodings.relative.reference import reference_attention
 from vitpos import get_config
 from vitpos.attention.policy import CHUNK_FROM_TOKENS
 from vitpos.encodings.base import SlotContext

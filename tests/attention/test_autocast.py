@@ -18,7 +18,7 @@ from vitpos.registry import ABSOLUTE, CONDITIONAL, JOIN, RELATIVE
 from vitpos.spec import SlotSpec
 
 from ..conftest import TINY, TINY_PVT, TINY_SWIN
-from ..relative.test_slot import ISSUE_STRINGS
+from ..encodings.relative.test_slot import ISSUE_STRINGS
 
 RELATIVE_VALUES = [
     *ISSUE_STRINGS,  # every relative method, as in the slot tests

@@ -12,7 +12,7 @@ from vitpos.attention.bucketed import bucketed_attention, chunk_rows
 from vitpos.attention.policy import CHUNK_FROM_TOKENS
 
 from ..conftest import TINY
-from ..relative.test_slot import LargestAllocation
+from ..encodings.relative.test_slot import LargestAllocation
 
 B, H, N, D, K = 2, 3, 11, 4, 7
 SCALE = 0.3

@@ -8,7 +8,7 @@ from vitpos.encodings.base import SlotContext
 from vitpos.encodings.relative.rope import Rope2d
 from vitpos.grid import grid_offsets
 
-from ..conftest import TINY
+from ...conftest import TINY
 
 CTX = SlotContext(embed_dim=16, num_heads=2, depth=1, grid=(4, 4), num_prefix_tokens=1)
 

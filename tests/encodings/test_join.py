@@ -11,7 +11,7 @@ from vitpos.encodings.conditional import ConditionalEncoding
 from vitpos.grid import resample_table
 from vitpos.registry import ABSOLUTE, CONDITIONAL, JOIN
 
-from .conftest import TINY
+from ..conftest import TINY
 
 DEEP = {**TINY, "depth": 3}
 """Three blocks, so a test sees a middle block as well as the first and last."""

@@ -5,7 +5,7 @@ import torch
 
 import vitpos
 
-from .conftest import TINY
+from ..conftest import TINY
 
 ALL_SLOTS = dict(absolute="learned", join="lape", conditional="peg@0", relative="irpe:product:ctx:qkv")
 

@@ -8,7 +8,7 @@ from vitpos import PyramidConfig
 from vitpos.models.layers import Attention
 from vitpos.models.pvt import SpatialReductionAttention
 
-from .conftest import TINY_PVT
+from ..conftest import TINY_PVT
 
 
 def count(name: str, **overrides) -> int:

@@ -10,7 +10,7 @@ from vitpos.engine.checkpoint import load_model
 from vitpos.models.layers import Attention
 from vitpos.registry import ABSOLUTE, JOIN
 
-from .conftest import TINY_PVT, TINY_SWIN
+from ..conftest import TINY_PVT, TINY_SWIN
 
 HOSTS = {"pvt": TINY_PVT, "swin": TINY_SWIN}
 SIZES = [(32, 32), (48, 16), (16, 80)]

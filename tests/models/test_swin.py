@@ -8,7 +8,7 @@ import vitpos
 from vitpos import PyramidConfig
 from vitpos.models.swin import PatchMerging
 
-from .conftest import TINY_SWIN
+from ..conftest import TINY_SWIN
 
 SWIN_T_HEADS_PER_BLOCK = [3] * 2 + [6] * 2 + [12] * 6 + [24] * 2
 

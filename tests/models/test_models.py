@@ -6,7 +6,7 @@ import torch
 import vitpos
 from vitpos.registry import ABSOLUTE
 
-from .conftest import TINY
+from ..conftest import TINY
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from vitpos.encodings.conditional import format_positions, parse_positions
 from vitpos.encodings.peg import PEG, ConditionalPEG, PegForm
 from vitpos.registry import CONDITIONAL
 
-from .conftest import TINY
+from ..conftest import TINY
 
 DIM = 8
 FORMS = {

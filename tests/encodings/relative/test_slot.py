@@ -14,7 +14,7 @@ from vitpos.models.layers import Attention
 from vitpos.registry import RELATIVE
 from vitpos.spec import SlotSpec
 
-from ..conftest import TINY
+from ...conftest import TINY
 from .reference import reference_attention
 
 ISSUE_STRINGS = [

@@ -14,7 +14,7 @@ from vitpos.grid import grid_offsets
 from vitpos.registry import RELATIVE
 from vitpos.spec import SlotSpec
 
-from .conftest import TINY
+from ..conftest import TINY
 from .test_join import DEEP, record, tokens
 
 CTX = SlotContext(embed_dim=16, num_heads=2, depth=3, grid=(4, 5), num_prefix_tokens=1)
