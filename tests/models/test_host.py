@@ -7,7 +7,7 @@ import torch
 
 import vitpos
 from vitpos.models.factory import preset_task
-from vitpos.models.host import is_host
+from vitpos.models.host import HOST_MEMBERS, Host, is_host
 
 from ..conftest import TINY, TINY_PVT, TINY_SWIN
 
@@ -78,3 +78,9 @@ def test_position_parameters_are_the_slots_and_exempt_from_decay(arch: str) -> N
     assert set(position) == slot_owned | relative
     prefix = {n for n in named if n in ("cls_token", "reg_token")}
     assert model.no_weight_decay() == set(position) | prefix
+
+
+def test_is_host_checks_every_name_the_protocol_declares() -> None:
+    declared = set(Host.__annotations__) | {n for n, v in vars(Host).items() if callable(v) and not n.startswith("_")}
+    assert set(HOST_MEMBERS) == declared
+    assert not is_host(torch.nn.Linear(2, 2))
