@@ -106,12 +106,12 @@ API_CASES = [
     ("num_heads=0", lambda t, r: _thesis(num_heads=0), r"num_heads = 0 .*>= 1"),
     ("qkv_bias='yes'", lambda t, r: _thesis(qkv_bias="yes"), r"qkv_bias = 'yes'.*true or false"),
     ("head='max'", lambda t, r: ModelConfig(head="max"), r"head = 'max'.*one of cls, gap"),
-    ("from_dict depth 'two'", lambda t, r: ModelConfig.from_dict({"depth": "two"}), r"ModelConfig.depth = 'two'"),
+    ("from_dict depth 'two'", lambda t, r: ModelConfig.from_dict({"depth": "two"}), r"ViTConfig.depth = 'two'"),
     ("from_dict not a mapping", lambda t, r: ModelConfig.from_dict(["depth"]), r"read from a mapping .*got list"),
     (
         "from_dict position key",
         lambda t, r: ModelConfig.from_dict({"position": {"absolut": "x"}}),
-        r"ModelConfig.position = .*mapping of its fields \(absolute, join",
+        r"ViTConfig.position = .*mapping of its fields \(absolute, join",
     ),
     ("slot not a string", lambda t, r: PositionConfig(absolute=3), r"PositionConfig.absolute = 3 \(int\).*a string"),
     (
@@ -145,7 +145,7 @@ API_CASES = [
     (
         "pyramid depths '2'",
         lambda t, r: vitpos.get_config("pvt_tiny", depths=(2, "2", 2, 2)),
-        r"PyramidConfig.depths = .*list of one or more integers >= 1",
+        r"PVTConfig.depths = .*list of one or more integers >= 1",
     ),
     ("pyramid window 0", lambda t, r: vitpos.get_config("swin_tiny", window_size=0), r"window_size = 0 .*>= 1"),
     ("pyramid arch", lambda t, r: PyramidConfig(arch="vit"), r"arch = 'vit'.*one of pvt, swin"),
@@ -277,7 +277,7 @@ API_CASES = [
     (
         "checkpoint config",
         lambda t, r: (_with_metadata(_copy(r, t), "model_config", '{"depth": "two"}'), load_checkpoint(t / "copy")),
-        r"model.safetensors: its model_config metadata is invalid \(ModelConfig.depth = 'two'",
+        r"model.safetensors: its model_config metadata is invalid \(ViTConfig.depth = 'two'",
     ),
     (
         "checkpoint tampered",
@@ -425,7 +425,7 @@ CLI_CASES = [
     (
         "train --config depth: two",
         ["train", "--config=TMP/depth.yaml"],
-        r"ModelConfig.depth = 'two' \(str\).*an integer >= 1",
+        r"ViTConfig.depth = 'two' \(str\).*an integer >= 1",
     ),
     ("train --config not YAML", ["train", "--config=TMP/broken.yaml"], r"config file .*broken.yaml is not valid YAML"),
     ("train --config missing", ["train", "--config=TMP/none.yaml"], r"config file .*none.yaml does not exist"),

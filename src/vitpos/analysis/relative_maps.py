@@ -136,7 +136,7 @@ def relative_logit_bias(model: nn.Module, block: int = 0, images: torch.Tensor |
     qkv = attn.qkv(x).reshape(b, n, 3, attn.num_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
     q, k, _ = qkv.unbind(0)
     rows, cols = grid
-    terms = rel.terms((rows, cols), num_prefix_tokens, q.device)
+    terms = rel.relative_terms((rows, cols), num_prefix_tokens, q.device)
     if terms.rotation is not None:
         q, k = terms.rotation.apply(q, k)
     bias = terms.logits(q, k, attn.scale)

@@ -1,13 +1,14 @@
 """The interface of a relative encoding: it declares its terms, the attention kernel computes.
 
-An encoding's :meth:`RelativePosition.terms` returns, per grid and prefix count, a
+An encoding's :meth:`RelativePosition.relative_terms` returns, per grid and prefix count, a
 :class:`vitpos.attention.RelativeTerms` (bucket ids, tables, a rotation); it never computes
 attention. :func:`vitpos.attention.attention` consumes the terms on every host.
 """
 
 from __future__ import annotations
 
-from typing import TypedDict, Unpack
+from collections.abc import Callable, Mapping
+from typing import Any, TypedDict, Unpack
 
 import torch
 from torch import nn
@@ -15,7 +16,6 @@ from torch import nn
 from ...attention.terms import RelativeTerms
 from ...grid import Grid
 from ...registry import RELATIVE
-from ...spec import SlotSpec
 from ..base import SlotContext, SlotEntry
 from ..cache import GridCache
 from .buckets import Bucketing
@@ -24,9 +24,18 @@ __all__ = ["RelativePosition", "RelativeBias", "BucketedEncoding", "NoRelative"]
 
 
 class RelativePosition(SlotEntry, nn.Module):
-    """Base class; one instance per attention layer. N = num_prefix_tokens + H*W tokens."""
+    """Base class; one instance per attention layer. N = num_prefix_tokens + H*W tokens.
 
-    def terms(self, grid: Grid, num_prefix_tokens: int, device: torch.device | str | None = None) -> RelativeTerms:
+    A stage builds one per block: ``build(ctx, options, layer=i)``.
+    """
+
+    @classmethod
+    def build(cls, ctx: SlotContext, options: Mapping[str, Any], layer: int = 0, **host: Any) -> Any:
+        """The encoding of block ``layer`` from parsed ``options`` (every block gets its own tables)."""
+        construct: Callable[..., object] = cls  # the concrete encoding's constructor: (ctx, **options)
+        return construct(ctx, **options)
+
+    def relative_terms(self, grid: Grid, num_prefix_tokens: int, device: torch.device | str | None = None) -> RelativeTerms:
         """This encoding's terms for ``grid`` with ``num_prefix_tokens`` prefix tokens, on ``device``."""
         raise NotImplementedError
 
@@ -100,7 +109,7 @@ class RelativeBias(RelativePosition):
         """The bias per bucket, or None where it has no bucket form."""
         return None
 
-    def terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
+    def relative_terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
         params = list(self.parameters())
         if torch.is_grad_enabled() and any(p.requires_grad for p in params):
             bucketed = self.bucket_bias_terms(grid, num_prefix_tokens, device)
@@ -115,5 +124,5 @@ class NoRelative(SlotEntry):
     """No relative encoding."""
 
     @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0) -> None:
+    def build(cls, ctx: SlotContext, options: Mapping[str, Any], layer: int = 0, **host: Any) -> None:
         return None

@@ -30,7 +30,9 @@ from __future__ import annotations
 import functools
 import math
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -135,13 +137,13 @@ class IRPE(SlotEntry):
     """The ``irpe`` slot value: builds :class:`IRPEBias` or :class:`IRPEContextual`."""
 
     @classmethod
-    def validate(cls, spec: SlotSpec) -> None:
-        IRPEOptions.from_spec(spec)
+    def parse(cls, spec: SlotSpec) -> Mapping[str, Any]:
+        return {"options": IRPEOptions.from_spec(spec)}
 
     @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0) -> RelativePosition:
-        options = IRPEOptions.from_spec(spec)
-        return (IRPEBias if options.mode == "bias" else IRPEContextual)(ctx, options)
+    def build(cls, ctx: SlotContext, options: Mapping[str, Any], layer: int = 0, **host: Any) -> RelativePosition:
+        irpe: IRPEOptions = options["options"]
+        return (IRPEBias if irpe.mode == "bias" else IRPEContextual)(ctx, irpe)
 
 
 class IRPEBias(BucketedEncoding, RelativeBias):
@@ -201,7 +203,7 @@ class IRPEContextual(BucketedEncoding, RelativePosition):
             table = nn.Parameter(torch.zeros(shape)) if target in options.on else None
             self.register_parameter(f"table_{target}", table)
 
-    def terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
+    def relative_terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
         return self.bucket_terms(
             grid, num_prefix_tokens, device, key_table=self.table_k, query_table=self.table_q, value_table=self.table_v
         )
