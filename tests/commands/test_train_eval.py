@@ -244,6 +244,5 @@ def test_a_config_without_a_preset_picks_the_host_by_arch(tmp_path):
     assert type(cfg).__name__ == "SwinConfig" and cfg.arch == "swin" and cfg.depths == (1, 1)
     assert cfg.position.relative == "swin" and cfg.num_classes == 2 and cfg.img_size == 32  # the data's
     assert (
-        type(RunRequest(model={"depth": 1, "patch_size": 4}, train={"data": DATA}).resolve()[0]).__name__
-        == "ViTConfig"
+        type(RunRequest(model={"depth": 1, "patch_size": 4}, train={"data": DATA}).resolve()[0]).__name__ == "ViTConfig"
     )

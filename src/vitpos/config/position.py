@@ -109,8 +109,8 @@ class PositionConfig:
             resolved[slot] = ResolvedSlot(spec, entry, entry.parse(spec))
             setattr(self, slot, str(spec))
         self._resolved = resolved
-        for slot in resolved.values():
-            slot.entry.check_combination(self)
+        for value in resolved.values():
+            value.entry.check_combination(self)
 
     def slot(self, slot: str) -> ResolvedSlot:
         """``slot`` as resolved when this config was made."""

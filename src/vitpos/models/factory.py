@@ -20,7 +20,8 @@ def get_config(name: str | HostConfig, **overrides: Any) -> HostConfig:
     """The config of preset ``name`` (a fresh copy) with ``overrides`` applied."""
     if not isinstance(name, (str, HostConfig)):
         raise ConfigError(
-            f"a model is named by a preset (a string, see list_models()) or a config (ViTConfig, PVTConfig, SwinConfig, ...), "
+            "a model is named by a preset (a string, see list_models()) or a config (ViTConfig, PVTConfig, "
+            "SwinConfig, ...), "
             f"got {name!r} ({type(name).__name__})"
         )
     base = MODELS.get(name) if isinstance(name, str) else name

@@ -147,7 +147,12 @@ class Attention(nn.Module):
         return out if weights is None else (out, weights)
 
     def partition(
-        self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int, mask: torch.Tensor | None, qk_pos: torch.Tensor | None
+        self,
+        x: torch.Tensor,
+        grid: Grid,
+        num_prefix_tokens: int,
+        mask: torch.Tensor | None,
+        qk_pos: torch.Tensor | None,
     ) -> Partition:
         """The groups of tokens that attend among themselves: here one, the whole sequence."""
         return Partition(x, grid, num_prefix_tokens, mask, qk_pos)

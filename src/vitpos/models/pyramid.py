@@ -79,11 +79,8 @@ class PyramidTransformer(nn.Module):
         rates = [cfg.drop_path_rate * i / max(sum(depths) - 1, 1) for i in range(sum(depths))]
         self.drop_path_rates = [rates[sum(depths[:s]) : sum(depths[: s + 1])] for s in range(cfg.num_stages)]
         self.stages = nn.ModuleList(
-            Stage(
-                s, cfg.position, geometry.context, geometry.relative_context, functools.partial(self.make_block, s),
-                cfg.drop_rate,
-            )  # fmt: skip
-            for s, geometry in enumerate(cfg.stages)
+            Stage(s, cfg.position, g.context, g.relative_context, functools.partial(self.make_block, s), cfg.drop_rate)
+            for s, g in enumerate(cfg.stages)
         )
         self.norm = nn.LayerNorm(self.num_features, eps=self.norm_eps)
         self.head_drop = nn.Dropout(cfg.drop_rate)

@@ -219,7 +219,12 @@ class WindowAttention(Attention):
         return WindowLayout.plan(grid, self.window_size, self.shifted)
 
     def partition(
-        self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int, mask: torch.Tensor | None, qk_pos: torch.Tensor | None
+        self,
+        x: torch.Tensor,
+        grid: Grid,
+        num_prefix_tokens: int,
+        mask: torch.Tensor | None,
+        qk_pos: torch.Tensor | None,
     ) -> Partition:
         """The windows of ``grid`` as a batch (B * windows, N, C) with their mask; the weights, if
         asked, are per window: (B * windows, heads, N, N). ``qk_pos`` (1 or B, H*W, C) is cut into

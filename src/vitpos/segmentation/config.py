@@ -77,5 +77,5 @@ class SemanticFPNConfig(PyramidConfig):
 
 
 def _foreign(config: SemanticFPNConfig, host: type[HostConfig]) -> dict[str, Any]:
-    """The fields of ``config`` that belong to the other pyramid host, so the host's config explains a value set there."""
+    """The fields of ``config`` that belong to the other pyramid host (its config explains a value set there)."""
     return {name: getattr(config, name) for name in host.foreign_fields}

@@ -46,7 +46,9 @@ def test_shaw_is_contextual_product_on_keys_and_values_with_the_clip_index():
             a.normal_()
             b.copy_(a)
     q, k = random_qk()
-    torch.testing.assert_close(shaw.relative_terms((4, 5), 1).logits(q, k, 0.3), irpe.relative_terms((4, 5), 1).logits(q, k, 0.3))
+    torch.testing.assert_close(
+        shaw.relative_terms((4, 5), 1).logits(q, k, 0.3), irpe.relative_terms((4, 5), 1).logits(q, k, 0.3)
+    )
     attn = torch.rand(2, 2, 21, 21, dtype=torch.float64).softmax(-1)
     torch.testing.assert_close(shaw.relative_terms((4, 5), 1).values(attn), irpe.relative_terms((4, 5), 1).values(attn))
 
@@ -58,7 +60,9 @@ def test_huang_is_contextual_query_and_key_terms_with_one_tied_table():
         irpe.table_q.copy_(huang.table)
         irpe.table_k.copy_(huang.table)
     q, k = random_qk()
-    torch.testing.assert_close(huang.relative_terms((4, 5), 1).logits(q, k, 0.3), irpe.relative_terms((4, 5), 1).logits(q, k, 0.3))
+    torch.testing.assert_close(
+        huang.relative_terms((4, 5), 1).logits(q, k, 0.3), irpe.relative_terms((4, 5), 1).logits(q, k, 0.3)
+    )
 
 
 def test_xl_offset_sinusoids_by_hand():

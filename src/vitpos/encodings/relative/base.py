@@ -35,7 +35,9 @@ class RelativePosition(SlotEntry, nn.Module):
         construct: Callable[..., object] = cls  # the concrete encoding's constructor: (ctx, **options)
         return construct(ctx, **options)
 
-    def relative_terms(self, grid: Grid, num_prefix_tokens: int, device: torch.device | str | None = None) -> RelativeTerms:
+    def relative_terms(
+        self, grid: Grid, num_prefix_tokens: int, device: torch.device | str | None = None
+    ) -> RelativeTerms:
         """This encoding's terms for ``grid`` with ``num_prefix_tokens`` prefix tokens, on ``device``."""
         raise NotImplementedError
 
