@@ -31,10 +31,9 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from ..grid import Grid, resample_table, tracing
+from ..grid import Grid, GridCache, resample_table, tracing
 from ..registry import ABSOLUTE, JOIN
 from .base import SlotContext, SlotEntry
-from .cache import GridCache
 from .relative.base import RelativePosition
 
 if TYPE_CHECKING:

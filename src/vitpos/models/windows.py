@@ -35,9 +35,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..encodings.cache import GridCache
 from ..encodings.relative.base import RelativePosition
-from ..grid import Grid, tracing
+from ..grid import Grid, GridCache, tracing
 from .layers import Attention, Partition
 
 __all__ = ["WindowLayout", "partition_windows", "merge_windows", "window_mask", "WindowAttention"]

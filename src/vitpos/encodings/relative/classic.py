@@ -24,8 +24,8 @@ from ...registry import RELATIVE
 from ...spec import SlotSpec, positive_int
 from ..base import SlotContext
 from ..sincos import sincos_1d
-from .base import BucketedEncoding, RelativeBias, RelativePosition
-from .buckets import Bucketing, IndexFunction
+from .base import RelativeBias, RelativePosition
+from .buckets import BucketedEncoding, Bucketing, IndexFunction
 from .irpe import IRPEContextual, IRPEOptions
 
 __all__ = ["ShawRelative", "TransformerXLRelative", "HuangRelative", "SASARelative", "SwinRelativeBias"]

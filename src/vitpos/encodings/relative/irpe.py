@@ -42,8 +42,8 @@ from ...grid import Grid
 from ...registry import RELATIVE
 from ...spec import SlotSpec, SpecError
 from ..base import SlotContext, SlotEntry
-from .base import BucketedEncoding, RelativeBias, RelativePosition
-from .buckets import METHODS, Bucketing, IndexFunction
+from .base import RelativeBias, RelativePosition
+from .buckets import METHODS, BucketedEncoding, Bucketing, IndexFunction
 
 __all__ = ["IRPE", "IRPEOptions", "IRPEBias", "IRPEContextual"]
 

@@ -23,11 +23,10 @@ import torch
 from torch import nn
 
 from ...attention.terms import RelativeTerms, Rotation
-from ...grid import Grid, grid_coords
+from ...grid import Grid, GridCache, grid_coords
 from ...registry import RELATIVE
 from ...spec import SlotSpec, SpecError
 from ..base import SlotContext
-from ..cache import GridCache
 from .base import RelativePosition
 
 __all__ = ["Rope2d", "axial_magnitudes"]
