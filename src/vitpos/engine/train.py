@@ -30,9 +30,9 @@ from ..config import HostConfig
 from ..data.dataset import DataInfo, DataSplits, iterate_batches
 from ..data.spec import open_data
 from ..data.transforms import Augment
-from ..encodings.saved import load_position_encoding
 from ..errors import VitposError
 from ..models.factory import create_model
+from ..models.saved_encoding import load_position_encoding
 from ..released import load_checkpoint as load_initial_weights
 from .checkpoint import (
     CheckpointError,

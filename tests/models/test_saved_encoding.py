@@ -5,8 +5,8 @@ import torch
 
 import vitpos
 from vitpos.data import SyntheticTask
-from vitpos.encodings.saved import load_position_encoding, read_position_metadata, save_position_encoding
 from vitpos.engine import TrainConfig, train
+from vitpos.models.saved_encoding import load_position_encoding, read_position_metadata, save_position_encoding
 
 
 @pytest.mark.parametrize("absolute", ["fourier:gamma=4", "learnable_sincos", "learned"])

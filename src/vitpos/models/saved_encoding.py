@@ -19,9 +19,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open, save_file
 from torch import nn
 
+from ..encodings.absolute import AbsoluteEncoding
 from ..grid import resample_table
-from ..models.host import Host, is_host
-from .absolute import AbsoluteEncoding
+from .host import Host, is_host
 
 __all__ = ["save_position_encoding", "load_position_encoding", "read_position_metadata"]
 
