@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..errors import ConfigError
+from ..registry import ARCHITECTURES
 from ..validation import bounded, check_fields
 from .position import SLOT_NAMES, PositionConfig, SlotContext
+
+if TYPE_CHECKING:
+    from torch import nn
 
 __all__ = ["HostConfig", "StageGeometry"]
 
@@ -151,6 +155,10 @@ class HostConfig:
     def stage_context(self, stage: int) -> SlotContext:
         """What the slot modules of ``stage`` are built from: width, heads, depth, native grid, prefix tokens."""
         return self.stages[stage].context
+
+    def build(self) -> nn.Module:
+        """The model this config describes, with freshly initialised weights (the host registered as ``arch``)."""
+        return ARCHITECTURES.get(self.arch)(self)
 
     @classmethod
     def drop_foreign(cls, fields: dict[str, Any]) -> dict[str, Any]:

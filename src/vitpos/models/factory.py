@@ -47,8 +47,7 @@ def create_model(
         return create_from_checkpoint(name, checkpoint, keep_grid=keep_grid, **overrides)
     if name is None:
         raise ValueError("create_model needs a preset name or a config (or a checkpoint to pick one from)")
-    cfg = get_config(name, **overrides)
-    return ARCHITECTURES.get(cfg.arch)(cfg)
+    return get_config(name, **overrides).build()
 
 
 TASKS = ("classification", "detection", "segmentation")
