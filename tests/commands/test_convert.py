@@ -5,10 +5,10 @@ import yaml
 
 import vitpos
 from vitpos.cli import main
-from vitpos.engine.checkpoint import latest_checkpoint, load_model
+from vitpos.weights import latest_checkpoint, load_model
 
-from ..released import layouts
-from ..released.conftest import save_pth
+from ..weights import layouts
+from ..weights.conftest import save_pth
 
 DATA = "--data=synthetic:direction:img=32:train=64:val=32:test=32"
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import torch
 
-from vitpos.engine import load_checkpoint, load_model, train
+from vitpos.engine import load_checkpoint, train
+from vitpos.weights import load_model
 
 from .conftest import TINY_MODEL, tiny_request, without_times
 

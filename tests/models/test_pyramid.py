@@ -6,7 +6,7 @@ import torch
 import vitpos
 from vitpos import PyramidConfig
 from vitpos.engine import TrainConfig, train
-from vitpos.engine.checkpoint import load_model
+from vitpos.weights import load_model
 from vitpos.models.layers import Attention
 from vitpos.registry import ABSOLUTE, JOIN
 

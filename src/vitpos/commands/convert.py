@@ -12,14 +12,13 @@ from __future__ import annotations
 import argparse
 
 from ..analysis.stages import as_host
-from ..released import create_from_checkpoint, detect_layout, read_state_dict
-from ..released.export import write_checkpoint
+from ..weights import create_model, detect_layout, read_state_dict, write_checkpoint
 from .options import add_model_options, given_options
 
 
 def run(args: argparse.Namespace) -> int:
     overrides = given_options(args, args.option_names)
-    model = create_from_checkpoint(args.model, args.src, keep_grid=args.keep_grid, entry=args.entry, **overrides)
+    model = create_model(args.model, checkpoint=args.src, keep_grid=args.keep_grid, entry=args.entry, **overrides)
     layout = detect_layout(read_state_dict(args.src, args.entry), args.src).name
     write_checkpoint(model, args.dst, source=str(args.src), layout=layout)
     params = sum(p.numel() for p in model.parameters())

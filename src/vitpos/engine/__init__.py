@@ -1,6 +1,6 @@
 """Training and evaluation: ``train(model_cfg, train_cfg, data)``, ``evaluate(model, dataset)``, checkpoints."""
 
-from .checkpoint import Checkpoint, CheckpointError, find_checkpoint, load_checkpoint, load_model
+from .checkpoint import Checkpoint, CheckpointError, find_checkpoint, load_checkpoint
 from .config import TrainConfig
 from .evaluate import evaluate, evaluate_resolutions, resolution_table
 from .setup import RunRequest, fit_model_to_data
@@ -17,7 +17,6 @@ __all__ = [
     "find_checkpoint",
     "fit_model_to_data",
     "load_checkpoint",
-    "load_model",
     "resolution_table",
     "train",
 ]

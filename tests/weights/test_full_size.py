@@ -1,13 +1,16 @@
 """Every preset named after a released model takes the released state dict with no key left over
 (key sets built on the meta device from the released module structures)."""
 
+from pathlib import Path
+
 import pytest
 
 import vitpos
 from vitpos.models.factory import get_config
 from vitpos.registry import ARCHITECTURES
-from vitpos.released import detect_layout, guess_preset
-from vitpos.released.loading import convert_for
+from vitpos.weights import detect_layout, guess_preset
+from vitpos.weights.files import WeightsFile
+from vitpos.weights.load import convert_for
 
 from . import layouts
 
@@ -81,7 +84,7 @@ def test_released_key_set_maps_completely(name):
 )
 def test_the_preset_is_found_from_the_checkpoint_alone(name, found):
     state = released_state(name)
-    assert guess_preset(state, detect_layout(state, name), name) == (found or name)
+    assert guess_preset(WeightsFile(Path(name), state), detect_layout(state, name)) == (found or name)
 
 
 def test_preset_parameter_counts_equal_the_released_models():

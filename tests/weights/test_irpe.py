@@ -6,8 +6,8 @@ import torch
 
 import vitpos
 from vitpos.encodings.relative.buckets import Bucketing, IndexFunction
-from vitpos.released import CheckpointLoadError
-from vitpos.released.irpe import query_order
+from vitpos import CheckpointError
+from vitpos.weights.irpe import query_order
 
 from . import layouts, reference
 from .conftest import assert_close, images, load_float64, save_pth
@@ -64,7 +64,7 @@ def test_loading_selects_the_released_options(tmp_path, relative):
     released = model.cfg.position.relative
     assert released == relative + (":round" if "euclidean" in relative else ":unscaled")
     paper = vitpos.create_model("deit_tiny_patch16_224", relative=relative, **{**SMALL, "depth": 1})
-    with pytest.raises(CheckpointLoadError, match=f"irpe.pth.*relative='{released}'.*create_model"):
+    with pytest.raises(CheckpointError, match=f"irpe.pth.*relative='{released}'.*create_model"):
         vitpos.load_checkpoint(paper, path)
 
 

@@ -20,6 +20,7 @@ class Native(Layout):
     name = "vitpos"
     description = "vitpos state dicts and checkpoints"
     archs = ("vit", "swin", "pvt")
+    resize = "model"
 
     def matches(self, keys: set[str]) -> bool:
         return any(k.startswith(NATIVE_PREFIXES) or ".attn.relative." in k for k in keys)
