@@ -17,8 +17,8 @@ from vitpos.engine.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from vitpos.weights import load_model, load_weights
 from vitpos.models.vit import upgrade_state_dict
+from vitpos.weights import load_model, load_weights
 
 from ..conftest import TINY
 

@@ -73,9 +73,7 @@ def test_a_pickle_that_would_run_code_is_refused_unrun(tmp_path, model):
     path = tmp_path / "evil.pth"
     with open(path, "wb") as f:
         pickle.dump({"model": _RunsCode(str(marker))}, f, protocol=2)
-    with pytest.raises(
-        CheckpointError, match=r"evil\.pth holds objects other than tensors.*never unpickles.*re-save"
-    ):
+    with pytest.raises(CheckpointError, match=r"evil\.pth holds objects other than tensors.*never unpickles.*re-save"):
         vitpos.load_checkpoint(model, path)
     assert not marker.exists()
 

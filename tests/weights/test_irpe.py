@@ -5,8 +5,8 @@ import pytest
 import torch
 
 import vitpos
-from vitpos.encodings.relative.buckets import Bucketing, IndexFunction
 from vitpos import CheckpointError
+from vitpos.encodings.relative.buckets import Bucketing, IndexFunction
 from vitpos.weights.irpe import query_order
 
 from . import layouts, reference

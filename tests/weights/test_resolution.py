@@ -60,4 +60,6 @@ def test_unknown_resize_is_a_clear_error(tmp_path):
     sd = layouts.timm_vit(layouts.Filler(44), dim=16, depth=1, patch=16, grid=14, classes=5)
     path = save_pth(sd, tmp_path / "deit224.pth")
     with pytest.raises(vitpos.CheckpointError, match="unknown resize 'bilinear'; valid values: timm, model"):
-        vitpos.create_model("deit_tiny_patch16_224", checkpoint=path, resize="bilinear", embed_dim=16, depth=1, num_heads=2)
+        vitpos.create_model(
+            "deit_tiny_patch16_224", checkpoint=path, resize="bilinear", embed_dim=16, depth=1, num_heads=2
+        )

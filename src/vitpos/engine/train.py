@@ -33,7 +33,7 @@ from ..data.transforms import Augment
 from ..encodings.saved import load_position_encoding
 from ..errors import VitposError
 from ..models.factory import create_model
-from ..weights import load_weights
+from ..weights import WeightsFile, load_weights
 from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import TrainConfig
 from .distributed import Dist, epoch_batches, setup, steps_per_epoch, teardown
@@ -190,11 +190,11 @@ class _Trainer:
                 f"checkpoint {ckpt.path} was trained on {trained_on!r}, not {self.cfg.data!r}; "
                 "resume with the same --data"
             )
-        load_weights(self.model, ckpt.weights)
+        load_weights(self.model, WeightsFile(ckpt.path, ckpt.weights, ckpt.metadata))
         if self.ema is not None:
             if ckpt.ema is None:
                 raise CheckpointError(f"checkpoint {ckpt.path} has no EMA weights; resume with ema_decay=0")
-            load_weights(self.ema.module, ckpt.ema)
+            load_weights(self.ema.module, WeightsFile(ckpt.path, ckpt.ema, ckpt.metadata))
         state = ckpt.state
         assert state is not None  # load_checkpoint reads the state by default
         if state["epoch"] > self.cfg.epochs:

@@ -10,7 +10,7 @@ This package sits above ``models`` and below ``engine``: nothing it imports impo
 from ..errors import CheckpointError
 from .build import create_model, guess_preset, load_model
 from .export import write_checkpoint
-from .files import read_state_dict, read_weights
+from .files import WeightsFile, read_state_dict, read_weights
 from .load import LAYOUTS, LoadResult, detect_layout, load_weights
 from .pretrained import RELEASES, pretrained_models
 from .run_folder import SavedModel, find_checkpoint, latest_checkpoint, read_saved_model
@@ -24,6 +24,7 @@ __all__ = [
     "LoadResult",
     "RELEASES",
     "SavedModel",
+    "WeightsFile",
     "create_model",
     "detect_layout",
     "find_checkpoint",

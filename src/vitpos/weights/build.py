@@ -21,7 +21,7 @@ from ..errors import CheckpointError
 from ..models import factory
 from .files import WeightsFile, read_weights
 from .layout import Layout
-from .load import check_arch, convert_for, detect_layout, released_config
+from .load import check_arch, convert_for, layout_of, released_config
 from .pretrained import fetch_pretrained
 from .resize import Resize
 from .run_folder import SavedModel, read_saved_model, saved_config
@@ -75,7 +75,7 @@ def load_model(
     weights = saved.ema if ema else saved.weights
     if weights is None:
         raise CheckpointError(f"checkpoint {saved.path} has no EMA weights (trained with ema_decay=0)")
-    model = _from_file(saved.model_config, WeightsFile(saved.path, weights))
+    model = _from_file(saved.model_config, WeightsFile(saved.path, weights, saved.metadata))
     return model.to(device).eval(), saved
 
 
@@ -90,7 +90,7 @@ def _from_file(
 ) -> nn.Module:
     """The model ``name`` (None: the file's own config, or the preset it fits) with the weights of ``file``."""
     overrides = overrides or {}
-    layout = detect_layout(file.state, file.path)
+    layout = layout_of(file)
     if name is None:
         saved = saved_config(file.metadata, file.path)
         name = saved if saved is not None else guess_preset(file, layout)
@@ -123,7 +123,7 @@ def guess_preset(file: WeightsFile, layout: Layout) -> str:
     found: list[str] = []
     configs: list[HostConfig] = []
     for name in factory.list_models():
-        if factory.get_config(name).arch not in layout.archs:
+        if layout.archs and factory.get_config(name).arch not in layout.archs:
             continue
         overrides = {} if head is None else {"num_classes": head.shape[0]}
         with contextlib.suppress(ValueError, TypeError):

@@ -30,7 +30,9 @@ def write_checkpoint(model: nn.Module, dst: str | Path, **notes: Any) -> Path:
     if not isinstance(host_cfg, HostConfig):
         raise TypeError(f"a {type(model).__name__} has no vitpos config (.cfg); give a model built by vitpos")
     cfg = host_cfg.to_dict()
-    write_weights(dst / MODEL_FILE, model.state_dict(), {"model_config": cfg, "train_config": {}, "data": {}, "notes": notes})
+    write_weights(
+        dst / MODEL_FILE, model.state_dict(), {"model_config": cfg, "train_config": {}, "data": {}, "notes": notes}
+    )
     header = (
         "# model converted by `vitpos convert`; evaluate it with `vitpos eval --checkpoint DIR --data SPEC`,\n"
         "# fine-tune it with `vitpos train --init DIR --model PRESET --data SPEC` (a ViT also with\n"

@@ -89,7 +89,7 @@ class Layout:
     description = ""
     """Where such checkpoints come from."""
     archs: tuple[str, ...] = ()
-    """vitpos hosts this layout loads into."""
+    """vitpos hosts this layout loads into (empty: any vitpos model)."""
     resize: Resize = "timm"
     """How its tables are fitted to another size by default (:mod:`.resize`)."""
 

@@ -24,16 +24,27 @@ from .lape import LapeViT, released_join
 from .layout import Layout, Target
 from .native import Native
 from .pvt import PVTv1
-from .swin import MicrosoftSwin, TimmSwin
 from .resize import RESIZES, Resize
+from .run_folder import FORMATS
+from .swin import MicrosoftSwin, TimmSwin
 from .vit import TimmViT
 
-__all__ = ["LAYOUTS", "LoadResult", "Source", "convert_for", "detect_layout", "load_weights", "released_config"]
+__all__ = [
+    "LAYOUTS",
+    "LoadResult",
+    "Source",
+    "convert_for",
+    "detect_layout",
+    "layout_of",
+    "load_weights",
+    "released_config",
+]
 
-Source = str | Path | Mapping[str, torch.Tensor]
-"""A checkpoint file or folder, or a state dict already in memory."""
+Source = str | Path | Mapping[str, torch.Tensor] | WeightsFile
+"""A checkpoint file or folder, a state dict already in memory, or a file already read."""
 
-LAYOUTS: tuple[Layout, ...] = (Native(), IRPEZoo(), LapeViT(), TimmViT(), MicrosoftSwin(), TimmSwin(), PVTv1())
+NATIVE = Native()
+LAYOUTS: tuple[Layout, ...] = (NATIVE, IRPEZoo(), LapeViT(), TimmViT(), MicrosoftSwin(), TimmSwin(), PVTv1())
 """Every layout, most specific first: the first that matches a state dict is used."""
 
 SHOWN = 8
@@ -49,8 +60,13 @@ class LoadResult:
     """Model parameters kept at their initialisation (``drop``, or a re-sized classifier)."""
 
 
+def layout_of(file: WeightsFile) -> Layout:
+    """The layout of ``file``: vitpos's own for a file in the vitpos format, else :func:`detect_layout`'s."""
+    return NATIVE if file.metadata.get("format") in FORMATS else detect_layout(file.state, file.path)
+
+
 def detect_layout(state: dict[str, torch.Tensor], source: Path | str) -> Layout:
-    """The layout of ``state``; raises naming the known layouts if none matches."""
+    """The layout of ``state``, from its keys; raises naming the known layouts if none matches."""
     keys = set(state)
     for layout in LAYOUTS:
         if layout.matches(keys):
@@ -128,7 +144,7 @@ def convert_for(
 
 def check_arch(arch: str, layout: Layout, source: Path | str) -> None:
     """Raise unless models of host ``arch`` can take checkpoints in ``layout``."""
-    if arch not in layout.archs:
+    if layout.archs and arch not in layout.archs:
         raise CheckpointError(
             f"checkpoint {source} is a {layout.description} checkpoint; it cannot load into a "
             f"{arch!r} model. Create a model of the same family ({', '.join(layout.archs)})"
@@ -158,6 +174,8 @@ def released_config(cfg: HostConfig, layout: Layout, file: WeightsFile) -> HostC
 
 
 def _weights(checkpoint: Source, entry: str | None) -> WeightsFile:
+    if isinstance(checkpoint, WeightsFile):
+        return checkpoint
     if isinstance(checkpoint, Mapping):
         return WeightsFile(Path("<state dict>"), dict(checkpoint))
     return read_weights(checkpoint, entry)
@@ -173,7 +191,7 @@ def load_weights(
     entry: str | None = None,
     resize_head: bool = False,
 ) -> LoadResult:
-    """Load ``checkpoint`` (a file or folder in any layout of :data:`LAYOUTS`, or a state dict) into ``model``, strictly.
+    """Load ``checkpoint`` (a file or folder in any layout of :data:`LAYOUTS`, or its weights) into ``model``, strictly.
 
     ``drop``: parameter names, prefixes (``"head"``) or shell patterns (``"*.relative.*"``) kept
     at their initialisation, checkpoint keys they match ignored (``"pos_embed"``); ``resize_head``: drop the
@@ -188,7 +206,7 @@ def load_weights(
     ``round``, a LaPE model ``lape:chained``); ``vitpos.create_model(NAME, checkpoint=PATH)`` selects them.
     """
     file = _weights(checkpoint, entry)
-    layout = detect_layout(file.state, file.path)
+    layout = layout_of(file)
     check_arch(model_arch(model), layout, file.path)
     cfg = getattr(model, "cfg", None)
     if isinstance(cfg, HostConfig) and released_config(cfg, layout, file) != cfg:

@@ -19,7 +19,7 @@ class Native(Layout):
 
     name = "vitpos"
     description = "vitpos state dicts and checkpoints"
-    archs = ("vit", "swin", "pvt")
+    archs = ()  # any vitpos model
     resize = "model"
 
     def matches(self, keys: set[str]) -> bool:

@@ -13,6 +13,7 @@ table at another input size, so a 224 checkpoint in a 384 model gives the same l
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
@@ -38,7 +39,7 @@ def fit_position_table(table: torch.Tensor, stored: Grid, native: Grid, resize: 
 
 def fit_bias_table(table: torch.Tensor, side: int, resize: Resize) -> torch.Tensor:
     """A (heads, S*S) table of offsets on an S x S square, resized to ``side`` x ``side``."""
-    stored = int(round(table.shape[-1] ** 0.5))
+    stored = math.isqrt(table.shape[-1])
     maps = table.to(torch.float64).reshape(-1, stored, stored)
     if resize == "model":
         out = F.interpolate(maps[None], size=(side, side), mode="bicubic", align_corners=False)[0]

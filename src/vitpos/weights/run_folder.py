@@ -146,6 +146,8 @@ class SavedModel:
     """The data set it was trained on: spec, task, classes, target_names, mean, std, ..."""
     weights: dict[str, torch.Tensor]
     ema: dict[str, torch.Tensor] | None
+    metadata: dict[str, str]
+    """The metadata of ``model.safetensors`` as stored (JSON strings)."""
 
     @property
     def step(self) -> int:
@@ -170,4 +172,5 @@ def read_saved_model(path: str | Path) -> SavedModel:
         data=_entry(meta, "data", file, {}),
         weights=weights,
         ema=ema,
+        metadata=meta,
     )
