@@ -94,18 +94,23 @@ def cream_rpe_value(attn: torch.Tensor, sd: dict, name: str, ids: dict) -> torch
 # --- timm / DeiT / Cream RPE / LaPE ViT ------------------------------------------------------
 
 
-def vit(sd: dict, x: torch.Tensor, heads: int, ids: dict | None = None, lape: bool = False) -> torch.Tensor:
+def vit(
+    sd: dict, x: torch.Tensor, heads: int, ids: dict | None = None, lape: bool = False, share: bool = False
+) -> torch.Tensor:
     """timm 0.3.2's VisionTransformer as in DeiT, Cream's RPEAttention when ``ids`` is given, and
-    the LaPE authors' chained pe_norm when ``lape``."""
+    the LaPE authors' chained pe_norm when ``lape`` (their ``join_type='share'``, pos_embed added
+    to every block's input, when ``share``)."""
     w = sd["patch_embed.proj.weight"]
     x = F.conv2d(x, w, sd["patch_embed.proj.bias"], stride=w.shape[-1]).flatten(2).transpose(1, 2)
     x = torch.cat([sd["cls_token"].expand(x.shape[0], -1, -1), x], dim=1)
     pos = sd["pos_embed"]
-    if not lape:
+    if not (lape or share):
         x = x + pos
     depth = len({k.split(".")[1] for k in sd if k.startswith("blocks.")})
     for i in range(depth):
         p = f"blocks.{i}"
+        if share:
+            x = x + pos
         h = ln(x, sd, f"{p}.norm1", 1e-6)
         if lape:
             pos = ln(pos, sd, f"{p}.pe_norm", 1e-6)
