@@ -14,7 +14,7 @@ from vitpos.engine.checkpoint import (
     check_same_model,
     find_checkpoint,
     latest_checkpoint,
-    load_checkpoint,
+    load_training_checkpoint,
     save_checkpoint,
 )
 from vitpos.models.vit import upgrade_state_dict
@@ -45,7 +45,7 @@ def test_round_trip(tmp_path, model):
     # the training state alone loads under the safe loader
     state = torch.load(folder / "state.pt", weights_only=True)
     assert state["step"] == 7 and state["history"][0]["val_acc1"] == 50.0
-    ckpt = load_checkpoint(tmp_path)
+    ckpt = load_training_checkpoint(tmp_path)
     assert ckpt.step == 7 and ckpt.model_config == model.cfg and ckpt.train_config["data"] == "digits"
     assert all(torch.equal(ckpt.weights[k], v) for k, v in model.state_dict().items())
     assert all(torch.equal(ckpt.ema[k], v) for k, v in ema.state_dict().items())
@@ -76,7 +76,7 @@ def test_a_crash_while_writing_keeps_the_previous_checkpoint(tmp_path, model, mo
     monkeypatch.undo()
     assert latest_checkpoint(tmp_path) == first
     assert {p.name: p.read_bytes() for p in first.iterdir()} == before
-    assert load_checkpoint(tmp_path).step == 1
+    assert load_training_checkpoint(tmp_path).step == 1
     _save(tmp_path, 3, model)  # the next save clears the half-written folder
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["latest", "step-00000003"]
 
@@ -87,7 +87,7 @@ def test_truncated_file_is_a_clear_error(tmp_path, model, name):
     data = (folder / name).read_bytes()
     (folder / name).write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError, match=rf"{name} is truncated or corrupt"):
-        load_checkpoint(tmp_path)
+        load_training_checkpoint(tmp_path)
 
 
 def test_not_a_checkpoint(tmp_path):

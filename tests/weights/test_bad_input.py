@@ -39,7 +39,7 @@ def test_checkpoint_of_another_architecture(tmp_path, model):
     with pytest.raises(
         CheckpointError, match=r"swin\.pth is a Microsoft's Swin.*cannot load into a 'vit' model.*same family"
     ):
-        vitpos.load_checkpoint(model, path)
+        vitpos.load_weights(model, path)
     assert unchanged(model, before)
 
 
@@ -50,14 +50,14 @@ def test_truncated_file(tmp_path, model, suffix):
     cut = tmp_path / f"cut{suffix}"
     cut.write_bytes(full.read_bytes()[: full.stat().st_size // 2])
     with pytest.raises(CheckpointError, match=rf"cut{suffix} is truncated or corrupt.*download or copy it again"):
-        vitpos.load_checkpoint(model, cut)
+        vitpos.load_weights(model, cut)
 
 
 def test_corrupt_bytes(tmp_path, model):
     path = tmp_path / "noise.pth"
     path.write_bytes(os.urandom(4096))
     with pytest.raises(CheckpointError, match=r"noise\.pth"):
-        vitpos.load_checkpoint(model, path)
+        vitpos.load_weights(model, path)
 
 
 class _RunsCode:
@@ -74,7 +74,7 @@ def test_a_pickle_that_would_run_code_is_refused_unrun(tmp_path, model):
     with open(path, "wb") as f:
         pickle.dump({"model": _RunsCode(str(marker))}, f, protocol=2)
     with pytest.raises(CheckpointError, match=r"evil\.pth holds objects other than tensors.*never unpickles.*re-save"):
-        vitpos.load_checkpoint(model, path)
+        vitpos.load_weights(model, path)
     assert not marker.exists()
 
 
@@ -86,7 +86,7 @@ def test_shape_mismatch_names_the_key_and_the_fix(tmp_path, model):
     with pytest.raises(
         CheckpointError, match=r"three\.pth.*head\.weight \(checkpoint \(3, 32\), model \(7, 32\)\).*num_classes"
     ):
-        vitpos.load_checkpoint(model, path)
+        vitpos.load_weights(model, path)
     assert unchanged(model, before)
 
 
@@ -98,27 +98,27 @@ def test_unmapped_and_missing_keys_are_listed(tmp_path, model):
     with pytest.raises(
         CheckpointError, match=r"no place in the model: blocks\.0\.ls1\.gamma.*does not provide: norm\.weight"
     ):
-        vitpos.load_checkpoint(model, save_pth(sd, tmp_path / "odd.pth"))
+        vitpos.load_weights(model, save_pth(sd, tmp_path / "odd.pth"))
     assert unchanged(model, before)
 
 
 def test_unknown_layout_lists_the_known_ones(tmp_path, model):
     path = save_pth({"encoder.weight": torch.ones(2, 2)}, tmp_path / "other.pth", entry=None)
     with pytest.raises(CheckpointError, match=r"other\.pth is in no layout.*encoder\.weight.*timm-vit.*swin.*pvt"):
-        vitpos.load_checkpoint(model, path)
+        vitpos.load_weights(model, path)
 
 
 def test_missing_file_and_missing_entry(tmp_path, model):
     with pytest.raises(CheckpointError, match=r"nowhere\.pth does not exist"):
-        vitpos.load_checkpoint(model, tmp_path / "nowhere.pth")
+        vitpos.load_weights(model, tmp_path / "nowhere.pth")
     path = save_pth(vit_state(), tmp_path / "deit.pth")
     with pytest.raises(CheckpointError, match=r"deit\.pth has no entry 'model_ema'; its entries: model, epoch"):
-        vitpos.load_checkpoint(model, path, entry="model_ema")
+        vitpos.load_weights(model, path, entry="model_ema")
     torch.save({"optimizer": {"lr": 0.1}}, tmp_path / "opt.pth")
     with pytest.raises(
         CheckpointError, match=r"opt\.pth is neither a state dict nor a dict with one of the entries model"
     ):
-        vitpos.load_checkpoint(model, tmp_path / "opt.pth")
+        vitpos.load_weights(model, tmp_path / "opt.pth")
 
 
 def test_a_grid_mismatch_without_resampling_says_how_to_keep_the_grid(tmp_path):
@@ -127,7 +127,7 @@ def test_a_grid_mismatch_without_resampling_says_how_to_keep_the_grid(tmp_path):
     with pytest.raises(
         CheckpointError, match=r"pos_embed is stored for a 4x4 grid, the model's is 6x6.*keep_grid=True"
     ):
-        vitpos.load_checkpoint(model, path, resample=False)
+        vitpos.load_weights(model, path, resample=False)
 
 
 def test_a_vit_checkpoint_into_a_swin_preset(tmp_path):
@@ -137,4 +137,4 @@ def test_a_vit_checkpoint_into_a_swin_preset(tmp_path):
     lape = layouts.lape_norms(vit_state(), layouts.Filler(2), depth=2, dim=32)
     swin = vitpos.create_model("swin_tiny", embed_dims=(8, 16), depths=(2, 2), num_heads=(2, 2), mlp_ratios=(4.0, 4.0))
     with pytest.raises(CheckpointError, match=r"lape\.pth is a LaPE authors' ViT.*cannot load into a 'swin' model"):
-        vitpos.load_checkpoint(swin, save_pth(lape, tmp_path / "lape.pth"))
+        vitpos.load_weights(swin, save_pth(lape, tmp_path / "lape.pth"))

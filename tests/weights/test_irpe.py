@@ -73,7 +73,7 @@ def test_loading_selects_the_released_options(tmp_path, relative, method, option
     assert released == relative + option
     paper = vitpos.create_model("deit_tiny_patch16_224", relative=relative, **{**SMALL, "depth": 1})
     with pytest.raises(CheckpointError, match=f"irpe.pth.*relative='{released}'.*create_model"):
-        vitpos.load_checkpoint(paper, path)
+        vitpos.load_weights(paper, path)
 
 
 def test_the_released_options_change_the_ids_or_the_logits():

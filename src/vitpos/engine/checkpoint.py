@@ -40,7 +40,7 @@ __all__ = [
     "save_checkpoint",
     "latest_checkpoint",
     "find_checkpoint",
-    "load_checkpoint",
+    "load_training_checkpoint",
     "check_same_model",
 ]
 
@@ -99,7 +99,7 @@ def _prune(root: Path, keep: int, newest: Path) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
-def load_checkpoint(path: str | Path, *, with_state: bool = True) -> Checkpoint:
+def load_training_checkpoint(path: str | Path, *, with_state: bool = True) -> Checkpoint:
     """Load a checkpoint (see :func:`find_checkpoint` for what ``path`` may be) with its training state."""
     saved = read_saved_model(path)
     folder = saved.path

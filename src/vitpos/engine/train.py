@@ -34,7 +34,7 @@ from ..encodings.saved import load_position_encoding
 from ..errors import VitposError
 from ..models.factory import create_model
 from ..weights import WeightsFile, load_weights
-from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_checkpoint, save_checkpoint
+from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_training_checkpoint, save_checkpoint
 from .config import TrainConfig
 from .distributed import Dist, epoch_batches, setup, steps_per_epoch, teardown
 from .evaluate import evaluate, input_dtype, loss_precision
@@ -182,7 +182,7 @@ class _Trainer:
             self._restore(found)
 
     def _restore(self, path: Path) -> None:
-        ckpt = load_checkpoint(path)
+        ckpt = load_training_checkpoint(path)
         check_same_model(ckpt.model_config, self.model_cfg, ckpt.path)
         trained_on = ckpt.train_config.get("data")
         if trained_on != self.cfg.data:
@@ -196,7 +196,7 @@ class _Trainer:
                 raise CheckpointError(f"checkpoint {ckpt.path} has no EMA weights; resume with ema_decay=0")
             load_weights(self.ema.module, WeightsFile(ckpt.path, ckpt.ema, ckpt.metadata))
         state = ckpt.state
-        assert state is not None  # load_checkpoint reads the state by default
+        assert state is not None  # load_training_checkpoint reads the state by default
         if state["epoch"] > self.cfg.epochs:
             raise CheckpointError(
                 f"checkpoint {ckpt.path} has already trained {state['epoch']} epochs, "
