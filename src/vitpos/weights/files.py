@@ -44,6 +44,10 @@ def read_weights(path: str | Path, entry: str | None = None) -> WeightsFile:
     """The weights in ``path``; ``entry`` picks one of :data:`ENTRIES` (or ``ema`` of a vitpos folder)."""
     path = Path(path)
     if path.is_dir():
+        if entry not in (None, "model", "ema"):
+            raise CheckpointError(
+                f"{path} is a vitpos checkpoint folder; its entries are 'model' and 'ema', not {entry!r}"
+            )
         path = find_checkpoint(path) / (EMA_FILE if entry == "ema" else MODEL_FILE)
         entry = None
     if not path.is_file():
