@@ -15,7 +15,7 @@ __all__ = ["Native"]
 NATIVE_PREFIXES = ("absolute.", "join.", "conditional.")
 """The earlier ViT's slots at the top level."""
 NATIVE_PART = re.compile(r"(?:^|\.)(?:stages|downsamples)\.\d+\.|\.attn\.relative\.")
-"""Names only vitpos writes: a host's stages, wherever the host sits (a segmenter's ``backbone.``, DETR's ``encoder.``)."""
+"""Names only vitpos writes: a host's stages wherever it sits (a segmenter's ``backbone.``, DETR's ``encoder.``)."""
 
 
 class Native(Layout):
