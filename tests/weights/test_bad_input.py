@@ -8,6 +8,7 @@ import torch
 
 import vitpos
 from vitpos import CheckpointError
+from vitpos.weights import write_checkpoint
 
 from . import layouts
 from .conftest import save_pth, save_safetensors
@@ -138,3 +139,16 @@ def test_a_vit_checkpoint_into_a_swin_preset(tmp_path):
     swin = vitpos.create_model("swin_tiny", embed_dims=(8, 16), depths=(2, 2), num_heads=(2, 2), mlp_ratios=(4.0, 4.0))
     with pytest.raises(CheckpointError, match=r"lape\.pth is a LaPE authors' ViT.*cannot load into a 'swin' model"):
         vitpos.load_weights(swin, save_pth(lape, tmp_path / "lape.pth"))
+
+
+def test_loading_options_without_weights_are_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="resize apply to loading weights; give checkpoint=PATH"):
+        vitpos.create_model("deit_tiny_patch16_224", resize="timm", **SMALL)
+    with pytest.raises(ValueError, match="give checkpoint=PATH or pretrained=True, not both"):
+        vitpos.create_model("deit_tiny_patch16_224", checkpoint=tmp_path / "w.pth", pretrained=True)
+
+
+def test_a_vitpos_folder_has_two_entries(tmp_path, model):
+    folder = write_checkpoint(model, tmp_path / "converted")
+    with pytest.raises(CheckpointError, match=r"converted is a vitpos checkpoint folder; its entries are 'model'"):
+        vitpos.load_weights(model, folder, entry="state_dict")

@@ -61,6 +61,9 @@ def create_model(
     if checkpoint is None:
         if name is None:
             raise ValueError("create_model needs a preset name or a config (or a checkpoint to pick one from)")
+        unused = [k for k, v in dict(keep_grid=keep_grid, entry=entry, drop=tuple(drop), resize=resize).items() if v]
+        if unused:
+            raise ValueError(f"{', '.join(unused)} apply to loading weights; give checkpoint=PATH or pretrained=True")
         return factory.create_model(name, **overrides)
     file = read_weights(checkpoint, entry)
     return _from_file(name, file, keep_grid=keep_grid, drop=drop, resize=resize, overrides=overrides)
