@@ -2,15 +2,16 @@
 
 Per tile of BLOCK_M queries and BLOCK_N keys the logits are
 
-    s_ij = scale q_i . k_j + sum_m R[i, I_m(i, j)] + sum_m C[j, I_m(i, j)] + mask_ij
+    s_ij = scale q_i . k_j + sum_m R[i, I_m(i, j)] + sum_m C[j, I_m(i, j)] + bias_ij
 
 read in registers from the bucket ids I_m (int8 or int16; one map, or two for the Cross method),
 the row scores R (B or 1, heads or 1, N or 1, K: the contextual key term q . r_K and / or a bias
-per bucket) and the column scores C (the contextual query term k . r_Q). The forward pass keeps
+per bucket), the column scores C (the contextual query term k . r_Q) and a dense bias (masks:
+Swin's shifted windows, padded keys; a bias without bucket form). The forward pass keeps
 the log-sum-exp of every row and, for a term on values, the attention weights summed per bucket
 W_iK, rescaled tile by tile with the online-softmax statistics. The backward passes recompute
 each tile's weights from the log-sum-exp; the dK/dV kernel owns a block of keys (and their column
-score gradients), the dQ kernel a block of queries (and their row score gradients); score
+score gradients), the dQ kernel a block of queries (their row score and bias gradients); score
 gradients shared by several programs (a bias table) are summed per bucket in the tile and added
 with one atomic per (tile, bucket).
 
@@ -77,8 +78,8 @@ def _bucket_sums(x, ids, buckets, AXIS: tl.constexpr, ONE_HOT: tl.constexpr):
 def _logits(
     q, k, offs_m, offs_n, N, M, scale,
     IDS, stride_im, stride_ii, stride_ij, ROW, stride_rn, stride_rk, COL, stride_cn, stride_ck,
-    MASK, stride_mi, stride_mj,
-    NUM_MAPS: tl.constexpr, HAS_ROW: tl.constexpr, HAS_COL: tl.constexpr, HAS_MASK: tl.constexpr,
+    BIAS, stride_bi, stride_bj,
+    NUM_MAPS: tl.constexpr, HAS_ROW: tl.constexpr, HAS_COL: tl.constexpr, HAS_BIAS: tl.constexpr,
     PRECISION: tl.constexpr,
 ):  # fmt: skip
     """The tile's logits (float32, -inf past the last key) and its bucket-id maps (int32)."""
@@ -98,33 +99,34 @@ def _logits(
             ids0 = ids
         else:
             ids1 = ids
-    if HAS_MASK:
-        s += tl.load(MASK + offs_m[:, None] * stride_mi + offs_n[None, :] * stride_mj, mask=inside, other=0.0).to(
+    if HAS_BIAS:
+        s += tl.load(BIAS + offs_m[:, None] * stride_bi + offs_n[None, :] * stride_bj, mask=inside, other=0.0).to(
             tl.float32
         )
     return tl.where(offs_n[None, :] < M, s, float("-inf")), ids0, ids1
 
 
 @triton.jit
-def _write_bucket_grad(ptr, grad, owners, num_owners, buckets, num_buckets, stride_owner, MODE: tl.constexpr):
-    """Write (or atomically add) the per-bucket gradients (owners, BLOCK_K) of one program."""
-    inside = (owners[:, None] < num_owners) & (buckets[None, :] < num_buckets)
+def _write_grad(ptr, grad, owners, num_owners, cols, num_cols, stride_owner, MODE: tl.constexpr):
+    """Write (or atomically add) a program's gradient tile (owners, cols) into a float32 buffer
+    with unit column stride: per-bucket score gradients (cols: buckets) or a bias gradient."""
+    inside = (owners[:, None] < num_owners) & (cols[None, :] < num_cols)
     if MODE == 0:
-        tl.store(ptr + owners[:, None] * stride_owner + buckets[None, :], grad, mask=inside)
+        tl.store(ptr + owners[:, None] * stride_owner + cols[None, :], grad, mask=inside)
     elif MODE == 1:
-        tl.atomic_add(ptr + owners[:, None] * stride_owner + buckets[None, :], grad, mask=inside)
+        tl.atomic_add(ptr + owners[:, None] * stride_owner + cols[None, :], grad, mask=inside)
     else:
-        tl.atomic_add(ptr + buckets, tl.sum(tl.where(inside, grad, 0.0), axis=0), mask=buckets < num_buckets)
+        tl.atomic_add(ptr + cols, tl.sum(tl.where(inside, grad, 0.0), axis=0), mask=cols < num_cols)
 
 
 @triton.jit
 def _forward_kernel(
-    Q, K, V, IDS, ROW, COL, MASK, OUT, LSE, W,
+    Q, K, V, IDS, ROW, COL, BIAS, OUT, LSE, W,
     sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd,
-    stride_im, stride_ii, stride_ij, srb, srh, srn, srk, scb, sch, scn, sck, smb, smh, smi, smj,
+    stride_im, stride_ii, stride_ij, srb, srh, srn, srk, scb, sch, scn, sck, sbb, sbh, sbi, sbj,
     sob, soh, son, sod,
     H, N, M, D, NB, scale,
-    NUM_MAPS: tl.constexpr, HAS_ROW: tl.constexpr, HAS_COL: tl.constexpr, HAS_MASK: tl.constexpr,
+    NUM_MAPS: tl.constexpr, HAS_ROW: tl.constexpr, HAS_COL: tl.constexpr, HAS_BIAS: tl.constexpr,
     VALUE: tl.constexpr, UPCAST: tl.constexpr, ONE_HOT: tl.constexpr, PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
@@ -137,7 +139,7 @@ def _forward_kernel(
     q = _load_tile(Q + b * sqb + h * sqh, offs_m, offs_d, sqn, sqd, N, D, UPCAST)
     ROW += b * srb + h * srh
     COL += b * scb + h * sch
-    MASK += b * smb + h * smh
+    BIAS += b * sbb + h * sbh
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
@@ -148,7 +150,7 @@ def _forward_kernel(
         v = _load_tile(V + b * svb + h * svh, offs_n, offs_d, svn, svd, M, D, UPCAST)
         s, ids0, ids1 = _logits(
             q, k, offs_m, offs_n, N, M, scale, IDS, stride_im, stride_ii, stride_ij, ROW, srn, srk, COL, scn, sck,
-            MASK, smi, smj, NUM_MAPS, HAS_ROW, HAS_COL, HAS_MASK, PRECISION,
+            BIAS, sbi, sbj, NUM_MAPS, HAS_ROW, HAS_COL, HAS_BIAS, PRECISION,
         )  # fmt: skip
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with every key masked so far
@@ -168,18 +170,18 @@ def _forward_kernel(
     # a row with no key left has weights 0 in backward: exp(s - inf)
     tl.store(LSE + bh * N + offs_m, tl.where(l_i > 0.0, m_i + tl.log(l_safe), float("inf")), mask=rows_in)
     if VALUE:
-        _write_bucket_grad(W + bh * N * NB, w_acc / l_safe[:, None], offs_m, N, buckets, NB, NB, 0)
+        _write_grad(W + bh * N * NB, w_acc / l_safe[:, None], offs_m, N, buckets, NB, NB, 0)
 
 
 @triton.jit
 def _backward_kv_kernel(
-    Q, K, V, IDS, ROW, COL, MASK, DO, LSE, DELTA, DW, DK, DV, DCOL,
+    Q, K, V, IDS, ROW, COL, BIAS, DO, LSE, DELTA, DW, DK, DV, DCOL,
     sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd,
-    stride_im, stride_ii, stride_ij, srb, srh, srn, srk, scb, sch, scn, sck, smb, smh, smi, smj,
+    stride_im, stride_ii, stride_ij, srb, srh, srn, srk, scb, sch, scn, sck, sbb, sbh, sbi, sbj,
     sob, soh, son, sod,
     sdcb, sdch, sdcn,
     H, N, M, D, NB, scale,
-    NUM_MAPS: tl.constexpr, HAS_ROW: tl.constexpr, HAS_COL: tl.constexpr, HAS_MASK: tl.constexpr,
+    NUM_MAPS: tl.constexpr, HAS_ROW: tl.constexpr, HAS_COL: tl.constexpr, HAS_BIAS: tl.constexpr,
     VALUE: tl.constexpr, UPCAST: tl.constexpr, ONE_HOT: tl.constexpr, PRECISION: tl.constexpr,
     COL_GRAD: tl.constexpr, COL_MODE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -197,7 +199,7 @@ def _backward_kv_kernel(
     v = _load_tile(V + b * svb + h * svh, offs_n, offs_d, svn, svd, M, D, UPCAST)
     ROW += b * srb + h * srh
     COL += b * scb + h * sch
-    MASK += b * smb + h * smh
+    BIAS += b * sbb + h * sbh
     dk = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
     dv = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
     dcol = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
@@ -210,7 +212,7 @@ def _backward_kv_kernel(
         delta = tl.load(DELTA + bh * N + offs_m, mask=rows_in, other=0.0)
         s, ids0, ids1 = _logits(
             q, k, offs_m, offs_n, N, M, scale, IDS, stride_im, stride_ii, stride_ij, ROW, srn, srk, COL, scn, sck,
-            MASK, smi, smj, NUM_MAPS, HAS_ROW, HAS_COL, HAS_MASK, PRECISION,
+            BIAS, sbi, sbj, NUM_MAPS, HAS_ROW, HAS_COL, HAS_BIAS, PRECISION,
         )  # fmt: skip
         p = tl.exp(s - lse[:, None])
         dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=PRECISION)
@@ -231,23 +233,24 @@ def _backward_kv_kernel(
     tl.store(DK + tile, (dk * scale).to(DK.dtype.element_ty), mask=inside_n)
     tl.store(DV + tile, dv.to(DV.dtype.element_ty), mask=inside_n)
     if COL_GRAD:
-        _write_bucket_grad(DCOL + b * sdcb + h * sdch, dcol, offs_n, M, buckets, NB, sdcn, COL_MODE)
+        _write_grad(DCOL + b * sdcb + h * sdch, dcol, offs_n, M, buckets, NB, sdcn, COL_MODE)
 
 
 @triton.jit
 def _backward_q_kernel(
-    Q, K, V, IDS, ROW, COL, MASK, DO, LSE, DELTA, DW, DQ, DROW,
+    Q, K, V, IDS, ROW, COL, BIAS, DO, LSE, DELTA, DW, DQ, DROW, DBIAS,
     sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd,
-    stride_im, stride_ii, stride_ij, srb, srh, srn, srk, scb, sch, scn, sck, smb, smh, smi, smj,
+    stride_im, stride_ii, stride_ij, srb, srh, srn, srk, scb, sch, scn, sck, sbb, sbh, sbi, sbj,
     sob, soh, son, sod,
-    sdrb, sdrh, sdrn,
+    sdrb, sdrh, sdrn, sdbb, sdbh, sdbi,
     H, N, M, D, NB, scale,
-    NUM_MAPS: tl.constexpr, HAS_ROW: tl.constexpr, HAS_COL: tl.constexpr, HAS_MASK: tl.constexpr,
+    NUM_MAPS: tl.constexpr, HAS_ROW: tl.constexpr, HAS_COL: tl.constexpr, HAS_BIAS: tl.constexpr,
     VALUE: tl.constexpr, UPCAST: tl.constexpr, ONE_HOT: tl.constexpr, PRECISION: tl.constexpr,
-    ROW_GRAD: tl.constexpr, ROW_MODE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_D: tl.constexpr, BLOCK_K: tl.constexpr,
+    ROW_GRAD: tl.constexpr, ROW_MODE: tl.constexpr, BIAS_GRAD: tl.constexpr, BIAS_MODE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
-    """dQ and the row score gradients of BLOCK_M queries of one (image, head) (layouts as in dK/dV)."""
+    """dQ, the row score gradients and the bias gradient of BLOCK_M queries of one (image, head)
+    (layouts as in dK/dV; DROW and DBIAS are float32 with zero strides along broadcast axes)."""
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -260,7 +263,7 @@ def _backward_q_kernel(
     delta = tl.load(DELTA + bh * N + offs_m, mask=rows_in, other=0.0)
     ROW += b * srb + h * srh
     COL += b * scb + h * sch
-    MASK += b * smb + h * smh
+    BIAS += b * sbb + h * sbh
     dq = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
     drow = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)
     for start in range(0, M, BLOCK_N):
@@ -269,7 +272,7 @@ def _backward_q_kernel(
         v = _load_tile(V + b * svb + h * svh, offs_n, offs_d, svn, svd, M, D, UPCAST)
         s, ids0, ids1 = _logits(
             q, k, offs_m, offs_n, N, M, scale, IDS, stride_im, stride_ii, stride_ij, ROW, srn, srk, COL, scn, sck,
-            MASK, smi, smj, NUM_MAPS, HAS_ROW, HAS_COL, HAS_MASK, PRECISION,
+            BIAS, sbi, sbj, NUM_MAPS, HAS_ROW, HAS_COL, HAS_BIAS, PRECISION,
         )  # fmt: skip
         p = tl.exp(s - lse[:, None])
         dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
@@ -280,6 +283,8 @@ def _backward_q_kernel(
                 dp += _lookup(DW + bh * N * NB, offs_m[:, None], ids1, NB, 1, inside)
         ds = p * (dp - delta[:, None])
         dq += tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
+        if BIAS_GRAD:
+            _write_grad(DBIAS + b * sdbb + h * sdbh, ds, offs_m, N, offs_n, M, sdbi, BIAS_MODE)
         if ROW_GRAD:
             drow += _bucket_sums(ds, ids0, buckets, 1, ONE_HOT)
             if NUM_MAPS == 2:
@@ -287,4 +292,4 @@ def _backward_q_kernel(
     tile = bh * N * D + offs_m[:, None] * D + offs_d[None, :]
     tl.store(DQ + tile, (dq * scale).to(DQ.dtype.element_ty), mask=rows_in[:, None] & (offs_d[None, :] < D))
     if ROW_GRAD:
-        _write_bucket_grad(DROW + b * sdrb + h * sdrh, drow, offs_m, N, buckets, NB, sdrn, ROW_MODE)
+        _write_grad(DROW + b * sdrb + h * sdrh, drow, offs_m, N, buckets, NB, sdrn, ROW_MODE)

@@ -44,64 +44,74 @@ def _impl(device: torch.device) -> ModuleType:
 @torch.library.custom_op("vitpos::fused_attention", mutates_args=())
 def _forward(
     q: Tensor, k: Tensor, v: Tensor, ids: Tensor | None, row: Tensor | None, col: Tensor | None,
-    mask: Tensor | None, scale: float, num_buckets: int, value_term: bool, config: list[int],
+    bias: Tensor | None, scale: float, num_buckets: int, value_term: bool, config: list[int],
 ) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
-    return _impl(q.device).forward(q, k, v, ids, row, col, mask, scale, num_buckets, value_term, config)
+    return _impl(q.device).forward(q, k, v, ids, row, col, bias, scale, num_buckets, value_term, config)
 
 
 @_forward.register_fake
-def _(q, k, v, ids, row, col, mask, scale, num_buckets, value_term, config):
+def _(q, k, v, ids, row, col, bias, scale, num_buckets, value_term, config):
     b, h, n, d = q.shape
     weights = (b, h, n, num_buckets) if value_term else (0,)
-    return q.new_empty(b, h, n, d), q.new_empty(b, h, n, dtype=torch.float32), q.new_empty(weights, dtype=torch.float32)
+    stats = reference.stats_dtype(q.dtype)
+    return q.new_empty(b, h, n, d), q.new_empty(b, h, n, dtype=stats), q.new_empty(weights, dtype=stats)
 
 
 @torch.library.custom_op("vitpos::fused_attention_backward", mutates_args=())
 def _backward(
     grad_out: Tensor, grad_weights: Tensor | None, q: Tensor, k: Tensor, v: Tensor, ids: Tensor | None,
-    row: Tensor | None, col: Tensor | None, mask: Tensor | None, out: Tensor, lse: Tensor, weights: Tensor,
+    row: Tensor | None, col: Tensor | None, bias: Tensor | None, out: Tensor, lse: Tensor, weights: Tensor,
     scale: float, num_buckets: int, grads: list[bool], config: list[int],
-) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
     return _impl(q.device).backward(
-        grad_out, grad_weights, q, k, v, ids, row, col, mask, out, lse, weights, scale, num_buckets, grads, config
+        grad_out, grad_weights, q, k, v, ids, row, col, bias, out, lse, weights, scale, num_buckets, grads, config
     )
 
 
 @_backward.register_fake
-def _(grad_out, grad_weights, q, k, v, ids, row, col, mask, out, lse, weights, scale, num_buckets, grads, config):
+def _(grad_out, grad_weights, q, k, v, ids, row, col, bias, out, lse, weights, scale, num_buckets, grads, config):
     def like(t: Tensor | None, wanted: bool) -> Tensor:
         return t.new_empty(t.shape) if t is not None and wanted else q.new_empty(0)
 
-    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), like(row, grads[0]), like(col, grads[1])
+    rest = (like(t, wanted) for t, wanted in zip((row, col, bias), grads, strict=True))
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), *rest
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    q, k, v, ids, row, col, mask, scale, num_buckets, value_term, config = inputs
+    q, k, v, ids, row, col, bias, scale, num_buckets, value_term, config = inputs
     out, lse, weights = output
-    ctx.save_for_backward(q, k, v, ids, row, col, mask, out, lse, weights)
+    ctx.save_for_backward(q, k, v, ids, row, col, bias, out, lse, weights)
     ctx.scale, ctx.num_buckets, ctx.value_term, ctx.config = scale, num_buckets, value_term, config
 
 
 def _backward_rule(ctx, grad_out, grad_lse, grad_weights):
-    q, k, v, ids, row, col, mask, out, lse, weights = ctx.saved_tensors
+    q, k, v, ids, row, col, bias, out, lse, weights = ctx.saved_tensors
     if grad_out is None:
         grad_out = torch.zeros_like(out)
     if not ctx.value_term:
         grad_weights = None
     elif grad_weights is None:
         grad_weights = torch.zeros_like(weights)
-    grads = [bool(ctx.needs_input_grad[4]), bool(ctx.needs_input_grad[5])]
-    dq, dk, dv, d_row, d_col = _backward(
-        grad_out, grad_weights, q, k, v, ids, row, col, mask, out, lse, weights, ctx.scale, ctx.num_buckets, grads,
+    grads = [bool(wanted) for wanted in ctx.needs_input_grad[4:7]]
+    dq, dk, dv, d_row, d_col, d_bias = _backward(
+        grad_out, grad_weights, q, k, v, ids, row, col, bias, out, lse, weights, ctx.scale, ctx.num_buckets, grads,
         ctx.config,
     )  # fmt: skip
-    return dq, dk, dv, None, d_row if grads[0] else None, d_col if grads[1] else None, None, None, None, None, None
+    d_row, d_col, d_bias = (g if wanted else None for g, wanted in zip((d_row, d_col, d_bias), grads, strict=True))
+    return dq, dk, dv, None, d_row, d_col, d_bias, None, None, None, None
 
 
 torch.library.register_autograd("vitpos::fused_attention", _backward_rule, setup_context=_setup_context)
 
 
-def _check(q, k, v, ids, num_buckets, row, col, mask, bucket_weights) -> None:
+def _broadcasts(shape: torch.Size, to: tuple[int, ...]) -> bool:
+    try:
+        return torch.broadcast_shapes(shape, to) == to
+    except RuntimeError:
+        return False
+
+
+def _check(q, k, v, ids, num_buckets, row, col, bias, bucket_weights) -> None:
     """Raise a ValueError naming the input whose shape the fused attention cannot take."""
     if q.ndim != 4 or k.shape != v.shape or k.shape[:2] != q.shape[:2] or k.shape[-1] != q.shape[-1]:
         raise ValueError(
@@ -123,11 +133,8 @@ def _check(q, k, v, ids, num_buckets, row, col, mask, bucket_weights) -> None:
                 f"{name} must be (B or 1, heads or 1, {' or '.join(map(str, rows))}, {num_buckets}), "
                 f"got {tuple(scores.shape)}"
             )
-    if mask is not None:
-        try:
-            torch.broadcast_shapes(mask.shape, (b, h, n, m))
-        except RuntimeError:
-            raise ValueError(f"mask {tuple(mask.shape)} does not broadcast to (B, heads, N, M) = {(b, h, n, m)}")
+    if bias is not None and (bias.ndim > 4 or not _broadcasts(bias.shape, (b, h, n, m))):
+        raise ValueError(f"bias must broadcast to (B, heads, N, M) = {(b, h, n, m)}, got {tuple(bias.shape)}")
 
 
 def fused_attention(
@@ -140,21 +147,22 @@ def fused_attention(
     num_buckets: int = 0,
     row_scores: Tensor | None = None,
     col_scores: Tensor | None = None,
-    mask: Tensor | None = None,
+    bias: Tensor | None = None,
     bucket_weights: bool = False,
     config: tuple[int, int, int] | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """Attention with bucketed terms in one fused operator; (out, weights per bucket or None).
 
-    The arguments are those of :func:`vitpos.attention.bucketed.bucketed_attention`, with
-    ``mask`` (broadcastable to (B, heads, N, M), no gradient) in place of its bias. ``config``
+    The arguments are those of :func:`vitpos.attention.bucketed.bucketed_attention` (``bias``:
+    additive logits broadcastable to (B, heads, N, M), masks included, with or without gradient). ``config``
     (BLOCK_M, BLOCK_N, loop over buckets: 0 or 1) fixes the tiles instead of the device's choice.
     The per-bucket weights are returned in q's dtype.
     """
-    _check(q, k, v, ids, num_buckets, row_scores, col_scores, mask, bucket_weights)
-    if mask is not None:
-        mask = mask.detach()
+    _check(q, k, v, ids, num_buckets, row_scores, col_scores, bias, bucket_weights)
+    if bias is not None:  # 4-D, a column per key (its gradient buffer has unit column stride)
+        bias = bias[(None,) * (4 - bias.ndim)]
+        bias = bias.expand(*bias.shape[:-1], k.shape[-2])
     out, _, weights = torch.ops.vitpos.fused_attention(
-        q, k, v, ids, row_scores, col_scores, mask, scale, num_buckets, bucket_weights, list(config or ())
+        q, k, v, ids, row_scores, col_scores, bias, scale, num_buckets, bucket_weights, list(config or ())
     )
     return out, weights.to(q.dtype) if bucket_weights else None
