@@ -22,9 +22,12 @@ from . import reference
 __all__ = ["available", "runs_kernels", "fused_attention"]
 
 
+_INSTALLED = importlib.util.find_spec("triton") is not None
+
+
 def available() -> bool:
-    """True if Triton is installed (checked without importing it)."""
-    return importlib.util.find_spec("triton") is not None
+    """True if Triton is installed (checked once, without importing it)."""
+    return _INSTALLED
 
 
 def runs_kernels(device: torch.device) -> bool:
