@@ -83,6 +83,7 @@ def _(grad_out, grad_weights, q, k, v, ids, row, col, bias, out, lse, weights, s
 def _setup_context(ctx, inputs, output) -> None:
     q, k, v, ids, row, col, bias, scale, num_buckets, value_term, config = inputs
     out, lse, weights = output
+    ctx.mark_non_differentiable(lse)
     ctx.save_for_backward(q, k, v, ids, row, col, bias, out, lse, weights)
     ctx.scale, ctx.num_buckets, ctx.value_term, ctx.config = scale, num_buckets, value_term, config
 
