@@ -8,10 +8,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from vitpos.attention import PATHS, RelativeTerms, attention
-from vitpos.attention import policy
-from vitpos.attention.triton import op
+from vitpos.attention import PATHS, RelativeTerms, attention, policy
 from vitpos.attention.policy import CHUNK_FROM_TOKENS, Request, choose_path, unsupported
+from vitpos.attention.triton import op
 
 B, H, N, D, K = 2, 2, 9, 8, 5
 
@@ -39,7 +38,7 @@ def request(device="cpu", terms=None, tokens=N, grad=True, dropout=False, weight
 
 
 def test_policy_per_device():
-    bias_only, ctx, with_values = random_terms(False, False), random_terms(False), random_terms()
+    ctx, with_values = random_terms(False), random_terms()
     assert choose_path(request(terms=None)) == "sdpa"
     assert choose_path(request(terms=RelativeTerms())) == "sdpa"  # a rotation only
     assert choose_path(request(terms=ctx, weights=True)) == "explicit"

@@ -19,7 +19,18 @@ ROOT = FOLDER.parents[2]
 @pytest.mark.parametrize("module", sorted(p.name for p in FOLDER.glob("test_*.py")))
 def test_kernels_in_the_interpreter(module):
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=", "-m", "not slow", str(FOLDER / module)]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=",
+        "-m",
+        "not slow",
+        str(FOLDER / module),
+    ]
     result = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, f"{' '.join(command)}:\n{result.stdout[-6000:]}\n{result.stderr[-3000:]}"
     summary = result.stdout.strip().splitlines()[-1]

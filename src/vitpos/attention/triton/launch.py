@@ -81,10 +81,12 @@ class _Call:
         if config or INTERPRET:
             block_m, block_n, loop = config or (*INTERPRETER_TILES, 0)
             tiles = {"BLOCK_M": block_m, "BLOCK_N": block_n}
-            grid = (triton.cdiv(rows, tiles[block]), b * h)
-            kernel[grid](*args, **flags, **tiles, ONE_HOT=not loop)
+            kernel[(triton.cdiv(rows, tiles[block]), b * h)](*args, **flags, **tiles, ONE_HOT=not loop)
         else:
-            grid = lambda meta: (triton.cdiv(rows, meta[block]), b * h)  # noqa: E731
+
+            def grid(meta: dict) -> tuple[int, int]:
+                return triton.cdiv(rows, meta[block]), b * h
+
             _tuned(kernel, reset)[grid](*args, **flags, ONE_HOT=False)
 
 
@@ -104,7 +106,7 @@ def forward(q, k, v, ids, row, col, bias, scale: float, num_buckets: int, value_
     """(out, log-sum-exp (B, heads, N), weights per bucket (B, heads, N, K) or empty; both in
     :func:`.reference.stats_dtype`)."""
     call = _Call(q, k, v, ids, row, col, bias, num_buckets)
-    b, h, n, m, d = call.shape
+    b, h, n, _, d = call.shape
     out = q.new_empty(b, h, n, d, dtype=_store_dtype(q.dtype))
     lse = q.new_empty(b, h, n, dtype=stats_dtype(q.dtype))
     weights = q.new_zeros((b, h, n, num_buckets) if value_term else (0,), dtype=stats_dtype(q.dtype))
@@ -113,7 +115,9 @@ def forward(q, k, v, ids, row, col, bias, scale: float, num_buckets: int, value_
     return out.to(q.dtype), lse, weights
 
 
-def backward(grad_out, grad_weights, q, k, v, ids, row, col, bias, out, lse, weights, scale, num_buckets, grads, config):
+def backward(
+    grad_out, grad_weights, q, k, v, ids, row, col, bias, out, lse, weights, scale, num_buckets, grads, config
+):
     """(dq, dk, dv, d_row, d_col, d_bias), the last three empty where ``grads`` (row, col, bias) says
     none is wanted."""
     call = _Call(q, k, v, ids, row, col, bias, num_buckets)
@@ -125,7 +129,11 @@ def backward(grad_out, grad_weights, q, k, v, ids, row, col, bias, out, lse, wei
         grad_weights = grad_weights.float().contiguous()
         delta += (weights * grad_weights).sum(-1)
     store = _store_dtype(q.dtype)
-    dq, dk, dv = q.new_empty(b, h, n, d, dtype=store), q.new_empty(b, h, m, d, dtype=store), q.new_empty(b, h, m, d, dtype=store)
+    dq, dk, dv = (
+        q.new_empty(b, h, n, d, dtype=store),
+        q.new_empty(b, h, m, d, dtype=store),
+        q.new_empty(b, h, m, d, dtype=store),
+    )
     want_row, want_col = row is not None and grads[0], col is not None and grads[1]
     d_row = q.new_zeros(row.shape, dtype=torch.float32) if want_row else None
     d_col = q.new_zeros(col.shape, dtype=torch.float32) if want_col else None
