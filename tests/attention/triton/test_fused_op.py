@@ -3,6 +3,8 @@ modes, the ``torch.library`` registration (opcheck, fake kernels) and one graph 
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from torch._dynamo.testing import CompileCounterWithBackend
@@ -107,3 +109,26 @@ def test_a_compiled_irpe_block_is_one_graph_with_the_same_output_and_gradients()
     assert_relative(out, eager, 1e-5, "out")
     for got, want in zip(grads, eager_grads, strict=True):
         assert_relative(got, want, 1e-5, "gradient")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_model_under_autocast_on_the_fused_path_stays_close_to_float32(dtype):
+    model = vitpos.create_model(
+        "vit_lite_7_4", img_size=28, patch_size=4, embed_dim=32, depth=1, num_heads=2, num_classes=5,
+        relative="irpe:cross:ctx:qkv:unshared",
+    )  # fmt: skip
+    with torch.no_grad():
+        for p in model.stages[0].blocks[0].attn.relative.parameters():
+            p.normal_(std=0.2)
+    x = torch.randn(2, 3, 28, 28)
+    model.stages[0].blocks[0].attn.path = "explicit"
+    expected = model(x)
+    model.stages[0].blocks[0].attn.path = "triton"
+    with torch.autocast("cpu", dtype=dtype), warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback
+        out = model(x)
+    assert out.dtype == dtype
+    assert_relative(out, expected, 6e-2 if dtype == torch.bfloat16 else 1e-2, "logits")
+    out.float().square().sum().backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and p.grad.dtype == torch.float32 and torch.isfinite(p.grad).all(), name
