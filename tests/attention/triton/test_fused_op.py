@@ -28,8 +28,9 @@ def inputs(n: int, buckets: int, row_shape, col_shape, bias_shape, maps: int):
 
 def literal(q, k, v, ids, row, col, bias, scale, value_table):
     """The operator's arithmetic with gathers, in float64."""
-    q, k, v, row, col, bias, value_table = (t.double() for t in (q, k, v, row, col, bias, value_table))
-    weights = (scale * q @ k.transpose(-2, -1) + gather_logits(ids, row, col) + bias).softmax(-1)
+    q, k, v, row, col, value_table = (t.double() for t in (q, k, v, row, col, value_table))
+    logits = scale * q @ k.transpose(-2, -1) + gather_logits(ids, row, col)
+    weights = (logits if bias is None else logits + bias.double()).softmax(-1)
     per_bucket = torch.zeros(*weights.shape[:-1], value_table.shape[0], dtype=torch.float64)
     for id_map in ids if ids.ndim == 3 else ids[None]:
         per_bucket = per_bucket.scatter_add(-1, id_map.expand_as(weights), weights)
@@ -132,3 +133,24 @@ def test_a_model_under_autocast_on_the_fused_path_stays_close_to_float32(dtype):
     out.float().square().sum().backward()
     for name, p in model.named_parameters():
         assert p.grad is not None and p.grad.dtype == torch.float32 and torch.isfinite(p.grad).all(), name
+
+
+def test_more_than_127_buckets_read_int16_ids():
+    n, k = 23, 150
+    qkv, ids, row, col, _ = inputs(n, k, (B, H, n, k), (1, 1, n, k), (1, 1, 1, 1), 1)
+    assert int(ids.max()) > 127  # beyond int8
+    q, keys, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+    value_table = torch.randn(k, D, requires_grad=True)
+    out, weights = fused_attention(
+        q, keys, v, 0.2, ids, num_buckets=k, row_scores=row, col_scores=col, bucket_weights=True
+    )
+    assert weights is not None
+    out = out + weights @ value_table
+    expected = literal(q, keys, v, ids, row, col, None, 0.2, value_table)
+    assert_relative(out, expected, 1e-5, "out")
+    leaves = [qkv, row, col, value_table]
+    grads = torch.autograd.grad(out.sum(), leaves)
+    for name, got, want in zip(
+        ["qkv", "row", "col", "value table"], grads, torch.autograd.grad(expected.sum(), leaves), strict=True
+    ):
+        assert_relative(got, want, 1e-5, name)

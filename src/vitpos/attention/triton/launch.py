@@ -45,11 +45,11 @@ def _bucket_maps(ids: torch.Tensor | None, num_buckets: int) -> torch.Tensor | N
 
 
 def _grad_mode(grad: torch.Tensor, batch_heads: tuple[int, int]) -> int:
-    """How the programs write ``grad`` (B or 1, heads or 1, rows or 1, K or M) of a tensor read
+    """How the programs write ``grad`` ([B or 1, [heads or 1,]] rows or 1, K or M) of a tensor read
     as (B, heads, rows, .): rows shared by every query are summed first, shared rows added atomically."""
     if grad.shape[-2] == 1:
         return ATOMIC_SUM
-    return STORE if tuple(grad.shape[:2]) == batch_heads else ATOMIC_ROWS
+    return STORE if tuple(grad.shape[:-2]) == batch_heads else ATOMIC_ROWS
 
 
 class _Call:
