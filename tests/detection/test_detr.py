@@ -182,7 +182,8 @@ def test_relative_tables_keep_their_zero_start():
 
 
 def test_a_detector_overfits_four_images():
-    """The set loss of four synthetic images falls at least five-fold in 60 AdamW steps (measured: about ten-fold)."""
+    """The set loss of four synthetic images falls at least five-fold in 60 AdamW steps (measured on seeds 0-7:
+    7.6- to 28-fold)."""
     model = vitpos.create_model("detr_tiny_sine")
     split = SyntheticDetection(train=4).render("train")
     x, targets = split.images.float() / 255, split.targets
