@@ -95,6 +95,17 @@ def test_relative_encodings_are_built_per_window(relative):
         if relative == "swin":  # a table for the 3x3 window: (2*3 - 1)^2 offsets per head
             assert all(block.attn.relative.table.shape == (heads, 25) for block in stage.blocks)
     assert model(torch.randn(2, 3, 48, 32)).shape == (2, 5)
+    # with random tables every stage's windows see the encoding (rope2d has no table and acts anyway)
+    plain = vitpos.create_model(PyramidConfig(**TINY_SWIN), absolute="none", relative="none").double().eval()
+    model = model.double().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(std=0.3)
+        plain.load_state_dict(model.state_dict(), strict=False)
+        grids = model.stage_grids((48, 32))
+        for stage, bare, grid, width in zip(model.stages, plain.stages, grids, model.embed_dims, strict=True):
+            x = torch.randn(2, grid[0] * grid[1], width, dtype=torch.float64)
+            assert not torch.allclose(stage(x, grid, 0), bare(x, grid, 0), atol=1e-4)
 
 
 def test_lape_normalises_the_window_bias_of_every_block():
