@@ -56,7 +56,9 @@ def import_all(names: list[str]) -> str:
 def main(names: list[str]) -> None:
     for module in in_child(lambda: import_all(names)).split():
         try_import(module)  # one that fails here (loaded only under conditions) is left to the children
-    print("ready", flush=True)
+    packages = {name.split(".")[0] for name in names}
+    preloaded = sorted(m for m in sys.modules if m.split(".")[0] in packages)
+    print(f"preloaded {preloaded}, no fresh import is possible" if preloaded else "ready", flush=True)
     for line in sys.stdin:
         name = line.strip()
         print(json.dumps({"module": name, "error": in_child(lambda name=name: try_import(name))}), flush=True)

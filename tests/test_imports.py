@@ -4,6 +4,7 @@ cycle fails there even when the whole suite, importing in another order, hides i
 from __future__ import annotations
 
 import json
+import os
 import pkgutil
 import subprocess
 import sys
@@ -26,16 +27,20 @@ def public_modules(path: Path, prefix: str) -> Iterator[str]:
                 yield from public_modules(path / info.name, f"{prefix}{info.name}.")
 
 
-MODULES = ["vitpos", *public_modules(Path(vitpos.__path__[0]), "vitpos.")]
+PACKAGE = Path(vitpos.__path__[0])
+MODULES = ["vitpos", *public_modules(PACKAGE, "vitpos.")]
 
 
 @pytest.fixture(scope="module")
 def fresh_import() -> Iterator[subprocess.Popen[str]]:
     """One probe per test process: it preloads the third-party packages, then forks per module."""
+    source = str(PACKAGE.parent)  # the probe imports the vitpos under test
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")]))}
     probe = subprocess.Popen(
-        [sys.executable, str(PROBE), *MODULES], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, str(PROBE), *MODULES], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
     )
-    assert probe.stdout is not None and probe.stdout.readline() == "ready\n"
+    assert probe.stdout is not None
+    assert (status := probe.stdout.readline()) == "ready\n", status
     yield probe
     probe.communicate()
 
@@ -45,6 +50,7 @@ def test_the_package_has_its_layers():
     assert len(MODULES) > 100
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the probe forks one fresh import per module")
 @pytest.mark.parametrize("module", MODULES)
 def test_module_imports_in_a_fresh_interpreter(module, fresh_import):
     assert fresh_import.stdin is not None and fresh_import.stdout is not None
