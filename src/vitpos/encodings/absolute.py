@@ -8,14 +8,15 @@ learned vector per prefix token (DeiT's class-token position embedding), exposed
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from ..grid import Grid, grid_coords, resample_table
 from ..registry import ABSOLUTE
-from ..spec import SlotSpec, one_of, positive_float, positive_int
+from ..spec import one_of, positive_float, positive_int
 from .base import OptionSchema, SlotContext, SlotEntry
 from .sincos import interleave_sin_cos, sincos_1d, sincos_2d, sincos_frequencies
 
@@ -86,7 +87,7 @@ class NoAbsolute(SlotEntry):
     """No absolute signal."""
 
     @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext) -> None:
+    def build(cls, ctx: SlotContext, options: Mapping[str, Any], **host: Any) -> None:
         return None
 
 

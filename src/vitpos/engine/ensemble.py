@@ -26,8 +26,8 @@ from torch.func import functional_call
 
 from ..config import HostConfig
 from ..data.dataset import DataSplits, ImageDataset
-from ..encodings.saved import load_position_encoding
 from ..models.factory import create_model
+from ..models.saved_encoding import load_position_encoding
 from .config import TrainConfig
 from .distributed import Dist, epoch_batches, pick_device, steps_per_epoch
 from .evaluate import evaluate, input_dtype, loss_precision, task_loss

@@ -37,7 +37,7 @@ from .config import TrainConfig
 
 __all__ = ["RunRequest", "fit_model_to_data", "check_model_fits_data", "MODEL_KEYS"]
 
-_CONFIGS = (*HOST_CONFIGS, SemanticFPNConfig)
+_CONFIGS: tuple[type[HostConfig], ...] = (*HOST_CONFIGS, SemanticFPNConfig)
 MODEL_KEYS = frozenset(f.name for cls in _CONFIGS for f in dataclasses.fields(cls)) | frozenset(SLOT_NAMES)
 """Every field of any host's config (and of a segmenter's head) and every slot name a request may set (the
 chosen config checks its own)."""

@@ -20,7 +20,6 @@ from ..analysis.tables import absolute_table
 from ..config import HostConfig
 from ..data.dataset import DataSplits
 from ..data.synthetic import SyntheticTask
-from ..encodings.saved import load_position_encoding
 from ..engine.config import TrainConfig
 from ..engine.ensemble import Member, train_ensemble
 from ..engine.evaluate import evaluate, evaluate_resolutions
@@ -28,6 +27,7 @@ from ..engine.metrics import primary_metric
 from ..engine.train import TrainResult, train
 from ..grid import Grid
 from ..models.factory import create_model
+from ..models.saved_encoding import load_position_encoding
 from .cells import Cell
 from .families import Family
 from .protocol import StudyConfig
