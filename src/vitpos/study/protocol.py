@@ -36,10 +36,10 @@ class StudyConfig:
     """Families trained at the extra sizes: thesis Fig. 3 compares these three; None: every family."""
     resolutions: tuple[int, ...] = (16, 24, 32)
     """Image sizes the direction models are evaluated at (the training size is the model's)."""
-    epochs: int = 24
+    epochs: int = 20
     """The cap: epochs over ``train_size`` images (smaller training sets get proportionally more) and the
     length of the warm-up + cosine schedule; a run stops earlier by the patience rule."""
-    patience: int = 5
+    patience: int = 4
     """Epochs without a better validation metric after which a run stops (it keeps its best epoch)."""
     batch_size: int = 32
     lr: float = 2e-3
