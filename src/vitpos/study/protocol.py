@@ -52,7 +52,7 @@ class StudyConfig:
     weight_decay: float = 0.05
     pretrain_size: int = 1000
     """Images per pretraining task (direction4, then distance) for pretrained families."""
-    pretrain_epochs: int = 8
+    pretrain_epochs: int = 20
     probe_folds: int = 5
     """Cross-validation folds of the table probes (the thesis uses 10)."""
     model: HostConfig = field(default_factory=study_model)
