@@ -41,7 +41,7 @@ from .precision import Precision
 from .setup import check_model_fits_data
 from .train import TrainResult, build_augment, step_seed
 
-__all__ = ["Member", "EnsembleError", "Stopping", "train_ensemble", "stack_error"]
+__all__ = ["Member", "EnsembleError", "Stack", "Stopping", "train_ensemble", "stack_error"]
 
 _PER_MEMBER = ("seed", "data", "init_pe")
 """Training options that may differ between the members of one ensemble."""
@@ -133,7 +133,7 @@ def stack_error(model: nn.Module) -> str | None:
     return None
 
 
-class _Stack:
+class Stack:
     """The members' modules and their parameters stacked on a leading axis."""
 
     def __init__(self, models: list[nn.Module]) -> None:
@@ -226,7 +226,7 @@ def train_ensemble(
     per_epoch = steps.pop()
     schedule = WarmupCosine(cfg.lr, cfg.min_lr, round(cfg.warmup_epochs * per_epoch), cfg.epochs * per_epoch)
 
-    stack = _Stack([_build_member(model_cfg, m, device) for m in members])
+    stack = Stack([_build_member(model_cfg, m, device) for m in members])
     mask = decays(stack.base)
     optimizer = torch.optim.AdamW(
         [
