@@ -63,10 +63,13 @@ class Member:
 @dataclass(frozen=True)
 class Stopping:
     """Stop a member when its validation metric (acc1 or R², evaluated every epoch) has not improved
-    for ``patience`` epochs, or at once when it reaches ``solved`` for its metric; the member ends with
-    the weights of its best epoch. ``TrainConfig.epochs`` is the cap (and the length of the schedule)."""
+    for ``patience`` epochs, but not before epoch ``min_epochs``, or at once when it reaches ``solved``
+    for its metric; the member ends with the weights of its best epoch. ``TrainConfig.epochs`` is the
+    cap (and the length of the schedule)."""
 
     patience: int = 5
+    min_epochs: int = 0
+    """No stop by patience before this epoch: a run on an early plateau gets time to leave it."""
     min_delta: float = 0.0
     """Smallest rise that counts as an improvement."""
     solved: tuple[tuple[str, float], ...] = (("acc1", 100.0), ("r2", 0.99))
@@ -82,7 +85,8 @@ class _Watch:
 
     def __init__(self, rule: Stopping, key: str) -> None:
         self.rule, self.key = rule, key
-        self.best, self.best_epoch, self.weights = -math.inf, 0, None
+        self.best, self.best_epoch = -math.inf, 0
+        self.weights: dict[str, torch.Tensor] | None = None
         self.stop: str | None = None
 
     def update(self, epoch: int, metrics: dict[str, float], weights: dict[str, torch.Tensor]) -> None:
@@ -92,7 +96,7 @@ class _Watch:
             self.best, self.best_epoch, self.weights = value, epoch, weights
         if value >= dict(self.rule.solved).get(self.key, math.inf):
             self.stop = "solved"
-        elif epoch - self.best_epoch >= self.rule.patience:
+        elif epoch - self.best_epoch >= self.rule.patience and epoch >= self.rule.min_epochs:
             self.stop = "patience"
 
 
@@ -290,7 +294,7 @@ def train_ensemble(
         for i, model in enumerate(stack.models):
             if watches and watches[i].stop:
                 continue  # trained on in the stack, but its run ended at its best epoch
-            row = {"epoch": epoch + 1, "step": step, "lr": lr} | {
+            row: dict[str, Any] = {"epoch": epoch + 1, "step": step, "lr": lr} | {
                 f"train_{k}": v for k, v in running[i].compute().items()
             }
             if evaluate_now:

@@ -208,7 +208,7 @@ def run_cells(
     for job in sorted(jobs, key=lambda j: j.cell.task != TRAINS_AS.get(j.cell.task, j.cell.task)):
         trainings.setdefault(_training_key(job.cell), job)
     units = list(trainings.values())
-    stopping = Stopping(patience=config.patience)
+    stopping = Stopping(patience=config.patience, min_epochs=config.min_epochs)
     if ensemble and len(units) > 1:
         if any(u.model_cfg != units[0].model_cfg or u.train_cfg.lr != units[0].train_cfg.lr for u in units):
             raise ValueError(

@@ -40,7 +40,8 @@ class StudyConfig:
     """The cap: epochs over ``train_size`` images (smaller training sets get proportionally more) and the
     length of the warm-up + cosine schedule; a run stops earlier by the patience rule."""
     patience: int = 4
-    """Epochs without a better validation metric after which a run stops (it keeps its best epoch)."""
+    """Epochs without a better validation metric after which a run stops (it keeps its best epoch),
+    from half the cap on (:attr:`min_epochs`): before, a run on an early plateau may still leave it."""
     batch_size: int = 32
     lr: float = 2e-3
     """Peak learning rate of the pretraining and of a family whose rate was not selected (AdamW,
@@ -115,6 +116,11 @@ class StudyConfig:
             model=study_model(32),
         )
         return cls(**{**settings, **overrides})
+
+    @property
+    def min_epochs(self) -> int:
+        """No run stops by patience before half the cap (a solved run stops at once)."""
+        return self.epochs // 2
 
     def epochs_for(self, train_size: int) -> int:
         """Epochs that give a training set of ``train_size`` images the steps of the full one."""

@@ -441,8 +441,9 @@ def write_report(
         "",
         "## Convergence",
         "",
-        f"Every run trains until its validation metric has not improved for {config.patience} epochs, or it is "
-        "solved (validation accuracy 100%, or R² ≥ 0.99), and keeps the weights of its best epoch; "
+        f"Every run trains until its validation metric has not improved for {config.patience} epochs (counted "
+        f"from epoch {config.min_epochs} on, so that a run on an early plateau has time to leave it), or at once "
+        "when it is solved (validation accuracy 100%, or R² ≥ 0.99), and keeps the weights of its best epoch; "
         f"{config.epochs} epochs of {config.train_size} images are the cap. A run is flagged when it stopped at "
         f"the cap, or when its final training accuracy is within {CHANCE_MARGIN:g} points of chance "
         f"(R² below {CHANCE_R2:g}). Median optimiser steps per run, and the flagged runs:",

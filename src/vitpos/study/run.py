@@ -158,13 +158,15 @@ def _select_rates(
     def record(trial: tuple[str, Family, Cell, float], result: dict[Cell, dict[str, Any]]) -> None:
         key, family, cell, lr = trial
         rates.add(key, family.label, cell.task, lr, result[cell])
+        r = result[cell]
+        log(f"  rate trial {family.label} {cell.task} lr {lr:g}: val {r['val']:.3f} after {r['steps']} steps")
 
     args = [(([cell], family, config, device, None), {cell.task: lr}) for _, family, cell, lr in todo]
     if workers <= 1:
         for trial, (head, rate) in zip(todo, args, strict=True):
             record(trial, _work(*head, None, False, rate, False))
     else:
-        threads = max(1, (os.cpu_count() or 1) // workers)
+        threads = _threads(device, workers)
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
             futures = {
                 pool.submit(_work, *head, threads, False, rate, False): trial
@@ -234,6 +236,12 @@ class _Schedule:
         self.ready += self._waiting.pop(family.label)
 
 
+def _threads(device: str, workers: int) -> int:
+    """Threads per worker process: one on a CPU, so that a run's sums are added in the same order on
+    any machine and under any --workers (a rerun on one machine repeats every number)."""
+    return 1 if device == "cpu" else max(1, (os.cpu_count() or 1) // workers)
+
+
 def resolve_device(name: str) -> str:
     """``auto`` is ``cuda`` where a GPU is present, else ``cpu``; other names pass through."""
     if name == "auto":
@@ -298,7 +306,6 @@ def run_study(
     cells = runnable.cells()
     results = {c: r for c in cells if (r := store.load(c)) is not None}
     todo = [c for c in cells if c not in results]
-    rates = _select_rates(runnable, folder, device, workers, log) if todo and runnable.lr_grid else {}
     stacked = _ensemble_families(families, runnable, device, log) if ensemble else set()
     jobs = jobs_of(todo, stacked)
     schedule = _Schedule(jobs, families, folder)
@@ -316,7 +323,11 @@ def run_study(
             results[cell] = result
         progress.done(job_results, len(results), len(cells))
 
+    threads_before = torch.get_num_threads()
+    if device == "cpu":
+        torch.set_num_threads(1)
     try:
+        rates = _select_rates(runnable, folder, device, workers, log) if todo and runnable.lr_grid else {}
         if workers <= 1:
             for family in list(schedule.to_pretrain):
                 path = _pretrained_path(folder, family)
@@ -332,6 +343,7 @@ def run_study(
         else:
             _run_parallel(schedule, families, runnable, folder, device, workers, stacked, rates, finished, log)
     finally:
+        torch.set_num_threads(threads_before)
         seconds = time.perf_counter() - start
         report = write_report(
             folder,
@@ -377,7 +389,7 @@ def _run_parallel(
     log: Callable[[str], None],
 ) -> None:
     """Keep ``workers`` processes busy: pretraining first, each family's jobs once its encoding exists."""
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    threads = _threads(device, workers)
     context = multiprocessing.get_context("spawn")  # fork after torch has started threads can deadlock
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         pending: dict[Future, list[Cell] | Family] = {}
