@@ -164,7 +164,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--lr-grid",
         type=_rate_list,
         metavar="LR,LR",
-        help="learning rates tried per family and task on an unreported seed (default 0.001,0.002,0.005)",
+        help="learning rates tried per family and task on an unreported seed (default 0.002,0.005)",
     )
     p.add_argument("--train-size", type=int, help="training images per task")
     p.add_argument(

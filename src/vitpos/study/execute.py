@@ -22,7 +22,7 @@ from ..data.dataset import DataSplits
 from ..data.synthetic import SyntheticTask
 from ..encodings.saved import load_position_encoding
 from ..engine.config import TrainConfig
-from ..engine.ensemble import Member, Stopping, train_ensemble
+from ..engine.ensemble import Member, train_ensemble
 from ..engine.evaluate import evaluate, evaluate_resolutions
 from ..engine.metrics import primary_metric
 from ..engine.train import TrainResult
@@ -208,15 +208,18 @@ def run_cells(
     for job in sorted(jobs, key=lambda j: j.cell.task != TRAINS_AS.get(j.cell.task, j.cell.task)):
         trainings.setdefault(_training_key(job.cell), job)
     units = list(trainings.values())
-    stopping = Stopping(patience=config.patience, min_epochs=config.min_epochs)
     if ensemble and len(units) > 1:
         if any(u.model_cfg != units[0].model_cfg or u.train_cfg.lr != units[0].train_cfg.lr for u in units):
             raise ValueError(
                 f"an ensemble needs one model shape and learning rate; got cells {', '.join(map(str, cells))}"
             )
+        stopping = config.stopping(units[0].cell.train_size)
         trained = train_ensemble(units[0].model_cfg, [Member(u.train_cfg, u.data) for u in units], stopping)
     else:
-        trained = [train_ensemble(u.model_cfg, [Member(u.train_cfg, u.data)], stopping)[0] for u in units]
+        trained = [
+            train_ensemble(u.model_cfg, [Member(u.train_cfg, u.data)], config.stopping(u.cell.train_size))[0]
+            for u in units
+        ]
     by_key = dict(zip(trainings, trained, strict=True))
     out = {}
     for job in jobs:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import HostConfig
+from ..engine.ensemble import Stopping
 from ..models.factory import config_from_dict
 from .cells import Cell
 from .families import DEFAULT_FAMILIES, Family
@@ -46,7 +47,7 @@ class StudyConfig:
     lr: float = 2e-3
     """Peak learning rate of the pretraining and of a family whose rate was not selected (AdamW,
     warm-up then cosine decay, as the engine trains)."""
-    lr_grid: tuple[float, ...] = (1e-3, 2e-3, 5e-3)
+    lr_grid: tuple[float, ...] = (2e-3, 5e-3)
     """Learning rates tried per family and task on the validation split of ``rate_seed``; () uses ``lr``."""
     rate_seed: int = 1000
     """The seed of the learning-rate selection (no reported run uses it)."""
@@ -121,6 +122,12 @@ class StudyConfig:
     def min_epochs(self) -> int:
         """No run stops by patience before half the cap (a solved run stops at once)."""
         return self.epochs // 2
+
+    def stopping(self, train_size: int) -> Stopping:
+        """The stopping rule at ``train_size``: patience and the no-stop half of the cap in optimiser
+        steps equal to the full training set's."""
+        factor = self.epochs_for(train_size) / self.epochs
+        return Stopping(patience=max(1, round(self.patience * factor)), min_epochs=round(self.min_epochs * factor))
 
     def epochs_for(self, train_size: int) -> int:
         """Epochs that give a training set of ``train_size`` images the steps of the full one."""
