@@ -90,6 +90,8 @@ def test_stopping_keeps_each_members_best_epoch_and_says_why():
     frozen = _member("direction", 2, epochs=6, lr=0.0, min_lr=0.0)  # lr 0: nothing changes, so no epoch beats the first
     (stuck,) = train_ensemble(model_cfg, [frozen], Stopping(patience=2))
     assert [r["epoch"] for r in stuck.history] == [1, 2, 3] and stuck.history[-1]["stop"] == "patience"
+    (late,) = train_ensemble(model_cfg, [frozen], Stopping(patience=2, min_epochs=5))  # no stop before epoch 5
+    assert len(late.history) == 5 and late.history[-1]["stop"] == "patience"
 
 
 def test_members_that_cannot_share_one_optimiser_are_refused():
