@@ -142,7 +142,7 @@ def save_run_curves(path: Path, runs: dict[str, list[tuple[int, list[list]]]], m
         ax.legend(fontsize=6)
     for ax in axes[len(panels) :]:
         ax.set_visible(False)
-    fig.suptitle("flagged runs: training (solid) and validation (dashed) metric per epoch", fontsize=9)
+    fig.suptitle("training (solid) and validation (dashed) metric per epoch", fontsize=9)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="png", dpi=100)
     return path

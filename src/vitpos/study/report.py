@@ -281,10 +281,11 @@ def similarity_figure(config: StudyConfig, summary: dict, folder: Path) -> Path 
 def convergence_section(
     config: StudyConfig, results: dict[Cell, dict[str, Any]], folder: Path
 ) -> tuple[str, Path | None]:
-    """Per family and task: median steps, runs stopped by patience, solved, at the cap, at chance; and
-    a figure of the training curves of every flagged run."""
+    """Per family and task: median steps and the flagged runs (at the cap, at chance); and a figure of
+    the training curves of every run that is flagged or did not solve its task (``none`` aside: it
+    is not expected to)."""
     header = ["family", *(f"{t} steps · flagged" for t in ("direction", "distance", "absolute"))]
-    rows, flagged = [], {}
+    rows, shown = [], {}
     for family in config.families:
         row = [family.label]
         for task in ("direction", "distance", "absolute"):
@@ -295,8 +296,13 @@ def convergence_section(
             }
             steps = [r["steps"] for r in runs.values() if "steps" in r]
             bad = {c.seed: r for c, r in sorted(runs.items()) if r.get("flagged")}
-            if bad:
-                flagged[f"{family.label} {task}"] = [(seed, r["curve"]) for seed, r in bad.items()]
+            unsolved = [
+                (c.seed, r["curve"])
+                for c, r in sorted(runs.items())
+                if "curve" in r and (r["flagged"] or r["test"] < SOLVED[METRIC_OF[task]])
+            ]
+            if unsolved and family.label != "none":
+                shown[f"{family.label} {task}"] = unsolved
             cap = sum(r["stop"] == "cap" for r in bad.values())
             chance = sum(r["at_chance"] for r in bad.values())
             why = [f"{cap} at the cap"] * bool(cap) + [f"{chance} at chance"] * bool(chance)
@@ -305,8 +311,8 @@ def convergence_section(
                 text += f" · {len(bad)} ({', '.join(why)})"
             row.append(text)
         rows.append(row)
-    metric_of = {name: "train/val acc %" if "distance" not in name else "train/val R²" for name in flagged}
-    path = save_run_curves(folder / "flagged_runs.png", flagged, metric_of) if flagged else None
+    metric_of = {name: "train/val acc %" if "distance" not in name else "train/val R²" for name in shown}
+    path = save_run_curves(folder / "unsolved_runs.png", shown, metric_of) if shown else None
     return _table(header, rows), path
 
 
@@ -446,11 +452,13 @@ def write_report(
         "when it is solved (validation accuracy 100%, or R² ≥ 0.99), and keeps the weights of its best epoch; "
         f"{config.epochs} epochs of {config.train_size} images are the cap. A run is flagged when it stopped at "
         f"the cap, or when its final training accuracy is within {CHANCE_MARGIN:g} points of chance "
-        f"(R² below {CHANCE_R2:g}). Median optimiser steps per run, and the flagged runs:",
+        f"(R² below {CHANCE_R2:g}). Median optimiser steps per run, and the flagged runs; the figure shows the "
+        "training (solid) and validation (dashed) curve of every run that is flagged or did not solve its task "
+        "(test accuracy below 90%, or R² below 0.8), `none` aside:",
         "",
         convergence_table,
         "",
-        image(curves_path, "flagged runs"),
+        image(curves_path, "runs that are flagged or did not solve their task"),
         "",
         "## What the position table knows (thesis Table 2)",
         "",
