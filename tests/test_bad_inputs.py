@@ -30,7 +30,7 @@ from vitpos.cli import main
 from vitpos.config import ModelConfig, PositionConfig, PyramidConfig
 from vitpos.data.spec import open_data
 from vitpos.data.synthetic import SyntheticTask
-from vitpos.engine import TrainConfig, load_checkpoint, run_lock, train
+from vitpos.engine import TrainConfig, load_training_checkpoint, run_lock, train
 from vitpos.engine.train import RunChangedWarning
 from vitpos.errors import VitposError
 
@@ -63,7 +63,7 @@ def _copy(run: Path, tmp_path: Path) -> Path:
 
 def _with_metadata(run: Path, key: str, text: str) -> Path:
     """``run``'s checkpoint with one metadata entry of model.safetensors replaced by ``text``."""
-    file = load_checkpoint(run, with_state=False).path / "model.safetensors"
+    file = load_training_checkpoint(run, with_state=False).path / "model.safetensors"
     with safe_open(str(file), framework="pt") as f:
         meta = dict(f.metadata())
     save_file(load_file(str(file)), str(file), metadata={**meta, key: text})
@@ -78,7 +78,7 @@ class _RunsCode:
 
 
 def _tamper_state(run: Path) -> Path:
-    file = load_checkpoint(run, with_state=False).path / "state.pt"
+    file = load_training_checkpoint(run, with_state=False).path / "state.pt"
     file.write_bytes(pickle.dumps({"optimizer": _RunsCode()}, protocol=2))
     return file
 
@@ -271,23 +271,30 @@ API_CASES = [
     ),
     (
         "checkpoint JSON",
-        lambda t, r: (_with_metadata(_copy(r, t), "model_config", "{not json"), load_checkpoint(t / "copy")),
+        lambda t, r: (_with_metadata(_copy(r, t), "model_config", "{not json"), load_training_checkpoint(t / "copy")),
         r"model.safetensors: the 'model_config' entry of its metadata is not valid JSON.*restore it",
     ),
     (
         "checkpoint config",
-        lambda t, r: (_with_metadata(_copy(r, t), "model_config", '{"depth": "two"}'), load_checkpoint(t / "copy")),
+        lambda t, r: (
+            _with_metadata(_copy(r, t), "model_config", '{"depth": "two"}'),
+            load_training_checkpoint(t / "copy"),
+        ),
         r"model.safetensors: its model_config metadata is invalid \(ViTConfig.depth = 'two'",
     ),
     (
         "checkpoint tampered",
-        lambda t, r: (_tamper_state(_copy(r, t)), load_checkpoint(t / "copy")),
+        lambda t, r: (_tamper_state(_copy(r, t)), load_training_checkpoint(t / "copy")),
         r"state.pt is truncated or corrupt, or holds objects vitpos never writes \(UnpicklingError\).*Restore it",
     ),
-    ("checkpoint missing", lambda t, r: load_checkpoint(t / "nothing"), r"checkpoint .*nothing does not exist"),
+    (
+        "checkpoint missing",
+        lambda t, r: load_training_checkpoint(t / "nothing"),
+        r"checkpoint .*nothing does not exist",
+    ),
     (
         "checkpoint truncated",
-        lambda t, r: (_truncate(_copy(r, t)), load_checkpoint(t / "copy")),
+        lambda t, r: (_truncate(_copy(r, t)), load_training_checkpoint(t / "copy")),
         r"model.safetensors is truncated or corrupt",
     ),
     (
@@ -312,7 +319,7 @@ def _shortened(run: Path, tmp_path: Path) -> Path:
 
 
 def _truncate(run: Path) -> None:
-    file = load_checkpoint(run, with_state=False).path / "model.safetensors"
+    file = load_training_checkpoint(run, with_state=False).path / "model.safetensors"
     file.write_bytes(file.read_bytes()[:100])
 
 

@@ -135,7 +135,7 @@ def test_two_process_run_gathers_detections_for_ap(tmp_path):
     import sys
 
     from vitpos.data.spec import open_data
-    from vitpos.engine.checkpoint import load_model
+    from vitpos.weights import load_model
 
     run = tmp_path / "ddp"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "OMP_NUM_THREADS": "1"}

@@ -6,9 +6,9 @@ import torch
 import vitpos
 from vitpos import PyramidConfig
 from vitpos.engine import TrainConfig, train
-from vitpos.engine.checkpoint import load_model
 from vitpos.models.layers import Attention
 from vitpos.registry import ABSOLUTE, JOIN
+from vitpos.weights import load_model
 
 from ..conftest import TINY_PVT, TINY_SWIN
 

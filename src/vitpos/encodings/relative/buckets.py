@@ -245,14 +245,18 @@ def relative_buckets(
     index: str = "piecewise",
     num_prefix_tokens: int = 0,
     quant: str = "rank",
+    round_distance: bool = False,
 ) -> tuple[torch.Tensor, int]:
     """iRPE bucket ids of every (query, key) pair on ``grid`` and the number of buckets.
+
+    The options are those of the slot string: ``index="clip"`` (``:clip``), ``quant="squared"``
+    (``:squared``), ``round_distance=True`` (``:round``, Euclidean only), ``ratio`` (``:ratio=``).
 
     Returns ids of shape (N, N) — (2, N, N) for ``cross``, row ids then column ids in one id
     space — with N = num_prefix_tokens + H*W, and ``num_buckets`` (grid-independent; for
     ``cross`` the total over both tables). alpha : beta : gamma = 1 : 2 : 8 with alpha = ``ratio``.
     """
-    bucketing = Bucketing(method, IndexFunction.from_ratio(index, ratio), quant=quant)
+    bucketing = Bucketing(method, IndexFunction.from_ratio(index, ratio), quant=quant, round_distance=round_distance)
     return bucketing.build(grid, num_prefix_tokens), bucketing.num_buckets(num_prefix_tokens)
 
 

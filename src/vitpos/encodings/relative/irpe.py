@@ -22,7 +22,7 @@ Tables start at zero (supplement §2). The encodings declare their tables and bu
 terms on q and k (products onto the K buckets, then lookups by bucket id, Eq. 27-28) and on v.
 Following Eq. 16 literally, the encoding on queries uses r^Q_ij = p^Q_{I(i,j)}; the released
 code indexes it with I(j, i), a permutation of the same table, so loading its weights permutes
-the rows (:mod:`vitpos.released.irpe`) and needs no option here.
+the rows (:mod:`vitpos.weights.irpe`) and needs no option here.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ class PVTv1(Layout):
     name = "pvt"
     description = "PVT v1: patch_embed1..4, pos_embed1..4, block1..4.M.attn.{q,kv,sr}"
     archs = ("pvt",)
+    resize = "model"
 
     def matches(self, keys: set[str]) -> bool:
         return "patch_embed1.proj.weight" in keys and "pos_embed1" in keys

@@ -3,8 +3,9 @@
 
 vitpos's ViT is a pyramid of one stage: ``patch_embed.proj`` becomes ``downsamples.0.proj``,
 ``blocks.N`` becomes ``stages.0.blocks.N``, and ``pos_embed``'s class-token row becomes
-``stages.0.absolute.prefix_table`` and its grid rows ``stages.0.absolute.table``, resampled
-bicubically to the model's grid when stored for another one. ``cls_token``, ``norm`` and
+``stages.0.absolute.prefix_table`` and its grid rows ``stages.0.absolute.table``, resampled to
+the model's grid when stored for another one (bicubically with antialias, as timm does; see
+:mod:`.resize`). ``cls_token``, ``norm`` and
 ``head`` keep their names. The iRPE and LaPE layouts are this one plus their own keys.
 """
 

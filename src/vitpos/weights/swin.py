@@ -8,8 +8,8 @@ with ``attn.relative_position_bias_table`` ((2W-1)^2, heads), and the stem
 stage S. vitpos's ``downsamples.S`` starts stage S. The ``relative_position_index`` and
 ``attn_mask`` buffers are derived from the window size and are not loaded. A stage whose grid
 is smaller than the window has a table for the grid-sized window (Swin shrinks it); it fills
-the centre of vitpos's table. A table stored for another window size is resampled bicubically
-to the model's window.
+the centre of vitpos's table. A table stored for another window size is resized to the model's
+window geometrically, as timm does (:mod:`.resize`; bicubically with ``resize="model"``).
 """
 
 from __future__ import annotations

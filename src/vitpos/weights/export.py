@@ -7,19 +7,15 @@ file for ``vitpos train`` (which reads plain-ViT configs), with ``train.init`` p
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 import yaml
-from safetensors.torch import save_file
 from torch import nn
 
 from ..config import HostConfig
-from ..engine.atomic import fsync_path, write_atomic
-from ..engine.checkpoint import FORMAT, MODEL_FILE
-from ..engine.records import CONFIG_FILE
+from ..files import write_atomic
+from .run_folder import CONFIG_FILE, MODEL_FILE, write_weights
 
 __all__ = ["write_checkpoint"]
 
@@ -34,19 +30,9 @@ def write_checkpoint(model: nn.Module, dst: str | Path, **notes: Any) -> Path:
     if not isinstance(host_cfg, HostConfig):
         raise TypeError(f"a {type(model).__name__} has no vitpos config (.cfg); give a model built by vitpos")
     cfg = host_cfg.to_dict()
-    metadata = {
-        "format": FORMAT,
-        "model_config": json.dumps(cfg),
-        "train_config": json.dumps({}),
-        "data": json.dumps({}),
-        "notes": json.dumps(notes),
-    }
-    weights = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    tmp = dst / f".{MODEL_FILE}.tmp-{os.getpid()}"
-    save_file(weights, str(tmp), metadata=metadata)
-    fsync_path(tmp)
-    os.replace(tmp, dst / MODEL_FILE)
-    fsync_path(dst)
+    write_weights(
+        dst / MODEL_FILE, model.state_dict(), {"model_config": cfg, "train_config": {}, "data": {}, "notes": notes}
+    )
     header = (
         "# model converted by `vitpos convert`; evaluate it with `vitpos eval --checkpoint DIR --data SPEC`,\n"
         "# fine-tune it with `vitpos train --init DIR --model PRESET --data SPEC` (a ViT also with\n"

@@ -15,8 +15,8 @@ Where the released forward pass differs from the paper's equations (vitpos's def
 * bias mode: the released bias is added unscaled; loading selects ``unscaled`` (and a table
   loaded into a scaled model is divided by its scale, which is the same function).
 * Euclidean buckets: the released code rounds the distance before g; loading selects ``round``.
-* Quantization buckets: the released code applies g to the squared distance (``squared``,
-  already in the presets).
+* Quantization buckets: the released code applies g to the squared distance; loading selects
+  ``squared`` (already in the presets).
 """
 
 from __future__ import annotations
@@ -93,10 +93,9 @@ def convert_rpe(state: dict[str, torch.Tensor], target: Target) -> dict[str, tor
         # buckets are the last axis of q/k weights and biases, the middle one of v weights
         bucket_axis = 1 if (contextual and on == "v") else -1
         table = _table({p: t for p, (_, t) in parts.items()}, bucket_axis)
-        if on == "q":
-            table = table.index_select(
-                bucket_axis, query_order(module.bucketing, int(module.prefix_bucket)).to(table.device)
-            )
+        order = query_order(module.bucketing, int(module.prefix_bucket))
+        if on == "q" and table.shape[bucket_axis] == order.numel():  # else the shape check names the mismatch
+            table = table.index_select(bucket_axis, order.to(table.device))
         if contextual:
             table = table if on == "v" else table.transpose(-1, -2)  # H', K, head_dim
             table = table[0] if module.options.shared and table.shape[0] == 1 else table
@@ -118,6 +117,8 @@ def released_relative(spec: str) -> str:
     extra = []
     if options.method == "euclidean" and not options.round_distance:
         extra.append("round")
+    if options.method == "quant" and options.quant != "squared":
+        extra.append("squared")
     if options.mode == "bias" and options.scaled:
         extra.append("unscaled")
     return str(dataclasses.replace(parsed, flags=(*parsed.flags, *extra))) if extra else spec

@@ -21,11 +21,11 @@ def save_safetensors(sd: dict, path: Path) -> Path:
     return path
 
 
-def load_float64(name: str, path: Path, **overrides) -> torch.nn.Module:
+def load_float64(name: str, path: Path, resize: str | None = None, **overrides) -> torch.nn.Module:
     """create_model(name, checkpoint=path) in float64: built with the released options, then loaded
     again after the cast so no weight passes through float32."""
-    model = vitpos.create_model(name, checkpoint=path, **overrides).double()
-    vitpos.load_checkpoint(model, path, resize_head="num_classes" in overrides)
+    model = vitpos.create_model(name, checkpoint=path, resize=resize, **overrides).double()
+    vitpos.load_weights(model, path, resize=resize, resize_head="num_classes" in overrides)
     return model.eval()
 
 

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 import vitpos
+from vitpos import CheckpointError
 from vitpos.encodings.relative.buckets import Bucketing, IndexFunction
-from vitpos.released import CheckpointLoadError
-from vitpos.released.irpe import query_order
+from vitpos.weights.irpe import query_order
 
 from . import layouts, reference
 from .conftest import assert_close, images, load_float64, save_pth
@@ -22,6 +22,7 @@ CASES = [
     ("irpe:euclidean:ctx:k", "euc", 1.9, "k", "contextual", True),
     ("irpe:euclidean:ctx:qv:unshared", "euc", 1.5, "qv", "contextual", False),
     ("irpe:quant:ctx:k:squared", "quant", 1.9, "k", "contextual", True),
+    ("irpe:quant:ctx:qk", "quant", 1.9, "qk", "contextual", True),  # loading selects squared
     ("irpe:cross:ctx:qkv", "cross", 1.9, "qkv", "contextual", True),
     ("irpe:product:bias:qk", "product", 1.9, "qk", "bias", True),
     ("irpe:cross:bias:q:unshared", "cross", 1.9, "q", "bias", False),
@@ -51,9 +52,16 @@ def test_irpe_checkpoint_equals_creams_forward(tmp_path, relative, method, ratio
     assert_close(model(x), reference.vit(sd, x, heads=4, ids=ids))
 
 
-@pytest.mark.parametrize("relative", ["irpe:euclidean:ctx:k", "irpe:product:bias:k"])
-def test_loading_selects_the_released_options(tmp_path, relative):
-    _ids, count = cream_ids("euc" if "euclidean" in relative else "product", 1.9)
+@pytest.mark.parametrize(
+    "relative, method, option",
+    [
+        ("irpe:euclidean:ctx:k", "euc", ":round"),
+        ("irpe:product:bias:k", "product", ":unscaled"),
+        ("irpe:quant:ctx:k", "quant", ":squared"),
+    ],
+)
+def test_loading_selects_the_released_options(tmp_path, relative, method, option):
+    _ids, count = cream_ids(method, 1.9)
     fill = layouts.Filler(seed=2)
     sd = layouts.timm_vit(fill, dim=32, depth=1, patch=4, grid=GRID, classes=5)
     layouts.irpe_tables(
@@ -62,10 +70,10 @@ def test_loading_selects_the_released_options(tmp_path, relative):
     path = save_pth(sd, tmp_path / "irpe.pth")
     model = load_float64("deit_tiny_patch16_224", path, relative=relative, **{**SMALL, "depth": 1})
     released = model.cfg.position.relative
-    assert released == relative + (":round" if "euclidean" in relative else ":unscaled")
+    assert released == relative + option
     paper = vitpos.create_model("deit_tiny_patch16_224", relative=relative, **{**SMALL, "depth": 1})
-    with pytest.raises(CheckpointLoadError, match=f"irpe.pth.*relative='{released}'.*create_model"):
-        vitpos.load_checkpoint(paper, path)
+    with pytest.raises(CheckpointError, match=f"irpe.pth.*relative='{released}'.*create_model"):
+        vitpos.load_weights(paper, path)
 
 
 def test_the_released_options_change_the_ids_or_the_logits():
@@ -97,3 +105,12 @@ def test_query_order_reverses_product_and_cross_buckets_but_not_the_prefix_bucke
 def test_round_switch_is_for_euclidean_only():
     with pytest.raises(ValueError, match="'round' changes the Euclidean method only"):
         vitpos.create_model("deit_tiny_patch16_224", relative="irpe:product:ctx:k:round")
+
+
+@pytest.mark.parametrize("grid", [(14, 14), (24, 24)])
+def test_relative_buckets_gives_the_released_euclidean_ids_with_round(grid):
+    ids, num = vitpos.relative_buckets("euclidean", grid, ratio=20, num_prefix_tokens=1, round_distance=True)
+    cream, count = reference.cream_buckets("euc", *grid, 20, skip=1)
+    assert torch.equal(ids, cream) and num == count
+    exact, _ = vitpos.relative_buckets("euclidean", grid, ratio=20, num_prefix_tokens=1)
+    assert not torch.equal(exact, cream) or grid == (14, 14)  # the same ids on 14x14, different beyond alpha = 20

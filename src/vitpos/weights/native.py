@@ -3,6 +3,8 @@ they are, with the plain ViT's earlier parameter names renamed (:func:`~vitpos.m
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 from ..models.vit import upgrade_state_dict
@@ -10,8 +12,10 @@ from .layout import Layout, Target
 
 __all__ = ["Native"]
 
-NATIVE_PREFIXES = ("stages.", "downsamples.", "absolute.", "join.", "conditional.")
-"""Names only vitpos writes: its stages (and the earlier ViT's slots at the top level)."""
+NATIVE_PREFIXES = ("absolute.", "join.", "conditional.")
+"""The earlier ViT's slots at the top level."""
+NATIVE_PART = re.compile(r"(?:^|\.)(?:stages|downsamples)\.\d+\.|\.attn\.relative\.")
+"""Names only vitpos writes: a host's stages wherever it sits (a segmenter's ``backbone.``, DETR's ``encoder.``)."""
 
 
 class Native(Layout):
@@ -19,10 +23,11 @@ class Native(Layout):
 
     name = "vitpos"
     description = "vitpos state dicts and checkpoints"
-    archs = ("vit", "swin", "pvt")
+    archs = ()  # any vitpos model
+    resize = "model"
 
     def matches(self, keys: set[str]) -> bool:
-        return any(k.startswith(NATIVE_PREFIXES) or ".attn.relative." in k for k in keys)
+        return any(k.startswith(NATIVE_PREFIXES) or NATIVE_PART.search(k) for k in keys)
 
     def convert(self, state: dict[str, torch.Tensor], target: Target) -> dict[str, torch.Tensor]:
         own = set(target.model.state_dict())

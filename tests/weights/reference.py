@@ -94,18 +94,23 @@ def cream_rpe_value(attn: torch.Tensor, sd: dict, name: str, ids: dict) -> torch
 # --- timm / DeiT / Cream RPE / LaPE ViT ------------------------------------------------------
 
 
-def vit(sd: dict, x: torch.Tensor, heads: int, ids: dict | None = None, lape: bool = False) -> torch.Tensor:
+def vit(
+    sd: dict, x: torch.Tensor, heads: int, ids: dict | None = None, lape: bool = False, share: bool = False
+) -> torch.Tensor:
     """timm 0.3.2's VisionTransformer as in DeiT, Cream's RPEAttention when ``ids`` is given, and
-    the LaPE authors' chained pe_norm when ``lape``."""
+    the LaPE authors' chained pe_norm when ``lape`` (their ``join_type='share'``, pos_embed added
+    to every block's input, when ``share``)."""
     w = sd["patch_embed.proj.weight"]
     x = F.conv2d(x, w, sd["patch_embed.proj.bias"], stride=w.shape[-1]).flatten(2).transpose(1, 2)
     x = torch.cat([sd["cls_token"].expand(x.shape[0], -1, -1), x], dim=1)
     pos = sd["pos_embed"]
-    if not lape:
+    if not (lape or share):
         x = x + pos
     depth = len({k.split(".")[1] for k in sd if k.startswith("blocks.")})
     for i in range(depth):
         p = f"blocks.{i}"
+        if share:
+            x = x + pos
         h = ln(x, sd, f"{p}.norm1", 1e-6)
         if lape:
             pos = ln(pos, sd, f"{p}.pe_norm", 1e-6)
@@ -263,3 +268,53 @@ def _sra(x: torch.Tensor, sd: dict, p: str, heads: int, sr: int, h: int, w: int)
     k, v = kv[0], kv[1]
     attn = ((q @ k.transpose(-2, -1)) * (c // heads) ** -0.5).softmax(-1)
     return linear((attn @ v).transpose(1, 2).reshape(b, n, c), sd, f"{p}.attn.proj")
+
+
+# --- timm's resizing on load (timm/layers/pos_embed.py, pos_embed_rel.py) ----------------------
+
+
+def timm_resample_pos_embed(posemb: torch.Tensor, new_side: int, num_prefix_tokens: int) -> torch.Tensor:
+    """resample_abs_pos_embed: float32, bicubic with antialias, prefix rows kept."""
+    prefix, grid = posemb[:, :num_prefix_tokens], posemb[:, num_prefix_tokens:]
+    old_side, dim = int(math.sqrt(grid.shape[1])), grid.shape[-1]
+    maps = grid.float().reshape(1, old_side, old_side, dim).permute(0, 3, 1, 2)
+    maps = F.interpolate(maps, size=(new_side, new_side), mode="bicubic", antialias=True)
+    return torch.cat([prefix, maps.permute(0, 2, 3, 1).reshape(1, -1, dim).to(posemb.dtype)], dim=1)
+
+
+def timm_resize_bias_table(table: torch.Tensor, new_window: int) -> torch.Tensor:
+    """resize_rel_pos_bias_table for a flat (positions, heads) table: geometric source offsets,
+    linear interpolation per head, one target point at a time."""
+    src, dst = int(math.sqrt(table.shape[0])), 2 * new_window - 1
+    left, right = 1.01, 1.5
+    while right - left > 1e-6:
+        q = (left + right) / 2.0
+        if (1.0 - q ** (src // 2)) / (1.0 - q) > dst // 2:
+            right = q
+        else:
+            left = q
+    dis, cur = [], 1.0
+    for i in range(src // 2):
+        dis.append(cur)
+        cur += q ** (i + 1)
+    points = [-d for d in reversed(dis)] + [0.0] + dis
+
+    def weights(t: float) -> list[tuple[int, float]]:
+        if t <= points[0]:
+            return [(0, 1.0)]
+        if t >= points[-1]:
+            return [(len(points) - 1, 1.0)]
+        j = next(i for i, p in enumerate(points) if p >= t)
+        if points[j] == t:
+            return [(j, 1.0)]
+        span = points[j] - points[j - 1]
+        return [(j - 1, (points[j] - t) / span), (j, (t - points[j - 1]) / span)]
+
+    half = dst // 2
+    out = torch.zeros(dst * dst, table.shape[1], dtype=torch.float64)
+    for y in range(dst):
+        for x in range(dst):
+            for iy, wy in weights(float(y - half)):
+                for ix, wx in weights(float(x - half)):
+                    out[y * dst + x] += wy * wx * table[iy * src + ix].double()
+    return out

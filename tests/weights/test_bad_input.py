@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import vitpos
-from vitpos.released import CheckpointLoadError
+from vitpos import CheckpointError
+from vitpos.weights import write_checkpoint
 
 from . import layouts
 from .conftest import save_pth, save_safetensors
@@ -37,9 +38,9 @@ def test_checkpoint_of_another_architecture(tmp_path, model):
     path = save_pth(sd, tmp_path / "swin.pth")
     before = snapshot(model)
     with pytest.raises(
-        CheckpointLoadError, match=r"swin\.pth is a Microsoft's Swin.*cannot load into a 'vit' model.*same family"
+        CheckpointError, match=r"swin\.pth is a Microsoft's Swin.*cannot load into a 'vit' model.*same family"
     ):
-        vitpos.load_checkpoint(model, path)
+        vitpos.load_weights(model, path)
     assert unchanged(model, before)
 
 
@@ -49,15 +50,15 @@ def test_truncated_file(tmp_path, model, suffix):
     (save_safetensors if suffix == ".safetensors" else save_pth)(vit_state(), full)
     cut = tmp_path / f"cut{suffix}"
     cut.write_bytes(full.read_bytes()[: full.stat().st_size // 2])
-    with pytest.raises(CheckpointLoadError, match=rf"cut{suffix} is truncated or corrupt.*download or copy it again"):
-        vitpos.load_checkpoint(model, cut)
+    with pytest.raises(CheckpointError, match=rf"cut{suffix} is truncated or corrupt.*download or copy it again"):
+        vitpos.load_weights(model, cut)
 
 
 def test_corrupt_bytes(tmp_path, model):
     path = tmp_path / "noise.pth"
     path.write_bytes(os.urandom(4096))
-    with pytest.raises(CheckpointLoadError, match=r"noise\.pth"):
-        vitpos.load_checkpoint(model, path)
+    with pytest.raises(CheckpointError, match=r"noise\.pth"):
+        vitpos.load_weights(model, path)
 
 
 class _RunsCode:
@@ -73,10 +74,8 @@ def test_a_pickle_that_would_run_code_is_refused_unrun(tmp_path, model):
     path = tmp_path / "evil.pth"
     with open(path, "wb") as f:
         pickle.dump({"model": _RunsCode(str(marker))}, f, protocol=2)
-    with pytest.raises(
-        CheckpointLoadError, match=r"evil\.pth holds objects other than tensors.*never unpickles.*re-save"
-    ):
-        vitpos.load_checkpoint(model, path)
+    with pytest.raises(CheckpointError, match=r"evil\.pth holds objects other than tensors.*never unpickles.*re-save"):
+        vitpos.load_weights(model, path)
     assert not marker.exists()
 
 
@@ -86,9 +85,9 @@ def test_shape_mismatch_names_the_key_and_the_fix(tmp_path, model):
     path = save_pth(sd, tmp_path / "three.pth")
     before = snapshot(model)
     with pytest.raises(
-        CheckpointLoadError, match=r"three\.pth.*head\.weight \(checkpoint \(3, 32\), model \(7, 32\)\).*num_classes"
+        CheckpointError, match=r"three\.pth.*head\.weight \(checkpoint \(3, 32\), model \(7, 32\)\).*num_classes"
     ):
-        vitpos.load_checkpoint(model, path)
+        vitpos.load_weights(model, path)
     assert unchanged(model, before)
 
 
@@ -98,45 +97,58 @@ def test_unmapped_and_missing_keys_are_listed(tmp_path, model):
     del sd["norm.weight"]
     before = snapshot(model)
     with pytest.raises(
-        CheckpointLoadError, match=r"no place in the model: blocks\.0\.ls1\.gamma.*does not provide: norm\.weight"
+        CheckpointError, match=r"no place in the model: blocks\.0\.ls1\.gamma.*does not provide: norm\.weight"
     ):
-        vitpos.load_checkpoint(model, save_pth(sd, tmp_path / "odd.pth"))
+        vitpos.load_weights(model, save_pth(sd, tmp_path / "odd.pth"))
     assert unchanged(model, before)
 
 
 def test_unknown_layout_lists_the_known_ones(tmp_path, model):
     path = save_pth({"encoder.weight": torch.ones(2, 2)}, tmp_path / "other.pth", entry=None)
-    with pytest.raises(CheckpointLoadError, match=r"other\.pth is in no layout.*encoder\.weight.*timm-vit.*swin.*pvt"):
-        vitpos.load_checkpoint(model, path)
+    with pytest.raises(CheckpointError, match=r"other\.pth is in no layout.*encoder\.weight.*timm-vit.*swin.*pvt"):
+        vitpos.load_weights(model, path)
 
 
 def test_missing_file_and_missing_entry(tmp_path, model):
-    with pytest.raises(CheckpointLoadError, match=r"nowhere\.pth does not exist"):
-        vitpos.load_checkpoint(model, tmp_path / "nowhere.pth")
+    with pytest.raises(CheckpointError, match=r"nowhere\.pth does not exist"):
+        vitpos.load_weights(model, tmp_path / "nowhere.pth")
     path = save_pth(vit_state(), tmp_path / "deit.pth")
-    with pytest.raises(CheckpointLoadError, match=r"deit\.pth has no entry 'model_ema'; its entries: model, epoch"):
-        vitpos.load_checkpoint(model, path, entry="model_ema")
+    with pytest.raises(CheckpointError, match=r"deit\.pth has no entry 'model_ema'; its entries: model, epoch"):
+        vitpos.load_weights(model, path, entry="model_ema")
     torch.save({"optimizer": {"lr": 0.1}}, tmp_path / "opt.pth")
     with pytest.raises(
-        CheckpointLoadError, match=r"opt\.pth is neither a state dict nor a dict with one of the entries model"
+        CheckpointError, match=r"opt\.pth is neither a state dict nor a dict with one of the entries model"
     ):
-        vitpos.load_checkpoint(model, tmp_path / "opt.pth")
+        vitpos.load_weights(model, tmp_path / "opt.pth")
 
 
 def test_a_grid_mismatch_without_resampling_says_how_to_keep_the_grid(tmp_path):
     path = save_pth(vit_state(), tmp_path / "deit.pth")
     model = vitpos.create_model("deit_tiny_patch16_224", **{**SMALL, "img_size": 24})
     with pytest.raises(
-        CheckpointLoadError, match=r"pos_embed is stored for a 4x4 grid, the model's is 6x6.*keep_grid=True"
+        CheckpointError, match=r"pos_embed is stored for a 4x4 grid, the model's is 6x6.*keep_grid=True"
     ):
-        vitpos.load_checkpoint(model, path, resample=False)
+        vitpos.load_weights(model, path, resample=False)
 
 
 def test_a_vit_checkpoint_into_a_swin_preset(tmp_path):
     path = save_pth(vit_state(), tmp_path / "deit.pth")
-    with pytest.raises(CheckpointLoadError, match=r"deit\.pth is a timm and DeiT ViT.*cannot load into a 'swin' model"):
+    with pytest.raises(CheckpointError, match=r"deit\.pth is a timm and DeiT ViT.*cannot load into a 'swin' model"):
         vitpos.create_model("swin_tiny", checkpoint=path)
     lape = layouts.lape_norms(vit_state(), layouts.Filler(2), depth=2, dim=32)
     swin = vitpos.create_model("swin_tiny", embed_dims=(8, 16), depths=(2, 2), num_heads=(2, 2), mlp_ratios=(4.0, 4.0))
-    with pytest.raises(CheckpointLoadError, match=r"lape\.pth is a LaPE authors' ViT.*cannot load into a 'swin' model"):
-        vitpos.load_checkpoint(swin, save_pth(lape, tmp_path / "lape.pth"))
+    with pytest.raises(CheckpointError, match=r"lape\.pth is a LaPE authors' ViT.*cannot load into a 'swin' model"):
+        vitpos.load_weights(swin, save_pth(lape, tmp_path / "lape.pth"))
+
+
+def test_loading_options_without_weights_are_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="resize apply to loading weights; give checkpoint=PATH"):
+        vitpos.create_model("deit_tiny_patch16_224", resize="timm", **SMALL)
+    with pytest.raises(ValueError, match="give checkpoint=PATH or pretrained=True, not both"):
+        vitpos.create_model("deit_tiny_patch16_224", checkpoint=tmp_path / "w.pth", pretrained=True)
+
+
+def test_a_vitpos_folder_has_two_entries(tmp_path, model):
+    folder = write_checkpoint(model, tmp_path / "converted")
+    with pytest.raises(CheckpointError, match=r"converted is a vitpos checkpoint folder; its entries are 'model'"):
+        vitpos.load_weights(model, folder, entry="state_dict")

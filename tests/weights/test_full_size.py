@@ -1,13 +1,16 @@
 """Every preset named after a released model takes the released state dict with no key left over
 (key sets built on the meta device from the released module structures)."""
 
+from pathlib import Path
+
 import pytest
 
 import vitpos
 from vitpos.models.factory import get_config
 from vitpos.registry import ARCHITECTURES
-from vitpos.released import detect_layout, guess_preset
-from vitpos.released.loading import convert_for
+from vitpos.weights import detect_layout, guess_preset
+from vitpos.weights.files import WeightsFile
+from vitpos.weights.load import convert_for
 
 from . import layouts
 
@@ -81,7 +84,7 @@ def test_released_key_set_maps_completely(name):
 )
 def test_the_preset_is_found_from_the_checkpoint_alone(name, found):
     state = released_state(name)
-    assert guess_preset(state, detect_layout(state, name), name) == (found or name)
+    assert guess_preset(WeightsFile(Path(name), state), detect_layout(state, name)) == (found or name)
 
 
 def test_preset_parameter_counts_equal_the_released_models():
@@ -95,3 +98,16 @@ def test_preset_parameter_counts_equal_the_released_models():
         with __import__("torch").device("meta"):
             ours = sum(p.numel() for p in vitpos.create_model(name).parameters())
         assert ours == released, name
+
+
+@pytest.mark.parametrize(
+    "name", ["deit_small_patch16_224_ctx_product_50_shared_qk", "deit_small_patch16_224_ctx_product_50_shared_qkv"]
+)
+def test_a_query_table_with_real_values_does_not_break_preset_guessing(name):
+    # the other presets' bucket counts (euc_20: 82, quant_51: 134) do not fit the 50-row tables: a shape
+    # error for those candidates, not an IndexError from reordering the query table's rows
+    size, on, buckets, cross = IRPE[name]
+    dim, heads = DEIT[size]
+    state = layouts.timm_vit(META, dim, 12, 16, 14, 1000)
+    layouts.irpe_tables(state, layouts.Filler(seed=5), 12, heads, dim // heads, on, buckets, cross=cross)
+    assert guess_preset(WeightsFile(Path(name), state), detect_layout(state, name)) == name

@@ -42,7 +42,7 @@ def test_a_stage_smaller_than_the_window_keeps_swins_reduced_window(tmp_path):
 
 def test_bias_tables_are_resampled_to_another_window(tmp_path):
     sd = layouts.swin(layouts.Filler(seed=22), DIMS, DEPTHS, HEADS, window=4, patch=2, img=16, classes=5)
-    model = load_float64("swin_tiny", save_pth(sd, tmp_path / "w4.pth"), **{**SMALL, "window_size": 2})
+    model = load_float64("swin_tiny", save_pth(sd, tmp_path / "w4.pth"), resize="model", **{**SMALL, "window_size": 2})
     stored = sd["layers.0.blocks.1.attn.relative_position_bias_table"]  # 49, heads
     expected = F.interpolate(stored.T.reshape(1, 2, 7, 7), size=(3, 3), mode="bicubic", align_corners=False).reshape(
         2, 9
@@ -54,3 +54,18 @@ def test_keep_grid_builds_the_stored_window(tmp_path):
     sd = layouts.swin(layouts.Filler(seed=23), DIMS, DEPTHS, HEADS, window=4, patch=2, img=16, classes=5)
     model = load_float64("swin_tiny", save_pth(sd, tmp_path / "w4.pth"), keep_grid=True, **{**SMALL, "window_size": 2})
     assert model.cfg.window_size == 4
+
+
+@pytest.mark.parametrize("window", [6, 3])
+def test_bias_tables_are_resized_geometrically_as_timm_does_by_default(tmp_path, window):
+    sd = layouts.swin(layouts.Filler(seed=25), DIMS, DEPTHS, HEADS, window=4, patch=2, img=16, classes=5)
+    path = save_pth(sd, tmp_path / "w4.pth")
+    model = load_float64("swin_tiny", path, **{**SMALL, "img_size": 48 if window == 6 else 12, "window_size": window})
+    bicubic = load_float64(
+        "swin_tiny", path, resize="model", **{**SMALL, "img_size": 48 if window == 6 else 12, "window_size": window}
+    )
+    stored = sd["layers.0.blocks.1.attn.relative_position_bias_table"]  # 49, heads
+    expected = reference.timm_resize_bias_table(stored, window).T  # heads, (2W-1)^2
+    ours = model.stages[0].blocks[1].attn.relative.table
+    torch.testing.assert_close(ours, expected, rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(bicubic.stages[0].blocks[1].attn.relative.table, ours, atol=1e-3)

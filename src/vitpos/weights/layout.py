@@ -20,8 +20,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config import HostConfig
-from ..grid import Grid, resample_table
-from .files import CheckpointLoadError
+from ..errors import CheckpointError
+from ..grid import Grid
+from .resize import Resize, fit_bias_table, fit_position_table
 
 __all__ = ["Layout", "Target", "square_side", "take", "take_prefix"]
 
@@ -41,18 +42,20 @@ class Target:
     resample: bool = True
     """Resample position tables to the model's grid and Swin tables to its window; else a size
     mismatch is an error."""
+    resize: Resize = "model"
+    """How tables are resampled (:mod:`.resize`): as timm does on load, or as the model does at run time."""
 
     def position_table(self, key: str, table: torch.Tensor, stored: Grid, native: Grid) -> torch.Tensor:
         """A (1, H*W, D) table stored for grid ``stored``, fitted to the model's ``native`` grid."""
         if tuple(stored) == tuple(native):
             return table
         if not self.resample:
-            raise CheckpointLoadError(
+            raise CheckpointError(
                 f"checkpoint {self.source}: {key} is stored for a {stored[0]}x{stored[1]} grid, the model's is "
                 f"{native[0]}x{native[1]}; allow resampling (resample=True), or build the model at the stored "
                 "size (keep_grid=True) and let it resample at run time"
             )
-        return resample_table(table, stored, native)  # the function the model resamples with at run time
+        return fit_position_table(table, stored, native, self.resize)
 
     def window_table(self, key: str, table: torch.Tensor, native: int, reduced: int) -> torch.Tensor:
         """A Swin bias table (heads, (2M-1)^2) fitted to the model's window ``native``.
@@ -60,7 +63,7 @@ class Target:
         A stage whose grid is smaller than the window has a table for its reduced window
         ``reduced`` (Swin shrinks the window to the grid): it fills the centre of the model's
         table, whose other offsets that stage never uses. A table for any other window is
-        resampled bicubically (or refused without ``resample``).
+        resized as :attr:`resize` says (or refused without ``resample``).
         """
         side = square_side(table.shape[-1])
         target = 2 * native - 1
@@ -71,13 +74,11 @@ class Target:
             maps = table.reshape(-1, side, side)
             return F.pad(maps, (pad, pad, pad, pad)).reshape(table.shape[0], target * target)
         if not self.resample:
-            raise CheckpointLoadError(
+            raise CheckpointError(
                 f"checkpoint {self.source}: {key} is stored for window {(side + 1) // 2}, the model's window is "
                 f"{native}; allow resampling (resample=True) or build the model with window_size={(side + 1) // 2}"
             )
-        maps = table.to(torch.float64).reshape(1, -1, side, side)
-        out = F.interpolate(maps, size=(target, target), mode="bicubic", align_corners=False)
-        return out.reshape(table.shape[0], target * target).to(table.dtype)
+        return fit_bias_table(table, target, self.resize)
 
 
 class Layout:
@@ -88,7 +89,9 @@ class Layout:
     description = ""
     """Where such checkpoints come from."""
     archs: tuple[str, ...] = ()
-    """vitpos hosts this layout loads into."""
+    """vitpos hosts this layout loads into (empty: any vitpos model)."""
+    resize: Resize = "timm"
+    """How its tables are fitted to another size by default (:mod:`.resize`)."""
 
     def matches(self, keys: set[str]) -> bool:
         """True if a state dict with these keys is in this layout."""
