@@ -156,12 +156,19 @@ def test_bias_model_with_constant_tables_equals_the_model_without_it(text):
 @pytest.mark.parametrize("text", EVERY_ENCODING)
 @pytest.mark.parametrize("prefix", [dict(), dict(head="gap"), dict(reg_tokens=2)])
 def test_runs_at_grids_smaller_and_larger_than_training(text, prefix):
-    model = vitpos.create_model("vit_lite_7_4", **TINY | prefix, relative=text)  # trained at 4x4
-    for size in ((16, 24), (32, 32), (56, 40), (8, 72)):
-        grid = model.stage_grids(size)[-1]
-        feats = model.forward_tokens(torch.randn(2, 3, *size))
-        assert feats.shape == (2, model.num_prefix_tokens + grid[0] * grid[1], 32)
-        assert torch.isfinite(feats).all()
+    model = vitpos.create_model("vit_lite_7_4", **TINY | prefix, relative=text).eval()  # trained at 4x4
+    plain = vitpos.create_model("vit_lite_7_4", **TINY | prefix).eval()
+    with torch.no_grad():
+        for p in model.parameters():  # random tables, and attention far from uniform
+            p.normal_(std=0.3)
+        plain.load_state_dict(model.state_dict(), strict=False)
+        for size in ((16, 24), (32, 32), (56, 40), (8, 72)):
+            grid = model.stage_grids(size)[-1]
+            x = torch.randn(2, 3, *size)
+            feats = model.forward_tokens(x)
+            assert feats.shape == (2, model.num_prefix_tokens + grid[0] * grid[1], 32)
+            assert torch.isfinite(feats).all()
+            assert not torch.allclose(feats, plain.forward_tokens(x), atol=1e-4)  # the encoding acts at every grid
 
 
 @pytest.mark.parametrize("text", EVERY_ENCODING)
