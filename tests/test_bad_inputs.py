@@ -437,6 +437,36 @@ CLI_CASES = [
     ("train --config not YAML", ["train", "--config=TMP/broken.yaml"], r"config file .*broken.yaml is not valid YAML"),
     ("train --config missing", ["train", "--config=TMP/none.yaml"], r"config file .*none.yaml does not exist"),
     (
+        "train --config alias bomb",
+        ["train", "--config=TMP/bomb.yaml"],
+        r"config file .*bomb.yaml expands to more than 100000 values through its aliases \(line \d+\)",
+    ),
+    (
+        "train --config 20k deep",
+        ["train", "--config=TMP/deep.yaml"],
+        r"config file .*deep.yaml nests mappings or lists more than 32 deep \(line 1\)",
+    ),
+    (
+        "train --config duplicate key",
+        ["train", "--config=TMP/twice.yaml"],
+        r"config file .*twice.yaml: line 3: key 'epochs' is given twice in one mapping; keep one",
+    ),
+    (
+        "train --config train: [1, 2]",
+        ["train", "--config=TMP/list.yaml"],
+        r"config file .*list.yaml: section 'train' must be a mapping of name: value lines, not a list \(\[1, 2\]\)",
+    ),
+    (
+        "train --config not UTF-8",
+        ["train", "--config=TMP/latin1.yaml"],
+        r"config file .*latin1.yaml is not UTF-8 text \(byte 0xe9 at offset 18\); save it as UTF-8",
+    ),
+    (
+        "train --config huge value quoted short",
+        ["train", *MODEL, "--config=TMP/long.yaml"],
+        r"TrainConfig.epochs = 'xxxx+\.\.\.x+' \(str\)",
+    ),
+    (
         "train --resume tampered",
         ["train", "--run-dir=TAMPERED", "--resume", "--epochs=2"],
         r"state.pt is truncated or corrupt, or holds objects vitpos never writes",
@@ -542,6 +572,13 @@ def cli_files(tmp_path_factory, finished_run) -> dict[str, Path]:
         yaml.safe_dump({"model": {"preset": "thesis_vit", "depth": "two"}, "train": {"data": DATA}})
     )
     (root / "broken.yaml").write_text("train: [unclosed\n")
+    levels = "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}' if i else '0'] * 9)}]\n" for i in range(9))
+    (root / "bomb.yaml").write_text(levels + "train:\n  init_drop: *l8\n")  # 300 bytes, 9**9 values expanded
+    (root / "deep.yaml").write_text("[" * 20_000 + "]" * 20_000)
+    (root / "twice.yaml").write_text("train:\n  epochs: 3\n  epochs: 4\n")
+    (root / "list.yaml").write_text("train: [1, 2]\n")
+    (root / "latin1.yaml").write_bytes("train:\n  data: café\n".encode("latin-1"))
+    (root / "long.yaml").write_text(yaml.safe_dump({"train": {"data": DATA, "epochs": "x" * 100_000}}))
     broken = root / "broken_run"
     shutil.copytree(finished_run, broken)
     _with_metadata(broken, "model_config", "{not json")

@@ -29,7 +29,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, quote
 
 __all__ = ["Allowed", "bounded", "check_fields", "check_value"]
 
@@ -112,7 +112,9 @@ def check_value(name: str, value: Any, hint: Any, allowed: Allowed | None = None
         if isinstance(value, str) and float in _alternatives(hint) and _is_number(value):
             hint_text = "; YAML reads a number like 1e-3 as text: write it with a dot, 1.0e-3"
         expected = _expect(hint, allowed or Allowed())
-        raise ConfigError(f"{name} = {value!r} ({type(value).__name__}) is not allowed: expected {expected}{hint_text}")
+        raise ConfigError(
+            f"{name} = {quote(value)} ({type(value).__name__}) is not allowed: expected {expected}{hint_text}"
+        )
     return converted
 
 
