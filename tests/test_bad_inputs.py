@@ -556,6 +556,28 @@ CLI_CASES = [
     ("buckets --ratio -1", ["buckets", "--ratio", "-1"], r"argument --ratio: must be a positive number, got '-1'"),
     ("buckets --grid 0", ["buckets", "--grid", "0"], r"grid '0' must look like '14x14'"),
     ("pretrain-pe --size 0", ["pretrain-pe", "--size", "0"], r"argument --size: must be a positive integer, got '0'"),
+    (
+        "convert into a run folder",
+        ["convert", "TMP/released.pth", "RUN"],
+        r"run holds a training run \(checkpoints/\); choose another destination, or pass --force to replace it",
+    ),
+    (
+        "convert into a file",
+        ["convert", "TMP/released.pth", "TMP/file.txt"],
+        r"file.txt is a file; give a folder",
+    ),
+    (
+        "export over a file",
+        ["export", "--model=thesis_vit", "TMP/file.txt"],
+        r"file.txt already exists; choose another destination, or pass --force",
+    ),
+    ("export to a folder", ["export", "--model=thesis_vit", "TMP"], r"cli_cases\d* is a folder; give a file name"),
+    (
+        "pretrain-pe --out EXISTING",
+        ["pretrain-pe", "--out=TMP/file.txt"],
+        r"file.txt already exists; choose another destination, or pass --force",
+    ),
+    ("pretrain-pe --out FOLDER", ["pretrain-pe", "--out=TMP", "--force"], r"is a folder; give a file name"),
     ("models nothing*", ["models", "nothing*"], r"no model matches 'nothing\*'"),
     ("unknown command", ["trian"], r"invalid choice: 'trian'"),
 ]

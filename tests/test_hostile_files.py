@@ -178,3 +178,26 @@ def test_bad_export_metadata_is_a_clear_error(text, pattern, exported, tmp_path)
     path.with_suffix(".yaml").write_text(text)
     with pytest.raises(VitposError, match=pattern):
         load_deployed(path)
+
+
+def test_convert_refuses_a_run_folder_and_changes_nothing(tmp_path, capsys):
+    from vitpos.cli import main
+
+    run = tmp_path / "run"
+    (run / "checkpoints" / "step-1").mkdir(parents=True)
+    (run / "config.yaml").write_text("model: thesis_vit\n")
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    assert main(["convert", str(tmp_path / "released.pth"), str(run)]) == 2
+    assert "holds a training run (checkpoints/)" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
+def test_a_failed_write_leaves_neither_a_part_nor_a_temporary_file(tmp_path):
+    from vitpos.files import replacing
+
+    target = tmp_path / "model.safetensors"
+    target.write_bytes(b"old")
+    with pytest.raises(OSError), replacing(target) as tmp:
+        tmp.write_bytes(b"half")
+        raise OSError("disk full")
+    assert target.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["model.safetensors"]

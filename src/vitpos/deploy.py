@@ -25,7 +25,7 @@ from torch import nn
 from .config import HostConfig
 from .encodings.lape import NormalisedBias
 from .errors import VitposError, quote
-from .files import write_atomic
+from .files import check_destination, replacing, write_atomic
 from .models.factory import config_from_dict
 from .models.host import Host, as_host
 from .models.windows import WindowAttention
@@ -148,15 +148,19 @@ def export_model(model: nn.Module, path: str | Path, *, fmt: str, min_size: int,
     cfg = as_host(model).cfg
     path = Path(path)
     span = ExportRange(min_size, max_size, cfg.stride)
+    for target in (path, metadata_path(path)):
+        check_destination(target, folder=False, force=True)
+    if fmt == "onnx":
+        _require_onnx()
     program = export_program(model, span)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if fmt == "pt2":
-        torch.export.save(program, path)
-    else:
-        _require_onnx()
-        onnx_program = torch.onnx.export(program, dynamo=True, input_names=[INPUT_NAME], output_names=["output"])
-        assert onnx_program is not None  # the dynamo exporter always returns a program
-        onnx_program.save(str(path))
+    with replacing(path) as tmp:
+        if fmt == "pt2":
+            torch.export.save(program, tmp)
+        else:
+            onnx_program = torch.onnx.export(program, dynamo=True, input_names=[INPUT_NAME], output_names=["output"])
+            assert onnx_program is not None  # the dynamo exporter always returns a program
+            onnx_program.save(str(tmp))
     meta = metadata_path(path)
     write_atomic(meta, _metadata(cfg, span, fmt))
     return meta
