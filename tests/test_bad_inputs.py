@@ -91,6 +91,7 @@ def _thesis(**overrides):
 
 API_CASES = [
     ("create_model(123)", lambda t, r: vitpos.create_model(123), r"preset .*or a config .*got 123 \(int\)"),
+    ("list_models(123)", lambda t, r: vitpos.list_models(123), r"list_models: pattern must be a string .*got 123"),
     ("img_size=-32", lambda t, r: _thesis(img_size=-32), r"img_size = -32 .*expected an integer >= 1"),
     (
         "img_size=(32,32,32)",
@@ -579,6 +580,22 @@ CLI_CASES = [
     ),
     ("pretrain-pe --out FOLDER", ["pretrain-pe", "--out=TMP", "--force"], r"is a folder; give a file name"),
     ("models nothing*", ["models", "nothing*"], r"no model matches 'nothing\*'"),
+    ("models nothing", ["models", "nothing"], r"no model matches 'nothing'"),
+    (
+        "similarity --refs -1,0",
+        ["similarity", "--refs", "-1,0"],
+        r"argument --refs: expected one argument \(a value that starts with '-' is joined .* e.g. --refs=-1\)",
+    ),
+    (
+        "similarity --refs=-1,0",
+        ["similarity", *TINY_ANALYSIS, "--refs=-1,0", "--out=TMP/o"],
+        r"reference cell \(-1, 0\) is outside the 8x8 grid",
+    ),
+    (
+        "buckets --methods ,,,",
+        ["buckets", "--methods", ",,,", "--out=TMP/o"],
+        r"--methods ',,,' names no method; give one or more of euclidean, quant, cross, product",
+    ),
     ("unknown command", ["trian"], r"invalid choice: 'trian'"),
 ]
 
@@ -655,6 +672,21 @@ def _parser_with(func):
         sub.add_parser("models").set_defaults(func=func)
 
     return add_parser
+
+
+def test_version_is_printed(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out.strip() == f"vitpos {vitpos.__version__}"
+
+
+def test_a_bare_word_matches_model_names_containing_it(capsys):
+    assert main(["models", "deit"]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert names and all("deit" in n for n in names) and "deit_tiny_patch16_224" in names
+    assert names == [n for n in vitpos.list_models("*deit*")]
+    assert main(["models", "deit*"]) == 0
+    assert all(line.startswith("deit") for line in capsys.readouterr().out.splitlines()[1:])
 
 
 def test_help_text_of_each_slot_gives_an_example_of_that_slot(capsys):
