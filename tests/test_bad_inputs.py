@@ -91,6 +91,31 @@ def _thesis(**overrides):
 
 API_CASES = [
     ("create_model(123)", lambda t, r: vitpos.create_model(123), r"preset .*or a config .*got 123 \(int\)"),
+    (
+        "TrainConfig(seed=2**70)",
+        lambda t, r: TrainConfig(seed=2**70),
+        r"TrainConfig.seed = 1180591620717411303424 \(int\) .*in \[0, 4294967295\]; integers must fit in 64 bits",
+    ),
+    (
+        "depth=2**70",
+        lambda t, r: _thesis(depth=2**70),
+        r"depth = 1180591620717411303424 .*an integer >= 1; integers must fit in 64 bits",
+    ),
+    (
+        "peg@0-99999999999999999999",
+        lambda t, r: _thesis(conditional="peg@0-99999999999999999999"),
+        r"position 99999999999999999998 in placement '0-9+' is beyond any model's depth: positions go up to 4095",
+    ),
+    (
+        "xl:max_dist=999999999",
+        lambda t, r: _thesis(relative="xl:max_dist=999999999"),
+        r"'xl:max_dist=999999999': option max_dist='999999999' is invalid \(must be an integer in 1..256\)",
+    ),
+    (
+        "fourier:dim=999999999",
+        lambda t, r: _thesis(absolute="fourier:dim=999999999"),
+        r"option dim='999999999' is invalid \(must be an integer in 1..65536\)",
+    ),
     ("list_models(123)", lambda t, r: vitpos.list_models(123), r"list_models: pattern must be a string .*got 123"),
     ("img_size=-32", lambda t, r: _thesis(img_size=-32), r"img_size = -32 .*expected an integer >= 1"),
     (
@@ -377,6 +402,16 @@ def test_same_options_on_resume_do_not_warn(tmp_path, finished_run):
 CLI_CASES = [
     ("train --lr fast", ["train", *MODEL, "--lr", "fast"], r"argument --lr: invalid float value: 'fast'"),
     ("train --epochs ten", ["train", *MODEL, "--epochs", "ten"], r"argument --epochs: invalid int value: 'ten'"),
+    (
+        "train --seed 8589934592",
+        ["train", *MODEL, f"--data={DATA}", "--seed", "8589934592"],
+        r"TrainConfig.seed = 8589934592 \(int\) is not allowed: expected an integer in \[0, 4294967295\]",
+    ),
+    (
+        "pretrain-pe --seed 2**64",
+        ["pretrain-pe", "--seed", str(2**64)],
+        r"argument --seed: must be a non-negative integer below 2\*\*63",
+    ),
     ("train --epochs 0", ["train", *MODEL, f"--data={DATA}", "--epochs", "0"], r"TrainConfig.epochs = 0 .*>= 1"),
     (
         "train --min-lr > --lr",
