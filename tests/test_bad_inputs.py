@@ -91,6 +91,32 @@ def _thesis(**overrides):
 
 API_CASES = [
     ("create_model(123)", lambda t, r: vitpos.create_model(123), r"preset .*or a config .*got 123 \(int\)"),
+    (
+        "TrainConfig(seed=2**70)",
+        lambda t, r: TrainConfig(seed=2**70),
+        r"TrainConfig.seed = 1180591620717411303424 \(int\) .*in \[0, 4294967295\]; integers must fit in 64 bits",
+    ),
+    (
+        "depth=2**70",
+        lambda t, r: _thesis(depth=2**70),
+        r"depth = 1180591620717411303424 .*an integer >= 1; integers must fit in 64 bits",
+    ),
+    (
+        "peg@0-99999999999999999999",
+        lambda t, r: _thesis(conditional="peg@0-99999999999999999999"),
+        r"position 99999999999999999998 in placement '0-9+' is beyond any model's depth: positions go up to 4095",
+    ),
+    (
+        "xl:max_dist=999999999",
+        lambda t, r: _thesis(relative="xl:max_dist=999999999"),
+        r"'xl:max_dist=999999999': option max_dist='999999999' is invalid \(must be an integer in 1..256\)",
+    ),
+    (
+        "fourier:dim=999999999",
+        lambda t, r: _thesis(absolute="fourier:dim=999999999"),
+        r"option dim='999999999' is invalid \(must be an integer in 1..65536\)",
+    ),
+    ("list_models(123)", lambda t, r: vitpos.list_models(123), r"list_models: pattern must be a string .*got 123"),
     ("img_size=-32", lambda t, r: _thesis(img_size=-32), r"img_size = -32 .*expected an integer >= 1"),
     (
         "img_size=(32,32,32)",
@@ -376,6 +402,16 @@ def test_same_options_on_resume_do_not_warn(tmp_path, finished_run):
 CLI_CASES = [
     ("train --lr fast", ["train", *MODEL, "--lr", "fast"], r"argument --lr: invalid float value: 'fast'"),
     ("train --epochs ten", ["train", *MODEL, "--epochs", "ten"], r"argument --epochs: invalid int value: 'ten'"),
+    (
+        "train --seed 8589934592",
+        ["train", *MODEL, f"--data={DATA}", "--seed", "8589934592"],
+        r"TrainConfig.seed = 8589934592 \(int\) is not allowed: expected an integer in \[0, 4294967295\]",
+    ),
+    (
+        "pretrain-pe --seed 2**64",
+        ["pretrain-pe", "--seed", str(2**64)],
+        r"argument --seed: must be a non-negative integer below 2\*\*63",
+    ),
     ("train --epochs 0", ["train", *MODEL, f"--data={DATA}", "--epochs", "0"], r"TrainConfig.epochs = 0 .*>= 1"),
     (
         "train --min-lr > --lr",
@@ -436,6 +472,36 @@ CLI_CASES = [
     ),
     ("train --config not YAML", ["train", "--config=TMP/broken.yaml"], r"config file .*broken.yaml is not valid YAML"),
     ("train --config missing", ["train", "--config=TMP/none.yaml"], r"config file .*none.yaml does not exist"),
+    (
+        "train --config alias bomb",
+        ["train", "--config=TMP/bomb.yaml"],
+        r"config file .*bomb.yaml expands to more than 100000 values through its aliases \(line \d+\)",
+    ),
+    (
+        "train --config 20k deep",
+        ["train", "--config=TMP/deep.yaml"],
+        r"config file .*deep.yaml nests mappings or lists more than 32 deep \(line 1\)",
+    ),
+    (
+        "train --config duplicate key",
+        ["train", "--config=TMP/twice.yaml"],
+        r"config file .*twice.yaml: line 3: key 'epochs' is given twice in one mapping; keep one",
+    ),
+    (
+        "train --config train: [1, 2]",
+        ["train", "--config=TMP/list.yaml"],
+        r"config file .*list.yaml: section 'train' must be a mapping of name: value lines, not a list \(\[1, 2\]\)",
+    ),
+    (
+        "train --config not UTF-8",
+        ["train", "--config=TMP/latin1.yaml"],
+        r"config file .*latin1.yaml is not UTF-8 text \(byte 0xe9 at offset 18\); save it as UTF-8",
+    ),
+    (
+        "train --config huge value quoted short",
+        ["train", *MODEL, "--config=TMP/long.yaml"],
+        r"TrainConfig.epochs = 'xxxx+\.\.\.x+' \(str\)",
+    ),
     (
         "train --resume tampered",
         ["train", "--run-dir=TAMPERED", "--resume", "--epochs=2"],
@@ -526,7 +592,45 @@ CLI_CASES = [
     ("buckets --ratio -1", ["buckets", "--ratio", "-1"], r"argument --ratio: must be a positive number, got '-1'"),
     ("buckets --grid 0", ["buckets", "--grid", "0"], r"grid '0' must look like '14x14'"),
     ("pretrain-pe --size 0", ["pretrain-pe", "--size", "0"], r"argument --size: must be a positive integer, got '0'"),
+    (
+        "convert into a run folder",
+        ["convert", "TMP/released.pth", "RUN"],
+        r"run holds a training run \(checkpoints/\); choose another destination, or pass --force to replace it",
+    ),
+    (
+        "convert into a file",
+        ["convert", "TMP/released.pth", "TMP/file.txt"],
+        r"file.txt is a file; give a folder",
+    ),
+    (
+        "export over a file",
+        ["export", "--model=thesis_vit", "TMP/file.txt"],
+        r"file.txt already exists; choose another destination, or pass --force",
+    ),
+    ("export to a folder", ["export", "--model=thesis_vit", "TMP"], r"cli_cases\d* is a folder; give a file name"),
+    (
+        "pretrain-pe --out EXISTING",
+        ["pretrain-pe", "--out=TMP/file.txt"],
+        r"file.txt already exists; choose another destination, or pass --force",
+    ),
+    ("pretrain-pe --out FOLDER", ["pretrain-pe", "--out=TMP", "--force"], r"is a folder; give a file name"),
     ("models nothing*", ["models", "nothing*"], r"no model matches 'nothing\*'"),
+    ("models nothing", ["models", "nothing"], r"no model matches 'nothing'"),
+    (
+        "similarity --refs -1,0",
+        ["similarity", "--refs", "-1,0"],
+        r"argument --refs: expected one argument \(a value that starts with '-' is joined .* e.g. --refs=-1\)",
+    ),
+    (
+        "similarity --refs=-1,0",
+        ["similarity", *TINY_ANALYSIS, "--refs=-1,0", "--out=TMP/o"],
+        r"reference cell \(-1, 0\) is outside the 8x8 grid",
+    ),
+    (
+        "buckets --methods ,,,",
+        ["buckets", "--methods", ",,,", "--out=TMP/o"],
+        r"--methods ',,,' names no method; give one or more of euclidean, quant, cross, product",
+    ),
     ("unknown command", ["trian"], r"invalid choice: 'trian'"),
 ]
 
@@ -542,6 +646,13 @@ def cli_files(tmp_path_factory, finished_run) -> dict[str, Path]:
         yaml.safe_dump({"model": {"preset": "thesis_vit", "depth": "two"}, "train": {"data": DATA}})
     )
     (root / "broken.yaml").write_text("train: [unclosed\n")
+    levels = "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}' if i else '0'] * 9)}]\n" for i in range(9))
+    (root / "bomb.yaml").write_text(levels + "train:\n  init_drop: *l8\n")  # 300 bytes, 9**9 values expanded
+    (root / "deep.yaml").write_text("[" * 20_000 + "]" * 20_000)
+    (root / "twice.yaml").write_text("train:\n  epochs: 3\n  epochs: 4\n")
+    (root / "list.yaml").write_text("train: [1, 2]\n")
+    (root / "latin1.yaml").write_bytes("train:\n  data: café\n".encode("latin-1"))
+    (root / "long.yaml").write_text(yaml.safe_dump({"train": {"data": DATA, "epochs": "x" * 100_000}}))
     broken = root / "broken_run"
     shutil.copytree(finished_run, broken)
     _with_metadata(broken, "model_config", "{not json")
@@ -596,6 +707,21 @@ def _parser_with(func):
         sub.add_parser("models").set_defaults(func=func)
 
     return add_parser
+
+
+def test_version_is_printed(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out.strip() == f"vitpos {vitpos.__version__}"
+
+
+def test_a_bare_word_matches_model_names_containing_it(capsys):
+    assert main(["models", "deit"]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert names and all("deit" in n for n in names) and "deit_tiny_patch16_224" in names
+    assert names == [n for n in vitpos.list_models("*deit*")]
+    assert main(["models", "deit*"]) == 0
+    assert all(line.startswith("deit") for line in capsys.readouterr().out.splitlines()[1:])
 
 
 def test_help_text_of_each_slot_gives_an_example_of_that_slot(capsys):

@@ -255,6 +255,13 @@ def test_command_writes_the_program_and_its_config(tmp_path, capsys, one_thread)
     assert "image sides 8..32" in capsys.readouterr().out
     deployed = load_deployed(out)
     assert deployed(torch.randn(2, 3, 24, 8)).shape == (2, 10)
+    written = out.read_bytes()
+    assert main([*args, "--max-size", "16", str(out)]) == 2  # an existing OUT is kept without --force
+    assert f"{out} already exists; choose another destination, or pass --force" in capsys.readouterr().err
+    assert out.read_bytes() == written
+    assert main([*args, "--max-size", "16", "--force", str(out)]) == 0
+    assert "max_size: 16" in out.with_suffix(".yaml").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lite.pt2", "lite.yaml"]  # no temporary file left
     assert (
         main(["export", "--model", "swin_tiny_lape", "--min-size", "64", "--max-size", "1024", str(tmp_path / "s.pt2")])
         == 2

@@ -16,6 +16,7 @@ import sys
 import traceback
 import warnings
 from collections.abc import Sequence
+from typing import NoReturn
 
 __all__ = ["main", "build_parser"]
 
@@ -53,9 +54,29 @@ def _summary(command: str) -> str:
     return " ".join(first.partition(": ")[2].replace("``", "").split()) or command
 
 
+def _version() -> str:
+    """``__version__`` of the package, read from its ``__init__.py`` without importing it (nor torch)."""
+    with open(os.path.join(_PACKAGE_DIR, "__init__.py"), encoding="utf-8") as f:
+        for node in ast.parse(f.read()).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__version__" for t in node.targets):
+                return str(ast.literal_eval(node.value))
+    return "unknown"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose error for an option value that starts with '-' says how to pass one."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.endswith("expected one argument"):
+            option = message.removeprefix("argument ").split(":")[0].split("/")[-1]
+            message += f" (a value that starts with '-' is joined to the option with '=', e.g. {option}=-1)"
+        super().error(message)
+
+
 def _build(command: str | None) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
     """The parser with ``command`` fully attached, the others as stubs (None: every command attached)."""
-    parser = argparse.ArgumentParser(prog="vitpos", description="Position encodings for vision transformers.")
+    parser = _Parser(prog="vitpos", description="Position encodings for vision transformers.")
+    parser.add_argument("--version", action="version", version=f"vitpos {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         if command is None or name == command:

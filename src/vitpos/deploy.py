@@ -24,11 +24,13 @@ from torch import nn
 
 from .config import HostConfig
 from .encodings.lape import NormalisedBias
-from .errors import VitposError
-from .files import write_atomic
+from .errors import VitposError, quote
+from .files import check_destination, replacing, write_atomic
 from .models.factory import config_from_dict
 from .models.host import Host, as_host
 from .models.windows import WindowAttention
+from .pt2_archive import load_program
+from .yaml_io import read_yaml
 
 __all__ = ["FORMATS", "ExportRange", "export_program", "export_model", "Deployed", "load_deployed"]
 
@@ -146,15 +148,19 @@ def export_model(model: nn.Module, path: str | Path, *, fmt: str, min_size: int,
     cfg = as_host(model).cfg
     path = Path(path)
     span = ExportRange(min_size, max_size, cfg.stride)
+    for target in (path, metadata_path(path)):
+        check_destination(target, folder=False, force=True)
+    if fmt == "onnx":
+        _require_onnx()
     program = export_program(model, span)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if fmt == "pt2":
-        torch.export.save(program, path)
-    else:
-        _require_onnx()
-        onnx_program = torch.onnx.export(program, dynamo=True, input_names=[INPUT_NAME], output_names=["output"])
-        assert onnx_program is not None  # the dynamo exporter always returns a program
-        onnx_program.save(str(path))
+    with replacing(path) as tmp:
+        if fmt == "pt2":
+            torch.export.save(program, tmp)
+        else:
+            onnx_program = torch.onnx.export(program, dynamo=True, input_names=[INPUT_NAME], output_names=["output"])
+            assert onnx_program is not None  # the dynamo exporter always returns a program
+            onnx_program.save(str(tmp))
     meta = metadata_path(path)
     write_atomic(meta, _metadata(cfg, span, fmt))
     return meta
@@ -189,19 +195,32 @@ class Deployed(nn.Module):
 
 
 def load_deployed(path: str | Path) -> Deployed:
-    """An exported ``.pt2`` program (torch) or ``.onnx`` file (onnxruntime) with its YAML, as :class:`Deployed`."""
+    """An exported ``.pt2`` program (torch) or ``.onnx`` file (onnxruntime) with its YAML, as :class:`Deployed`.
+
+    A ``.pt2`` file is checked to hold only what ``vitpos export`` writes (see :mod:`vitpos.pt2_archive`)
+    before torch reads it, so loading one never runs code from it.
+    """
     path, meta = Path(path), metadata_path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no exported model at {path}; write one with `vitpos export`")
     if not meta.is_file():
         raise FileNotFoundError(f"{meta} is missing: `vitpos export` writes it beside {path.name}; export again")
-    data = yaml.safe_load(meta.read_text())
-    cfg, span = (
-        config_from_dict(data["model"]),
-        ExportRange(**{k: data["export"][k] for k in ("min_size", "max_size", "stride")}),
-    )
-    if data["export"]["format"] == "pt2":
-        return Deployed(torch.export.load(path).module(), cfg, span)
+    data = read_yaml(meta, "export metadata", sections=("model", "export"))
+    export = data.get("export") or {}
+    missing = [key for key in ("model", "export") if not data.get(key)] + [
+        f"export.{key}"
+        for key in ("format", "min_size", "max_size", "stride")
+        if data.get("export") and key not in export
+    ]
+    if missing:
+        raise VitposError(f"export metadata {meta} lacks {', '.join(missing)}; write it again with `vitpos export`")
+    if export["format"] not in FORMATS:
+        raise VitposError(
+            f"export metadata {meta}: format {quote(export['format'])} is not one of {', '.join(FORMATS)}"
+        )
+    cfg, span = config_from_dict(data["model"]), ExportRange(*(export[k] for k in ("min_size", "max_size", "stride")))
+    if export["format"] == "pt2":
+        return Deployed(load_program(path).module(), cfg, span)
     return Deployed(_onnx_runner(path), cfg, span)
 
 

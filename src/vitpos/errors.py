@@ -5,7 +5,10 @@ All subclass :class:`ValueError`, so ``except ValueError`` keeps catching them.
 
 from __future__ import annotations
 
-__all__ = ["VitposError", "ConfigError", "CheckpointError"]
+import reprlib
+from typing import Any
+
+__all__ = ["VitposError", "ConfigError", "CheckpointError", "quote"]
 
 
 class VitposError(ValueError):
@@ -18,3 +21,13 @@ class ConfigError(VitposError):
 
 class CheckpointError(VitposError):
     """A checkpoint or weights file that is missing, corrupt, unsafe, or does not fit the model asked for."""
+
+
+_QUOTE = reprlib.Repr()
+_QUOTE.maxlevel, _QUOTE.maxstring, _QUOTE.maxother, _QUOTE.maxlong = 2, 80, 80, 40
+_QUOTE.maxlist = _QUOTE.maxtuple = _QUOTE.maxdict = _QUOTE.maxset = 6
+
+
+def quote(value: Any) -> str:
+    """``repr(value)`` cut short for an error message (never built in full, so a huge value stays cheap)."""
+    return _QUOTE.repr(value)

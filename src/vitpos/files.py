@@ -1,13 +1,18 @@
-"""Crash-safe file writes (a temporary file, flushed to disk, renamed into place) and JSON written so."""
+"""Crash-safe file writes (a temporary file, flushed to disk, renamed into place), JSON written so,
+and the check that a command may write where it was told to."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["fsync_path", "write_atomic", "write_json"]
+from .errors import VitposError
+
+__all__ = ["fsync_path", "replacing", "write_atomic", "write_json", "check_destination"]
 
 
 def fsync_path(path: Path) -> None:
@@ -19,16 +24,25 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
+@contextmanager
+def replacing(path: Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` (same suffix) to write; on success it is flushed and renamed
+    onto ``path``, on any error removed, so readers see the old file or the new one, never a part."""
+    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+    try:
+        yield tmp
+        fsync_path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_path(path.parent)
+
+
 def write_atomic(path: Path, data: str | bytes) -> None:
     """Replace ``path`` with ``data`` so that readers see the old or the new file, never a part."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data.encode() if isinstance(data, str) else data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_path(path.parent)
+    with replacing(Path(path)) as tmp:
+        tmp.write_bytes(data.encode() if isinstance(data, str) else data)
 
 
 def write_json(path: str | Path, data: Any, *, indent: int | None = 2) -> Path:
@@ -37,3 +51,29 @@ def write_json(path: str | Path, data: Any, *, indent: int | None = 2) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(data, indent=indent) + "\n")
     return path
+
+
+def check_destination(path: Path, *, folder: bool, force: bool, option: str = "--force") -> None:
+    """Raise before any work if a command may not write ``path``: a file (``folder=False``) that
+    exists, or a folder that holds anything, unless ``force``; the wrong kind; an unwritable place."""
+    path = Path(path)
+    if path.exists() and path.is_dir() != folder:
+        wanted = "a folder" if folder else "a file name"
+        raise VitposError(f"{path} is {'a folder' if path.is_dir() else 'a file'}; give {wanted}")
+    if path.exists() and not force and (not folder or any(path.iterdir())):
+        raise VitposError(f"{path} {_holds(path)}; choose another destination, or pass {option} to replace it")
+    place = path if path.is_dir() else path.parent
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    if not place.is_dir() or not os.access(place, os.W_OK | os.X_OK):
+        raise VitposError(f"cannot write {path}: {place} is not a writable folder; choose another destination")
+
+
+def _holds(path: Path) -> str:
+    """What an existing destination holds, in words."""
+    if not path.is_dir():
+        return "already exists"
+    if (path / "checkpoints").is_dir():
+        return "holds a training run (checkpoints/)"
+    names = sorted(p.name for p in path.iterdir())
+    return f"already holds {', '.join(names[:5])}{', ...' if len(names) > 5 else ''}"

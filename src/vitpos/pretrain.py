@@ -27,6 +27,7 @@ from .data.synthetic import TASKS as SYNTHETIC_TASKS
 from .data.synthetic import SyntheticTask
 from .engine.config import TrainConfig
 from .engine.train import train
+from .files import check_destination
 from .models.factory import create_model
 from .models.saved_encoding import load_position_encoding, save_position_encoding
 
@@ -84,6 +85,7 @@ def pretrain_position_encoding(
         raise ValueError(
             f"pretraining needs one or more synthetic tasks from {', '.join(SYNTHETIC_TASKS)}, got {list(tasks)}"
         )
+    check_destination(Path(path), folder=False, force=True)  # a folder or an unwritable place: before training
     torch.manual_seed(train_cfg.seed)
     trained: nn.Module = create_model(model_cfg)  # the trainer builds the same model from this seed
     if train_cfg.init_pe:

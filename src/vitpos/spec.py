@@ -13,7 +13,10 @@ from typing import Any
 
 from .errors import VitposError
 
-__all__ = ["SlotSpec", "SpecError", "positive_int", "non_negative_int", "positive_float", "one_of"]
+__all__ = ["SlotSpec", "SpecError", "positive_int", "non_negative_int", "int_in", "positive_float", "one_of"]
+
+INT64_MAX = 2**63 - 1
+"""The largest integer an option takes: torch and numpy hold integers in 64 bits."""
 
 
 class SpecError(VitposError):
@@ -26,8 +29,8 @@ def positive_int(text: str) -> int:
         value = int(text)
     except ValueError:
         value = 0
-    if value < 1:
-        raise ValueError("must be a positive integer")
+    if not 1 <= value <= INT64_MAX:
+        raise ValueError("must be a positive integer" + (" below 2**63" if value > INT64_MAX else ""))
     return value
 
 
@@ -37,9 +40,25 @@ def non_negative_int(text: str) -> int:
         value = int(text)
     except ValueError:
         value = -1
-    if value < 0:
-        raise ValueError("must be a non-negative integer")
+    if not 0 <= value <= INT64_MAX:
+        raise ValueError("must be a non-negative integer" + (" below 2**63" if value > INT64_MAX else ""))
     return value
+
+
+def int_in(low: int, high: int) -> Callable[[str], int]:
+    """Option converter factory: an integer in ``low..high`` (a bound that keeps a typo from asking
+    for a table no machine holds)."""
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"must be an integer in {low}..{high}") from None
+        if not low <= value <= high:
+            raise ValueError(f"must be an integer in {low}..{high}")
+        return value
+
+    return convert
 
 
 def positive_float(text: str) -> float:

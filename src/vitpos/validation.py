@@ -29,7 +29,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, quote
 
 __all__ = ["Allowed", "bounded", "check_fields", "check_value"]
 
@@ -111,8 +111,12 @@ def check_value(name: str, value: Any, hint: Any, allowed: Allowed | None = None
         hint_text = ""
         if isinstance(value, str) and float in _alternatives(hint) and _is_number(value):
             hint_text = "; YAML reads a number like 1e-3 as text: write it with a dot, 1.0e-3"
+        if isinstance(value, int) and not -(2**63) <= value < 2**63:
+            hint_text = "; integers must fit in 64 bits"
         expected = _expect(hint, allowed or Allowed())
-        raise ConfigError(f"{name} = {value!r} ({type(value).__name__}) is not allowed: expected {expected}{hint_text}")
+        raise ConfigError(
+            f"{name} = {quote(value)} ({type(value).__name__}) is not allowed: expected {expected}{hint_text}"
+        )
     return converted
 
 
@@ -153,7 +157,7 @@ def _conform(value: Any, hint: Any, allowed: Allowed) -> Any:
     if hint is bool:
         return value if isinstance(value, bool) else _REJECT
     if hint is int:
-        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and -(2**63) <= int(value) < 2**63
         return int(value) if ok and allowed.admits(int(value)) else _REJECT
     if hint is float:
         ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)

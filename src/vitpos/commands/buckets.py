@@ -10,6 +10,7 @@ from ..analysis.plots import save_heatmaps
 from ..analysis.relative_maps import bucket_maps
 from ..analysis.similarity import parse_references
 from ..encodings.relative.buckets import INDEX_FUNCTIONS, METHODS, QUANT_VARIANTS
+from ..errors import VitposError
 from ..files import write_json
 from ..spec import positive_float
 from .model_args import add_output_argument
@@ -31,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
     grid = args.grid
     refs = parse_references(args.refs, grid) if args.refs else [(grid[0] // 2, grid[1] // 2), (0, 0)]
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if not methods:
+        raise VitposError(f"--methods {args.methods!r} names no method; give one or more of {', '.join(METHODS)}")
     rows, labels, counts = [], [], {}
     options = dict(ratio=args.ratio, index=args.index, quant=args.quant)
     print(

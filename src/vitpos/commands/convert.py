@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 
 from ..analysis.stages import as_host
+from ..files import check_destination
 from ..weights import create_model, detect_layout, read_state_dict, write_checkpoint
 from ..weights.resize import RESIZES
 from .options import add_model_options, given_options
 
 
 def run(args: argparse.Namespace) -> int:
+    check_destination(args.dst, folder=True, force=args.force)
     overrides = given_options(args, args.option_names)
     model = create_model(
         args.model, checkpoint=args.src, keep_grid=args.keep_grid, entry=args.entry, resize=args.resize, **overrides
@@ -38,6 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("src", help="the released checkpoint (.pth or .safetensors)")
     p.add_argument("dst", help="folder to write model.safetensors and config.yaml into")
+    p.add_argument("--force", action="store_true", help="write into DST even if it holds files (they are replaced)")
     p.add_argument("--model", metavar="NAME", help="preset to load into (default: the one the checkpoint fits)")
     p.add_argument(
         "--entry", metavar="KEY", help="dict entry holding the weights (default: model, state_dict or model_ema)"

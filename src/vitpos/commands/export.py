@@ -13,11 +13,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..deploy import FORMATS, export_model
+from ..deploy import FORMATS, export_model, metadata_path
+from ..files import check_destination
 from .model_args import add_model_arguments, build_model
 
 
 def run(args: argparse.Namespace) -> int:
+    for path in (args.out, metadata_path(args.out)):
+        check_destination(path, folder=False, force=args.force)
     model = build_model(args)
     meta = export_model(model, args.out, fmt=args.format, min_size=args.min_size, max_size=args.max_size)
     print(f"wrote {args.out} ({args.format}, image sides {args.min_size}..{args.max_size}) and {meta}")
@@ -37,5 +40,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--min-size", type=int, default=64, help="smallest image side in pixels (default 64)")
     p.add_argument("--max-size", type=int, default=1024, help="largest image side in pixels (default 1024)")
+    p.add_argument("--force", action="store_true", help="replace OUT and its .yaml if they exist")
     p.add_argument("out", type=Path, metavar="OUT", help="the file to write, e.g. model.pt2 or model.onnx")
     p.set_defaults(func=run)

@@ -19,7 +19,8 @@ def count_parameters(name: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    names = [n for n in list_models(args.pattern, task=args.task) if not args.pretrained or n in RELEASES]
+    pattern = args.pattern if any(c in args.pattern for c in "*?[") else f"*{args.pattern}*"  # a bare word: a part
+    names = [n for n in list_models(pattern, task=args.task) if not args.pretrained or n in RELEASES]
     if not names:
         kind = "model with released weights" if args.pretrained else "model"
         raise ValueError(f"no {kind} matches {args.pattern!r}; run 'vitpos models' for the full list")
@@ -39,7 +40,9 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("models", help="list model presets", description="List model presets.")
-    p.add_argument("pattern", nargs="?", default="*", help="shell-style filter, e.g. 'cpvt*'")
+    p.add_argument(
+        "pattern", nargs="?", default="*", help="a part of the name (deit) or a shell-style filter ('cpvt*')"
+    )
     p.add_argument("--task", choices=TASKS, help="only presets for this task (default: all)")
     p.add_argument(
         "--pretrained", action="store_true", help="only presets with the authors' released weights, with their URLs"

@@ -16,7 +16,7 @@ from torch import nn
 
 from ..grid import Grid, grid_coords, resample_table
 from ..registry import ABSOLUTE
-from ..spec import one_of, positive_float, positive_int
+from ..spec import int_in, one_of, positive_float
 from .base import OptionSchema, SlotContext, SlotEntry
 from .sincos import interleave_sin_cos, sincos_1d, sincos_2d, sincos_frequencies
 
@@ -179,8 +179,8 @@ class FourierPosition(AbsoluteEncoding):
 
     _schema: ClassVar[OptionSchema] = {
         "gamma": positive_float,
-        "dim": positive_int,
-        "hidden": positive_int,
+        "dim": int_in(1, 65536),
+        "hidden": int_in(1, 65536),
         "init": one_of("variance", "std"),
         "scale": positive_float,
     }

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..errors import quote
 from ..grid import Grid
 from ..registry import CONDITIONAL
 from ..spec import SpecError
@@ -24,6 +25,8 @@ __all__ = ["ConditionalEncoding", "NoConditional", "parse_positions", "format_po
 
 BEFORE_FIRST_BLOCK = -1
 _ITEM = re.compile(r"^(-?\d+)(?:-(-?\d+))?$")
+MAX_POSITION = 4095
+"""The largest position a placement names (after block 4095); deeper models do not exist."""
 
 
 def parse_positions(text: str) -> tuple[int, ...]:
@@ -38,6 +41,12 @@ def parse_positions(text: str) -> tuple[int, ...]:
             )
         start, stop = match.group(1), match.group(2)
         first = int(start)
+        last = first if stop is None else int(stop) - 1
+        if max(first, last) > MAX_POSITION:
+            raise SpecError(
+                f"position {quote(max(first, last))} in placement {text[:80]!r} is beyond any model's depth: "
+                f"positions go up to {MAX_POSITION} (after block {MAX_POSITION})"
+            )
         if stop is None:
             items = [first]
         elif int(stop) <= first:

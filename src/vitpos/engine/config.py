@@ -58,8 +58,9 @@ class TrainConfig:
     """Autocast on CPU too (with amp); off by default, as CPUs without bf16 units run it slower."""
     compile: bool = False
     """Compile the training forward with torch.compile."""
-    seed: int = bounded(0, ge=0)
-    """Seeds model initialisation, data order, augmentation and dropout."""
+    seed: int = bounded(0, ge=0, le=2**32 - 1)
+    """Seeds model initialisation, data order, augmentation and dropout; below 2**32 (the per-step seeds
+    derived from it must fit in 64 bits)."""
     init_pe: str | None = None
     """Start the absolute position encoding from a file saved by `vitpos pretrain-pe` (same encoding and width)."""
     init: str | None = None

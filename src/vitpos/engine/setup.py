@@ -33,6 +33,7 @@ from ..errors import VitposError
 from ..models.factory import config_from_dict, get_config
 from ..registry import ARCHITECTURES
 from ..segmentation.config import SemanticFPNConfig
+from ..yaml_io import read_yaml
 from .config import TrainConfig
 
 __all__ = ["RunRequest", "fit_model_to_data", "check_model_fits_data", "MODEL_KEYS"]
@@ -93,7 +94,7 @@ class RunRequest:
         if not path.is_file():
             raise FileNotFoundError(f"config file {path} does not exist")
         try:
-            data = yaml.safe_load(path.read_text())
+            data = read_yaml(path, sections=("train",))
         except yaml.YAMLError as err:
             raise ValueError(f"config file {path} is not valid YAML: {err}") from None
         return cls.from_mapping(data or {}, str(path))

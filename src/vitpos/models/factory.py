@@ -9,7 +9,7 @@ from typing import Any
 from torch import nn
 
 from ..config import HostConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, VitposError, quote
 from ..registry import ARCHITECTURES, MODELS
 
 __all__ = ["create_model", "list_models", "get_config", "config_from_dict", "preset_task", "TASKS"]
@@ -50,6 +50,8 @@ def preset_task(name: str) -> str:
 
 def list_models(pattern: str = "*", task: str | None = None) -> list[str]:
     """Preset names matching a shell-style ``pattern``; ``task`` keeps those of one task (:data:`TASKS`)."""
+    if not isinstance(pattern, str):
+        raise VitposError(f"list_models: pattern must be a string such as 'deit*', got {quote(pattern)}")
     if task is not None and task not in TASKS:
         raise ValueError(f"unknown task {task!r}; valid tasks: {', '.join(TASKS)}")
     return [n for n in MODELS.names() if fnmatch.fnmatch(n, pattern) and task in (None, preset_task(n))]

@@ -10,7 +10,6 @@ learnable-sinusoidal weights fit any grid as they are.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from safetensors.torch import load_file, safe_open, save_file
 from torch import nn
 
 from ..encodings.absolute import AbsoluteEncoding
+from ..files import replacing
 from ..grid import resample_table
 from .host import Host, is_host
 
@@ -58,9 +58,8 @@ def save_position_encoding(model: nn.Module, path: str | Path, **notes: Any) -> 
         "grid": json.dumps(list(host.cfg.stage_grid(0))),
         "notes": json.dumps(notes),
     }
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    save_file(tensors, str(tmp), metadata=metadata)
-    os.replace(tmp, path)  # readers see the old file or the new one, never a part
+    with replacing(path) as tmp:
+        save_file(tensors, str(tmp), metadata=metadata)
     return path
 
 

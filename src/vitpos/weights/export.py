@@ -14,7 +14,7 @@ import yaml
 from torch import nn
 
 from ..config import HostConfig
-from ..files import write_atomic
+from ..files import check_destination, write_atomic
 from .run_folder import CONFIG_FILE, MODEL_FILE, write_weights
 
 __all__ = ["write_checkpoint"]
@@ -23,8 +23,7 @@ __all__ = ["write_checkpoint"]
 def write_checkpoint(model: nn.Module, dst: str | Path, **notes: Any) -> Path:
     """Write ``model`` to the folder ``dst`` (created; files replaced atomically); ``notes`` go into the metadata."""
     dst = Path(dst)
-    if dst.exists() and not dst.is_dir():
-        raise ValueError(f"{dst} is a file; give a folder for the converted checkpoint")
+    check_destination(dst, folder=True, force=True)
     dst.mkdir(parents=True, exist_ok=True)
     host_cfg = model.cfg
     if not isinstance(host_cfg, HostConfig):

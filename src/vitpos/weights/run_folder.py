@@ -16,7 +16,6 @@ A converted model is ``DST/model.safetensors`` (+ ``DST/config.yaml``) with the 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from safetensors.torch import load_file, safe_open, save_file
 
 from ..config import HostConfig
 from ..errors import CheckpointError, VitposError
-from ..files import fsync_path
+from ..files import replacing
 from ..models.factory import config_from_dict
 
 __all__ = [
@@ -97,12 +96,9 @@ def read_safetensors(file: Path) -> tuple[dict[str, torch.Tensor], dict[str, str
 
 def write_weights(file: Path, weights: dict[str, torch.Tensor], metadata: dict[str, Any]) -> None:
     """Write ``weights`` to ``file`` in the vitpos format, the ``metadata`` values as JSON; atomically."""
-    tmp = file.with_name(f".{file.name}.tmp-{os.getpid()}")
     tensors = {k: v.detach().contiguous().cpu() for k, v in weights.items()}
-    save_file(tensors, str(tmp), metadata={"format": FORMAT, **{k: json.dumps(v) for k, v in metadata.items()}})
-    fsync_path(tmp)
-    os.replace(tmp, file)
-    fsync_path(file.parent)
+    with replacing(file) as tmp:
+        save_file(tensors, str(tmp), metadata={"format": FORMAT, **{k: json.dumps(v) for k, v in metadata.items()}})
 
 
 def _entry(meta: dict[str, str], key: str, file: Path, default: Any = None) -> Any:

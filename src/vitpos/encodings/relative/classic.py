@@ -21,7 +21,7 @@ from torch import nn
 from ...attention.terms import RelativeTerms
 from ...grid import Grid
 from ...registry import RELATIVE
-from ...spec import SlotSpec, positive_int
+from ...spec import SlotSpec, int_in
 from ..base import SlotContext
 from ..sincos import sincos_1d
 from .base import RelativeBias, RelativePosition
@@ -31,6 +31,8 @@ from .irpe import IRPEContextual, IRPEOptions
 __all__ = ["ShawRelative", "TransformerXLRelative", "HuangRelative", "SASARelative", "SwinRelativeBias"]
 
 DEFAULT_MAX_DIST = 3
+MAX_MAX_DIST = 256
+"""The largest ``max_dist``: offsets to +-256 patches (a 4096-pixel side at patch 16), a 513 x 513 table."""
 
 
 class _ClippedEncoding:
@@ -42,7 +44,9 @@ class _ClippedEncoding:
     def parse(cls, spec: SlotSpec) -> Mapping[str, Any]:
         spec.check_no_placement()
         spec.check_flags(set())
-        return {"max_dist": spec.typed_options({"max_dist": positive_int}).get("max_dist", cls.default_max_dist)}
+        return {
+            "max_dist": spec.typed_options({"max_dist": int_in(1, MAX_MAX_DIST)}).get("max_dist", cls.default_max_dist)
+        }
 
 
 def _clipped_product(max_dist: int) -> Bucketing:
