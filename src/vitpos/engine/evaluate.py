@@ -14,12 +14,11 @@ from torch import nn
 
 from ..data.dataset import ImageDataset, as_size, iterate_batches
 from ..data.transforms import normalize, to_float
+from ..tasks import loss_precision, primary_metric, task_for
 from .distributed import Dist, eval_batches
-from .metrics import primary_metric
 from .precision import Precision
-from .tasks import loss_precision, task_for, task_loss
 
-__all__ = ["task_loss", "evaluate", "evaluate_resolutions", "resolution_table", "loss_precision", "input_dtype"]
+__all__ = ["evaluate", "evaluate_resolutions", "resolution_table", "input_dtype"]
 
 
 def input_dtype(model: nn.Module) -> torch.dtype:

@@ -27,13 +27,14 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from ..config import HostConfig
+from ..data.catalog import open_data
 from ..data.dataset import DataInfo, DataSplits, iterate_batches
-from ..data.spec import open_data
 from ..data.transforms import Augment
 from ..encodings.saved import load_position_encoding
 from ..errors import VitposError
 from ..models.factory import create_model
 from ..released import load_checkpoint as load_initial_weights
+from ..tasks import loss_precision, task_for
 from .checkpoint import (
     CheckpointError,
     check_same_model,
@@ -44,13 +45,12 @@ from .checkpoint import (
 )
 from .config import TrainConfig
 from .distributed import Dist, epoch_batches, setup, steps_per_epoch, teardown
-from .evaluate import evaluate, input_dtype, loss_precision
+from .evaluate import evaluate, input_dtype
 from .optim import ModelEma, WarmupCosine, build_optimizer
 from .precision import Precision
 from .records import write_history, write_run_config, write_summary
 from .run_lock import locked_run_folder
 from .setup import check_model_fits_data
-from .tasks import task_for
 
 __all__ = ["train", "TrainResult", "build_augment", "RunChangedWarning"]
 

@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...data.objects import ObjectTargets, unpad_objects
 from .boxes import box_cxcywh_to_xyxy, generalized_box_iou
 from .matching import HungarianMatcher
-from .targets import ObjectTargets, unpad_objects
 
 __all__ = ["LossWeights", "SetCriterion"]
 

@@ -17,11 +17,11 @@ and ``pvt_small_fpn`` / ``pvt_small_peg_gap_fpn``, ``swin_tiny_fpn`` (Swin's win
 (GAP) only says here whether a class token joins the last stage.
 """
 
+from ...models.presets.pvt import PVT_SMALL, PVT_TINY
+from ...models.presets.swin import SWIN_TINY
 from ...registry import MODELS
-from ...segmentation import model  # noqa: F401  (registers the 'semantic_fpn' architecture)
-from ...segmentation.config import SemanticFPNConfig
-from .pvt import PVT_SMALL, PVT_TINY
-from .swin import SWIN_TINY
+from . import model  # noqa: F401  (registers the 'semantic_fpn' architecture)
+from .config import SemanticFPNConfig
 
 PEG = dict(absolute="none", conditional="peg@0")
 

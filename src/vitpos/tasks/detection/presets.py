@@ -25,11 +25,12 @@ backbone it has 18,070,368 parameters: DETR's 18,069,856 (encoder 7,890,432, dec
 with its final norm, queries 25,600, input projection 524,544, class head 23,644, box head
 132,612) plus the final encoder LayerNorm of the pre-norm form (512). DETR's published 41.3M
 (41,302,368 trainable, its log) adds ResNet-50's 23,232,512 trainable parameters (conv1 and
-layer1 frozen, BatchNorm frozen as buffers). tests/models/test_detr.py asserts the count.
+layer1 frozen, BatchNorm frozen as buffers). tests/tasks/detection/test_detr.py asserts the count.
 """
 
-from ...detr_config import DetrConfig
 from ...registry import MODELS
+from . import model  # noqa: F401  (registers the 'detr' architecture)
+from .config import DetrConfig
 
 DETR_TINY = DetrConfig()
 RELATIVE_9 = "irpe:product:{mode}:k:ratio=2"

@@ -9,14 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from .distributed import Dist, all_reduce_sum
+from ..base import Processes
 
-__all__ = ["RunningMetrics", "primary_metric"]
-
-
-def primary_metric(task: str) -> str:
-    """The headline metric of a task: ``acc1``, ``r2``, ``AP`` (detection) or ``miou`` (segmentation)."""
-    return {"classification": "acc1", "detection": "AP", "segmentation": "miou"}.get(task, "r2")
+__all__ = ["RunningMetrics"]
 
 
 class RunningMetrics:
@@ -54,10 +49,10 @@ class RunningMetrics:
             self.sums[3 + k : 3 + 2 * k] += (y * y).sum(0)
             self.sums[3 + 2 * k :] += ((y - pred) ** 2).sum(0)
 
-    def reduced(self, ctx: Dist) -> RunningMetrics:
+    def reduced(self, processes: Processes) -> RunningMetrics:
         """A copy summed over every process."""
         out = RunningMetrics(self.task, self.num_outputs, self.sums.device)
-        out.sums = all_reduce_sum(self.sums.clone(), ctx)
+        out.sums = processes.sum(self.sums.clone())
         return out
 
     def compute(self) -> dict[str, float]:

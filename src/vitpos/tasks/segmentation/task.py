@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from ..data.dataset import DataInfo
+from ...data.dataset import DataInfo
+from ..base import TaskKind, register_task
 from .config import IGNORE_INDEX
 from .metrics import SegmentationMetrics
 
@@ -33,7 +35,7 @@ class SegmentationTask:
 
     name = "segmentation"
 
-    def __init__(self, info: DataInfo) -> None:
+    def __init__(self, info: DataInfo, model: nn.Module | None = None) -> None:
         self.num_classes = info.num_outputs
 
     def loss(self, outputs: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
@@ -43,3 +45,16 @@ class SegmentationTask:
 
     def metrics(self, device: torch.device | str, image_hw: tuple[int, int] | None = None) -> SegmentationMetrics:
         return SegmentationMetrics(self.num_classes, device)
+
+
+register_task(
+    TaskKind(
+        "segmentation",
+        predicts="segmentation",
+        noun="a segmenter",
+        headline="miou",
+        presets="a *_fpn preset (see `vitpos models --task segmentation`)",
+        data="segmentation data (synthetic:segment, masks:PATH)",
+        build=SegmentationTask,
+    )
+)

@@ -12,8 +12,8 @@ import torch
 from scipy.optimize import linear_sum_assignment  # type: ignore[import-untyped]  # scipy ships no stubs here
 from torch import nn
 
+from ...data.objects import ObjectTargets
 from .boxes import box_cxcywh_to_xyxy, generalized_box_iou
-from .targets import ObjectTargets
 
 __all__ = ["HungarianMatcher", "assign"]
 

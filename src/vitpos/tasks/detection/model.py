@@ -22,13 +22,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..detection.criterion import LossWeights, SetCriterion
-from ..detr_config import DetrConfig
-from ..encodings.relative.base import RelativePosition
-from ..grid import Grid, tokens_to_map
-from ..registry import ARCHITECTURES
-from .layers import Block
-from .stage import Stage
+from ...encodings.relative.base import RelativePosition
+from ...grid import Grid, tokens_to_map
+from ...models.layers import Block
+from ...models.stage import Stage
+from ...registry import ARCHITECTURES
+from .config import DetrConfig
+from .criterion import LossWeights, SetCriterion
 
 __all__ = ["DETR", "ConvStem", "DetrEncoder", "DetrDecoder", "DecoderLayer", "BoxHead"]
 

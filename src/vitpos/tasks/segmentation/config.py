@@ -7,14 +7,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import PYRAMID_ARCHS, PyramidConfig
-from ..errors import ConfigError
-from ..validation import bounded
+from ...config import PYRAMID_ARCHS, PyramidConfig
+from ...data.masks import IGNORE_INDEX
+from ...errors import ConfigError
+from ...validation import bounded
 
 __all__ = ["SemanticFPNConfig", "IGNORE_INDEX"]
-
-IGNORE_INDEX = 255
-"""The mask value of unlabelled pixels: no loss, no metric (ADE20K's convention, as mmseg reads it)."""
 
 
 @dataclass

@@ -15,8 +15,8 @@ import numpy as np
 from pycocotools.coco import COCO  # type: ignore[import-untyped]  # pycocotools ships no type hints
 from pycocotools.cocoeval import COCOeval  # type: ignore[import-untyped]  # idem
 
+from ...data.objects import ObjectTargets
 from .postprocess import Detections
-from .targets import ObjectTargets
 
 __all__ = ["coco_metrics", "METRIC_NAMES", "coco_ground_truth"]
 

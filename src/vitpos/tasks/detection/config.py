@@ -1,4 +1,4 @@
-"""The configuration of the DETR-style detector (:mod:`vitpos.models.detr`).
+"""The configuration of the DETR-style detector (:mod:`.model`).
 
 Its encoder is one stage of blocks on the backbone's grid, with the four position slots as on
 every host: the shared fields (image size, classes, drop rates, ``position``) come from
@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .config import HostConfig, PositionConfig
-from .errors import ConfigError
-from .validation import bounded
+from ...config import HostConfig, PositionConfig
+from ...errors import ConfigError
+from ...validation import bounded
 
 if TYPE_CHECKING:
-    from .encodings.base import SlotContext
+    from ...encodings.base import SlotContext
 
 Grid = tuple[int, int]
 
@@ -25,7 +25,7 @@ __all__ = ["DetrConfig"]
 
 @dataclass(kw_only=True)
 class DetrConfig(HostConfig):
-    """Everything needed to build a :class:`~vitpos.models.detr.DETR`; presets are instances."""
+    """Everything needed to build a :class:`~.model.DETR`; presets are instances."""
 
     arch: str = bounded("detr", choices=("detr",))
     """Host architecture: 'detr' (the detector)."""
@@ -125,6 +125,6 @@ class DetrConfig(HostConfig):
 
     def stage_context(self, stage: int) -> SlotContext:
         """What the encoder's slot modules are built from."""
-        from .encodings.base import SlotContext  # the slot registries' package: imported when a model is built
+        from ...encodings.base import SlotContext  # the slot registries' package: imported when a model is built
 
         return SlotContext(self.embed_dim, self.num_heads, self.enc_depth, self.grid, 0)

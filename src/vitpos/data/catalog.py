@@ -1,4 +1,4 @@
-"""Data specs: one string names a data set and its options, e.g. ``synthetic:direction:train=500``."""
+"""The data catalogue: a data spec names a data set and its options, e.g. ``synthetic:direction:train=500``."""
 
 from __future__ import annotations
 

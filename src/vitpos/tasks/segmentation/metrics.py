@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ..engine.distributed import Dist, all_reduce_sum
+from ..base import Processes
 from .config import IGNORE_INDEX
 
 __all__ = ["confusion_matrix", "scores", "SegmentationMetrics"]
@@ -76,11 +76,11 @@ class SegmentationMetrics:
         matrix = confusion_matrix(outputs.argmax(1), targets, self.num_classes, self.ignore_index)
         self.matrix += matrix.to(self.matrix)
 
-    def reduced(self, ctx: Dist) -> SegmentationMetrics:
+    def reduced(self, processes: Processes) -> SegmentationMetrics:
         """A copy summed over every process."""
         out = SegmentationMetrics(self.num_classes, self.matrix.device, self.ignore_index)
         sums = torch.tensor(self.state(), dtype=torch.float64, device=self.matrix.device)
-        out.load_state(all_reduce_sum(sums, ctx).tolist())
+        out.load_state(processes.sum(sums).tolist())
         return out
 
     def compute(self) -> dict[str, float]:

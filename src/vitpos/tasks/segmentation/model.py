@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..registry import ARCHITECTURES
+from ...registry import ARCHITECTURES
 from .config import SemanticFPNConfig
 from .fpn import FeaturePyramid, SemanticFPNHead
 
@@ -45,7 +45,7 @@ class SemanticFPN(nn.Module):
         """Load a classifier's weights (a released checkpoint of the host's layout, or a vitpos run or
         ``vitpos convert`` folder of the same host) into the host, leaving its classifier out;
         ``drop`` as :func:`vitpos.load_checkpoint`'s. Returns the loader's result."""
-        from ..released import load_checkpoint  # the loader imports the model registry
+        from ...released import load_checkpoint  # the loader imports the model registry
 
         return load_checkpoint(self.backbone, path, drop=("head", *drop))
 
