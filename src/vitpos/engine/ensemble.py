@@ -208,7 +208,9 @@ def train_ensemble(model_cfg: HostConfig, members: Sequence[Member]) -> list[Tra
             lr = schedule.apply(optimizer, step)
             with precision.autocast():
                 outputs = stack(torch.stack(xs))
-            losses = [tasks[i].loss(loss_precision(outputs[i]), ys[i], cfg.label_smoothing) for i in range(len(members))]
+            losses = [
+                tasks[i].loss(loss_precision(outputs[i]), ys[i], cfg.label_smoothing) for i in range(len(members))
+            ]
             optimizer.zero_grad(set_to_none=True)
             torch.stack(losses).sum().backward()  # member i's gradient is that of its own loss alone
             if cfg.grad_clip:

@@ -37,7 +37,6 @@ from .config import TrainConfig
 __all__ = ["RunRequest", "fit_model_to_data", "check_model_fits_data", "model_keys"]
 
 
-
 def model_keys() -> frozenset[str]:
     """Every field of any registered architecture's config (hosts, and the tasks' detector and segmenter)
     and every slot name a request may set (the chosen config checks its own)."""

@@ -24,10 +24,10 @@ from ..encodings.saved import load_position_encoding
 from ..engine.config import TrainConfig
 from ..engine.ensemble import Member, train_ensemble
 from ..engine.evaluate import evaluate, evaluate_resolutions
-from ..engine.metrics import primary_metric
 from ..engine.train import TrainResult, train
 from ..grid import Grid
 from ..models.factory import create_model
+from ..tasks import primary_metric
 from .cells import Cell
 from .families import Family
 from .protocol import StudyConfig

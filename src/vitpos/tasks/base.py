@@ -148,9 +148,7 @@ def task_for(info: DataInfo, model: nn.Module) -> Task:
         else:
             own = task_kind(predicts)
             problem, fix = f"is {own.noun}", f"use {own.data}"
-        raise VitposError(
-            f"{info.spec} is a {info.task} task, but the model ({type(model).__name__}) {problem}; {fix}"
-        )
+        raise VitposError(f"{info.spec} is a {info.task} task, but the model ({type(model).__name__}) {problem}; {fix}")
     return kind.build(info, model)
 
 
