@@ -115,6 +115,8 @@ class TaskKind:
     """Which data specs fit, in words, for error messages."""
     build: Callable[[DataInfo, nn.Module], Task]
     """The task for data of this kind and a model."""
+    recognises: Callable[[nn.Module], bool] = lambda model: False
+    """Whether a model without a config predicts ``predicts`` (a detector: by its ``criterion()``)."""
 
 
 def register_task(kind: TaskKind) -> TaskKind:
@@ -129,8 +131,12 @@ def task_kind(name: str) -> TaskKind:
 
 
 def model_task(model: nn.Module) -> str:
-    """What ``model`` predicts: its config's ``task`` (one vector per image where the config says nothing)."""
-    return getattr(getattr(model, "cfg", None), "task", DEFAULT_PREDICTS)
+    """What ``model`` predicts: its config's ``task``, or that of a task recognising it, else one vector per image."""
+    declared = getattr(getattr(model, "cfg", None), "task", None)
+    if declared is not None:
+        return declared
+    kinds = (task_kind(name) for name in TASKS.names())
+    return next((kind.predicts for kind in kinds if kind.recognises(model)), DEFAULT_PREDICTS)
 
 
 def primary_metric(task: str) -> str:

@@ -102,5 +102,6 @@ register_task(
         presets="a detr_* preset (see `vitpos models --task detection`)",
         data="detection data (synthetic:detect, coco:PATH)",
         build=DetectionTask,
+        recognises=lambda model: isinstance(model, Detector),
     )
 )

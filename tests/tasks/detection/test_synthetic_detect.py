@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from vitpos.data.spec import open_data
+from vitpos.data.catalog import open_data
 from vitpos.data.synthetic_detect import DETECT_COLOURS, SyntheticDetection
-from vitpos.detection import unpad_objects
+from vitpos.tasks.detection import unpad_objects
 
 
 @pytest.mark.parametrize("size", [(32, 32), (48, 96)])

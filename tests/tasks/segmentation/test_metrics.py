@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from vitpos.segmentation.metrics import SegmentationMetrics, confusion_matrix, scores
+from vitpos.tasks.segmentation.metrics import SegmentationMetrics, confusion_matrix, scores
 
 # 3 classes; 255 is ignored. Pixels (true, predicted):
 TARGET = torch.tensor([[0, 0, 0, 1], [1, 1, 2, 255]])

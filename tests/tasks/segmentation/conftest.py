@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.conftest import TINY_PVT, TINY_SWIN
-from vitpos.segmentation import SemanticFPNConfig
+from vitpos.tasks.segmentation import SemanticFPNConfig
 
 TINY_HEAD = dict(fpn_dim=16, head_dim=16, norm_groups=4, num_classes=3)
 """An FPN of 16 channels and a head of 16 (4 GroupNorm groups) for 3 classes."""

@@ -15,7 +15,7 @@ from vitpos.cli import main
 from vitpos.engine import RunRequest, train
 from vitpos.errors import VitposError
 
-from ..engine.conftest import without_times
+from ...engine.conftest import without_times
 
 TINY_FPN = dict(
     patch_size=2,

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 import vitpos
 from vitpos.errors import ConfigError
 from vitpos.models.factory import config_from_dict, create_model
-from vitpos.segmentation import SemanticFPN, SemanticFPNConfig
+from vitpos.tasks.segmentation import SemanticFPN, SemanticFPNConfig
 
 from .conftest import tiny_fpn
 

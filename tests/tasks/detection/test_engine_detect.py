@@ -92,7 +92,7 @@ def test_evaluate_gives_ap_100_for_a_model_that_outputs_the_truth():
             self.targets = data.targets
 
         def criterion(self):
-            from vitpos.detection import SetCriterion
+            from vitpos.tasks.detection import SetCriterion
 
             return SetCriterion(4)
 
@@ -134,7 +134,7 @@ def test_two_process_run_gathers_detections_for_ap(tmp_path):
     import subprocess
     import sys
 
-    from vitpos.data.spec import open_data
+    from vitpos.data.catalog import open_data
     from vitpos.engine.checkpoint import load_model
 
     run = tmp_path / "ddp"
@@ -162,7 +162,7 @@ def _gather_half(rank: int, init: str, out: str) -> None:
 
     from vitpos.data.synthetic_detect import SyntheticDetection
     from vitpos.engine.distributed import Dist
-    from vitpos.engine.tasks import DetectionMetrics
+    from vitpos.tasks.detection import DetectionMetrics
 
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
     targets = SyntheticDetection(test=12).render("test").targets[rank * 6 : rank * 6 + 6]
@@ -181,7 +181,7 @@ def test_detections_of_every_process_enter_the_ap(tmp_path):
     import torch.multiprocessing as mp
 
     from vitpos.data.synthetic_detect import SyntheticDetection
-    from vitpos.engine.tasks import DetectionMetrics
+    from vitpos.tasks.detection import DetectionMetrics
 
     out = tmp_path / "ap.json"
     mp.spawn(_gather_half, args=(f"file://{tmp_path / 'store'}", str(out)), nprocs=2)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from vitpos.detection import box_cxcywh_to_xyxy, box_iou, box_xyxy_to_cxcywh, generalized_box_iou
+from vitpos.tasks.detection import box_cxcywh_to_xyxy, box_iou, box_xyxy_to_cxcywh, generalized_box_iou
 
 
 def test_conversions_by_hand_and_round_trip():

@@ -5,8 +5,8 @@ import itertools
 import pytest
 import torch
 
-from vitpos.detection import HungarianMatcher, ObjectTargets, box_cxcywh_to_xyxy, generalized_box_iou
-from vitpos.detection.matching import assign
+from vitpos.tasks.detection import HungarianMatcher, ObjectTargets, box_cxcywh_to_xyxy, generalized_box_iou
+from vitpos.tasks.detection.matching import assign
 
 
 def brute_force(cost: torch.Tensor) -> float:

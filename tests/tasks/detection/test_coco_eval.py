@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from vitpos.data.synthetic_detect import SyntheticDetection
-from vitpos.detection import Detections, box_cxcywh_to_xyxy, unpad_objects
-from vitpos.detection.coco_eval import coco_metrics
+from vitpos.tasks.detection import Detections, box_cxcywh_to_xyxy, unpad_objects
+from vitpos.tasks.detection.coco_eval import coco_metrics
 
 
 def ground_truth(n=40, size=(64, 80)):

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from vitpos.data.dataset import DataInfo
-from vitpos.segmentation.task import SegmentationTask, segmentation_loss
+from vitpos.tasks.segmentation.task import SegmentationTask, segmentation_loss
 
 
 def test_loss_averages_over_labelled_pixels_only() -> None:

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from vitpos.detection import LossWeights, ObjectTargets, SetCriterion, pad_objects
+from vitpos.tasks.detection import LossWeights, ObjectTargets, SetCriterion, pad_objects
 
 
 def outputs(logits, boxes, aux=0):

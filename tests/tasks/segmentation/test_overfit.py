@@ -7,7 +7,7 @@ import torch
 from vitpos.data.synthetic_segment import SyntheticSegmentation
 from vitpos.data.transforms import to_float
 from vitpos.models.factory import create_model
-from vitpos.segmentation.task import SegmentationTask
+from vitpos.tasks.segmentation.task import SegmentationTask
 
 from .conftest import tiny_fpn
 

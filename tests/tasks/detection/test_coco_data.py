@@ -9,8 +9,8 @@ import pytest
 import torch
 from PIL import Image
 
+from vitpos.data.catalog import open_data
 from vitpos.data.coco import read_coco_annotations
-from vitpos.data.spec import open_data
 from vitpos.errors import VitposError
 
 CATEGORIES = [{"id": 3, "name": "cat", "supercategory": "animal"}, {"id": 18, "name": "dog", "supercategory": "animal"}]

@@ -10,7 +10,7 @@ from vitpos.data.synthetic_detect import SyntheticDetection
 from vitpos.models.host import is_host
 from vitpos.models.layers import Block
 
-from ..conftest import TINY_SWIN
+from ...conftest import TINY_SWIN
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,7 @@ import pytest
 import torch
 from sklearn.metrics import r2_score
 
-from vitpos.engine.metrics import RunningMetrics
+from vitpos.tasks.classification import RunningMetrics
 
 
 def test_r2_over_batches_matches_sklearn():
