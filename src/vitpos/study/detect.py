@@ -60,7 +60,7 @@ def detect_family(label: str) -> Family:
 
 @dataclass(frozen=True)
 class DetectStudyConfig:
-    """Every setting of a detection study, and the study as the cell loop runs it."""
+    """Every setting of a detection study; a :class:`~.plan.StudyPlan` for :func:`~.run.run_study`."""
 
     families: tuple[Family, ...] = field(default_factory=lambda: tuple(map(detect_family, DETECT_FAMILIES)))
     """Families of :data:`DETECT_FAMILIES` (their labels are accepted)."""
@@ -125,11 +125,9 @@ class DetectStudyConfig:
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "families": [f.to_dict() for f in self.families]}
 
-    def pretrain(self, path: Path, family: Family, device: str, threads: int | None) -> dict[str, Any]:
+    def pretrain(self, path: Path, family: Family, device: str, threads: int | None) -> str:
+        """Never asked: no detection family has a pretrained encoding."""
         raise ValueError(f"family {family.label}: the detection study has no pretrained encodings")
-
-    def pretrained_line(self, label: str, summary: dict[str, Any]) -> str:
-        return f"pretrained {label}"
 
     def run_cells(
         self, cells: list[Cell], family: Family, *, device: str, init_pe: str | None, ensemble: bool

@@ -54,12 +54,8 @@ class StudyPlan(Protocol):
         """Plain dict with ``seeds`` and ``families`` (one dict with a ``label`` each); equal dicts, same study."""
         ...
 
-    def pretrain(self, path: Path, family: Family, device: str, threads: int | None) -> dict[str, Any]:
-        """Make the pretrained encoding of ``family`` at ``path``; returns its summary."""
-        ...
-
-    def pretrained_line(self, label: str, summary: dict[str, Any]) -> str:
-        """A pretraining's summary as a log line."""
+    def pretrain(self, path: Path, family: Family, device: str, threads: int | None) -> str:
+        """Make the pretrained encoding of a family that asks for one at ``path``; returns its log line."""
         ...
 
     def run_cells(

@@ -166,11 +166,8 @@ class RedGreenStudy:
     def to_dict(self) -> dict[str, Any]:
         return self.config.to_dict()
 
-    def pretrain(self, path: Path, family: Family, device: str, threads: int | None) -> dict[str, Any]:
-        return _pretrain(path, family, self.config, device, threads)
-
-    def pretrained_line(self, label: str, summary: dict[str, Any]) -> str:
-        return _pretrained_line(label, summary)
+    def pretrain(self, path: Path, family: Family, device: str, threads: int | None) -> str:
+        return _pretrained_line(family.label, _pretrain(path, family, self.config, device, threads))
 
     def run_cells(
         self, cells: list[Cell], family: Family, *, device: str, init_pe: str | None, ensemble: bool
@@ -317,7 +314,7 @@ def run_study(
         if workers <= 1:
             for family in list(schedule.to_pretrain):
                 path = _pretrained_path(folder, family)
-                log(runnable.pretrained_line(family.label, runnable.pretrain(path, family, device, None)))
+                log(runnable.pretrain(path, family, device, None))
                 schedule.pretrained(family, path)
             for job in schedule.ready:
                 family = families[job[0].family]
@@ -392,7 +389,7 @@ def _run_parallel(
                 for future in done:
                     work = pending.pop(future)
                     if isinstance(work, Family):
-                        log(config.pretrained_line(work.label, future.result()))
+                        log(future.result())
                         schedule.pretrained(work, _pretrained_path(folder, work))
                     else:
                         finished(future.result())
