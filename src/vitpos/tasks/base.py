@@ -109,6 +109,10 @@ class TaskKind:
     """A model of this task, in words (``a detector``)."""
     headline: str
     """The headline metric, the key of :meth:`Metrics.compute` that tables and the study report."""
+    unit: str
+    """The headline's unit in table headers (``%``, ``R²``, ``AP, %``)."""
+    decimals: int
+    """Decimals a table shows of the headline."""
     presets: str
     """Which presets fit, in words, for error messages."""
     data: str

@@ -42,13 +42,18 @@ class ImageTask:
         return RunningMetrics(self.name, self.num_outputs, device)
 
 
-for name, noun, headline in (("classification", "a classifier", "acc1"), ("regression", "a regressor", "r2")):
+for name, noun, headline, unit, decimals in (
+    ("classification", "a classifier", "acc1", "%", 1),
+    ("regression", "a regressor", "r2", "R²", 3),
+):
     register_task(
         TaskKind(
             name,
             predicts="classification",
             noun=noun,
             headline=headline,
+            unit=unit,
+            decimals=decimals,
             presets="a classification preset (see `vitpos models --task classification`)",
             data="image-level data (synthetic:TASK, folder:PATH, cifar10:PATH, digits)",
             build=ImageTask,

@@ -99,6 +99,8 @@ register_task(
         predicts="detection",
         noun="a detector",
         headline="AP",
+        unit="AP, %",
+        decimals=1,
         presets="a detr_* preset (see `vitpos models --task detection`)",
         data="detection data (synthetic:detect, coco:PATH)",
         build=DetectionTask,

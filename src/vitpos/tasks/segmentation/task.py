@@ -53,6 +53,8 @@ register_task(
         predicts="segmentation",
         noun="a segmenter",
         headline="miou",
+        unit="mIoU, %",
+        decimals=1,
         presets="a *_fpn preset (see `vitpos models --task segmentation`)",
         data="segmentation data (synthetic:segment, masks:PATH)",
         build=SegmentationTask,
