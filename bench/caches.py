@@ -4,7 +4,7 @@ For every case an eval forward (batch 1, ``torch.no_grad``) of ``deit_small_patc
 ``swin_tiny`` for the window masks) is timed three ways, interleaved in every round:
 
 * ``cached`` — the library as it is;
-* ``no module caches`` — every :class:`~vitpos.encodings.cache.GridCache` held by a module of
+* ``no module caches`` — every :class:`~vitpos.grid.GridCache` held by a module of
   the model replaced by a pass-through (each call recomputes), the shared bucket-id cache kept;
 * ``no caches`` — the bucket-id cache bypassed as well.
 
@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 import vitpos
-from vitpos.encodings.cache import GridCache
+from vitpos.grid import GridCache
 
 CASES: tuple[tuple[str, str, dict], ...] = (
     ("no PE", "deit_small_patch16_224", {"absolute": "none"}),

@@ -2,9 +2,11 @@
 
 bf16 autocast training steps and inference at 196 and 784 tokens, eager and compiled, paired
 timings (:func:`bench.timing.paired_overheads`) with a CUDA synchronisation closing every step,
-peak CUDA memory of a training step, and vitpos against timm's DeiT-S and Swin-T in the same
-rounds when timm imports. ``--out BENCHMARKS.md`` replaces the GPU section of that file. Exits
-with a message where CUDA is not available.
+peak CUDA memory of a training step; training steps of every bucketed term on every attention
+path that computes it (the fused ``triton`` path against no PE and against the best other path);
+and vitpos against timm's DeiT-S and Swin-T in the same rounds when timm imports.
+``--out BENCHMARKS.md`` replaces the GPU section of that file. Exits with a message where CUDA
+is not available.
 """
 
 from __future__ import annotations
@@ -13,14 +15,28 @@ import argparse
 import importlib.util
 import shlex
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from vitpos.models.layers import Attention
+
 from .cases import BASELINE
-from .gpu_report import GpuGroup, GpuRow, gpu_cases, gpu_groups, render_section, render_table, replace_section
+from .gpu_report import (
+    GpuGroup,
+    GpuRow,
+    gpu_cases,
+    gpu_groups,
+    path_cases,
+    path_label,
+    render_path_table,
+    render_section,
+    render_table,
+    replace_section,
+)
 from .timing import build, image_side, paired_overheads
 
 MODEL = "deit_small_patch16_224"
@@ -62,16 +78,53 @@ def peak_bytes(step: Callable[[], None]) -> int:
     return torch.cuda.max_memory_allocated()
 
 
-def run_group(group: GpuGroup, args: argparse.Namespace) -> list[GpuRow]:
-    """Every slot value against no PE for one group."""
+def on_path(model: torch.nn.Module, path: str, images: torch.Tensor) -> torch.nn.Module | None:
+    """``model`` with every attention layer on ``path``, or None where the path cannot compute its
+    training step (the kernel would fall back to another path)."""
+    for module in model.modules():
+        if isinstance(module, Attention):
+            module.path = path
+    with warnings.catch_warnings(record=True) as caught, torch.autocast("cuda", dtype=torch.bfloat16):
+        warnings.simplefilter("always")
+        model(images[:1]).float().sum().backward()
+    model.zero_grad(set_to_none=True)
+    return None if any("cannot compute this call" in str(w.message) for w in caught) else model
+
+
+def group_images(group: GpuGroup, args: argparse.Namespace) -> tuple[int, torch.Tensor]:
+    """The batch size (scaled by 196 / tokens) and its random images."""
     batch = max(1, args.batch * 196 // group.tokens)
     side = image_side(MODEL, group.tokens)
-    images = torch.randn(batch, 3, side, side, device="cuda")
+    return batch, torch.randn(batch, 3, side, side, device="cuda")
+
+
+def run_group(group: GpuGroup, args: argparse.Namespace) -> list[GpuRow]:
+    """Every slot value against no PE for one group."""
+    batch, images = group_images(group, args)
     torch.manual_seed(0)
     steps = {
         c.label: cuda_step(build(MODEL, c.position, group.tokens).cuda(), images, group.mode, group.compiled)
         for c in gpu_cases()
     }
+    return timed_rows(group, steps, batch, args)
+
+
+def run_paths(group: GpuGroup, args: argparse.Namespace) -> list[GpuRow]:
+    """Every bucketed term on every attention path that computes its training step, against no PE."""
+    batch, images = group_images(group, args)
+    torch.manual_seed(0)
+    steps = {
+        BASELINE.label: cuda_step(build(MODEL, BASELINE.position, group.tokens).cuda(), images, "train", group.compiled)
+    }
+    for case, path in path_cases():
+        model = on_path(build(MODEL, case.position, group.tokens).cuda(), path, images)
+        if model is not None:
+            steps[path_label(case.label, path)] = cuda_step(model, images, "train", group.compiled)
+    return timed_rows(group, steps, batch, args)
+
+
+def timed_rows(group: GpuGroup, steps: dict[str, Callable[[], None]], batch: int, args) -> list[GpuRow]:
+    """Paired timings of ``steps`` against the baseline, and peak memory of training steps."""
     throughput, overheads = paired_overheads(
         steps, BASELINE.label, batch, warmup=args.warmup, repeats=args.repeats, iters=args.iters
     )
@@ -109,6 +162,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--iters", type=int, default=5, help="steps per timing")
     p.add_argument("--no-compile", action="store_true", help="eager only")
+    p.add_argument("--no-paths", action="store_true", help="skip the bucketed terms on every attention path")
     p.add_argument("--out", default="", help="replace the GPU section of this markdown file")
     return p.parse_args(argv)
 
@@ -126,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     for group in groups:
         tables.append(render_table(group, run_group(group, args), BASELINE.label))
         print("\n".join(tables[-1]), flush=True)
+        if group.mode == "train" and not args.no_paths:
+            tables.append(render_path_table(group, run_paths(group, args), BASELINE.label))
+            print("\n".join(tables[-1]), flush=True)
     if importlib.util.find_spec("timm") is not None:
         tables.append(["### vitpos against timm (224 px, training step, eager)", "", *run_timm(args)])
     command = shlex.join(["python", "-m", "bench.gpu", *(argv if argv is not None else sys.argv[1:])])

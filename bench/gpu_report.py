@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vitpos.attention import PATHS
+
 from .cases import BASELINE, CASES, Case
 
 HEADING = "## GPU"
@@ -11,7 +13,9 @@ NOT_MEASURED = (
     f"{HEADING}\n\nNo GPU figures have been measured yet: `python -m bench.gpu --out BENCHMARKS.md` on a "
     "machine with CUDA writes this section (device, torch version, command, bf16 autocast training "
     "and inference overheads of every slot value on DeiT-S at 196 and 784 tokens, eager and compiled, "
-    "peak memory, and vitpos against timm's DeiT-S and Swin-T when timm is installed).\n"
+    "peak memory, every bucketed term on every attention path that computes it (the fused `triton` "
+    "path against no PE and against the best other path), and vitpos against timm's DeiT-S and "
+    "Swin-T when timm is installed).\n"
 )
 
 
@@ -37,6 +41,22 @@ def gpu_groups(tokens: tuple[int, ...] = (196, 784), compiled: tuple[bool, ...] 
 def gpu_cases() -> list[Case]:
     """Every available slot value of the CPU benchmark, the no-PE baseline first."""
     return [BASELINE] + [c for c in CASES if c is not BASELINE and c.available()]
+
+
+PATH_TERMS = ("iRPE bias product", "iRPE ctx k", "iRPE ctx qk", "iRPE ctx qkv", "Swin bias")
+"""The cases with bucketed terms, timed on every attention path."""
+FUSED = "triton"
+SEPARATOR = " · "
+
+
+def path_cases() -> list[tuple[Case, str]]:
+    """Every (bucketed case, attention path) pair to time; the explicit softmax is never a contender."""
+    return [(c, p) for c in CASES if c.label in PATH_TERMS and c.available() for p in PATHS if p != "explicit"]
+
+
+def path_label(term: str, path: str) -> str:
+    """The row label of the case labelled ``term`` on ``path``."""
+    return f"{term}{SEPARATOR}{path}"
 
 
 @dataclass(frozen=True)
@@ -67,6 +87,35 @@ def render_table(group: GpuGroup, rows: list[GpuRow], baseline: str) -> list[str
             memory = f"{r.peak_bytes / 2**30:.2f} GiB" + (f" ×{r.peak_bytes / base_peak:.2f}" if base_peak else "")
         lines.append(f"| {r.label} | {r.images_per_s:.1f} | {over} | {memory} |")
     return [*lines, ""]
+
+
+def fused_against_best_other(rows: list[GpuRow]) -> dict[str, str]:
+    """Per fused row: its step time over that of the fastest other path of the same term, naming it."""
+    by_term: dict[str, dict[str, float]] = {}
+    for r in rows:
+        term, separator, path = r.label.rpartition(SEPARATOR)
+        if separator:
+            by_term.setdefault(term, {})[path] = r.images_per_s
+    out = {}
+    for term, speeds in by_term.items():
+        others = {p: ips for p, ips in speeds.items() if p != FUSED}
+        if FUSED in speeds and others:
+            best = max(others, key=others.__getitem__)
+            out[path_label(term, FUSED)] = f"×{others[best] / speeds[FUSED]:.2f} ({best})"
+    return out
+
+
+def render_path_table(group: GpuGroup, rows: list[GpuRow], baseline: str) -> list[str]:
+    """Markdown lines of one group's attention-path table: :func:`render_table` with, for the fused
+    rows, the step time over the best other path's (below 1: the fused path is faster)."""
+    lines = render_table(group, rows, baseline)
+    lines[0] += ": every path of the bucketed terms"
+    lines[2] = lines[2].rstrip() + " time × best other path |"
+    lines[3] += " --- |"
+    ratios = fused_against_best_other(rows)
+    for i, r in enumerate(rows, start=4):
+        lines[i] += f" {ratios.get(r.label, '')} |"
+    return lines
 
 
 def render_section(device: str, torch_version: str, command: str, batch: int, tables: list[list[str]]) -> str:

@@ -30,7 +30,7 @@ from vitpos.cli import main
 from vitpos.config import ModelConfig, PositionConfig, PyramidConfig
 from vitpos.data.catalog import open_data
 from vitpos.data.synthetic import SyntheticTask
-from vitpos.engine import TrainConfig, load_checkpoint, run_lock, train
+from vitpos.engine import TrainConfig, load_training_checkpoint, run_lock, train
 from vitpos.engine.train import RunChangedWarning
 from vitpos.errors import VitposError
 
@@ -63,7 +63,7 @@ def _copy(run: Path, tmp_path: Path) -> Path:
 
 def _with_metadata(run: Path, key: str, text: str) -> Path:
     """``run``'s checkpoint with one metadata entry of model.safetensors replaced by ``text``."""
-    file = load_checkpoint(run, with_state=False).path / "model.safetensors"
+    file = load_training_checkpoint(run, with_state=False).path / "model.safetensors"
     with safe_open(str(file), framework="pt") as f:
         meta = dict(f.metadata())
     save_file(load_file(str(file)), str(file), metadata={**meta, key: text})
@@ -78,7 +78,7 @@ class _RunsCode:
 
 
 def _tamper_state(run: Path) -> Path:
-    file = load_checkpoint(run, with_state=False).path / "state.pt"
+    file = load_training_checkpoint(run, with_state=False).path / "state.pt"
     file.write_bytes(pickle.dumps({"optimizer": _RunsCode()}, protocol=2))
     return file
 
@@ -106,12 +106,12 @@ API_CASES = [
     ("num_heads=0", lambda t, r: _thesis(num_heads=0), r"num_heads = 0 .*>= 1"),
     ("qkv_bias='yes'", lambda t, r: _thesis(qkv_bias="yes"), r"qkv_bias = 'yes'.*true or false"),
     ("head='max'", lambda t, r: ModelConfig(head="max"), r"head = 'max'.*one of cls, gap"),
-    ("from_dict depth 'two'", lambda t, r: ModelConfig.from_dict({"depth": "two"}), r"ModelConfig.depth = 'two'"),
+    ("from_dict depth 'two'", lambda t, r: ModelConfig.from_dict({"depth": "two"}), r"ViTConfig.depth = 'two'"),
     ("from_dict not a mapping", lambda t, r: ModelConfig.from_dict(["depth"]), r"read from a mapping .*got list"),
     (
         "from_dict position key",
         lambda t, r: ModelConfig.from_dict({"position": {"absolut": "x"}}),
-        r"ModelConfig.position = .*mapping of its fields \(absolute, join",
+        r"ViTConfig.position = .*mapping of its fields \(absolute, join",
     ),
     ("slot not a string", lambda t, r: PositionConfig(absolute=3), r"PositionConfig.absolute = 3 \(int\).*a string"),
     (
@@ -145,7 +145,7 @@ API_CASES = [
     (
         "pyramid depths '2'",
         lambda t, r: vitpos.get_config("pvt_tiny", depths=(2, "2", 2, 2)),
-        r"PyramidConfig.depths = .*list of one or more integers >= 1",
+        r"PVTConfig.depths = .*list of one or more integers >= 1",
     ),
     ("pyramid window 0", lambda t, r: vitpos.get_config("swin_tiny", window_size=0), r"window_size = 0 .*>= 1"),
     ("pyramid arch", lambda t, r: PyramidConfig(arch="vit"), r"arch = 'vit'.*one of pvt, swin"),
@@ -271,23 +271,30 @@ API_CASES = [
     ),
     (
         "checkpoint JSON",
-        lambda t, r: (_with_metadata(_copy(r, t), "model_config", "{not json"), load_checkpoint(t / "copy")),
+        lambda t, r: (_with_metadata(_copy(r, t), "model_config", "{not json"), load_training_checkpoint(t / "copy")),
         r"model.safetensors: the 'model_config' entry of its metadata is not valid JSON.*restore it",
     ),
     (
         "checkpoint config",
-        lambda t, r: (_with_metadata(_copy(r, t), "model_config", '{"depth": "two"}'), load_checkpoint(t / "copy")),
-        r"model.safetensors: its model_config metadata is invalid \(ModelConfig.depth = 'two'",
+        lambda t, r: (
+            _with_metadata(_copy(r, t), "model_config", '{"depth": "two"}'),
+            load_training_checkpoint(t / "copy"),
+        ),
+        r"model.safetensors: its model_config metadata is invalid \(ViTConfig.depth = 'two'",
     ),
     (
         "checkpoint tampered",
-        lambda t, r: (_tamper_state(_copy(r, t)), load_checkpoint(t / "copy")),
+        lambda t, r: (_tamper_state(_copy(r, t)), load_training_checkpoint(t / "copy")),
         r"state.pt is truncated or corrupt, or holds objects vitpos never writes \(UnpicklingError\).*Restore it",
     ),
-    ("checkpoint missing", lambda t, r: load_checkpoint(t / "nothing"), r"checkpoint .*nothing does not exist"),
+    (
+        "checkpoint missing",
+        lambda t, r: load_training_checkpoint(t / "nothing"),
+        r"checkpoint .*nothing does not exist",
+    ),
     (
         "checkpoint truncated",
-        lambda t, r: (_truncate(_copy(r, t)), load_checkpoint(t / "copy")),
+        lambda t, r: (_truncate(_copy(r, t)), load_training_checkpoint(t / "copy")),
         r"model.safetensors is truncated or corrupt",
     ),
     (
@@ -312,7 +319,7 @@ def _shortened(run: Path, tmp_path: Path) -> Path:
 
 
 def _truncate(run: Path) -> None:
-    file = load_checkpoint(run, with_state=False).path / "model.safetensors"
+    file = load_training_checkpoint(run, with_state=False).path / "model.safetensors"
     file.write_bytes(file.read_bytes()[:100])
 
 
@@ -425,7 +432,7 @@ CLI_CASES = [
     (
         "train --config depth: two",
         ["train", "--config=TMP/depth.yaml"],
-        r"ModelConfig.depth = 'two' \(str\).*an integer >= 1",
+        r"ViTConfig.depth = 'two' \(str\).*an integer >= 1",
     ),
     ("train --config not YAML", ["train", "--config=TMP/broken.yaml"], r"config file .*broken.yaml is not valid YAML"),
     ("train --config missing", ["train", "--config=TMP/none.yaml"], r"config file .*none.yaml does not exist"),

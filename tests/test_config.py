@@ -66,3 +66,75 @@ def test_config_serialises_to_json_and_back():
     assert ModelConfig.from_dict(data) == cfg
     with pytest.raises(ValueError, match="unknown model config key"):
         ModelConfig.from_dict({**data, "depthh": 3})
+
+
+def _expected_options(slot, text):
+    from vitpos.encodings.peg import PegForm
+    from vitpos.encodings.relative.irpe import IRPEOptions
+
+    return {
+        "fourier:gamma=4:dim=8": {"gamma": 4.0, "dim": 8},
+        "lape:chained:eta=2": {"chained": True, "eta": 2},
+        "peg@-1,0-2:dense*2:k=5:pad=reflect": {
+            "positions": (-1, 0, 1),  # 0-2: blocks 0 and 1
+            "form": PegForm(conv="dense", stacked=2, kernel=5, pad="reflect"),
+        },
+        "irpe:quant:bias:qk:unshared:squared:ratio=3": {
+            "options": IRPEOptions(method="quant", mode="bias", on="qk", shared=False, quant="squared", ratio=3.0)
+        },
+        "rope2d:mixed:theta=50": {"variant": "mixed", "theta": 50.0},
+        "shaw:max_dist=2": {"max_dist": 2},
+    }[text]
+
+
+@pytest.mark.parametrize(
+    "slot,text",
+    [
+        ("absolute", "fourier:gamma=4:dim=8"),
+        ("join", "lape:chained:eta=2"),
+        ("conditional", "peg@-1,0-2:dense*2:k=5:pad=reflect"),
+        ("relative", "irpe:quant:bias:qk:unshared:squared:ratio=3"),
+        ("relative", "rope2d:mixed:theta=50"),
+        ("relative", "shaw:max_dist=2"),
+    ],
+)
+def test_a_slot_string_is_read_once_into_typed_options_and_prints_back(slot, text):
+    position = PositionConfig(**{slot: text})
+    resolved = position.slot(slot)
+    assert dict(resolved.options) == _expected_options(slot, text)
+    assert str(resolved.spec) == getattr(position, slot) == text
+    assert PositionConfig(**position.to_dict()) == position
+
+
+def test_building_a_model_reads_no_slot_string_again(monkeypatch):
+    from vitpos.encodings.relative.irpe import IRPEOptions
+
+    cfg = vitpos.get_config("deit_tiny_patch16_224", relative="irpe:product:ctx:qkv", depth=4)
+    reads = []
+    monkeypatch.setattr(IRPEOptions, "from_spec", classmethod(lambda cls, spec: reads.append(spec)))
+    monkeypatch.setattr(SlotSpec, "parse", classmethod(lambda cls, text: reads.append(text)))
+    model = vitpos.create_model(cfg)
+    assert reads == []
+    tables = [block.attn.relative.table_v.shape for block in model.stages[0].blocks]
+    assert tables == [(50, 64)] * 4  # every block built from the options read once
+
+
+@pytest.mark.parametrize(
+    "name,strides,grids,prefix,relative_grids",
+    [
+        ("deit_tiny_patch16_224", [16], [(14, 14)], [1], [(14, 14)]),
+        ("pvt_tiny", [4, 8, 16, 32], [(56, 56), (28, 28), (14, 14), (7, 7)], [0, 0, 0, 1], None),
+        ("swin_tiny", [4, 8, 16, 32], [(56, 56), (28, 28), (14, 14), (7, 7)], [0, 0, 0, 0], [(7, 7)] * 4),
+        ("detr_tiny_sine", [4], [(8, 8)], [0], [(8, 8)]),
+    ],
+)
+def test_each_host_config_computes_its_stage_geometry_once(name, strides, grids, prefix, relative_grids):
+    cfg = vitpos.get_config(name)
+    assert [s.stride for s in cfg.stages] == strides and cfg.stride == strides[-1]
+    assert [s.context.grid for s in cfg.stages] == grids == [cfg.stage_grid(i) for i in range(cfg.num_stages)]
+    assert [s.context.num_prefix_tokens for s in cfg.stages] == prefix
+    assert [s.relative_context.grid for s in cfg.stages] == (relative_grids or grids)
+    assert cfg.stages is cfg.stages  # computed at validation, not per read
+    model = cfg.build()
+    assert type(model) is type(vitpos.create_model(name)) and model.cfg is cfg
+    assert [stage.num_prefix_tokens for stage in model.stages] == prefix

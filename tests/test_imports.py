@@ -1,76 +1,61 @@
-"""Every public module imports on its own in a fresh interpreter: no import order of a test run hides a circle."""
+"""Every public module of vitpos imports on its own, first, as in a fresh interpreter (an import
+cycle fails there even when the whole suite, importing in another order, hides it)."""
 
+from __future__ import annotations
+
+import json
 import os
 import pkgutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 import vitpos
 
-IMPORT_EACH = """
-import importlib, os, sys, traceback
-
-names = sys.argv[1:]
-read, write = os.pipe()
-if os.fork() == 0:  # a first child imports everything and names the other packages that came with it
-    for name in names:
-        try:
-            importlib.import_module(name)
-        except BaseException:
-            pass
-    os.write(write, " ".join(m for m in list(sys.modules) if m.split(".")[0] != "vitpos").encode())
-    os._exit(0)
-os.close(write)
-with os.fdopen(read) as pipe:
-    others = pipe.read().split()
-for other in others:  # loaded once here, so that each fork below runs only vitpos's own imports
-    try:
-        importlib.import_module(other)
-    except BaseException:
-        pass
-assert not any(m.split(".")[0] == "vitpos" for m in sys.modules)
-for name in names:
-    pid = os.fork()
-    if pid == 0:
-        try:
-            importlib.import_module(name)
-        except BaseException:
-            print(f"--- {name}", flush=True)
-            traceback.print_exc(file=sys.stdout)
-            sys.stdout.flush()
-            os._exit(1)
-        os._exit(0)
-    os.waitpid(pid, 0)
-"""
+PROBE = Path(__file__).with_name("fresh_import.py")
 
 
-def public_modules() -> list[str]:
-    """``vitpos`` and every module under it whose dotted name has no part starting with an underscore."""
-    found = pkgutil.walk_packages(vitpos.__path__, "vitpos.")
-    names = [m.name for m in found if not any(part.startswith("_") for part in m.name.split("."))]
-    return ["vitpos", *sorted(names)]
+def public_modules(path: Path, prefix: str) -> Iterator[str]:
+    """Every module and package under ``path`` whose dotted name has no part starting with ``_``."""
+    for info in pkgutil.iter_modules([str(path)]):
+        if not info.name.startswith("_"):
+            yield prefix + info.name
+            if info.ispkg:
+                yield from public_modules(path / info.name, f"{prefix}{info.name}.")
 
 
-def test_the_module_list_holds_every_layer():
-    names = public_modules()
-    for expected in ("vitpos.tasks.segmentation.metrics", "vitpos.tasks.detection.model", "vitpos.study.run"):
-        assert expected in names
-    assert "vitpos.__main__" not in names and len(names) > 100
+PACKAGE = Path(vitpos.__path__[0])
+MODULES = ["vitpos", *public_modules(PACKAGE, "vitpos.")]
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks one fresh import per module")
-def test_every_public_module_imports_alone_in_a_fresh_interpreter(tmp_path):
-    src = os.path.dirname(os.path.dirname(vitpos.__file__))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    # the first child's bytecode, kept out of the source tree, spares every later fork compiling it again
-    env |= {
-        "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]),
-        "PYTHONPYCACHEPREFIX": str(tmp_path),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", IMPORT_EACH, *public_modules()], capture_output=True, text=True, env=env, timeout=600
+@pytest.fixture(scope="module")
+def fresh_import() -> Iterator[subprocess.Popen[str]]:
+    """One probe per test process: it preloads the third-party packages, then forks per module."""
+    source = str(PACKAGE.parent)  # the probe imports the vitpos under test
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")]))}
+    probe = subprocess.Popen(
+        [sys.executable, str(PROBE), *MODULES], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
     )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "", done.stdout  # each failed import printed its name and traceback
+    assert probe.stdout is not None
+    assert (status := probe.stdout.readline()) == "ready\n", status
+    yield probe
+    probe.communicate()
+
+
+def test_the_package_has_its_layers():
+    assert {"vitpos.models", "vitpos.encodings.relative", "vitpos.engine", "vitpos.cli"} <= set(MODULES)
+    assert len(MODULES) > 100
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the probe forks one fresh import per module")
+@pytest.mark.parametrize("module", MODULES)
+def test_module_imports_in_a_fresh_interpreter(module, fresh_import):
+    assert fresh_import.stdin is not None and fresh_import.stdout is not None
+    fresh_import.stdin.write(module + "\n")
+    fresh_import.stdin.flush()
+    answer = json.loads(fresh_import.stdout.readline())
+    assert answer["module"] == module
+    assert not answer["error"], f"`import {module}` first in a fresh interpreter: {answer['error']}"

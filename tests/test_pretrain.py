@@ -9,8 +9,8 @@ import vitpos
 from vitpos.analysis.probes import probe_table
 from vitpos.analysis.tables import absolute_table
 from vitpos.cli import main
-from vitpos.encodings.saved import load_position_encoding, read_position_metadata
 from vitpos.engine import TrainConfig
+from vitpos.models.saved_encoding import load_position_encoding, read_position_metadata
 from vitpos.pretrain import pretrain_position_encoding
 
 SMALL = dict(embed_dim=32, num_heads=2, mlp_ratio=2.0)

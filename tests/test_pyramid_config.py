@@ -73,3 +73,24 @@ def test_presets_take_slot_overrides_without_changing_the_preset():
     cfg = vitpos.get_config("pvt_tiny", absolute="sincos2d", conditional="peg@0", head="gap")
     assert (cfg.position.absolute, cfg.position.conditional, cfg.class_token) == ("sincos2d", "peg@0", False)
     assert vitpos.get_config("pvt_tiny").position.absolute == "learned"
+
+
+def test_pyramid_config_builds_the_config_of_its_arch():
+    pvt = PyramidConfig(**TINY_PVT)
+    swin = PyramidConfig(**TINY_SWIN, sr_ratios=None)  # the earlier shared config's None is accepted
+    assert type(pvt) is vitpos.PVTConfig and type(swin) is vitpos.SwinConfig
+    assert isinstance(pvt, PyramidConfig) and isinstance(swin, PyramidConfig)
+    assert not hasattr(pvt, "window_size") and not hasattr(swin, "sr_ratios")
+    assert swin == vitpos.SwinConfig(**{k: v for k, v in TINY_SWIN.items() if k != "arch"})
+
+
+def test_configs_saved_with_the_shared_pyramid_fields_load_as_their_host():
+    from vitpos.models.factory import config_from_dict
+
+    for host, foreign in ((TINY_PVT, "window_size"), (TINY_SWIN, "sr_ratios")):
+        saved = {**PyramidConfig(**host).to_dict(), foreign: None}  # as PyramidConfig wrote it
+        cfg = config_from_dict(saved)
+        assert type(cfg).__name__ == {"pvt": "PVTConfig", "swin": "SwinConfig"}[host["arch"]]
+        assert cfg == PyramidConfig(**host) == PyramidConfig.from_dict(saved)
+        with pytest.raises(ValueError, match=f"set {foreign}=None|{foreign} is for arch"):
+            config_from_dict({**saved, foreign: 2})

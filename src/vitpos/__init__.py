@@ -12,21 +12,26 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "CheckpointLoadError": "vitpos.released",
+    "CheckpointError": "vitpos.errors",
     "Host": "vitpos.models",
     "HostConfig": "vitpos.config",
     "ModelConfig": "vitpos.config",
     "PositionConfig": "vitpos.config",
+    "PVTConfig": "vitpos.config",
     "PyramidConfig": "vitpos.config",
+    "SwinConfig": "vitpos.config",
+    "ViTConfig": "vitpos.config",
     "SlotSpec": "vitpos.spec",
     "SpecError": "vitpos.spec",
     "VitposError": "vitpos.errors",
     "ConfigError": "vitpos.errors",
     "VisionTransformer": "vitpos.models",
-    "create_model": "vitpos.models",
+    "create_model": "vitpos.weights",
     "get_config": "vitpos.models",
     "list_models": "vitpos.models",
-    "load_checkpoint": "vitpos.released",
+    "load_checkpoint": "vitpos.weights",
+    "load_model": "vitpos.weights",
+    "load_weights": "vitpos.weights",
     "relative_buckets": "vitpos.encodings.relative",
 }
 

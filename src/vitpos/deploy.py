@@ -24,8 +24,8 @@ from torch import nn
 
 from .config import HostConfig
 from .encodings.lape import NormalisedBias
-from .engine.atomic import write_atomic
 from .errors import VitposError
+from .files import write_atomic
 from .models.factory import config_from_dict
 from .models.host import Host, as_host
 from .models.windows import WindowAttention

@@ -25,10 +25,10 @@ from .analysis.tables import absolute_table
 from .config import HostConfig
 from .data.synthetic import TASKS as SYNTHETIC_TASKS
 from .data.synthetic import SyntheticTask
-from .encodings.saved import load_position_encoding, save_position_encoding
 from .engine.config import TrainConfig
 from .engine.train import train
 from .models.factory import create_model
+from .models.saved_encoding import load_position_encoding, save_position_encoding
 
 __all__ = ["PRETRAIN_TASKS", "PretrainResult", "pretrain_position_encoding"]
 

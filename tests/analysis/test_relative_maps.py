@@ -40,7 +40,7 @@ class QueryDotBias(RelativePosition):
         super().__init__()
         self.p = nn.Parameter(torch.randn(1, head_dim))
 
-    def terms(self, grid, num_prefix_tokens, device=None):
+    def relative_terms(self, grid, num_prefix_tokens, device=None):
         n = num_prefix_tokens + grid[0] * grid[1]
         return RelativeTerms(ids=torch.zeros(n, n, dtype=torch.long), num_buckets=1, key_table=self.p)
 

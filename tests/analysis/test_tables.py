@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from vitpos.analysis.tables import NoPositionTableError, absolute_table, layer_position_encodings
-from vitpos.encodings.join import Join, JoinTerms
+from vitpos.encodings.join import Join, JoinAdditions
 from vitpos.encodings.sincos import sincos_2d
 
 from .families import tiny_model, tiny_pyramid
@@ -29,8 +29,8 @@ def test_input_join_gives_only_the_absolute_table():
 class PerLayerJoin(Join):
     """A join that scales the PE differently at each block's attention input, and adds it to the stream at block 1."""
 
-    def terms(self, pe, grid):
-        return JoinTerms(residual=(None, 3 * pe), attention=(2 * pe,))
+    def additions(self, pe, grid):
+        return JoinAdditions(residual=(None, 3 * pe), attention=(2 * pe,))
 
 
 def test_per_layer_terms_are_read_through_the_join_interface():

@@ -8,8 +8,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from vitpos.attention import PATHS, RelativeTerms, attention
+from vitpos.attention import PATHS, RelativeTerms, attention, policy
 from vitpos.attention.policy import CHUNK_FROM_TOKENS, Request, choose_path, unsupported
+from vitpos.attention.triton import op
 
 B, H, N, D, K = 2, 2, 9, 8, 5
 
@@ -37,7 +38,7 @@ def request(device="cpu", terms=None, tokens=N, grad=True, dropout=False, weight
 
 
 def test_policy_per_device():
-    bias_only, ctx, with_values = random_terms(False, False), random_terms(False), random_terms()
+    ctx, with_values = random_terms(False), random_terms()
     assert choose_path(request(terms=None)) == "sdpa"
     assert choose_path(request(terms=RelativeTerms())) == "sdpa"  # a rotation only
     assert choose_path(request(terms=ctx, weights=True)) == "explicit"
@@ -48,13 +49,28 @@ def test_policy_per_device():
     assert choose_path(request(terms=ctx, tokens=CHUNK_FROM_TOKENS)) == "chunked"
     assert choose_path(request(terms=ctx, grad=False)) == "sdpa"
     assert choose_path(request(terms=with_values, grad=False)) == "stored"
-    # CUDA: bias tables through SDPA, contextual terms through FlexAttention, values as on CPU
+    for r in (request(terms=ctx), request("cuda", with_values), request(terms=with_values, weights=True)):
+        assert unsupported(choose_path(r), r) is None  # the policy only picks a path that can
+
+
+def test_policy_on_cuda_with_and_without_triton(monkeypatch):
+    bias_only, ctx, with_values = random_terms(False, False), random_terms(False), random_terms()
+    dense = RelativeTerms(bias=torch.zeros(1, N, N))
+    for module in (policy, op):
+        monkeypatch.setattr(module, "available", lambda: True)
+    for terms in (bias_only, ctx, with_values):  # bucketed terms: the fused kernels
+        assert choose_path(request("cuda", terms)) == choose_path(request("cuda", terms, grad=False)) == "triton"
+    assert choose_path(request("cuda", dense)) == "sdpa"  # no bucket ids
+    assert choose_path(request("cuda", with_values, dropout=True)) == "explicit"
+    assert choose_path(replace(request("cuda", ctx), dtype=torch.float64)) == "flex"
+    # without Triton: bias tables through SDPA, contextual terms through FlexAttention, values as on CPU
+    for module in (policy, op):
+        monkeypatch.setattr(module, "available", lambda: False)
     assert choose_path(request("cuda", bias_only)) == "sdpa"
     assert choose_path(request("cuda", ctx)) == "flex"
     assert choose_path(request("cuda", ctx, grad=False)) == "flex"
     assert choose_path(request("cuda", with_values, tokens=CHUNK_FROM_TOKENS)) == "chunked"
-    for r in (request(terms=ctx), request("cuda", with_values), request(terms=with_values, weights=True)):
-        assert unsupported(choose_path(r), r) is None  # the policy only picks a path that can
+    assert "Triton is not installed" in unsupported("triton", request("cuda", ctx))
 
 
 def test_what_each_path_cannot_give():

@@ -13,6 +13,8 @@ from bench.gpu_report import (
     gpu_cases,
     gpu_groups,
     gpu_section,
+    path_cases,
+    render_path_table,
     render_section,
     render_table,
     replace_section,
@@ -41,6 +43,28 @@ def test_a_table_shows_overheads_and_memory_against_the_baseline():
     section = render_section("NVIDIA H100", "2.13.0", "python -m bench.gpu", 256, [lines])
     assert section.startswith("## GPU\n") and "- Device: NVIDIA H100; torch 2.13.0" in section
     assert "`python -m bench.gpu`" in section
+
+
+def test_every_bucketed_term_is_timed_on_the_fused_path_and_the_others():
+    pairs = path_cases()
+    terms = {case.label for case, _ in pairs}
+    assert terms == {"iRPE bias product", "iRPE ctx k", "iRPE ctx qk", "iRPE ctx qkv", "Swin bias"}
+    for term in terms:
+        assert {path for case, path in pairs if case.label == term} == {"sdpa", "flex", "stored", "chunked", "triton"}
+
+
+def test_the_path_table_sets_the_fused_path_against_the_fastest_other():
+    rows = [
+        GpuRow("no PE", 1000.0, (0.0, 0.0, 0.0), 2 * 2**30),
+        GpuRow("iRPE ctx k · triton", 950.0, (0.05, 0.04, 0.06), 2 * 2**30),
+        GpuRow("iRPE ctx k · flex", 760.0, (0.3, 0.2, 0.4), 3 * 2**30),
+        GpuRow("iRPE ctx k · stored", 475.0, (1.1, 1.0, 1.2), 4 * 2**30),
+    ]
+    lines = render_path_table(GpuGroup(196, "train", False), rows, "no PE")
+    assert lines[0] == "### 196 tokens, training step, eager: every path of the bucketed terms"
+    assert lines[2].endswith("| peak memory | time × best other path |")
+    assert "| iRPE ctx k · triton | 950.0 | +5.0% (+4.0% to +6.0%) | 2.00 GiB ×1.00 | ×0.80 (flex) |" in lines
+    assert "| iRPE ctx k · flex | 760.0 | +30.0% (+20.0% to +40.0%) | 3.00 GiB ×1.50 |  |" in lines
 
 
 def test_the_gpu_section_is_replaced_in_place_or_appended():

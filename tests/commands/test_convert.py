@@ -5,10 +5,10 @@ import yaml
 
 import vitpos
 from vitpos.cli import main
-from vitpos.engine.checkpoint import latest_checkpoint, load_model
+from vitpos.weights import latest_checkpoint, load_model
 
-from ..released import layouts
-from ..released.conftest import save_pth
+from ..weights import layouts
+from ..weights.conftest import save_pth
 
 DATA = "--data=synthetic:direction:img=32:train=64:val=32:test=32"
 
@@ -90,3 +90,16 @@ def test_init_drop_lets_a_released_model_take_another_encoding(tmp_path, capsys)
     direct = vitpos.create_model("thesis_vit", checkpoint=src)
     assert torch.equal(trained.stages[0].absolute.table, direct.stages[0].absolute.table)
     assert torch.count_nonzero(trained.stages[0].blocks[0].attn.relative.table_k) == 0  # iRPE's zero start
+
+
+def test_convert_fits_the_position_table_as_resize_says(tmp_path):
+    src = released_thesis_vit(tmp_path)  # stored for an 8x8 grid
+    tables = {}
+    for resize in ("timm", "model"):
+        dst = tmp_path / resize
+        assert main(["convert", str(src), str(dst), "--model=thesis_vit", "--img-size=48", f"--resize={resize}"]) == 0
+        direct = vitpos.create_model("thesis_vit", checkpoint=src, img_size=48, resize=resize)
+        tables[resize] = load_model(dst)[0].stages[0].absolute.table
+        assert tables[resize].shape == (1, 12 * 12, 64)
+        assert torch.equal(tables[resize], direct.stages[0].absolute.table)
+    assert not torch.allclose(tables["timm"], tables["model"])

@@ -14,7 +14,7 @@ from vitpos.commands.options import field_docs, parse_size_list
 from vitpos.commands.train import build_request
 from vitpos.config import ModelConfig, PositionConfig
 from vitpos.engine import RunRequest, TrainConfig
-from vitpos.engine.checkpoint import load_checkpoint
+from vitpos.engine.checkpoint import load_training_checkpoint
 
 from ..engine.conftest import TINY_MODEL, without_times
 
@@ -207,7 +207,7 @@ def test_pyramid_hosts_train_resume_and_eval_from_the_command_line(preset, tmp_p
     }
     assert [r["epoch"] for r in rows["cut"]] == [1, 2]
     assert without_times(rows["cut"]) == without_times(rows["full"])  # resuming loses nothing
-    finished = [load_checkpoint(run, with_state=False).weights for run in (full, cut)]
+    finished = [load_training_checkpoint(run, with_state=False).weights for run in (full, cut)]
     assert all(torch.equal(finished[0][k], finished[1][k]) for k in finished[0])
     capsys.readouterr()
     assert main(["eval", f"--checkpoint={cut}", "--resolutions=32,48x32"]) == 0
@@ -241,9 +241,8 @@ def test_a_config_without_a_preset_picks_the_host_by_arch(tmp_path):
     }
     config.write_text(yaml.safe_dump({"model": model, "train": {"data": PYRAMID_DATA}}))
     cfg, _, _ = RunRequest.from_yaml(config).resolve()
-    assert type(cfg).__name__ == "PyramidConfig" and cfg.arch == "swin" and cfg.depths == (1, 1)
+    assert type(cfg).__name__ == "SwinConfig" and cfg.arch == "swin" and cfg.depths == (1, 1)
     assert cfg.position.relative == "swin" and cfg.num_classes == 2 and cfg.img_size == 32  # the data's
     assert (
-        type(RunRequest(model={"depth": 1, "patch_size": 4}, train={"data": DATA}).resolve()[0]).__name__
-        == "ModelConfig"
+        type(RunRequest(model={"depth": 1, "patch_size": 4}, train={"data": DATA}).resolve()[0]).__name__ == "ViTConfig"
     )

@@ -43,7 +43,12 @@ def test_crop_takes_the_asked_area_and_aspect(h, w, ratio):
 
 
 def test_crop_to_another_size():
-    assert random_resized_crop(torch.rand(2, 3, 16, 16), (24, 8)).shape == (2, 3, 24, 8)
+    x = torch.rand(2, 3, 16, 16)
+    out = random_resized_crop(x, (24, 8))
+    assert out.shape == (2, 3, 24, 8)
+    assert out.min() >= x.min() and out.max() <= x.max()  # bilinear samples lie between the pixels
+    flat = random_resized_crop(torch.full((2, 3, 16, 16), 0.25), (24, 8))
+    torch.testing.assert_close(flat, torch.full_like(flat, 0.25))
 
 
 def test_hflip_probability_extremes():

@@ -29,6 +29,8 @@ def test_shape_at_any_grid(name, grid):
     out = enc(grid)
     assert out.shape == (1, grid[0] * grid[1], 16)
     assert torch.isfinite(out).all()
+    distances = torch.cdist(out[0].detach(), out[0].detach()) + torch.eye(grid[0] * grid[1])
+    assert distances.min() > 1e-5  # every position gets its own vector
     full = enc.with_prefix(grid)
     assert full.shape == (1, 1 + grid[0] * grid[1], 16)
 

@@ -206,10 +206,10 @@ def test_join_terms_are_a_pure_function_of_pe_and_grid(join):
     before = dict(vars(model.stages[0].join))
     with torch.no_grad():
         pe = model.stages[0].position_encoding((3, 5))
-        first = model.stages[0].join.terms(pe, (3, 5))
+        first = model.stages[0].join.additions(pe, (3, 5))
         model(torch.randn(2, 3, 32, 32))
-        model.stages[0].join.terms(model.stages[0].position_encoding((4, 4)), (4, 4))
-        again = model.stages[0].join.terms(pe, (3, 5))
+        model.stages[0].join.additions(model.stages[0].position_encoding((4, 4)), (4, 4))
+        again = model.stages[0].join.additions(pe, (3, 5))
     assert dict(vars(model.stages[0].join)) == before
     for name in ("residual", "attention"):
         mine, theirs = getattr(first, name), getattr(again, name)
@@ -231,7 +231,7 @@ def test_join_terms_per_join():
     ]:
         model = vitpos.create_model("vit_lite_7_4", **DEEP, join=join)
         pe = model.stages[0].position_encoding((4, 4))
-        terms = model.stages[0].join.terms(pe, (4, 4))
+        terms = model.stages[0].join.additions(pe, (4, 4))
         assert (terms.entry is pe) == entry and (terms.entry is None) != entry
         assert len(terms.residual) == residual and len(terms.attention) == attention
         assert terms.residual_at(3) is None and terms.attention_at(3) is None
@@ -239,7 +239,7 @@ def test_join_terms_per_join():
             assert all(t is pe for t in terms.residual)
         if join == "unshared":
             assert terms.residual[0] is pe and torch.equal(terms.residual[2], model.stages[0].join.tables[1:2])
-        assert model.stages[0].join.terms(None, (4, 4)).entry is None
+        assert model.stages[0].join.additions(None, (4, 4)).entry is None
 
 
 def randomise_parameters(model: nn.Module) -> None:

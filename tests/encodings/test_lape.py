@@ -227,7 +227,7 @@ def test_eval_equals_training_and_follows_every_parameter_update():
             updated = model(images)
             assert not torch.allclose(updated, first)
             pe = model.stages[0].position_encoding((4, 4))
-            assert torch.equal(join.terms(pe, (4, 4)).attention[1], join.layer_encodings(pe)[1])
+            assert torch.equal(join.additions(pe, (4, 4)).attention[1], join.layer_encodings(pe)[1])
             first = updated
 
 
@@ -247,7 +247,7 @@ def test_other_grids_and_dtypes():
 def test_lape_without_an_absolute_encoding_owns_no_pe_norm():
     join = LapeJoin.from_spec(SlotSpec.parse("lape"), CTX, has_absolute=False)
     assert join.pe_norm is None and not list(join.parameters())
-    assert join.terms(None, (4, 5)).attention == ()
+    assert join.additions(None, (4, 5)).attention == ()
     with pytest.raises(ValueError, match="built without an absolute encoding"):
         join.layer_encodings(torch.randn(1, 21, 16))
 
@@ -266,7 +266,7 @@ class ClippedBias(RelativeBias):
         self.prefix = nn.Parameter(torch.randn(ctx.num_heads))
 
     @classmethod
-    def from_spec(cls, spec, ctx, layer=0):
+    def build(cls, ctx, options, layer=0):
         return cls(ctx)
 
     def position_bias(self, grid, num_prefix_tokens):
@@ -281,7 +281,7 @@ class RotateOnly(RelativePosition):
     """A stand-in relative encoding that is not a plain bias."""
 
     @classmethod
-    def from_spec(cls, spec, ctx, layer=0):
+    def build(cls, ctx, options, layer=0):
         return cls()
 
 

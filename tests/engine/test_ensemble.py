@@ -5,7 +5,8 @@ import torch
 
 from vitpos.data.synthetic import SyntheticTask
 from vitpos.engine.config import TrainConfig
-from vitpos.engine.ensemble import EnsembleError, Member, stack_error, train_ensemble
+from vitpos.engine.ensemble import EnsembleError, Member, Stopping, stack_error, train_ensemble
+from vitpos.engine.evaluate import evaluate
 from vitpos.engine.train import train
 from vitpos.models.factory import create_model, get_config
 
@@ -55,6 +56,42 @@ def test_a_member_equals_the_model_trained_alone(float64, absolute, clip):
     assert any(
         (p - q).abs().max() > 1e-3 for p, q in zip(together[0].model.parameters(), before.parameters(), strict=True)
     )
+
+
+@pytest.mark.parametrize("task", ["direction", "distance"])
+def test_an_ensemble_of_one_equals_the_model_trained_alone(float64, task):
+    """One member runs without vmap and ends where the single-model trainer does."""
+    model_cfg = MODEL.replace(absolute="learned:std=1", num_classes=2)
+    member = _member(task, 3, grad_clip=0.05)
+    (result,) = train_ensemble(model_cfg, [member])
+    alone = train(model_cfg, member.cfg, member.data)
+    for (name, p), q in zip(result.model.named_parameters(), alone.model.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-9, atol=1e-11, msg=name)
+    assert result.test == pytest.approx(alone.test, rel=1e-9)
+
+
+def test_stopping_keeps_each_members_best_epoch_and_says_why():
+    """Patience 1 over a 6-epoch cap: each member's history ends where it stopped, its last row says why
+    (solved, patience or cap), and its returned model scores its best epoch's validation metric."""
+    model_cfg = MODEL.replace(absolute="learned:std=1", num_classes=2)
+    members = [_member("direction", 0, epochs=6, lr=3e-2), _member("distance", 1, epochs=6, lr=3e-2)]
+    results = train_ensemble(model_cfg, members, Stopping(patience=1))
+    for member, result in zip(members, results, strict=True):
+        key = "val_acc1" if member.data.info.task == "classification" else "val_r2"
+        last = result.history[-1]
+        assert last["stop"] in ("solved", "patience", "cap") and all("stop" not in r for r in result.history[:-1])
+        assert last["epoch"] == 6 if last["stop"] == "cap" else last["epoch"] <= 6
+        best = max(result.history, key=lambda r: r[key])
+        assert last["best_epoch"] == next(r["epoch"] for r in result.history if r[key] == best[key])
+        if last["stop"] == "patience":
+            assert last["epoch"] == last["best_epoch"] + 1
+        now = evaluate(result.model, member.data.val, batch_size=16)
+        assert now[key[4:]] == pytest.approx(best[key], rel=1e-9, abs=1e-9)
+    frozen = _member("direction", 2, epochs=6, lr=0.0, min_lr=0.0)  # lr 0: nothing changes, so no epoch beats the first
+    (stuck,) = train_ensemble(model_cfg, [frozen], Stopping(patience=2))
+    assert [r["epoch"] for r in stuck.history] == [1, 2, 3] and stuck.history[-1]["stop"] == "patience"
+    (late,) = train_ensemble(model_cfg, [frozen], Stopping(patience=2, min_epochs=5))  # no stop before epoch 5
+    assert len(late.history) == 5 and late.history[-1]["stop"] == "patience"
 
 
 def test_members_that_cannot_share_one_optimiser_are_refused():

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import torch
 
-from vitpos.engine import load_checkpoint, load_model, train
+from vitpos.engine import load_training_checkpoint, train
+from vitpos.weights import load_model
 
 from .conftest import TINY_MODEL, tiny_request, without_times
 
@@ -35,14 +36,14 @@ def test_sigkill_then_resume_finishes_the_same_run(tmp_path):
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
     assert not (run_dir / "summary.json").exists()  # it died before finishing
-    killed_at = load_checkpoint(run_dir).state
+    killed_at = load_training_checkpoint(run_dir).state
     assert killed_at["step"] < 24
 
     # everything but the run folder comes from the run's config.yaml
     resumed = subprocess.run([*base, "--resume"], env=env, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
 
-    final = load_checkpoint(run_dir)
+    final = load_training_checkpoint(run_dir)
     assert final.path.name == "step-00000024" and final.state["epoch"] == 3
     assert sorted(p.name for p in final.path.parent.iterdir()) == ["latest", "step-00000024"]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from vitpos.engine import load_checkpoint
+from vitpos.engine import load_training_checkpoint
 
 from .conftest import TINY_MODEL, tiny_request
 
@@ -45,7 +45,7 @@ def test_a_second_process_on_the_same_folder_stops_with_the_lock_message(tmp_pat
     assert outputs[winner][0].count("epoch ") >= 3  # one line per epoch with --no-progress
 
     # the folder is the first run's, whole and consistent
-    final = load_checkpoint(run_dir)
+    final = load_training_checkpoint(run_dir)
     assert final.state["epoch"] == 3 and final.path.name == "step-00000024"
     assert sorted(p.name for p in final.path.parent.iterdir()) == ["latest", "step-00000024"]
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())

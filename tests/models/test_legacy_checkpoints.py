@@ -36,7 +36,7 @@ def test_legacy_checkpoint_loads_and_gives_the_same_float64_output(name: str) ->
     with safe_open(file, "pt") as f:
         cfg = config_from_dict(json.loads(f.metadata()["model_config"]))
     model = create_model(cfg).double().eval()
-    vitpos.load_checkpoint(model, file, resample=False)
+    vitpos.load_weights(model, file, resample=False)
     io = load_file(LEGACY / f"{name}.io.safetensors")
     with torch.no_grad():
         logits = model(io["input"])

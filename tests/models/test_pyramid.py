@@ -6,9 +6,9 @@ import torch
 import vitpos
 from vitpos import PyramidConfig
 from vitpos.engine import TrainConfig, train
-from vitpos.engine.checkpoint import load_model
 from vitpos.models.layers import Attention
 from vitpos.registry import ABSOLUTE, JOIN
+from vitpos.weights import load_model
 
 from ..conftest import TINY_PVT, TINY_SWIN
 
@@ -18,6 +18,19 @@ SIZES = [(32, 32), (48, 16), (16, 80)]
 
 def tiny(arch: str, **slots) -> torch.nn.Module:
     return vitpos.create_model(PyramidConfig(**HOSTS[arch]), **slots)
+
+
+def same_weights(model: torch.nn.Module, source: torch.nn.Module) -> torch.nn.Module:
+    """``model`` in float64 and eval mode with every weight it shares with ``source`` copied from it."""
+    model = model.double().eval()
+    missing, _ = model.load_state_dict(source.state_dict(), strict=False)
+    assert set(missing) <= set(model.position_parameters())
+    return model
+
+
+def stage_tokens(width: int, grid: tuple[int, int]) -> torch.Tensor:
+    """Random float64 tokens (2, H*W, width) for a stage at ``grid``."""
+    return torch.randn(2, grid[0] * grid[1], width, dtype=torch.float64)
 
 
 def expected_maps(cfg, batch, size):
@@ -56,6 +69,14 @@ def test_every_absolute_encoding_per_stage(arch, absolute):
             assert stage.absolute.embed_dim == width
             assert stage.position_encoding((3, 5)).shape == (1, 15, width)
     model(torch.randn(2, 3, 48, 16)).sum().backward()  # off the native grids
+    # the input join adds each stage's encoding to its tokens: the stage equals the bare stage at x + pe
+    model, bare = model.double().eval(), same_weights(tiny(arch, absolute="none"), model)
+    grids = model.stage_grids((48, 16))
+    for stage, without, grid, width in zip(model.stages, bare.stages, grids, model.embed_dims, strict=True):
+        x = stage_tokens(width, grid)
+        pe = stage.position_encoding(grid)
+        torch.testing.assert_close(stage(x, grid, 0), without(x if pe is None else x + pe, grid, 0))
+        assert (pe is None) == torch.allclose(stage(x, grid, 0), without(x, grid, 0))
 
 
 @pytest.mark.parametrize("arch", HOSTS)
@@ -64,6 +85,15 @@ def test_every_join_per_stage(arch, join):
     model = tiny(arch, absolute="learned", join=join)
     assert all(stage.join.depth == depth for stage, depth in zip(model.stages, model.cfg.depths, strict=True))
     assert model(torch.randn(2, 3, 16, 48)).shape == (2, 5)
+    # every stage applies its join: on a block beyond the input (shared, unshared), in a norm (lape), or
+    # to queries and keys only (detr), so a stage equals its input-join twin only where it cannot differ
+    model = model.double().eval()
+    at_input = same_weights(tiny(arch, absolute="learned"), model)
+    grids = model.stage_grids((16, 48))
+    for stage, twin, grid, width in zip(model.stages, at_input.stages, grids, model.embed_dims, strict=True):
+        x = stage_tokens(width, grid)
+        one_block_adds_once = join in ("shared", "unshared") and len(stage.blocks) == 1
+        assert torch.allclose(stage(x, grid, 0), twin(x, grid, 0)) == (join == "input" or one_block_adds_once)
 
 
 @pytest.mark.parametrize("arch", HOSTS)

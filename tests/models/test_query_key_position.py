@@ -70,8 +70,8 @@ def test_spatial_reduction_reduces_the_keys_with_their_position_and_the_values_w
         return t.reshape(2, -1, 2, 4).transpose(1, 2)
 
     q = heads((x + pos) @ w_q.T + b_q)
-    k = heads(attn.reduce(x + pos, (4, 4), 0) @ w_k.T + b_k)
-    v = heads(attn.reduce(x, (4, 4), 0) @ w_v.T + b_v)
+    k = heads(attn.key_value_source(x + pos, (4, 4), 0) @ w_k.T + b_k)
+    v = heads(attn.key_value_source(x, (4, 4), 0) @ w_v.T + b_v)
     out = ((q @ k.transpose(-1, -2) / 2.0).softmax(-1) @ v).transpose(1, 2).reshape(2, 16, 8)
     expected = out @ attn.proj.weight.T + attn.proj.bias
     torch.testing.assert_close(attn(x, (4, 4), 0, qk_pos=pos), expected)

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from vitpos import create_model
+from vitpos.analysis.tables import absolute_table
 from vitpos.study.families import DEFAULT_FAMILIES, PYRAMID_FAMILIES, Family, FamilyError, parse_family, split_available
 from vitpos.study.protocol import study_model
 
@@ -144,3 +145,22 @@ def test_bad_host_families_are_clear_errors(text, message):
         parse_family(text)
     with pytest.raises(FamilyError, match="family 'w' cannot be built on the study's swin host"):
         parse_family("w: host=swin window_size=5 depths=1,1,1").check_builds(study_model())
+
+
+@pytest.mark.parametrize("label", ["learned", "sincos2d", "learnable_sincos", "fourier", "fourier_pretrained"])
+def test_every_study_table_carries_a_position_signal(label):
+    """The cells' encodings differ by a standard deviation of at least 0.05 at initialisation: at 0.01
+    (Fourier at its default output scale) the model and its pretraining sat at chance."""
+    family = parse_family(label)
+    torch.manual_seed(0)
+    model = create_model(family.model_config(study_model(), num_classes=2))
+    assert absolute_table(model).std(dim=0).mean() > 0.05
+
+
+def test_fourier_scale_multiplies_the_output():
+    torch.manual_seed(0)
+    plain = create_model(study_model().replace(absolute="fourier:gamma=2", num_classes=2))
+    torch.manual_seed(0)
+    scaled = create_model(study_model().replace(absolute="fourier:gamma=2:scale=10", num_classes=2))
+    torch.testing.assert_close(absolute_table(scaled), 10 * absolute_table(plain))
+    assert absolute_table(plain).std(dim=0).mean() < 0.02  # the faint default the study lifts

@@ -28,6 +28,7 @@ def tiny(**overrides) -> StudyConfig:
         pretrain_epochs=1,
         probe_folds=3,
         efficiency_families=None,
+        lr_grid=(),
         model=get_config("thesis_vit", embed_dim=32, num_heads=2, mlp_ratio=2.0),
     )
     return StudyConfig(**{**settings, **overrides})
@@ -35,7 +36,7 @@ def tiny(**overrides) -> StudyConfig:
 
 def test_default_families_end_to_end(tmp_path):
     logs = []
-    report = run_study(tiny(), tmp_path, log=logs.append)
+    report = run_study(tiny(lr_grid=(1e-3, 3e-3)), tmp_path, log=logs.append)
     text = report.read_text()
     for section in ("Tables 1, 3, 4", "Table 2", "Fig. 3", "Resolution generalisation", "Fig. 5", "## Setup"):
         assert section in text
@@ -66,6 +67,11 @@ def test_default_families_end_to_end(tmp_path):
     (tmp_path / "report.md").unlink()
     assert report_from_results(tmp_path).read_text() == text  # reproduces from results.json alone
     assert any("pretraining" in line for line in logs) and any("[  54/54]" in line for line in logs)
+    rates = json.loads((tmp_path / "rates.json").read_text())
+    assert len(rates) == 8  # fourier_pretrained shares fourier's selection
+    for cell in results["cells"]:
+        assert cell["lr"] in (1e-3, 3e-3) and cell["steps"] >= 1 and isinstance(cell["flagged"], bool)
+    assert "## Convergence" in text and "| direction lr |" in text
 
 
 def test_an_interrupted_study_continues_without_redoing_cells(tmp_path, monkeypatch):
@@ -88,6 +94,18 @@ def test_an_interrupted_study_continues_without_redoing_cells(tmp_path, monkeypa
     run_study(config, tmp_path, log=lambda _: None)
     assert len(calls) == 12 - 4 and not first & set(calls)
     assert json.loads((tmp_path / "results.json").read_text())["finished_cells"] == 12
+
+
+def test_a_rerun_repeats_every_number_whatever_the_worker_count(tmp_path):
+    """One thread per run on a CPU: the same cells, rates and stopping epochs with one process or two."""
+    families = (parse_family("learned"), parse_family("irpe_product"))
+    config = tiny(families=families, efficiency_sizes=(), epochs=3, lr_grid=(1e-3, 3e-3))
+    run_study(config, tmp_path / "one", workers=1, log=lambda _: None)
+    run_study(config, tmp_path / "two", workers=2, log=lambda _: None)
+    runs = [json.loads((tmp_path / name / "results.json").read_text())["cells"] for name in ("one", "two")]
+    timeless = [[{k: v for k, v in c.items() if "seconds" not in k} for c in cells] for cells in runs]
+    assert timeless[0] == timeless[1]
+    assert (tmp_path / "one" / "rates.json").read_text() == (tmp_path / "two" / "rates.json").read_text()
 
 
 def test_a_folder_with_other_settings_is_refused(tmp_path):
@@ -121,8 +139,8 @@ def test_stacked_ensembles_give_the_results_of_one_model_at_a_time(tmp_path):
     run_study(config, tmp_path / "alone", ensemble=False, log=lambda _: None)
     assert any("family irpe_product: one model at a time" in line for line in logs)
     assert (
-        "16 training runs: 0 already done, 16 to go in 7 jobs" in logs[1]
-    )  # sincos2d: one ensemble; irpe: 2 seeds x 3 trainings
+        "16 training runs: 0 already done, 16 to go in 9 jobs" in logs[1]
+    )  # sincos2d: one ensemble per training task; irpe: 2 seeds x 3 trainings
     stacked, alone = (
         json.loads((tmp_path / name / "results.json").read_text())["cells"] for name in ("stacked", "alone")
     )

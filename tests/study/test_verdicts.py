@@ -1,5 +1,6 @@
 """Verdicts from constructed per-seed values: reproduced, contradicted, inconclusive, not run."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -7,7 +8,17 @@ import pytest
 
 from vitpos.study.cells import Cell
 from vitpos.study.claims import CLAIMS, evaluate_claims
-from vitpos.study.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_RUN, REPRODUCED, bootstrap_ci, judge
+from vitpos.study.figures import paper_value
+from vitpos.study.report import verdict_table
+from vitpos.study.verdicts import (
+    CONTRADICTED,
+    INCONCLUSIVE,
+    NO_EFFECT,
+    NOT_RUN,
+    REPRODUCED,
+    bootstrap_ci,
+    judge,
+)
 
 
 def test_bootstrap_interval_contains_the_mean_and_shrinks_with_more_seeds():
@@ -76,3 +87,28 @@ def test_claims_read_cells_and_pair_seeds():
     assert judged["sincos2d distance R²"][1].outcome == NOT_RUN
     assert "peg - learned direction acc at the largest size, points" not in judged  # peg was not in the study
     assert len({c.quantity for c in CLAIMS}) == len(CLAIMS)
+
+
+def test_an_absurd_seed_count_reads_no_effect_at_this_spread():
+    verdict = judge([60.0, 40.0, 55.0, 45.0, 50.2], ">", 50.0)
+    assert verdict.outcome == INCONCLUSIVE and verdict.seeds_needed > NO_EFFECT * 5 and verdict.no_effect
+    assert "no effect at this spread" in verdict_table([(CLAIMS[0], {}, verdict)])
+    close = judge([96.0, 86.0, 99.0, 84.0, 97.0], ">", 90.0)
+    assert close.outcome == INCONCLUSIVE and not close.no_effect
+
+
+@pytest.mark.parametrize(
+    "paper,quantity,value",
+    [
+        ("99.43 ± 0.36", "learned direction acc %", 99.43),
+        ("0.92 ± 0.06", "learned distance R²", 0.92),
+        ("92 -> 99", "fourier_pretrained - fourier left-right probe before, points", 7.0),
+        ("0.91 -> 0.98", "fourier_pretrained - fourier offset probe R² before", 0.07),
+        ("+2.0 (384 px, Ti)", "peg - learned direction acc at the largest size, points", 2.0),
+        ("higher curve (figure)", "sincos2d - learned, smallest set, points", None),
+        ("≥ 0 (DeiT-S, ImageNet)", "irpe_product - learned direction acc, points", None),
+    ],
+)
+def test_the_papers_value_is_read_where_it_prints_one(paper, quantity, value):
+    claim = dataclasses.replace(CLAIMS[0], paper=paper, quantity=quantity)
+    assert paper_value(claim) == (None if value is None else pytest.approx(value))

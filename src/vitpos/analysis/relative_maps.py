@@ -21,7 +21,7 @@ from ..encodings.relative.buckets import relative_buckets
 from ..errors import ConfigError
 from ..grid import Grid
 from ..models.layers import Attention
-from ..models.windows import WindowAttention, partition_windows
+from ..models.windows import WindowAttention
 from .stages import as_host, host_stage, stage_blocks, stage_count, stage_grid
 
 __all__ = [
@@ -128,15 +128,11 @@ def relative_logit_bias(model: nn.Module, block: int = 0, images: torch.Tensor |
         handle.remove()
         model.train(was_training)
     x, grid, num_prefix_tokens = captured[0][:3]
-    if isinstance(attn, WindowAttention):  # the windows, as the layer attends within them
-        layout = attn.layout(tuple(grid))
-        x, grid, num_prefix_tokens = partition_windows(x, layout), layout.window, 0
-    b, n, _ = x.shape
-    # the same projection Attention.forward applies before the relative terms
-    qkv = attn.qkv(x).reshape(b, n, 3, attn.num_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
-    q, k, _ = qkv.unbind(0)
-    rows, cols = grid
-    terms = rel.terms((rows, cols), num_prefix_tokens, q.device)
+    # the groups the layer attends within (Swin: its windows) and its projections, as its forward makes them
+    part = attn.partition(x, tuple(grid), num_prefix_tokens, None, None)
+    q, k, _ = attn.project_qkv(part)
+    rows, cols = part.grid
+    terms = rel.relative_terms((rows, cols), part.num_prefix_tokens, q.device)
     if terms.rotation is not None:
         q, k = terms.rotation.apply(q, k)
     bias = terms.logits(q, k, attn.scale)

@@ -64,7 +64,7 @@ def layer_position_encodings(model: nn.Module, grid: Grid | None = None, stage: 
     module = host_stage(model, s)
     prefix = module.num_prefix_tokens
     out = {"absolute": pe[0, prefix:].detach().float()}
-    terms = module.join.terms(pe, (h, w))
+    terms = module.join.additions(pe, (h, w))
     for index in range(len(module.blocks)):
         term = terms.attention_at(index)
         if term is None:

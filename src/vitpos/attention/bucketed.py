@@ -47,7 +47,7 @@ def chunk_rows(num_tokens: int, head_dim: int) -> int:
     return max(1, min(num_tokens, max(MIN_CHUNK, head_dim)))
 
 
-class _Terms:
+class _LogitInputs:
     """The inputs of one call and the logits of a chunk of queries, shared by both passes."""
 
     def __init__(self, q, k, row, col, bias, ids, scale: float, num_buckets: int) -> None:
@@ -129,14 +129,14 @@ class _RelativeAttention(torch.autograd.Function):
 
 
 def _forward(ctx, q, k, v, row, col, bias, ids, scale, num_buckets, bucket_weights, chunk):
-    terms = _Terms(q, k, row, col, bias, ids, scale, num_buckets)
+    inputs = _LogitInputs(q, k, row, col, bias, ids, scale, num_buckets)
     n = q.shape[-2]
     if chunk is None:  # stored
-        p = terms.logits(slice(None)).softmax(-1)
+        p = inputs.logits(slice(None)).softmax(-1)
         out = torch.matmul(p, v)
         weights = None
         if bucket_weights:
-            weights = _bucket_sums(p, terms.index.rows(slice(None)), num_buckets)
+            weights = _bucket_sums(p, inputs.index.rows(slice(None)), num_buckets)
         ctx.save_for_backward(q, k, v, row, col, bias, ids, p)
     else:
         out = q.new_empty(*q.shape[:-1], v.shape[-1])
@@ -144,7 +144,7 @@ def _forward(ctx, q, k, v, row, col, bias, ids, scale, num_buckets, bucket_weigh
         weights = q.new_empty(*q.shape[:-1], num_buckets) if bucket_weights else None
         for start in range(0, n, chunk):
             rows = slice(start, min(n, start + chunk))
-            s = terms.logits(rows)
+            s = inputs.logits(rows)
             top = s.amax(-1, keepdim=True)
             p = s.sub_(top).exp_()
             total = p.sum(-1, keepdim=True, dtype=lse.dtype)
@@ -152,7 +152,7 @@ def _forward(ctx, q, k, v, row, col, bias, ids, scale, num_buckets, bucket_weigh
             lse[..., rows] = (top.to(lse.dtype) + total.log()).squeeze(-1)
             out[..., rows, :] = torch.matmul(p, v)
             if weights is not None:
-                weights[..., rows, :] = _bucket_sums(p, terms.index.rows(rows), num_buckets)
+                weights[..., rows, :] = _bucket_sums(p, inputs.index.rows(rows), num_buckets)
         ctx.save_for_backward(q, k, v, row, col, bias, ids, lse)
     ctx.scale, ctx.num_buckets, ctx.chunk, ctx.dtype = scale, num_buckets, chunk, q.dtype
     return out if weights is None else (out, weights)
@@ -161,7 +161,7 @@ def _forward(ctx, q, k, v, row, col, bias, ids, scale, num_buckets, bucket_weigh
 def _backward(ctx, grad_out, grad_weights):
     q, k, v, row, col, bias, ids, saved = ctx.saved_tensors
     grad_out = grad_out.contiguous()
-    terms = _Terms(q, k, row, col, bias, ids, ctx.scale, ctx.num_buckets)
+    inputs = _LogitInputs(q, k, row, col, bias, ids, ctx.scale, ctx.num_buckets)
     n, scale = q.shape[-2], ctx.scale
     want = ctx.needs_input_grad
     dq_parts: list[torch.Tensor] = []
@@ -173,11 +173,11 @@ def _backward(ctx, grad_out, grad_weights):
         if ctx.chunk is None:
             p = saved
         else:  # the forward's weights
-            p = terms.logits(rows).to(saved.dtype).sub_(saved[..., rows, None]).exp_().to(q.dtype)
+            p = inputs.logits(rows).to(saved.dtype).sub_(saved[..., rows, None]).exp_().to(q.dtype)
         g = grad_out[..., rows, :]
         dp = torch.matmul(g, v.transpose(-2, -1))
         if grad_weights is not None:
-            dp.add_(lookup(grad_weights[..., rows, :], terms.index.rows(rows), n))
+            dp.add_(lookup(grad_weights[..., rows, :], inputs.index.rows(rows), n))
         if want[2]:
             dv = _accumulate(dv, torch.matmul(p.transpose(-2, -1), g))
         ds = _softmax_backward(p, dp)
@@ -185,17 +185,17 @@ def _backward(ctx, grad_out, grad_weights):
         if want[0]:
             dq_parts.append(torch.matmul(ds, k).mul_(scale))
         if want[1]:
-            dk = _accumulate(dk, torch.matmul(ds.transpose(-2, -1), terms.scaled_queries(rows)))
+            dk = _accumulate(dk, torch.matmul(ds.transpose(-2, -1), inputs.scaled_queries(rows)))
         if row is not None and want[3]:
             per_query = row.shape[-2] != 1
             reduced = ds.sum_to_size(*row.shape[:-2], *ds.shape[-2:])  # over the batch (and heads) first
             if per_query:
-                d_row = _place(d_row, _bucket_sums(reduced, terms.index.rows(rows), ctx.num_buckets), rows, row)
+                d_row = _place(d_row, _bucket_sums(reduced, inputs.index.rows(rows), ctx.num_buckets), rows, row)
             else:
                 start_row = row.new_zeros(row.shape, dtype=acc) if d_row is None else d_row
-                d_row = add_at(start_row, terms.index.rows(rows, False), reduced.to(acc))
+                d_row = add_at(start_row, inputs.index.rows(rows, False), reduced.to(acc))
         if d_col is not None:
-            add_at(d_col, terms.index.columns(rows), ds.sum_to_size(*col.shape[:-2], *ds.shape[-2:]).to(acc))
+            add_at(d_col, inputs.index.columns(rows), ds.sum_to_size(*col.shape[:-2], *ds.shape[-2:]).to(acc))
         if bias is not None and want[5]:
             grad = ds.sum_to_size(*bias.shape[:-2], *ds.shape[-2:])
             if bias.shape[-2] == 1:

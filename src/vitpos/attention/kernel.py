@@ -17,6 +17,7 @@ from .bucketed import bucketed_attention
 from .flex import flex_attention, score_mod
 from .policy import SUPPORTED_DTYPES, Request, choose_path, unsupported
 from .terms import RelativeTerms
+from .triton import fused_attention
 
 __all__ = ["attention"]
 
@@ -126,22 +127,42 @@ def _flex(q, k, v, terms, scale, mask, dropout_p, return_weights, path):
     return flex_attention(_content_query(q, terms), k, v, mod, scale)
 
 
+def _bucket_inputs(q, k, terms: RelativeTerms | None, scale: float, mask: torch.Tensor | None):
+    """The inputs of the bucketed and fused paths: ids, bucket count, row and column scores, and the
+    dense bias with the mask."""
+    if terms is None:
+        return None, 0, None, None, mask
+    row, col = terms.scores(q, k, scale)
+    bias = mask if terms.bias is None else terms.bias if mask is None else terms.bias + mask
+    return terms.ids, terms.num_buckets, row, col, bias
+
+
+def _with_values(out: torch.Tensor, weights: torch.Tensor | None, terms: RelativeTerms | None) -> torch.Tensor:
+    """out + the value term from the weights summed per bucket (B, heads, N, K)."""
+    if weights is None:
+        return out
+    assert terms is not None and terms.value_table is not None  # the weights were asked for the value term
+    return out + weights @ terms.value_table
+
+
 def _bucketed(q, k, v, terms, scale, mask, dropout_p, return_weights, path):
-    row = col = ids = None
-    num_buckets = 0
-    bias = mask
-    if terms is not None:
-        row, col = terms.scores(q, k, scale)
-        ids, num_buckets = terms.ids, terms.num_buckets
-        if terms.bias is not None:
-            bias = terms.bias if bias is None else terms.bias + bias
+    ids, num_buckets, row, col, bias = _bucket_inputs(q, k, terms, scale, mask)
     out, weights = bucketed_attention(
         _content_query(q, terms), k, v, scale, ids, num_buckets=num_buckets, row_scores=row, col_scores=col,
         bias=bias, bucket_weights=terms is not None and terms.value_term, mode=path,
     )  # fmt: skip
-    if weights is not None:
-        out = out + weights @ terms.value_table
-    return out
+    return _with_values(out, weights, terms)
 
 
-_PATHS = {"sdpa": _sdpa, "explicit": _explicit, "flex": _flex, "stored": _bucketed, "chunked": _bucketed}
+def _triton(q, k, v, terms, scale, mask, dropout_p, return_weights, path):
+    ids, num_buckets, row, col, bias = _bucket_inputs(q, k, terms, scale, mask)
+    out, weights = fused_attention(
+        _content_query(q, terms), k, v, scale, ids, num_buckets=num_buckets, row_scores=row, col_scores=col,
+        bias=bias, bucket_weights=terms is not None and terms.value_term,
+    )  # fmt: skip
+    return _with_values(out, weights, terms)
+
+
+_PATHS = {
+    "sdpa": _sdpa, "explicit": _explicit, "flex": _flex, "stored": _bucketed, "chunked": _bucketed, "triton": _triton,
+}  # fmt: skip

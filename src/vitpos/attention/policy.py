@@ -13,16 +13,15 @@ rest on these measurements:
   SDPA with the terms as one float mask is fastest, except with a term on values, which SDPA
   cannot give, where ``stored`` is faster than the explicit softmax. FlexAttention runs eagerly
   on CPU (its math reference, forward only) and is never chosen there.
-* CUDA: not measured by this project yet. The choices follow the figures in the issue that
-  introduced this module (one H100, torch 2.11, bf16 training step of DeiT-S, x the time of
-  fused SDPA with no term): a per-bucket bias table gathered in a FlexAttention ``score_mod``
-  x6.47 (its backward scatters every score's gradient), SDPA with that bias materialised as
-  (1, heads, N, N) x1.28 -> bias-only terms take ``sdpa``; contextual terms on keys through a
-  ``score_mod`` x1.62, through a materialised (B, heads, N, N) mask and SDPA x1.60 -> about
-  equal at 196 tokens, and FlexAttention builds no (B, heads, N, N) tensor, which the peak
-  memory target at 784 tokens (<= 1.15x no encoding) needs -> contextual terms take ``flex``.
-  Terms on values (which FlexAttention cannot express) take ``stored`` / ``chunked`` as on
-  CPU. ``python -m bench.gpu`` measures these paths where a GPU is present.
+* CUDA: with Triton installed, every call with bucketed terms (a bucket-id map with bias,
+  contextual or value tables) takes ``triton`` (:mod:`.triton`: FlashAttention-2 style kernels that
+  read the ids and tables in registers and sum score gradients per bucket in each tile, so no
+  (B, heads, N, N) tensor is built or kept). Its speed is not measured yet: ``python -m bench.gpu``
+  has its rows, BENCHMARKS.md ("Earlier GPU measurements") the figures, taken before this module,
+  that motivate it. Without Triton, bias-only terms take ``sdpa``, contextual terms ``flex``
+  (no (B, heads, N, N) tensor) and terms on values ``stored`` / ``chunked`` as on CPU. On CPU
+  ``triton`` is never chosen; forced, it runs the same arithmetic in PyTorch, or the kernels in
+  Triton's interpreter under ``TRITON_INTERPRET=1`` (how the tests prove them).
 
 A path asked for (``path=``) that cannot give what the call needs (a value term, the weights,
 dropout, a gradient, the dtype) falls back to the policy's choice with a warning; a term is
@@ -36,13 +35,15 @@ from dataclasses import dataclass
 import torch
 
 from .terms import RelativeTerms
+from .triton import available, runs_kernels
 
 __all__ = ["PATHS", "SUPPORTED_DTYPES", "CHUNK_FROM_TOKENS", "Request", "unsupported", "choose_path"]
 
-PATHS = ("sdpa", "flex", "explicit", "stored", "chunked")
+PATHS = ("sdpa", "flex", "explicit", "stored", "chunked", "triton")
 """``sdpa``: ``scaled_dot_product_attention`` with the logit terms as one float mask;
 ``flex``: FlexAttention with a ``score_mod``; ``explicit``: logits, softmax and weights as
-tensors (the only path that returns the weights); ``stored`` / ``chunked``: :mod:`.bucketed`."""
+tensors (the only path that returns the weights); ``stored`` / ``chunked``: :mod:`.bucketed`;
+``triton``: the fused kernels of :mod:`.triton`."""
 
 SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
@@ -78,6 +79,11 @@ class Request:
     def contextual(self) -> bool:
         return self.terms is not None and self.terms.contextual
 
+    @property
+    def bucketed(self) -> bool:
+        """True if the terms hold tables looked up by bucket id."""
+        return self.terms is not None and self.terms.ids is not None
+
 
 def unsupported(path: str, request: Request) -> str | None:
     """Why ``path`` cannot compute ``request``, or None if it can."""
@@ -91,6 +97,10 @@ def unsupported(path: str, request: Request) -> str | None:
         return "a term on values needs the attention weights per bucket"
     if path == "flex" and request.needs_grad and request.device != "cuda":
         return "FlexAttention's backward runs on CUDA only"
+    if path == "triton" and request.device == "cuda" and not available():
+        return "Triton is not installed (pip install triton)"
+    if path == "triton" and request.dtype == torch.float64 and runs_kernels(torch.device(request.device)):
+        return "the fused kernels compute in float32 and take bf16, fp16 or float32 inputs"
     return None
 
 
@@ -100,6 +110,8 @@ def choose_path(request: Request) -> str:
         return "explicit"
     if request.dropout or not (request.logit_terms or request.value_term):
         return "sdpa"
+    if request.device == "cuda" and request.bucketed and unsupported("triton", request) is None:
+        return "triton"
     if request.device == "cuda" and not request.value_term:
         return "flex" if request.contextual else "sdpa"
     if not request.needs_grad:

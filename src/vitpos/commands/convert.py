@@ -12,14 +12,16 @@ from __future__ import annotations
 import argparse
 
 from ..analysis.stages import as_host
-from ..released import create_from_checkpoint, detect_layout, read_state_dict
-from ..released.export import write_checkpoint
+from ..weights import create_model, detect_layout, read_state_dict, write_checkpoint
+from ..weights.resize import RESIZES
 from .options import add_model_options, given_options
 
 
 def run(args: argparse.Namespace) -> int:
     overrides = given_options(args, args.option_names)
-    model = create_from_checkpoint(args.model, args.src, keep_grid=args.keep_grid, entry=args.entry, **overrides)
+    model = create_model(
+        args.model, checkpoint=args.src, keep_grid=args.keep_grid, entry=args.entry, resize=args.resize, **overrides
+    )
     layout = detect_layout(read_state_dict(args.src, args.entry), args.src).name
     write_checkpoint(model, args.dst, source=str(args.src), layout=layout)
     params = sum(p.numel() for p in model.parameters())
@@ -44,6 +46,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--keep-grid",
         action="store_true",
         help="build the model at the checkpoint's grid and window instead of resampling to the preset's",
+    )
+    p.add_argument(
+        "--resize",
+        choices=RESIZES,
+        help="how tables stored for another size are fitted: timm (antialiased bicubic, geometric Swin tables) or "
+        "model (the model's run-time resampling); default: timm for timm/DeiT, iRPE, LaPE and Swin files",
     )
     names = add_model_options(p, "override fields of the preset (num_classes re-initialises the classifier)")
     p.set_defaults(func=run, option_names=names["model"] + names["slots"])

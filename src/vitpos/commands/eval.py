@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 
 from ..data.catalog import open_data
-from ..engine.checkpoint import load_model
 from ..engine.distributed import pick_device
 from ..engine.evaluate import evaluate_resolutions, resolution_table
 from ..engine.setup import check_model_fits_data
 from ..spec import non_negative_int, positive_int
+from ..weights import load_model
 from .options import option_type, parse_size_list
 
 

@@ -14,10 +14,10 @@ from ..analysis.stages import as_host, stage_count
 from ..config import SLOT_NAMES
 from ..data.catalog import open_data
 from ..data.transforms import normalize, to_float
-from ..engine.checkpoint import load_model
 from ..errors import ConfigError
 from ..models.factory import create_model, get_config
 from ..spec import non_negative_int, positive_int
+from ..weights import load_model
 from .options import option_type
 
 __all__ = [

@@ -1,9 +1,11 @@
 """``vitpos study``: train small ViTs with each position-encoding family on the red-green tasks
 and write a report with tables and figures (thesis §4-5; CPVT, iRPE and LaPE slots).
 
-The default (5 seeds per family) takes about 10 minutes on two free CPU cores; ``--full`` is the thesis
-protocol (10 seeds, 5000/1000/1000 images), meant for a GPU. The report opens with a verdict per
-published claim. Run the same command again to continue an interrupted study.
+Every run trains until its validation metric stops improving (--patience epochs), within a cap of
+--epochs; each family's learning rate per task is chosen first from --lr-grid on a seed no report uses.
+The default (5 seeds per family) is sized for about 10 minutes on two free CPU cores; ``--full`` is the
+thesis protocol (10 seeds, 5000/1000/1000 images, at most 30 epochs), meant for a GPU. The report opens
+with a verdict per published claim. Run the same command again to continue an interrupted study.
 """
 
 from __future__ import annotations
@@ -20,6 +22,13 @@ from ..study.report import report_from_results
 from ..study.run import SETTINGS_FILE, resolve_device
 
 
+def _rate_list(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} must be comma-separated learning rates, e.g. 1e-3,3e-3") from None
+
+
 def _size_list(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(v) for v in text.split(",") if v.strip())
@@ -27,13 +36,13 @@ def _size_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"{text!r} must be comma-separated integers, e.g. 100,300") from None
 
 
+_OPTIONS = ("seeds", "epochs", "patience", "lr_grid", "train_size", "efficiency_sizes", "resolutions")
+"""Options that replace a field of the study's settings."""
+
+
 def build_config(args: argparse.Namespace) -> StudyConfig:
     """The study the options describe: the default or ``--full``, with each given option replaced."""
-    overrides = {
-        name: getattr(args, name)
-        for name in ("seeds", "epochs", "train_size", "efficiency_sizes", "resolutions")
-        if getattr(args, name) is not None
-    }
+    overrides = {name: getattr(args, name) for name in _OPTIONS if getattr(args, name) is not None}
     if args.family:
         overrides["families"] = tuple(parse_family(text) for text in args.family)
     return StudyConfig.full(**overrides) if args.full else StudyConfig(**overrides)
@@ -54,7 +63,7 @@ def _command(args: argparse.Namespace) -> str:
         + (["--full"] if args.full else [])
         + (["--task", "detect"] if args.task == "detect" else [])
     )
-    for name in ("seeds", "epochs", "train_size", "efficiency_sizes", "resolutions"):
+    for name in _OPTIONS:
         value = getattr(args, name)
         if value is not None:
             parts += [
@@ -73,7 +82,7 @@ _ENSEMBLE = {"auto": None, "on": True, "off": False}
 
 def run_detect(args: argparse.Namespace) -> int:
     """``--task detect``: iRPE Table 6's claims with tiny DETRs (:mod:`vitpos.study.detect`)."""
-    if args.full or args.report_only or args.efficiency_sizes or args.resolutions:
+    if args.full or args.report_only or args.efficiency_sizes or args.resolutions or args.patience or args.lr_grid:
         raise ValueError(
             "--task detect takes --seeds, --epochs, --train-size, --family, --workers, --device, --out and --fresh"
         )
@@ -136,7 +145,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "[head=gap] [option=value ...] [pretrained]'",
     )
     p.add_argument("--seeds", type=int, help="seeds per cell (default 5; --full 10)")
-    p.add_argument("--epochs", type=int, help="training epochs over the full training set (default 15; --full 30)")
+    p.add_argument(
+        "--epochs",
+        type=int,
+        help="the cap: at most this many epochs over the full training set (default 20; --full 30); "
+        "a run stops earlier once its validation metric stops improving",
+    )
+    p.add_argument(
+        "--patience", type=int, help="epochs without a better validation metric before a run stops (default 4)"
+    )
+    p.add_argument(
+        "--lr-grid",
+        type=_rate_list,
+        metavar="LR,LR",
+        help="learning rates tried per family and task on an unreported seed (default 0.002,0.005)",
+    )
     p.add_argument("--train-size", type=int, help="training images per task")
     p.add_argument(
         "--efficiency-sizes", type=_size_list, metavar="N,N", help="smaller training sets for the learning curves"

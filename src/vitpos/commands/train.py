@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..engine.config import TrainConfig
-from ..engine.records import CONFIG_FILE
 from ..engine.setup import RunRequest
 from ..engine.train import Resume, train
 from ..errors import ConfigError
+from ..weights.run_folder import CONFIG_FILE
 from .options import add_dataclass_options, add_model_options, given_options
 
 _RESUME_FLAGS: dict[str, Resume] = {"resume": True, "resume_if_present": "if_present"}

@@ -9,13 +9,15 @@ single positions and ranges, where ``i-j`` means after blocks i, i+1, ..., j-1 (
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import nn
 
 from ..grid import Grid
 from ..registry import CONDITIONAL
-from ..spec import SlotSpec, SpecError
+from ..spec import SpecError
 from .base import SlotContext, SlotEntry
 
 __all__ = ["ConditionalEncoding", "NoConditional", "parse_positions", "format_positions", "check_depth"]
@@ -71,12 +73,12 @@ def format_positions(positions: tuple[int, ...] | list[int]) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b + 1}" for a, b in runs)
 
 
-def check_depth(spec: SlotSpec, positions: tuple[int, ...], depth: int) -> None:
+def check_depth(value: str, positions: tuple[int, ...], depth: int) -> None:
     """Raise if a position lies past the last block of a ``depth``-block model."""
     bad = [p for p in positions if p >= depth]
     if bad:
         raise ValueError(
-            f"'{spec}': position(s) {', '.join(map(str, bad))} do not exist in a model of depth {depth}; "
+            f"'{value}': position(s) {', '.join(map(str, bad))} do not exist in a model of depth {depth}; "
             f"positions run from -1 (before block 0) to {depth - 1} (after the last block)"
         )
 
@@ -99,5 +101,5 @@ class NoConditional(SlotEntry):
     """No conditional encoding."""
 
     @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext) -> None:
+    def build(cls, ctx: SlotContext, options: Mapping[str, Any], **host: Any) -> None:
         return None

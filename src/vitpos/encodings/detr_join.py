@@ -12,7 +12,7 @@ import torch
 
 from ..grid import Grid
 from ..registry import JOIN
-from .join import Join, JoinTerms
+from .join import Join, JoinAdditions
 
 __all__ = ["DetrJoin"]
 
@@ -21,5 +21,5 @@ __all__ = ["DetrJoin"]
 class DetrJoin(Join):
     """Every block's queries and keys see ``x + pe``; values and the residual stream see ``x``."""
 
-    def terms(self, pe: torch.Tensor | None, grid: Grid) -> JoinTerms:
-        return JoinTerms() if pe is None else JoinTerms(query_key=(pe,) * self.depth)
+    def additions(self, pe: torch.Tensor | None, grid: Grid) -> JoinAdditions:
+        return JoinAdditions() if pe is None else JoinAdditions(query_key=(pe,) * self.depth)

@@ -3,9 +3,9 @@
 ``input`` adds it once (ViT/DeiT); ``shared`` and ``unshared`` add it before every block (the
 joining methods LaPE's Table 4 compares against); ``lape`` lives in :mod:`.lape`.
 
-A join is a pure function of its parameters: :meth:`Join.terms` maps the absolute encoding of
-the whole sequence ``pe`` (1, P + H*W, D) and the grid to a :class:`JoinTerms`, which
-:func:`vitpos.models.layers.run_blocks` asks for once per forward and applies:
+A join is a pure function of its parameters: :meth:`Join.additions` maps the absolute encoding
+of the whole sequence ``pe`` (1, P + H*W, D) and the grid to a :class:`JoinAdditions`, which
+:meth:`vitpos.models.stage.Stage.forward` asks for once per forward and applies:
 
 * ``entry`` — added to the tokens before block 0 (before ``pos_drop`` and a conditional
   generator at -1);
@@ -31,33 +31,31 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from ..grid import Grid, resample_table, tracing
+from ..grid import Grid, GridCache, resample_table, tracing
 from ..registry import ABSOLUTE, JOIN
-from ..spec import SlotSpec
 from .base import SlotContext, SlotEntry
-from .cache import GridCache
 from .relative.base import RelativePosition
 
 if TYPE_CHECKING:
     from ..config import PositionConfig
 
-__all__ = ["JoinTerms", "Join", "InputJoin", "SharedJoin", "UnsharedJoin", "require_absolute"]
+__all__ = ["JoinAdditions", "Join", "InputJoin", "SharedJoin", "UnsharedJoin", "require_absolute"]
 
-Terms = tuple[torch.Tensor | None, ...]
+PerBlock = tuple[torch.Tensor | None, ...]
 """One entry per block, from block 0; blocks past the end get nothing."""
 
 
 @dataclass(frozen=True)
-class JoinTerms:
+class JoinAdditions:
     """What a join adds in one forward pass at one grid (see the module docstring).
 
     Every tensor broadcasts to the token sequence (B, P + H*W, D).
     """
 
     entry: torch.Tensor | None = None
-    residual: Terms = ()
-    attention: Terms = ()
-    query_key: Terms = ()
+    residual: PerBlock = ()
+    attention: PerBlock = ()
+    query_key: PerBlock = ()
 
     def residual_at(self, index: int) -> torch.Tensor | None:
         """The term added to the residual stream entering block ``index``, or None."""
@@ -73,9 +71,9 @@ class JoinTerms:
 
 
 class Join(SlotEntry, nn.Module):
-    """Base class: a join adds nothing. Subclasses override :meth:`terms`.
+    """Base class: a join adds nothing. Subclasses override :meth:`additions`.
 
-    Built by ``from_spec(spec, ctx, has_absolute=...)``: the host says whether it has an absolute
+    Built by ``build(ctx, options, has_absolute=...)``: the stage says whether it has an absolute
     encoding (without one, ``pe`` is None at every call; LaPE then owns no LN_pe parameters).
     """
 
@@ -84,13 +82,9 @@ class Join(SlotEntry, nn.Module):
         self.depth = ctx.depth
         self.has_absolute = has_absolute
 
-    @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, has_absolute: bool = True) -> Join:
-        return cls(ctx, has_absolute, **spec.typed_options(cls._schema))
-
-    def terms(self, pe: torch.Tensor | None, grid: Grid) -> JoinTerms:
-        """This join's terms for the absolute encoding ``pe`` (1, P + H*W, D) or None, at ``grid``."""
-        return JoinTerms()
+    def additions(self, pe: torch.Tensor | None, grid: Grid) -> JoinAdditions:
+        """What this join adds for the absolute encoding ``pe`` (1, P + H*W, D) or None, at ``grid``."""
+        return JoinAdditions()
 
     def adapt_relative(self, index: int, relative: RelativePosition | None) -> RelativePosition | None:
         """The relative encoding block ``index`` should use (e.g. wrapped); unchanged by default."""
@@ -110,8 +104,8 @@ def require_absolute(position: PositionConfig, join: str, why: str) -> None:
 class InputJoin(Join):
     """ViT/DeiT: add the encoding to the tokens once, before the first block."""
 
-    def terms(self, pe: torch.Tensor | None, grid: Grid) -> JoinTerms:
-        return JoinTerms(entry=pe)
+    def additions(self, pe: torch.Tensor | None, grid: Grid) -> JoinAdditions:
+        return JoinAdditions(entry=pe)
 
 
 @JOIN.register("shared")
@@ -127,8 +121,8 @@ class SharedJoin(Join):
     def check_combination(cls, position: PositionConfig) -> None:
         require_absolute(position, "shared", "adds the absolute encoding before every block")
 
-    def terms(self, pe: torch.Tensor | None, grid: Grid) -> JoinTerms:
-        return JoinTerms(residual=(pe,) * self.depth)
+    def additions(self, pe: torch.Tensor | None, grid: Grid) -> JoinAdditions:
+        return JoinAdditions(residual=(pe,) * self.depth)
 
 
 def _learned_table_values() -> list[str]:
@@ -165,8 +159,8 @@ class UnsharedJoin(Join):
                 f"use join='shared' to add a fixed encoding before every block"
             )
 
-    def terms(self, pe: torch.Tensor | None, grid: Grid) -> JoinTerms:
-        return JoinTerms(residual=(pe, *self.layer_tables(grid).split(1)))
+    def additions(self, pe: torch.Tensor | None, grid: Grid) -> JoinAdditions:
+        return JoinAdditions(residual=(pe, *self.layer_tables(grid).split(1)))
 
     def layer_table(self, index: int, grid: Grid) -> torch.Tensor:  # 1, P + H*W, D
         """The own table of block ``index`` (1..depth-1) at ``grid``."""

@@ -10,7 +10,8 @@ over the key axis instead (§3.4, Appendix B).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -20,7 +21,7 @@ from ..grid import Grid
 from ..registry import JOIN
 from ..spec import SlotSpec, one_of, positive_int
 from .base import OptionSchema, SlotContext
-from .join import Join, JoinTerms
+from .join import Join, JoinAdditions
 from .relative.base import RelativeBias, RelativePosition
 
 if TYPE_CHECKING:
@@ -127,10 +128,10 @@ class LapeJoin(Join):
         self.pe_norm = PositionNorm(form, eta, ctx.embed_dim, PE_EPS) if has_absolute else None
 
     @classmethod
-    def validate(cls, spec: SlotSpec) -> None:
+    def parse(cls, spec: SlotSpec) -> Mapping[str, Any]:
         spec.check_no_placement()
         spec.check_flags({"chained"})
-        spec.typed_options(cls._schema)
+        return {"chained": "chained" in spec.flags, **spec.typed_options(cls._schema)}
 
     @classmethod
     def check_combination(cls, position: PositionConfig) -> None:
@@ -140,13 +141,9 @@ class LapeJoin(Join):
                 "absolute encoding (e.g. absolute='learned') or a bias-type relative encoding"
             )
 
-    @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, has_absolute: bool = True) -> LapeJoin:
-        return cls(ctx, has_absolute, chained="chained" in spec.flags, **spec.typed_options(cls._schema))
-
-    def terms(self, pe: torch.Tensor | None, grid: Grid) -> JoinTerms:
+    def additions(self, pe: torch.Tensor | None, grid: Grid) -> JoinAdditions:
         # Eq. 8: x_0 = alpha (no entry term); Eq. 9: LN_pe,l(pe) joins block l's attention input
-        return JoinTerms() if pe is None else JoinTerms(attention=tuple(self.layer_encodings(pe).unbind(0)))
+        return JoinAdditions() if pe is None else JoinAdditions(attention=tuple(self.layer_encodings(pe).unbind(0)))
 
     def layer_encodings(self, pe: torch.Tensor) -> torch.Tensor:  # eta, 1, P + H*W, D
         """LN_pe,l(pe) for l = 0..eta-1 (or the chosen form), stacked."""

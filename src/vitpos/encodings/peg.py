@@ -28,8 +28,9 @@ the paper's code; ``k=1`` gives its Table 5 control (convolutions with no neighb
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -160,19 +161,15 @@ class ConditionalPEG(ConditionalEncoding):
         # keys are the positions themselves ("-1", "0", ...), so state-dict names say where a PEG sits
         self.generators = nn.ModuleDict({str(p): PEG(dim, form) for p in self.positions})
 
-    @staticmethod
-    def _parse(spec: SlotSpec) -> tuple[tuple[int, ...], PegForm]:
-        return parse_positions(spec.at or DEFAULT_PLACEMENT), PegForm.from_spec(spec)
+    @classmethod
+    def parse(cls, spec: SlotSpec) -> Mapping[str, Any]:
+        return {"positions": parse_positions(spec.at or DEFAULT_PLACEMENT), "form": PegForm.from_spec(spec)}
 
     @classmethod
-    def validate(cls, spec: SlotSpec) -> None:
-        cls._parse(spec)
-
-    @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext) -> ConditionalPEG:
-        positions, form = cls._parse(spec)
-        check_depth(spec, positions, ctx.depth)
-        return cls(ctx.embed_dim, positions, form)
+    def build(cls, ctx: SlotContext, options: Mapping[str, Any], **host: Any) -> ConditionalPEG:
+        positions = options["positions"]
+        check_depth(f"peg@{format_positions(positions)}", positions, ctx.depth)
+        return cls(ctx.embed_dim, positions, options["form"])
 
     def forward(self, position: int, x: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:
         return self.generators[str(position)](x, grid, num_prefix_tokens)

@@ -1,6 +1,6 @@
 """Training and evaluation: ``train(model_cfg, train_cfg, data)``, ``evaluate(model, dataset)``, checkpoints."""
 
-from .checkpoint import Checkpoint, CheckpointError, find_checkpoint, load_checkpoint, load_model
+from .checkpoint import Checkpoint, CheckpointError, find_checkpoint, load_training_checkpoint
 from .config import TrainConfig
 from .evaluate import evaluate, evaluate_resolutions, resolution_table
 from .setup import RunRequest, fit_model_to_data
@@ -16,8 +16,7 @@ __all__ = [
     "evaluate_resolutions",
     "find_checkpoint",
     "fit_model_to_data",
-    "load_checkpoint",
-    "load_model",
+    "load_training_checkpoint",
     "resolution_table",
     "train",
 ]

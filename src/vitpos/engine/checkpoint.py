@@ -1,21 +1,15 @@
-"""Checkpoints: weights in safetensors, training state for ``torch.load(weights_only=True)``.
+"""Training checkpoints: the model part in the vitpos format (:mod:`vitpos.weights.run_folder`),
+the training state for ``torch.load(weights_only=True)``.
 
-Layout of a run folder::
-
-    RUN/checkpoints/latest               name of the newest complete checkpoint
-    RUN/checkpoints/step-00001200/
-        model.safetensors                weights; metadata: model, training and data configs
-        ema.safetensors                  EMA weights (when EMA is on)
-        state.pt                         optimiser, step, epoch, metric history, ...
-
-A checkpoint folder is written under a temporary name, flushed to disk and renamed into place;
-only then does ``latest`` move to it and are older checkpoints pruned. A crash at any moment
-leaves the previous checkpoint whole.
+A checkpoint folder ``RUN/checkpoints/step-N`` holds ``model.safetensors`` (and
+``ema.safetensors``) as :func:`~vitpos.weights.run_folder.write_weights` writes them, and
+``state.pt``: optimiser, step, epoch, metric history, ... It is written under a temporary name,
+flushed to disk and renamed into place; only then does ``latest`` move to it and are older
+checkpoints pruned. A crash at any moment leaves the previous checkpoint whole.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -23,15 +17,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, safe_open, save_file
 from torch import nn
 
 from ..config import HostConfig
-from ..errors import VitposError
-from ..models.factory import config_from_dict, create_model
-from ..models.vit import upgrade_state_dict
-from .atomic import fsync_path, write_atomic
+from ..errors import CheckpointError
+from ..files import fsync_path, write_atomic
+from ..weights.run_folder import (
+    CHECKPOINTS,
+    EMA_FILE,
+    LATEST,
+    MODEL_FILE,
+    SavedModel,
+    find_checkpoint,
+    latest_checkpoint,
+    read_saved_model,
+    write_weights,
+)
 
 __all__ = [
     "CheckpointError",
@@ -39,46 +40,19 @@ __all__ = [
     "save_checkpoint",
     "latest_checkpoint",
     "find_checkpoint",
-    "load_checkpoint",
+    "load_training_checkpoint",
     "check_same_model",
-    "load_weights",
-    "load_model",
 ]
 
-FORMAT = "vitpos-checkpoint-2"
-"""Written since the plain ViT became a pyramid of one stage (its parameters under ``stages.0``)."""
-FORMATS = ("vitpos-checkpoint-1", FORMAT)
-"""Formats read: version 1 holds the ViT's earlier names, which :func:`load_weights` renames."""
-CHECKPOINTS, LATEST = "checkpoints", "latest"
-MODEL_FILE, EMA_FILE, STATE_FILE = "model.safetensors", "ema.safetensors", "state.pt"
-
-
-class CheckpointError(VitposError):
-    """A checkpoint that is missing, corrupt, or does not fit the model asked for."""
+STATE_FILE = "state.pt"
 
 
 @dataclass
-class Checkpoint:
-    """A loaded checkpoint."""
+class Checkpoint(SavedModel):
+    """A loaded training checkpoint."""
 
-    path: Path
-    model_config: HostConfig
-    train_config: dict[str, Any]
-    data: dict[str, Any]
-    """The data set it was trained on: spec, task, classes, target_names, mean, std, ..."""
-    weights: dict[str, torch.Tensor]
-    ema: dict[str, torch.Tensor] | None
-    state: dict[str, Any] | None
+    state: dict[str, Any] | None = None
     """Optimiser, step, epoch, history ...; None when loaded for inference only."""
-
-    @property
-    def step(self) -> int:
-        """Optimiser steps taken when it was written."""
-        return int(self.path.name.split("-")[-1])
-
-
-def _state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
 
 
 def save_checkpoint(
@@ -97,13 +71,11 @@ def save_checkpoint(
     tmp = root / f".{final.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    metadata = {"format": FORMAT, **{k: json.dumps(v) for k, v in meta.items()}}
-    save_file(_state_dict(model), tmp / MODEL_FILE, metadata=metadata)
+    write_weights(tmp / MODEL_FILE, model.state_dict(), meta)
     if ema is not None:
-        save_file(_state_dict(ema), tmp / EMA_FILE, metadata=metadata)
+        write_weights(tmp / EMA_FILE, ema.state_dict(), meta)
     torch.save(state, tmp / STATE_FILE)
-    for name in os.listdir(tmp):
-        fsync_path(tmp / name)
+    fsync_path(tmp / STATE_FILE)
     fsync_path(tmp)
     if final.exists():  # the same step saved again (a resumed run): swap, then drop the old copy
         old = root / f".{final.name}.old-{os.getpid()}"
@@ -127,52 +99,10 @@ def _prune(root: Path, keep: int, newest: Path) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
-def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The newest complete checkpoint of a run folder, or None."""
-    root = Path(run_dir) / CHECKPOINTS
-    pointer = root / LATEST
-    if pointer.is_file():
-        named = root / pointer.read_text().strip()
-        if (named / MODEL_FILE).is_file():
-            return named
-    complete = sorted(p for p in root.glob("step-*") if (p / MODEL_FILE).is_file())
-    return complete[-1] if complete else None
-
-
-def find_checkpoint(path: str | Path) -> Path:
-    """A checkpoint folder from a run folder, a checkpoint folder or its ``model.safetensors``."""
-    path = Path(path)
-    if path.is_file() and path.name in (MODEL_FILE, EMA_FILE):
-        return path.parent
-    if (path / MODEL_FILE).is_file():
-        return path
-    found = latest_checkpoint(path)
-    if found is None:
-        if not path.exists():
-            raise CheckpointError(f"checkpoint {path} does not exist")
-        raise CheckpointError(f"{path} holds no checkpoint (expected {CHECKPOINTS}/step-*/{MODEL_FILE})")
-    return found
-
-
-def _read_weights(file: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    try:
-        with safe_open(str(file), framework="pt") as f:
-            meta = f.metadata() or {}
-        return load_file(str(file)), meta
-    except (SafetensorError, OSError, ValueError) as err:
-        raise CheckpointError(
-            f"checkpoint file {file} is truncated or corrupt ({err}); it cannot be loaded. "
-            "Restore it, or resume from another checkpoint"
-        ) from None
-
-
-def load_checkpoint(path: str | Path, *, with_state: bool = True) -> Checkpoint:
-    """Load a checkpoint (see :func:`find_checkpoint` for what ``path`` may be)."""
-    folder = find_checkpoint(path)
-    weights, meta = _read_weights(folder / MODEL_FILE)
-    if meta.get("format") not in FORMATS:
-        raise CheckpointError(f"{folder / MODEL_FILE} is not a vitpos checkpoint (format {meta.get('format')!r})")
-    ema = _read_weights(folder / EMA_FILE)[0] if (folder / EMA_FILE).is_file() else None
+def load_training_checkpoint(path: str | Path, *, with_state: bool = True) -> Checkpoint:
+    """Load a checkpoint (see :func:`find_checkpoint` for what ``path`` may be) with its training state."""
+    saved = read_saved_model(path)
+    folder = saved.path
     state = None
     if with_state:
         try:
@@ -186,40 +116,7 @@ def load_checkpoint(path: str | Path, *, with_state: bool = True) -> Checkpoint:
                 f"({type(err).__name__}); it is not loaded, since unpickling arbitrary objects could run code. "
                 "Restore it from a copy, or resume from another checkpoint"
             ) from None
-    return Checkpoint(
-        path=folder,
-        model_config=_model_config(meta, folder / MODEL_FILE),
-        train_config=_metadata(meta, "train_config", folder / MODEL_FILE, {}),
-        data=_metadata(meta, "data", folder / MODEL_FILE, {}),
-        weights=weights,
-        ema=ema,
-        state=state,
-    )
-
-
-def _metadata(meta: dict[str, str], key: str, file: Path, default: Any = None) -> Any:
-    """The JSON value stored under ``key`` in a checkpoint's metadata; a named error if unreadable."""
-    if key not in meta:
-        if default is not None:
-            return default
-        raise CheckpointError(
-            f"checkpoint file {file} lacks the {key!r} entry in its metadata; it was not written by vitpos train"
-        )
-    try:
-        return json.loads(meta[key])
-    except json.JSONDecodeError as err:
-        raise CheckpointError(
-            f"checkpoint file {file}: the {key!r} entry of its metadata is not valid JSON ({err}); the file was edited "
-            "or damaged: restore it from a copy"
-        ) from None
-
-
-def _model_config(meta: dict[str, str], file: Path) -> HostConfig:
-    data = _metadata(meta, "model_config", file)
-    try:
-        return config_from_dict(data)
-    except (VitposError, TypeError) as err:
-        raise CheckpointError(f"checkpoint file {file}: its model_config metadata is invalid ({err})") from None
+    return Checkpoint(**vars(saved), state=state)
 
 
 def _flat_config(cfg: HostConfig) -> dict[str, Any]:
@@ -237,35 +134,3 @@ def check_same_model(saved: HostConfig, wanted: HostConfig, where: Path | str) -
             f"checkpoint {where} was written for a different model ({'; '.join(diffs)}); "
             "use the same model options, or start a new run folder"
         )
-
-
-def load_weights(model: nn.Module, weights: dict[str, torch.Tensor], where: Path | str) -> None:
-    """Load ``weights`` into ``model``; missing, extra or mis-shaped tensors are a named error.
-
-    A plain ViT's earlier parameter names (checkpoint format 1) are renamed first."""
-    weights = upgrade_state_dict(weights)
-    own = model.state_dict()
-    problems = [f"missing {k}" for k in own if k not in weights]
-    problems += [f"unexpected {k}" for k in weights if k not in own]
-    problems += [
-        f"{k} has shape {tuple(weights[k].shape)} in the checkpoint, {tuple(v.shape)} in the model"
-        for k, v in own.items()
-        if k in weights and weights[k].shape != v.shape
-    ]
-    if problems:
-        shown = "; ".join(problems[:6]) + (f"; and {len(problems) - 6} more" if len(problems) > 6 else "")
-        raise CheckpointError(f"checkpoint {where} does not fit this model: {shown}")
-    model.load_state_dict(weights)
-
-
-def load_model(
-    path: str | Path, *, ema: bool = False, device: torch.device | str = "cpu"
-) -> tuple[nn.Module, Checkpoint]:
-    """Rebuild the model a checkpoint was trained with and load its (EMA) weights; eval mode."""
-    ckpt = load_checkpoint(path, with_state=False)
-    weights = ckpt.ema if ema else ckpt.weights
-    if weights is None:
-        raise CheckpointError(f"checkpoint {ckpt.path} has no EMA weights (trained with ema_decay=0)")
-    model = create_model(ckpt.model_config)
-    load_weights(model, weights, ckpt.path)
-    return model.to(device).eval(), ckpt

@@ -9,12 +9,16 @@ taken the same model alone (``tests/engine/test_ensemble.py`` checks it in float
 randomness inside the forward (dropout, drop path) is drawn differently: per member by vmap.
 
 Small models gain most: S members fill the matrix units that one tiny model leaves idle.
-The ensemble keeps nothing on disk; runs that need checkpoints, EMA, compile or several
-processes use the single-model trainer.
+An ensemble of one runs its model without vmap. The ensemble keeps nothing on disk; runs that
+need checkpoints, EMA, compile or several processes use the single-model trainer.
+
+With a :class:`Stopping` rule each member trains until its validation metric stops improving
+(or reaches its task's solved value), with ``epochs`` as the cap, and ends at its best epoch.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,9 +30,9 @@ from torch.func import functional_call
 
 from ..config import HostConfig
 from ..data.dataset import DataSplits, ImageDataset
-from ..encodings.saved import load_position_encoding
 from ..models.factory import create_model
-from ..tasks import loss_precision, task_for
+from ..models.saved_encoding import load_position_encoding
+from ..tasks import loss_precision, primary_metric, task_for
 from .config import TrainConfig
 from .distributed import Dist, epoch_batches, pick_device, steps_per_epoch
 from .evaluate import evaluate, input_dtype
@@ -37,7 +41,7 @@ from .precision import Precision
 from .setup import check_model_fits_data
 from .train import TrainResult, build_augment, step_seed
 
-__all__ = ["Member", "EnsembleError", "train_ensemble", "stack_error"]
+__all__ = ["Member", "EnsembleError", "Stack", "Stopping", "train_ensemble", "stack_error"]
 
 _PER_MEMBER = ("seed", "data", "init_pe")
 """Training options that may differ between the members of one ensemble."""
@@ -54,6 +58,46 @@ class Member:
 
     cfg: TrainConfig
     data: DataSplits
+
+
+@dataclass(frozen=True)
+class Stopping:
+    """Stop a member when its validation metric (acc1 or R², evaluated every epoch) has not improved
+    for ``patience`` epochs, but not before epoch ``min_epochs``, or at once when it reaches ``solved``
+    for its metric; the member ends with the weights of its best epoch. ``TrainConfig.epochs`` is the
+    cap (and the length of the schedule)."""
+
+    patience: int = 5
+    min_epochs: int = 0
+    """No stop by patience before this epoch: a run on an early plateau gets time to leave it."""
+    min_delta: float = 0.0
+    """Smallest rise that counts as an improvement."""
+    solved: tuple[tuple[str, float], ...] = (("acc1", 100.0), ("r2", 0.99))
+    """(metric, value) pairs: a member whose validation metric reaches the value is done."""
+
+    def __post_init__(self) -> None:
+        if self.patience < 1 or self.min_delta < 0:
+            raise ValueError(f"Stopping needs patience >= 1 and min_delta >= 0, got {self.patience}, {self.min_delta}")
+
+
+class _Watch:
+    """One member's stopping state: its best validation metric, epoch and weights."""
+
+    def __init__(self, rule: Stopping, key: str) -> None:
+        self.rule, self.key = rule, key
+        self.best, self.best_epoch = -math.inf, 0
+        self.weights: dict[str, torch.Tensor] | None = None
+        self.stop: str | None = None
+
+    def update(self, epoch: int, metrics: dict[str, float], weights: dict[str, torch.Tensor]) -> None:
+        """Record the metrics of ``epoch``; sets ``stop`` to ``solved`` or ``patience`` when the member is done."""
+        value = metrics[self.key]
+        if value > self.best + self.rule.min_delta or self.weights is None:
+            self.best, self.best_epoch, self.weights = value, epoch, weights
+        if value >= dict(self.rule.solved).get(self.key, math.inf):
+            self.stop = "solved"
+        elif epoch - self.best_epoch >= self.rule.patience and epoch >= self.rule.min_epochs:
+            self.stop = "patience"
 
 
 def _shared_settings(members: Sequence[Member]) -> TrainConfig:
@@ -93,7 +137,7 @@ def stack_error(model: nn.Module) -> str | None:
     return None
 
 
-class _Stack:
+class Stack:
     """The members' modules and their parameters stacked on a leading axis."""
 
     def __init__(self, models: list[nn.Module]) -> None:
@@ -106,13 +150,28 @@ class _Stack:
         self.buffers = {
             name: torch.stack([dict(m.named_buffers())[name] for m in models]) for name, _ in self.base.named_buffers()
         }
-        self._forward = torch.vmap(self._one, randomness="different")
+        self._forward = self._alone if len(models) == 1 else torch.vmap(self._one, randomness="different")
 
     def _one(self, params: dict, buffers: dict, x: torch.Tensor) -> torch.Tensor:
         return functional_call(self.base, (params, buffers), (x,))
 
+    def _alone(self, params: dict, buffers: dict, x: torch.Tensor) -> torch.Tensor:
+        """One member: its model on its slice, no vmap (nothing to batch)."""
+        first = {k: v[0] for k, v in params.items()}, {k: v[0] for k, v in buffers.items()}
+        return functional_call(self.base, first, (x[0],))[None]
+
     def __call__(self, x: torch.Tensor) -> torch.Tensor:  # S, B, C, H, W -> S, B, outputs
         return self._forward(self.params, self.buffers, x)
+
+    def member(self, i: int) -> dict[str, torch.Tensor]:
+        """A copy of member ``i``'s parameters."""
+        return {name: p[i].detach().clone() for name, p in self.params.items()}
+
+    @torch.no_grad()
+    def restore(self, i: int, weights: dict[str, torch.Tensor]) -> None:
+        """Put ``weights`` (from :meth:`member`) back as member ``i``'s parameters."""
+        for name, value in weights.items():
+            self.params[name][i].copy_(value)
 
     def train(self, mode: bool) -> None:
         self.base.train(mode)
@@ -144,12 +203,16 @@ def _build_member(model_cfg: HostConfig, member: Member, device: torch.device) -
     return model.to(device)
 
 
-def train_ensemble(model_cfg: HostConfig, members: Sequence[Member]) -> list[TrainResult]:
+def train_ensemble(
+    model_cfg: HostConfig, members: Sequence[Member], stopping: Stopping | None = None
+) -> list[TrainResult]:
     """Train every member as :func:`~vitpos.engine.train.train` would alone, all in one stacked model.
 
     Members share every training option except ``seed``, ``data`` and ``init_pe``, and their
     training splits must give the same number of steps per epoch. Returns one result per member,
-    in order (no run folder, no checkpoint).
+    in order (no run folder, no checkpoint). With ``stopping`` every epoch is evaluated, each
+    member's history ends at the epoch it stopped, and its last row says why (``stop``: solved,
+    patience or cap) and which epoch's weights it kept (``best_epoch``).
     """
     cfg = _shared_settings(members)
     device = pick_device(cfg.device)
@@ -167,7 +230,7 @@ def train_ensemble(model_cfg: HostConfig, members: Sequence[Member]) -> list[Tra
     per_epoch = steps.pop()
     schedule = WarmupCosine(cfg.lr, cfg.min_lr, round(cfg.warmup_epochs * per_epoch), cfg.epochs * per_epoch)
 
-    stack = _Stack([_build_member(model_cfg, m, device) for m in members])
+    stack = Stack([_build_member(model_cfg, m, device) for m in members])
     mask = decays(stack.base)
     optimizer = torch.optim.AdamW(
         [
@@ -186,8 +249,11 @@ def train_ensemble(model_cfg: HostConfig, members: Sequence[Member]) -> list[Tra
             "set amp_dtype to bfloat16 or turn amp off"
         )
     histories: list[list[dict[str, Any]]] = [[] for _ in members]
+    watches = [_Watch(stopping, primary_metric(info.task)) for info in infos] if stopping else []
     step = 0
     for epoch in range(cfg.epochs):
+        if watches and all(w.stop for w in watches):
+            break
         stack.train(True)
         began = time.perf_counter()
         orders = [
@@ -222,18 +288,31 @@ def train_ensemble(model_cfg: HostConfig, members: Sequence[Member]) -> list[Tra
                     running[i].add_predictions(loss_precision(outputs[i]).detach(), raw[i])
             step += 1
         elapsed = time.perf_counter() - began
-        evaluate_now = (epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs
+        evaluate_now = bool(watches) or (epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs
         if evaluate_now:
             stack.write_back()
         for i, model in enumerate(stack.models):
-            row = {"epoch": epoch + 1, "step": step, "lr": lr} | {
+            if watches and watches[i].stop:
+                continue  # trained on in the stack, but its run ended at its best epoch
+            row: dict[str, Any] = {"epoch": epoch + 1, "step": step, "lr": lr} | {
                 f"train_{k}": v for k, v in running[i].compute().items()
             }
             if evaluate_now:
                 row |= {f"val_{k}": v for k, v in _evaluate(model, splits[i]["val"], cfg, device, precision).items()}
+            if watches:
+                watches[i].update(
+                    epoch + 1, {k[4:]: v for k, v in row.items() if k.startswith("val_")}, stack.member(i)
+                )
+                row |= {"stop": watches[i].stop, "best_epoch": watches[i].best_epoch} if watches[i].stop else {}
             histories[i].append(
                 row | {"time_s": elapsed, "images_per_s": per_epoch * cfg.batch_size * len(members) / elapsed}
             )
+    for i, watch in enumerate(watches):
+        if not watch.stop:
+            watch.stop = "cap"
+            histories[i][-1] |= {"stop": "cap", "best_epoch": watch.best_epoch}
+        if watch.weights is not None:
+            stack.restore(i, watch.weights)
     stack.write_back()
     return [
         TrainResult(model.eval(), None, history, _evaluate(model, s["test"], cfg, device, precision), None, None)

@@ -20,12 +20,11 @@ from typing import Any
 import yaml
 
 from ..config import HostConfig
-from .atomic import write_atomic
+from ..files import write_atomic
+from ..weights.run_folder import CONFIG_FILE
 from .config import TrainConfig
 
-__all__ = ["CONFIG_FILE", "write_run_config", "write_history", "write_summary"]
-
-CONFIG_FILE = "config.yaml"
+__all__ = ["write_run_config", "write_history", "write_summary"]
 
 
 def write_run_config(run_dir: Path, model_cfg: HostConfig, train_cfg: TrainConfig) -> None:

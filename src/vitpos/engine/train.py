@@ -30,19 +30,12 @@ from ..config import HostConfig
 from ..data.catalog import open_data
 from ..data.dataset import DataInfo, DataSplits, iterate_batches
 from ..data.transforms import Augment
-from ..encodings.saved import load_position_encoding
 from ..errors import VitposError
 from ..models.factory import create_model
-from ..released import load_checkpoint as load_initial_weights
+from ..models.saved_encoding import load_position_encoding
 from ..tasks import loss_precision, task_for
-from .checkpoint import (
-    CheckpointError,
-    check_same_model,
-    latest_checkpoint,
-    load_checkpoint,
-    load_weights,
-    save_checkpoint,
-)
+from ..weights import WeightsFile, load_weights
+from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_training_checkpoint, save_checkpoint
 from .config import TrainConfig
 from .distributed import Dist, epoch_batches, setup, steps_per_epoch, teardown
 from .evaluate import evaluate, input_dtype
@@ -140,11 +133,11 @@ class _Trainer:
 
         torch.manual_seed(cfg.seed)
         self.model = create_model(model_cfg)
-        load_backbone = getattr(self.model, "load_backbone", None)  # a segmenter starts from a classifier's host
-        if cfg.init and load_backbone is not None:
-            load_backbone(cfg.init, drop=cfg.init_drop)
+        host = getattr(self.model, "pretrained_host", None)  # a segmenter starts from a classifier's host
+        if cfg.init and host is not None:
+            load_weights(host, cfg.init, drop=("head", *cfg.init_drop))
         elif cfg.init:
-            load_initial_weights(self.model, cfg.init, drop=cfg.init_drop, resize_head=True)
+            load_weights(self.model, cfg.init, drop=cfg.init_drop, resize_head=True)
         if cfg.init_pe:
             load_position_encoding(self.model, cfg.init_pe)
         self.model = self.model.to(device)
@@ -189,7 +182,7 @@ class _Trainer:
             self._restore(found)
 
     def _restore(self, path: Path) -> None:
-        ckpt = load_checkpoint(path)
+        ckpt = load_training_checkpoint(path)
         check_same_model(ckpt.model_config, self.model_cfg, ckpt.path)
         trained_on = ckpt.train_config.get("data")
         if trained_on != self.cfg.data:
@@ -197,13 +190,13 @@ class _Trainer:
                 f"checkpoint {ckpt.path} was trained on {trained_on!r}, not {self.cfg.data!r}; "
                 "resume with the same --data"
             )
-        load_weights(self.model, ckpt.weights, ckpt.path)
+        load_weights(self.model, WeightsFile(ckpt.path, ckpt.weights, ckpt.metadata))
         if self.ema is not None:
             if ckpt.ema is None:
                 raise CheckpointError(f"checkpoint {ckpt.path} has no EMA weights; resume with ema_decay=0")
-            load_weights(self.ema.module, ckpt.ema, ckpt.path)
+            load_weights(self.ema.module, WeightsFile(ckpt.path, ckpt.ema, ckpt.metadata))
         state = ckpt.state
-        assert state is not None  # load_checkpoint reads the state by default
+        assert state is not None  # load_training_checkpoint reads the state by default
         if state["epoch"] > self.cfg.epochs:
             raise CheckpointError(
                 f"checkpoint {ckpt.path} has already trained {state['epoch']} epochs, "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import fnmatch
-from pathlib import Path
 from typing import Any
 
 from torch import nn
@@ -20,7 +19,8 @@ def get_config(name: str | HostConfig, **overrides: Any) -> HostConfig:
     """The config of preset ``name`` (a fresh copy) with ``overrides`` applied."""
     if not isinstance(name, (str, HostConfig)):
         raise ConfigError(
-            f"a model is named by a preset (a string, see list_models()) or a config (ModelConfig, PyramidConfig), "
+            "a model is named by a preset (a string, see list_models()) or a config (ViTConfig, PVTConfig, "
+            "SwinConfig, ...), "
             f"got {name!r} ({type(name).__name__})"
         )
     base = MODELS.get(name) if isinstance(name, str) else name
@@ -28,26 +28,14 @@ def get_config(name: str | HostConfig, **overrides: Any) -> HostConfig:
     return cfg.replace(**overrides) if overrides else cfg
 
 
-def create_model(
-    name: str | HostConfig | None, *, checkpoint: str | Path | None = None, keep_grid: bool = False, **overrides: Any
-) -> nn.Module:
-    """Build a model from a preset name or a config, optionally with the weights of ``checkpoint``.
+def create_model(name: str | HostConfig, **overrides: Any) -> nn.Module:
+    """Build a model from a preset name or a config, with freshly initialised weights.
 
     ``overrides`` are model fields (``num_classes=10``, ``head="gap"``) or slot values by their
-    short string (``absolute="sincos2d"``, ``relative="irpe:product:ctx:k"``).
-    ``checkpoint``: a released (timm/DeiT, iRPE, LaPE, Swin, PVT v1) or vitpos checkpoint,
-    loaded strictly with the released code's options selected (:mod:`vitpos.released`);
-    ``name`` may then be None to pick the preset whose parameters match it. ``keep_grid``
-    builds the model at the checkpoint's grid instead of resampling its tables on load.
+    short string (``absolute="sincos2d"``, ``relative="irpe:product:ctx:k"``). For a model with
+    weights (a checkpoint, or ``pretrained=True``) use :func:`vitpos.create_model`, which wraps this one.
     """
-    if checkpoint is not None:
-        from ..released import create_from_checkpoint  # the loader imports this module
-
-        return create_from_checkpoint(name, checkpoint, keep_grid=keep_grid, **overrides)
-    if name is None:
-        raise ValueError("create_model needs a preset name or a config (or a checkpoint to pick one from)")
-    cfg = get_config(name, **overrides)
-    return ARCHITECTURES.get(cfg.arch)(cfg)
+    return get_config(name, **overrides).build()
 
 
 TASKS = ("classification", "detection", "segmentation")

@@ -92,7 +92,7 @@ def as_host(model: object) -> Host:
         missing = ", ".join(name for name in HOST_MEMBERS if not hasattr(model, name))
         raise VitposError(
             f"{type(model).__name__} is not a host (ViT, PVT, Swin, DETR) with the stages these tools read "
-            f"(it has no {missing}); pass a model from vitpos.create_model or vitpos.load_model "
+            f"(it has no {missing}); pass a model from vitpos.create_model (checkpoint=... for trained weights) "
             "(of a segmentation model, its .backbone)"
         )
     return model

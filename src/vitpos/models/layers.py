@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -14,11 +14,7 @@ from ..encodings.relative.base import RelativePosition
 from ..errors import VitposError
 from ..grid import Grid, patch_grid, tracing
 
-if TYPE_CHECKING:
-    from ..encodings.conditional import ConditionalEncoding
-    from ..encodings.join import Join
-
-__all__ = ["PatchEmbed", "Attention", "Mlp", "DropPath", "Block", "init_linear", "run_blocks"]
+__all__ = ["PatchEmbed", "Partition", "Attention", "Mlp", "DropPath", "Block", "init_linear"]
 
 
 def init_linear(layer: nn.Linear) -> nn.Linear:
@@ -81,13 +77,34 @@ class PatchEmbed(nn.Module):
             )
 
 
+@dataclass(frozen=True)
+class Partition:
+    """The token groups one attention call attends within, and what merges the result back."""
+
+    tokens: torch.Tensor
+    """(B', N', C): every group's tokens (the whole sequence for global attention)."""
+    grid: Grid
+    """The grid of one group (relative encodings see it)."""
+    num_prefix_tokens: int
+    mask: torch.Tensor | None
+    """An additive logit mask broadcastable to (B', heads, N', N'), or None."""
+    qk_pos: torch.Tensor | None
+    """Added to the query and key inputs only, cut like the tokens, or None."""
+    layout: Any = None
+    """What the attention variant's :meth:`Attention.merge` needs (Swin: the window layout)."""
+
+
 class Attention(nn.Module):
     """Multi-head self-attention with an optional relative encoding.
 
-    The encoding declares its terms for the grid (:meth:`RelativePosition.terms`) and
+    The encoding declares its terms for the grid (:meth:`RelativePosition.relative_terms`) and
     :func:`vitpos.attention.attention` computes attention with them, choosing the path for the
     device and call (:mod:`vitpos.attention.policy`). :attr:`path` names a path instead (tests,
     benchmarks); ``return_weights=True`` also returns the softmax weights (B, heads, N, M).
+
+    Variants override two hooks, not :meth:`forward`: :meth:`key_value_source` (where keys and
+    values come from: PVT's spatial reduction) and :meth:`partition` / :meth:`merge` (which
+    tokens attend together: Swin's windows).
     """
 
     def __init__(
@@ -122,27 +139,66 @@ class Attention(nn.Module):
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """``qk_pos`` (broadcastable to x) is added to the query and key inputs only: q, k from
         ``x + qk_pos``, v from ``x`` (DETR's encoder)."""
-        b, n, c = x.shape
-        qkv = self.qkv(x)
-        if qk_pos is not None:  # W_qk (x + pos) + b = W_qk x + b + W_qk pos, pos projected once per batch
-            qkv = qkv + F.pad(F.linear(qk_pos, self.qkv.weight[: 2 * c]), (0, c))
-        qkv = qkv.reshape(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv.unbind(0)  # B, heads, N, head_dim
-        return self.project(self.attend(q, k, v, grid, num_prefix_tokens, mask, return_weights))
-
-    def project(
-        self, result: torch.Tensor | tuple[torch.Tensor, torch.Tensor]
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """The heads' outputs (B, heads, N, d) merged and projected; weights, if any, pass through."""
+        part = self.partition(x, grid, num_prefix_tokens, mask, qk_pos)
+        q, k, v = self.project_qkv(part)
+        result = self.attend(q, k, v, part.grid, part.num_prefix_tokens, part.mask, return_weights)
         out, weights = result if isinstance(result, tuple) else (result, None)
+        out = self.merge(self.project(out), part)
+        return out if weights is None else (out, weights)
+
+    def partition(
+        self,
+        x: torch.Tensor,
+        grid: Grid,
+        num_prefix_tokens: int,
+        mask: torch.Tensor | None,
+        qk_pos: torch.Tensor | None,
+    ) -> Partition:
+        """The groups of tokens that attend among themselves: here one, the whole sequence."""
+        return Partition(x, grid, num_prefix_tokens, mask, qk_pos)
+
+    def merge(self, out: torch.Tensor, part: Partition) -> torch.Tensor:  # B, N, C
+        """The inverse of :meth:`partition` on the projected outputs."""
+        return out
+
+    def key_value_source(self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor | None:
+        """The tokens keys and values are projected from; None: the query tokens ``x`` themselves."""
+        return None
+
+    def project_qkv(self, part: Partition) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q (B, heads, N, d) from the tokens, k and v (B, heads, M, d) from :meth:`key_value_source`;
+        ``qk_pos`` reaches the queries and keys, not the values."""
+        x, qk_pos = part.tokens, part.qk_pos
+        b, n, c = x.shape
+        weight, bias = self.qkv.weight, self.qkv.bias
+        source = self.key_value_source(x, part.grid, part.num_prefix_tokens)
+        if source is None:  # one projection; W_qk (x + pos) + b = W_qk x + b + W_qk pos
+            qkv = self.qkv(x)
+            if qk_pos is not None:
+                qkv = qkv + F.pad(F.linear(qk_pos, weight[: 2 * c]), (0, c))
+            q, k, v = qkv.reshape(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+            return q, k, v
+        qk_in = x if qk_pos is None else x + qk_pos
+        q = F.linear(qk_in, weight[:c], None if bias is None else bias[:c])
+        kv = F.linear(source, weight[c:], None if bias is None else bias[c:])
+        if qk_pos is not None:
+            keys_from = self.key_value_source(qk_in, part.grid, part.num_prefix_tokens)
+            assert keys_from is not None  # the same hook as for the values
+            keys = F.linear(keys_from, weight[c : 2 * c], None if bias is None else bias[c : 2 * c])
+            kv = torch.cat([keys, kv[..., c:]], dim=-1)
+        q = q.reshape(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+        k, v = kv.reshape(b, -1, 2, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        return q, k, v
+
+    def project(self, out: torch.Tensor) -> torch.Tensor:  # B, N, C
+        """The heads' outputs (B, heads, N, d) merged and projected."""
         b, _, n, _ = out.shape
         out = out.transpose(1, 2)
         if tracing():
             # a copy: otherwise a graph records the merge as a view where the traced kernel's output
             # allowed one, which a runtime's own kernel (ONNX's attention) need not
             out = out.clone(memory_format=torch.contiguous_format)
-        out = self.proj_drop(self.proj(out.reshape(b, n, -1)))
-        return out if weights is None else (out, weights)
+        return self.proj_drop(self.proj(out.reshape(b, n, -1)))
 
     def attend(
         self,
@@ -156,7 +212,7 @@ class Attention(nn.Module):
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:  # B, heads, N, head_dim
         """Attention of q over (k, v) with the relative terms; ``mask`` is an additive logit term
         broadcastable to (B, heads, N, M) (e.g. Swin's shifted-window mask)."""
-        terms = None if self.relative is None else self.relative.terms(grid, num_prefix_tokens, q.device)
+        terms = None if self.relative is None else self.relative.relative_terms(grid, num_prefix_tokens, q.device)
         return attention(
             q, k, v, terms, scale=self.scale, mask=mask, dropout_p=self.attn_drop.p if self.training else 0.0,
             return_weights=return_weights, path=self.path,
@@ -241,30 +297,3 @@ class Block(nn.Module):
         )
         x = x + self.drop_path1(out)
         return x + self.drop_path2(self.mlp(self.norm2(x)))
-
-
-def run_blocks(
-    x: torch.Tensor,
-    grid: Grid,
-    num_prefix_tokens: int,
-    blocks: Iterable[nn.Module],
-    pe: torch.Tensor | None,
-    join: Join,
-    conditional: ConditionalEncoding | None,
-    pos_drop: nn.Module,
-) -> torch.Tensor:
-    """Run ``blocks`` with the slots: the join's terms (:class:`~vitpos.encodings.join.JoinTerms`,
-    computed once from ``pe`` and ``grid``) and conditional generators at their positions
-    (-1 = before block 0, i = after block i)."""
-    terms = join.terms(pe, grid)
-    x = pos_drop(x if terms.entry is None else x + terms.entry)
-    if conditional is not None and -1 in conditional.positions:
-        x = conditional(-1, x, grid, num_prefix_tokens)
-    for i, block in enumerate(blocks):
-        residual = terms.residual_at(i)
-        if residual is not None:
-            x = x + residual
-        x = block(x, grid, num_prefix_tokens, terms.attention_at(i), terms.query_key_at(i))
-        if conditional is not None and i in conditional.positions:
-            x = conditional(i, x, grid, num_prefix_tokens)
-    return x

@@ -12,10 +12,9 @@ the first block of every stage (``conditional='peg@0'``) with a GAP head.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from ..config import PyramidConfig
+from ..config import PVTConfig
 from ..encodings.relative.base import RelativePosition
 from ..grid import Grid, map_to_tokens, tokens_to_map
 from ..registry import ARCHITECTURES
@@ -49,8 +48,9 @@ class SpatialReductionAttention(Attention):
         self.sr = nn.Conv2d(dim, dim, kernel_size=sr_ratio, stride=sr_ratio)
         self.norm = nn.LayerNorm(dim)
 
-    def reduce(self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # B, P + M, C
-        """The key/value inputs: prefix tokens and the reduced patch grid."""
+    def key_value_source(self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # B, P + M, C
+        """The prefix tokens and the reduced patch grid. With DETR's join the keys come from the
+        reduced ``x + qk_pos``, the values from the reduced ``x``."""
         if min(grid) < self.sr_ratio:
             raise ValueError(
                 f"spatial reduction by {self.sr_ratio} needs a grid of at least {self.sr_ratio}x{self.sr_ratio}, "
@@ -60,29 +60,6 @@ class SpatialReductionAttention(Attention):
         reduced = self.norm(map_to_tokens(self.sr(patches)))
         return torch.cat([x[:, :num_prefix_tokens], reduced], dim=1) if num_prefix_tokens else reduced
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        grid: Grid,
-        num_prefix_tokens: int,
-        mask: torch.Tensor | None = None,
-        return_weights: bool = False,
-        qk_pos: torch.Tensor | None = None,
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """``qk_pos`` (DETR's join) reaches the queries and, reduced with the tokens, the keys; values see ``x``."""
-        b, n, c = x.shape
-        weight, bias = self.qkv.weight, self.qkv.bias
-        qk_in = x if qk_pos is None else x + qk_pos
-        q = F.linear(qk_in, weight[:c], None if bias is None else bias[:c])
-        kv = F.linear(self.reduce(x, grid, num_prefix_tokens), weight[c:], None if bias is None else bias[c:])
-        if qk_pos is not None:
-            k_weight, k_bias = weight[c : 2 * c], None if bias is None else bias[c : 2 * c]
-            keys = F.linear(self.reduce(qk_in, grid, num_prefix_tokens), k_weight, k_bias)
-            kv = torch.cat([keys, kv[..., c:]], dim=-1)
-        q = q.reshape(b, n, self.num_heads, self.head_dim).transpose(1, 2)
-        k, v = kv.reshape(b, -1, 2, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        return self.project(self.attend(q, k, v, grid, num_prefix_tokens, mask, return_weights))
-
     def extra_repr(self) -> str:
         return f"sr_ratio={self.sr_ratio}"
 
@@ -91,8 +68,8 @@ class SpatialReductionAttention(Attention):
 class PyramidVisionTransformer(PyramidTransformer):
     """PVT: strided-convolution patch embeddings and spatial-reduction attention, slots per stage."""
 
-    config_class = PyramidConfig
-    cfg: PyramidConfig
+    config_class = PVTConfig
+    cfg: PVTConfig
 
     def make_downsample(self, stage: int) -> nn.Module:
         cfg = self.cfg
@@ -102,7 +79,7 @@ class PyramidVisionTransformer(PyramidTransformer):
 
     def make_attention(self, stage: int, index: int, relative: RelativePosition | None) -> Attention | None:
         cfg = self.cfg
-        ratio = cfg.sr_ratios[stage] if cfg.sr_ratios else 1
+        ratio = cfg.sr_ratio(stage)
         if ratio == 1:  # plain attention; the config rejects relative encodings with a reduction
             return None
         dim, heads = cfg.embed_dims[stage], cfg.num_heads[stage]

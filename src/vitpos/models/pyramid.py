@@ -14,7 +14,6 @@ import torch
 from torch import nn
 
 from ..config import HostConfig
-from ..encodings.base import SlotContext
 from ..encodings.relative.base import RelativePosition
 from ..grid import Grid, tokens_to_map
 from .layers import Attention, Block, PatchEmbed, init_linear
@@ -43,7 +42,8 @@ class PyramidTransformer(nn.Module):
 
     Subclasses say how a stage downsamples (:meth:`make_downsample`; stage 0's is the patch
     embedding of the image), which attention its blocks use (:meth:`make_attention`, default:
-    plain global attention) and on which grid relative encodings live (:meth:`relative_context`).
+    plain global attention); the stages' sizes, and the grid relative encodings live on, are the
+    config's stage geometry (:attr:`~vitpos.config.HostConfig.stages`).
     The class token and register tokens join the stages that have prefix tokens (the last one).
 
     ``forward_features`` returns every stage's feature map (B, C_s, H_s, W_s), the last one after
@@ -74,16 +74,13 @@ class PyramidTransformer(nn.Module):
             if token is not None:
                 nn.init.trunc_normal_(token, std=0.02)
 
-        contexts = [cfg.stage_context(s) for s in range(cfg.num_stages)]
-        depths = [ctx.depth for ctx in contexts]
+        depths = [geometry.context.depth for geometry in cfg.stages]
         # stochastic depth rises linearly over all blocks of all stages, as in PVT and Swin
         rates = [cfg.drop_path_rate * i / max(sum(depths) - 1, 1) for i in range(sum(depths))]
         self.drop_path_rates = [rates[sum(depths[:s]) : sum(depths[: s + 1])] for s in range(cfg.num_stages)]
         self.stages = nn.ModuleList(
-            Stage(
-                s, cfg.position, ctx, self.relative_context(ctx), functools.partial(self.make_block, s), cfg.drop_rate
-            )
-            for s, ctx in enumerate(contexts)
+            Stage(s, cfg.position, g.context, g.relative_context, functools.partial(self.make_block, s), cfg.drop_rate)
+            for s, g in enumerate(cfg.stages)
         )
         self.norm = nn.LayerNorm(self.num_features, eps=self.norm_eps)
         self.head_drop = nn.Dropout(cfg.drop_rate)
@@ -97,17 +94,14 @@ class PyramidTransformer(nn.Module):
         """The attention of block ``index`` of ``stage`` around its relative encoding; None: plain attention."""
         return None
 
-    def relative_context(self, ctx: SlotContext) -> SlotContext:
-        """The context relative encodings of a stage are built from (default: the stage's own)."""
-        return ctx
-
     def make_block(self, stage: int, index: int, relative: RelativePosition | None) -> Block:
         """Block ``index`` of ``stage``: pre-norm attention (:meth:`make_attention`) and MLP."""
         cfg = self.cfg
-        dim, heads = cfg.embed_dims[stage], cfg.stage_context(stage).num_heads
+        geometry = cfg.stages[stage]
+        dim, heads = geometry.context.embed_dim, geometry.context.num_heads
         attn = self.make_attention(stage, index, relative)
         return Block(
-            dim, heads, cfg.mlp_ratios[stage], cfg.qkv_bias, cfg.drop_rate, cfg.attn_drop_rate,
+            dim, heads, geometry.mlp_ratio, cfg.qkv_bias, cfg.drop_rate, cfg.attn_drop_rate,
             self.drop_path_rates[stage][index], relative=None if attn is not None else relative, attn=attn,
             norm_eps=self.norm_eps,
         )  # fmt: skip

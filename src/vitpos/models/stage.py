@@ -7,11 +7,10 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from ..config import PositionConfig
-from ..encodings.base import SlotContext
+from ..config import PositionConfig, SlotContext
 from ..encodings.relative.base import RelativePosition
 from ..grid import Grid
-from .layers import Block, run_blocks
+from .layers import Block
 
 __all__ = ["Stage"]
 
@@ -26,7 +25,8 @@ class Stage(nn.Module):
     absolute encoding, join and conditional generators are built from it, and conditional
     positions count the stage's blocks (``peg@0`` = after the first block of the stage).
     ``relative_ctx`` is what each block's relative encoding is built from: the stage itself
-    under global attention, one window under window attention.
+    under global attention, one window under window attention. Every module is built from the
+    slots as ``position`` resolved them (:meth:`~vitpos.config.PositionConfig.slot`).
     """
 
     def __init__(
@@ -42,16 +42,12 @@ class Stage(nn.Module):
         self.index = index
         self.num_prefix_tokens = ctx.num_prefix_tokens
         try:
-            self.absolute = position.entry("absolute").from_spec(position.spec("absolute"), ctx)
-            self.join = position.entry("join").from_spec(
-                position.spec("join"), ctx, has_absolute=self.absolute is not None
-            )
-            self.conditional = position.entry("conditional").from_spec(position.spec("conditional"), ctx)
-            relative_entry, relative_spec = position.entry("relative"), position.spec("relative")
+            self.absolute = position.slot("absolute").build(ctx)
+            self.join = position.slot("join").build(ctx, has_absolute=self.absolute is not None)
+            self.conditional = position.slot("conditional").build(ctx)
+            relative = position.slot("relative")
             self.blocks = nn.ModuleList(
-                make_block(
-                    i, self.join.adapt_relative(i, relative_entry.from_spec(relative_spec, relative_ctx, layer=i))
-                )
+                make_block(i, self.join.adapt_relative(i, relative.build(relative_ctx, layer=i)))
                 for i in range(ctx.depth)
             )
         except ValueError as err:
@@ -63,5 +59,19 @@ class Stage(nn.Module):
         return None if self.absolute is None else self.absolute.with_prefix(grid)
 
     def forward(self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # B, P + H*W, C
-        pe = self.position_encoding(grid)
-        return run_blocks(x, grid, num_prefix_tokens, self.blocks, pe, self.join, self.conditional, self.pos_drop)
+        """Run the blocks with the slots: the join's additions (computed once from the absolute
+        encoding and ``grid``) and the conditional generators at their positions (-1 = before
+        block 0, i = after block i)."""
+        additions = self.join.additions(self.position_encoding(grid), grid)
+        x = self.pos_drop(x if additions.entry is None else x + additions.entry)
+        conditional = self.conditional
+        if conditional is not None and -1 in conditional.positions:
+            x = conditional(-1, x, grid, num_prefix_tokens)
+        for i, block in enumerate(self.blocks):
+            residual = additions.residual_at(i)
+            if residual is not None:
+                x = x + residual
+            x = block(x, grid, num_prefix_tokens, additions.attention_at(i), additions.query_key_at(i))
+            if conditional is not None and i in conditional.positions:
+                x = conditional(i, x, grid, num_prefix_tokens)
+        return x

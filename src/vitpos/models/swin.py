@@ -14,8 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..config import PyramidConfig
-from ..encodings.base import SlotContext
+from ..config import SwinConfig
 from ..encodings.relative.base import RelativePosition
 from ..grid import Grid, map_to_tokens
 from ..registry import ARCHITECTURES
@@ -48,8 +47,8 @@ class PatchMerging(nn.Module):
 class SwinTransformer(PyramidTransformer):
     """Swin: patch merging between stages and (shifted) window attention, slots per stage."""
 
-    config_class = PyramidConfig
-    cfg: PyramidConfig
+    config_class = SwinConfig
+    cfg: SwinConfig
     norm_eps = 1e-5
 
     def make_downsample(self, stage: int) -> nn.Module:
@@ -58,23 +57,12 @@ class SwinTransformer(PyramidTransformer):
             return NormedPatchEmbed(cfg.patch_size, cfg.in_chans, cfg.embed_dims[0])
         return PatchMerging(cfg.embed_dims[stage - 1], cfg.embed_dims[stage])
 
-    @property
-    def window_size(self) -> int:
-        """The config's window size, which every Swin config sets."""
-        if self.cfg.window_size is None:
-            raise ValueError("a Swin model needs window_size in its config; set it (Swin-T: 7)")
-        return self.cfg.window_size
-
-    def relative_context(self, ctx: SlotContext) -> SlotContext:
-        size = self.window_size
-        return SlotContext(ctx.embed_dim, ctx.num_heads, ctx.depth, (size, size), 0)
-
     def make_attention(self, stage: int, index: int, relative: RelativePosition | None) -> WindowAttention:
         cfg = self.cfg
         return WindowAttention(
             cfg.embed_dims[stage],
             cfg.num_heads[stage],
-            self.window_size,
+            cfg.window,
             shifted=index % 2 == 1,
             qkv_bias=cfg.qkv_bias,
             attn_drop=cfg.attn_drop_rate,

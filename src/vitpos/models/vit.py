@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from torch import nn
 
-from ..config import ModelConfig
+from ..config import ViTConfig
 from ..registry import ARCHITECTURES
 from .layers import PatchEmbed
 from .pyramid import PyramidTransformer
@@ -58,8 +58,8 @@ class VisionTransformer(PyramidTransformer):
     tokens, as every host does.
     """
 
-    config_class = ModelConfig
-    cfg: ModelConfig
+    config_class = ViTConfig
+    cfg: ViTConfig
 
     def make_downsample(self, stage: int) -> nn.Module:
         cfg = self.cfg

@@ -35,10 +35,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..encodings.cache import GridCache
 from ..encodings.relative.base import RelativePosition
-from ..grid import Grid, tracing
-from .layers import Attention
+from ..grid import Grid, GridCache, tracing
+from .layers import Attention, Partition
 
 __all__ = ["WindowLayout", "partition_windows", "merge_windows", "window_mask", "WindowAttention"]
 
@@ -218,17 +217,17 @@ class WindowAttention(Attention):
         """This block's windows on ``grid``."""
         return WindowLayout.plan(grid, self.window_size, self.shifted)
 
-    def forward(
+    def partition(
         self,
         x: torch.Tensor,
         grid: Grid,
         num_prefix_tokens: int,
-        mask: torch.Tensor | None = None,
-        return_weights: bool = False,
-        qk_pos: torch.Tensor | None = None,
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """Attention within windows; the weights, if asked, are per window: (B * windows, heads, N, N).
-        ``qk_pos`` (1 or B, H*W, C) is cut into the same windows as the tokens."""
+        mask: torch.Tensor | None,
+        qk_pos: torch.Tensor | None,
+    ) -> Partition:
+        """The windows of ``grid`` as a batch (B * windows, N, C) with their mask; the weights, if
+        asked, are per window: (B * windows, heads, N, N). ``qk_pos`` (1 or B, H*W, C) is cut into
+        the same windows as the tokens."""
         if num_prefix_tokens:
             raise ValueError(
                 f"window attention has no place for prefix tokens, got num_prefix_tokens={num_prefix_tokens}"
@@ -236,18 +235,16 @@ class WindowAttention(Attention):
         if mask is not None:
             raise ValueError("window attention builds its own mask; pass none")
         layout = self.layout(grid)
-        windows = partition_windows(x, layout)
         mask = self._masks.get((layout, x.device), lambda: window_mask(layout, x.device))
         if mask is not None:
             # one copy of each image's masks per window batch entry: B * windows, 1, N, N
             mask = mask.repeat(x.shape[0], 1, 1).unsqueeze(1)
         if qk_pos is not None:
             qk_pos = partition_windows(qk_pos.expand(x.shape[0], -1, -1), layout)
-        result = super().forward(windows, layout.window, 0, mask, return_weights, qk_pos)
-        if isinstance(result, tuple):  # return_weights
-            out, weights = result
-            return merge_windows(out, layout), weights
-        return merge_windows(result, layout)
+        return Partition(partition_windows(x, layout), layout.window, 0, mask, qk_pos, layout)
+
+    def merge(self, out: torch.Tensor, part: Partition) -> torch.Tensor:
+        return merge_windows(out, part.layout)
 
     def extra_repr(self) -> str:
         return f"window_size={self.window_size}, shifted={self.shifted}"

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .cells import Cell
-from .verdicts import Verdict, judge
+from .verdicts import Verdict, judge, unconverged
 
-__all__ = ["Claim", "CLAIMS", "LEARNS", "AT_CHANCE", "evaluate_claims", "fmt_value"]
+__all__ = ["Claim", "CLAIMS", "LEARNS", "AT_CHANCE", "evaluate_claims", "flagged_seeds", "fmt_value"]
 
 Results = dict[Cell, dict[str, Any]]
 PerSeed = dict[int, float]
@@ -46,6 +46,10 @@ class Claim:
     measure: Measure
     families: tuple[str, ...]
     """Study families the quantity needs (a claim whose families were not run is "not run")."""
+    rests_on: tuple[tuple[str, str, str], ...] = ()
+    """The trained runs behind each seed's value: (family, task, ``full`` or ``smallest`` training
+    set); a seed with a flagged run among them counts as flagged. Empty: no training (a probe at
+    initialisation)."""
 
     @property
     def test(self) -> str:
@@ -138,6 +142,7 @@ def _learns(source: str, family: str, task: str, paper: str, what: str) -> Claim
         0.8 if r2 else LEARNS,
         metric(family, task),
         (family,),
+        ((family, task, "full"),),
     )
 
 
@@ -152,6 +157,7 @@ def _fails(source: str, family: str, task: str, paper: str, what: str, bound: fl
         bound,
         metric(family, task),
         (family,),
+        ((family, task, "full"),),
     )
 
 
@@ -226,6 +232,7 @@ CLAIMS: tuple[Claim, ...] = (
         LEARNS,
         probe("learned", "direction", "after", "left_right"),
         ("learned",),
+        (("learned", "direction", "full"),),
     ),
     Claim(
         "thesis Table 2",
@@ -236,6 +243,7 @@ CLAIMS: tuple[Claim, ...] = (
         AT_CHANCE,
         probe("learned", "direction", "after", "up_down"),
         ("learned",),
+        (("learned", "direction", "full"),),
     ),
     # Fig. 3: the sinusoidal table is the most data-efficient
     *(
@@ -248,6 +256,7 @@ CLAIMS: tuple[Claim, ...] = (
             0.0,
             difference(metric("sincos2d", task, "smallest"), metric(other, task, "smallest")),
             ("sincos2d", other),
+            (("sincos2d", task, "smallest"), (other, task, "smallest")),
         )
         for task in ("direction", "distance")
         for other in ("learned", "fourier")
@@ -277,6 +286,7 @@ CLAIMS: tuple[Claim, ...] = (
             0.0,
             half_contrast_gain(f),
             (f,),
+            ((f, "absolute_colorshift", "full"),),
         )
         for f in ("learned", "fourier")
     ),
@@ -317,6 +327,7 @@ CLAIMS: tuple[Claim, ...] = (
         0.0,
         difference(largest_resolution("peg"), largest_resolution("learned")),
         ("peg", "learned"),
+        (("peg", "direction", "full"), ("learned", "direction", "full")),
     ),
     # iRPE: relative encodings can replace absolute ones for classification (non-inferiority, 1 point)
     Claim(
@@ -328,6 +339,7 @@ CLAIMS: tuple[Claim, ...] = (
         -1.0,
         difference(metric("irpe_product", "direction"), metric("learned", "direction")),
         ("irpe_product", "learned"),
+        (("irpe_product", "direction", "full"), ("learned", "direction", "full")),
     ),
 )
 """Every claim the default study tests, in the order of the report."""
@@ -342,7 +354,18 @@ def evaluate_claims(
         if not set(claim.families) <= families:
             continue
         values = claim.measure(results, full, tuple(resolutions))
-        out.append((claim, values, judge([values[s] for s in sorted(values)], claim.side, claim.bound)))
+        verdict = judge([values[s] for s in sorted(values)], claim.side, claim.bound)
+        out.append((claim, values, unconverged(verdict, len(flagged_seeds(claim, results, full) & set(values)))))
+    return out
+
+
+def flagged_seeds(claim: Claim, results: Results, full: int) -> set[int]:
+    """Seeds of ``claim`` whose value rests on a flagged run (:mod:`.convergence`)."""
+    out = set()
+    for family, task, size in claim.rests_on:
+        runs = {c: r for c, r in results.items() if c.family == family and c.task == task}
+        n = full if size == "full" else min((c.train_size for c in runs), default=full)
+        out |= {c.seed for c, r in runs.items() if c.train_size == n and r.get("flagged", False)}
     return out
 
 

@@ -125,21 +125,36 @@ class DetectStudyConfig:
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "families": [f.to_dict() for f in self.families]}
 
-    def pretrain(self, path: Path, family: Family, device: str, threads: int | None) -> str:
+    def choose_rates(
+        self, folder: Path, device: str, workers: int, log: Callable[[str], None]
+    ) -> dict[str, dict[str, float]]:
+        """None to choose: every family trains at ``lr``."""
+        return {}
+
+    def pretrain(self, path: Path, family: Family, rates: dict[str, float], device: str, threads: int | None) -> str:
         """Never asked: no detection family has a pretrained encoding."""
         raise ValueError(f"family {family.label}: the detection study has no pretrained encodings")
 
     def run_cells(
-        self, cells: list[Cell], family: Family, *, device: str, init_pe: str | None, ensemble: bool
+        self,
+        cells: list[Cell],
+        family: Family,
+        *,
+        device: str,
+        init_pe: str | None,
+        ensemble: bool,
+        rates: dict[str, float],
+        extras: bool = True,
     ) -> Results:
-        """Train each cell; AP (%) on the test split at the training size and at ``long_size``."""
-        return {cell: self._run_cell(cell, family, device) for cell in cells}
+        """Train each cell (at ``lr``, or its rate in ``rates``); AP (%) on the test split at the training
+        size and at ``long_size``."""
+        return {cell: self._run_cell(cell, family, device, rates.get(cell.task, self.lr)) for cell in cells}
 
-    def _run_cell(self, cell: Cell, family: Family, device: str) -> dict[str, Any]:
+    def _run_cell(self, cell: Cell, family: Family, device: str, lr: float) -> dict[str, Any]:
         start, cpu_start = time.perf_counter(), time.process_time()
         task = self.data(cell.seed)
         train_cfg = TrainConfig(
-            data=task.spec, epochs=self.epochs, batch_size=self.batch_size, lr=self.lr,
+            data=task.spec, epochs=self.epochs, batch_size=self.batch_size, lr=lr,
             weight_decay=self.weight_decay, warmup_epochs=0.5, grad_clip=self.grad_clip, seed=cell.seed,
             device=device, eval_every=self.epochs, progress=False,
         )  # fmt: skip

@@ -1,5 +1,5 @@
-"""Run cells of a study: train (one model, or the seeds and tasks of one setting as a stacked
-ensemble), then measure what the encoding learned."""
+"""Run cells of a study: train to convergence within a cap (one model, or the seeds of one task as
+a stacked ensemble), then measure what the encoding learned."""
 
 from __future__ import annotations
 
@@ -20,19 +20,20 @@ from ..analysis.tables import absolute_table
 from ..config import HostConfig
 from ..data.dataset import DataSplits
 from ..data.synthetic import SyntheticTask
-from ..encodings.saved import load_position_encoding
 from ..engine.config import TrainConfig
 from ..engine.ensemble import Member, train_ensemble
 from ..engine.evaluate import evaluate, evaluate_resolutions
-from ..engine.train import TrainResult, train
+from ..engine.train import TrainResult
 from ..grid import Grid
 from ..models.factory import create_model
+from ..models.saved_encoding import load_position_encoding
 from ..tasks import primary_metric
 from .cells import Cell
+from .convergence import run_record
 from .families import Family
 from .protocol import StudyConfig
 
-__all__ = ["PROBE_TASKS", "SIMILARITY_TASK", "TRAINS_AS", "train_config", "half_contrast", "run_cell", "run_cells"]
+__all__ = ["PROBE_TASKS", "SIMILARITY_TASK", "TRAINS_AS", "train_config", "half_contrast", "run_cells"]
 
 PROBE_TASKS = ("direction", "distance")
 """Thesis Table 2 probes the tables trained on these tasks."""
@@ -43,14 +44,17 @@ TRAINS_AS = {"absolute_colorshift": "absolute"}
 so one trained model answers both (same seed, same images, same steps)."""
 
 
-def train_config(config: StudyConfig, cell: Cell, *, device: str, init_pe: str | None = None) -> TrainConfig:
-    """The engine settings of a cell: the same optimiser steps and warm-up at every training-set size."""
+def train_config(
+    config: StudyConfig, cell: Cell, *, device: str, init_pe: str | None = None, lr: float | None = None
+) -> TrainConfig:
+    """The engine settings of a cell: the same cap of optimiser steps and warm-up at every training-set
+    size; ``lr`` the family's rate for the task (default: the study's)."""
     epochs = config.epochs_for(cell.train_size)
     return TrainConfig(
         data=f"synthetic:{cell.task}",
         epochs=epochs,
         batch_size=config.batch_size,
-        lr=config.lr,
+        lr=config.lr if lr is None else lr,
         weight_decay=config.weight_decay,
         warmup_epochs=epochs / 10,
         seed=cell.seed,
@@ -99,10 +103,13 @@ class _Prepared:
     probes: bool
     similarity: bool
     contrast: bool
+    resolutions: bool
     before: nn.Module | None
 
 
-def _prepare(cell: Cell, family: Family, config: StudyConfig, device: str, init_pe: str | None) -> _Prepared:
+def _prepare(
+    cell: Cell, family: Family, config: StudyConfig, device: str, init_pe: str | None, lr: float | None, extras: bool
+) -> _Prepared:
     model_base = config.model
     task = SyntheticTask(
         cell.task,
@@ -115,7 +122,7 @@ def _prepare(cell: Cell, family: Family, config: StudyConfig, device: str, init_
     )
     data = task.splits()
     model_cfg = family.model_config(model_base, num_classes=data.info.num_outputs)
-    full = cell.train_size == config.train_size
+    full = extras and cell.train_size == config.train_size
     probes = family.has_table and full and cell.task in PROBE_TASKS
     contrast = family.has_table and full and cell.task == SIMILARITY_TASK
     similarity = contrast and cell.seed == 0
@@ -124,10 +131,11 @@ def _prepare(cell: Cell, family: Family, config: StudyConfig, device: str, init_
         cell,
         data,
         model_cfg,
-        train_config(config, cell, device=device, init_pe=init_pe),
+        train_config(config, cell, device=device, init_pe=init_pe, lr=lr),
         probes,
         similarity,
         contrast,
+        full and cell.task == "direction" and bool(config.resolutions),
         before,
     )
 
@@ -142,7 +150,9 @@ def _measure(job: _Prepared, result: TrainResult, config: StudyConfig) -> dict[s
     out: dict[str, Any] = {
         "metric": "accuracy" if kind == "classification" else "r2",
         "test": _score(test, kind),
-        "val": _score({k[4:]: v for k, v in result.history[-1].items() if k.startswith("val_")}, kind),
+        "val": _score(evaluate(model, data.val, batch_size=256, device="cpu"), kind),
+        "lr": job.train_cfg.lr,
+        **run_record(result.history, primary_metric(kind), data.info.num_outputs),
     }
     # the initial model is built where probes or the half contrast (and its similarity maps) need its table
     tables = {} if before is None else {"before": absolute_table(before), "after": absolute_table(model)}
@@ -151,7 +161,7 @@ def _measure(job: _Prepared, result: TrainResult, config: StudyConfig) -> dict[s
             stage: probe_table(table, grid, folds=config.probe_folds, seed=cell.seed).to_dict()
             for stage, table in tables.items()
         }
-    if cell.task == "direction" and cell.train_size == config.train_size and config.resolutions:
+    if job.resolutions:
         sweep = evaluate_resolutions(model, data.test, config.resolutions, batch_size=256, device="cpu")
         out["resolution"] = {str(hw[0]): _score(metrics, kind) for hw, metrics in sweep.items()}
     if job.contrast:
@@ -176,30 +186,40 @@ def run_cells(
     *,
     device: str = "cpu",
     init_pe: str | Path | None = None,
+    rates: dict[str, float] | None = None,
     ensemble: bool = False,
+    extras: bool = True,
 ) -> dict[Cell, dict[str, Any]]:
     """Train and measure ``cells`` of one family; returns each cell's results.
 
-    Cells that train alike (:data:`TRAINS_AS`) share one trained model. With ``ensemble`` the
-    distinct trainings (seeds and tasks of one training-set size) run as one stacked ensemble,
-    which ends exactly where training them one by one would (``vitpos.engine.ensemble``).
-    ``seconds`` and ``cpu_seconds`` are the call's times shared equally among its cells.
+    Each training stops by the study's patience rule within its cap (:class:`~vitpos.engine.ensemble.Stopping`);
+    ``rates`` maps a training task to its learning rate (default: the study's). Cells that train
+    alike (:data:`TRAINS_AS`) share one trained model. With ``ensemble`` the distinct trainings
+    (seeds of one task and training-set size) run as one stacked ensemble, which ends exactly where
+    training them one by one would (``vitpos.engine.ensemble``). ``extras`` off skips the probes,
+    maps and resolution sweep (learning-rate selection needs the val metric alone). ``seconds`` and
+    ``cpu_seconds`` are the call's times shared equally among its cells.
     """
     start, cpu_start = time.perf_counter(), time.process_time()
     init = str(init_pe) if init_pe else None
-    jobs = [_prepare(c, family, config, device, init) for c in cells]
+    rates = rates or {}
+    jobs = [_prepare(c, family, config, device, init, rates.get(TRAINS_AS.get(c.task, c.task)), extras) for c in cells]
     trainings: dict[tuple[str, int, int], _Prepared] = {}
     for job in sorted(jobs, key=lambda j: j.cell.task != TRAINS_AS.get(j.cell.task, j.cell.task)):
         trainings.setdefault(_training_key(job.cell), job)
     units = list(trainings.values())
     if ensemble and len(units) > 1:
-        if any(u.model_cfg != units[0].model_cfg or u.cell.train_size != units[0].cell.train_size for u in units):
+        if any(u.model_cfg != units[0].model_cfg or u.train_cfg.lr != units[0].train_cfg.lr for u in units):
             raise ValueError(
-                f"an ensemble needs one model shape and training-set size; got cells {', '.join(map(str, cells))}"
+                f"an ensemble needs one model shape and learning rate; got cells {', '.join(map(str, cells))}"
             )
-        trained = train_ensemble(units[0].model_cfg, [Member(u.train_cfg, u.data) for u in units])
+        stopping = config.stopping(units[0].cell.train_size)
+        trained = train_ensemble(units[0].model_cfg, [Member(u.train_cfg, u.data) for u in units], stopping)
     else:
-        trained = [train(u.model_cfg, u.train_cfg, u.data) for u in units]
+        trained = [
+            train_ensemble(u.model_cfg, [Member(u.train_cfg, u.data)], config.stopping(u.cell.train_size))[0]
+            for u in units
+        ]
     by_key = dict(zip(trainings, trained, strict=True))
     out = {}
     for job in jobs:
@@ -212,10 +232,3 @@ def run_cells(
         cell: result | {"seconds": seconds / len(cells), "cpu_seconds": cpu / len(cells)}
         for cell, result in out.items()
     }
-
-
-def run_cell(
-    cell: Cell, family: Family, config: StudyConfig, *, device: str = "cpu", init_pe: str | Path | None = None
-) -> dict[str, Any]:
-    """Train ``cell`` alone with the engine and return its results (see :func:`run_cells`)."""
-    return run_cells([cell], family, config, device=device, init_pe=init_pe)[cell]

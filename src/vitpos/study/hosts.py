@@ -11,8 +11,9 @@ both stages, and the probes read the last stage's table.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from ..config import HostConfig, PyramidConfig
+from ..config import HostConfig, PVTConfig, PyramidConfig, SwinConfig
 from ..models.factory import get_config
 
 __all__ = ["STUDY_HOSTS", "study_model", "study_host"]
@@ -27,9 +28,8 @@ def study_model(img_size: int | tuple[int, int] = 24) -> HostConfig:
     return get_config("thesis_vit", img_size=img_size)
 
 
-def _pyramid(arch: str, img_size: int | tuple[int, int], *, head: str, window_size: int | None = None) -> PyramidConfig:
-    return PyramidConfig(
-        arch=arch,
+def _pyramid(host: type[PyramidConfig], img_size: int | tuple[int, int], *, head: str, **fields: Any) -> PyramidConfig:
+    return host(
         img_size=img_size,
         patch_size=2,
         embed_dims=(32, 64),
@@ -38,7 +38,7 @@ def _pyramid(arch: str, img_size: int | tuple[int, int], *, head: str, window_si
         mlp_ratios=(4.0, 4.0),
         num_classes=2,
         head=head,
-        window_size=window_size,
+        **fields,
     )
 
 
@@ -46,10 +46,10 @@ STUDY_HOSTS: dict[str, Callable[[int | tuple[int, int]], HostConfig]] = {
     "vit": study_model,
     # PVT: global attention at both stages (no spatial reduction on grids this small), a class token
     # on the last stage as the ViT's
-    "pvt": lambda img_size: _pyramid("pvt", img_size, head="cls"),
+    "pvt": lambda img_size: _pyramid(PVTConfig, img_size, head="cls"),
     # Swin: 3x3 windows (4x4 windows of stage 0, 2x2 of stage 1 at 24 px), its relative bias and no
     # table, average pooling (window attention has no class token)
-    "swin": lambda img_size: _pyramid("swin", img_size, window_size=3, head="gap").replace(
+    "swin": lambda img_size: _pyramid(SwinConfig, img_size, window_size=3, head="gap").replace(
         absolute="none", relative="swin"
     ),
 }

@@ -11,6 +11,7 @@ are plans.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -54,14 +55,29 @@ class StudyPlan(Protocol):
         """Plain dict with ``seeds`` and ``families`` (one dict with a ``label`` each); equal dicts, same study."""
         ...
 
-    def pretrain(self, path: Path, family: Family, device: str, threads: int | None) -> str:
+    def choose_rates(
+        self, folder: Path, device: str, workers: int, log: Callable[[str], None]
+    ) -> dict[str, dict[str, float]]:
+        """Family label -> training task -> learning rate, chosen (and recorded in ``folder``) before the cells run."""
+        ...
+
+    def pretrain(self, path: Path, family: Family, rates: dict[str, float], device: str, threads: int | None) -> str:
         """Make the pretrained encoding of a family that asks for one at ``path``; returns its log line."""
         ...
 
     def run_cells(
-        self, cells: list[Cell], family: Family, *, device: str, init_pe: str | None, ensemble: bool
+        self,
+        cells: list[Cell],
+        family: Family,
+        *,
+        device: str,
+        init_pe: str | None,
+        ensemble: bool,
+        rates: dict[str, float],
+        extras: bool = True,
     ) -> Results:
-        """Train and measure ``cells`` of one family."""
+        """Train and measure ``cells`` of one family at its learning rate per task (``rates``); ``extras``:
+        the measurements beyond the test and validation metric."""
         ...
 
     def describe(self, cell: Cell, result: dict[str, Any]) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import HostConfig
+from ..engine.ensemble import Stopping
 from ..models.factory import config_from_dict
 from .cells import Cell
 from .families import DEFAULT_FAMILIES, Family
@@ -22,7 +23,7 @@ EFFICIENCY_TASKS = ("direction", "distance")
 
 @dataclass
 class StudyConfig:
-    """Every setting of a study; the default (5 seeds) takes about 10 minutes on two free CPU cores."""
+    """Every setting of a study; the default (5 seeds) takes under 10 minutes on two CPU cores."""
 
     families: tuple[Family, ...] = DEFAULT_FAMILIES
     seeds: int = 5
@@ -36,15 +37,24 @@ class StudyConfig:
     """Families trained at the extra sizes: thesis Fig. 3 compares these three; None: every family."""
     resolutions: tuple[int, ...] = (16, 24, 32)
     """Image sizes the direction models are evaluated at (the training size is the model's)."""
-    epochs: int = 8
-    """Epochs over ``train_size`` images; smaller training sets get proportionally more."""
+    epochs: int = 20
+    """The cap: epochs over ``train_size`` images (smaller training sets get proportionally more) and the
+    length of the warm-up + cosine schedule; a run stops earlier by the patience rule."""
+    patience: int = 4
+    """Epochs without a better validation metric after which a run stops (it keeps its best epoch),
+    from half the cap on (:attr:`min_epochs`): before, a run on an early plateau may still leave it."""
     batch_size: int = 32
     lr: float = 2e-3
-    """Peak learning rate (AdamW, warm-up then cosine decay, as the engine trains)."""
+    """Peak learning rate of the pretraining and of a family whose rate was not selected (AdamW,
+    warm-up then cosine decay, as the engine trains)."""
+    lr_grid: tuple[float, ...] = (2e-3, 5e-3)
+    """Learning rates tried per family and task on the validation split of ``rate_seed``; () uses ``lr``."""
+    rate_seed: int = 1000
+    """The seed of the learning-rate selection (no reported run uses it)."""
     weight_decay: float = 0.05
     pretrain_size: int = 1000
     """Images per pretraining task (direction4, then distance) for pretrained families."""
-    pretrain_epochs: int = 8
+    pretrain_epochs: int = 20
     probe_folds: int = 5
     """Cross-validation folds of the table probes (the thesis uses 10)."""
     model: HostConfig = field(default_factory=study_model)
@@ -56,6 +66,7 @@ class StudyConfig:
             "val_size",
             "test_size",
             "epochs",
+            "patience",
             "batch_size",
             "pretrain_size",
             "pretrain_epochs",
@@ -68,6 +79,12 @@ class StudyConfig:
                 f"efficiency sizes must lie between batch_size={self.batch_size} and train_size={self.train_size}, "
                 f"got {self.efficiency_sizes}"
             )
+        if self.rate_seed < self.seeds:
+            raise ValueError(
+                f"rate_seed {self.rate_seed} is one of the reported seeds 0..{self.seeds - 1}; pick a larger one"
+            )
+        if any(lr <= 0 for lr in self.lr_grid):
+            raise ValueError(f"learning rates must be positive, got lr_grid={self.lr_grid}")
         if not self.families:
             raise ValueError("a study needs at least one family")
         labels = [f.label for f in self.families]
@@ -82,7 +99,8 @@ class StudyConfig:
 
     @classmethod
     def full(cls, **overrides: Any) -> StudyConfig:
-        """The thesis protocol: 10 seeds, 5000/1000/1000 images at 32x32, learning curves from 500 images."""
+        """The thesis protocol: 10 seeds, 5000/1000/1000 images at 32x32, learning curves from 500 images,
+        at most 30 epochs."""
         settings = dict(
             seeds=10,
             train_size=5000,
@@ -99,6 +117,17 @@ class StudyConfig:
             model=study_model(32),
         )
         return cls(**{**settings, **overrides})
+
+    @property
+    def min_epochs(self) -> int:
+        """No run stops by patience before half the cap (a solved run stops at once)."""
+        return self.epochs // 2
+
+    def stopping(self, train_size: int) -> Stopping:
+        """The stopping rule at ``train_size``: patience and the no-stop half of the cap in optimiser
+        steps equal to the full training set's."""
+        factor = self.epochs_for(train_size) / self.epochs
+        return Stopping(patience=max(1, round(self.patience * factor)), min_epochs=round(self.min_epochs * factor))
 
     def epochs_for(self, train_size: int) -> int:
         """Epochs that give a training set of ``train_size`` images the steps of the full one."""
@@ -134,6 +163,7 @@ class StudyConfig:
         out["model"] = self.model.to_dict()
         out["efficiency_sizes"] = list(self.efficiency_sizes)
         out["resolutions"] = list(self.resolutions)
+        out["lr_grid"] = list(self.lr_grid)
         out["efficiency_families"] = None if self.efficiency_families is None else list(self.efficiency_families)
         return out
 
@@ -143,7 +173,7 @@ class StudyConfig:
         data = dict(data)
         data["families"] = tuple(Family(**f) for f in data["families"])
         data["model"] = config_from_dict(data["model"])
-        for name in ("efficiency_sizes", "resolutions"):
+        for name in ("efficiency_sizes", "resolutions", "lr_grid"):
             data[name] = tuple(data[name])
         if data.get("efficiency_families") is not None:
             data["efficiency_families"] = tuple(data["efficiency_families"])

@@ -15,14 +15,19 @@ import torch
 from ..analysis.plots import save_curves, save_heatmaps
 from ..files import write_json
 from .cells import Cell
-from .claims import evaluate_claims, fmt_value
-from .figures import save_claim_figures
+from .claims import LEARNS, evaluate_claims, fmt_value
+from .convergence import CHANCE_MARGIN, CHANCE_R2
+from .figures import save_claim_figures, save_resolution_figure, save_run_curves
 from .protocol import EFFICIENCY_TASKS, StudyConfig
-from .verdicts import INCONCLUSIVE, NOT_RUN
+from .verdicts import INCONCLUSIVE, NO_EFFECT, NOT_CONVERGED, NOT_RUN, OUTCOMES
 
 __all__ = ["mean_std", "summarise", "verdict_table", "write_report", "report_from_results"]
 
 METRIC_OF = {"direction": "accuracy", "distance": "r2", "absolute": "accuracy", "absolute_colorshift": "accuracy"}
+SOLVED = {"accuracy": LEARNS / 100, "r2": 0.8}
+"""Test metric at which a run has solved its task (the claims' "learns" bounds)."""
+TIE = {"accuracy": 0.05, "r2": 0.05}
+"""Mean gap to ``none`` within which a family ties it."""
 
 
 def mean_std(values: Iterable[float]) -> tuple[float, float]:
@@ -33,9 +38,12 @@ def mean_std(values: Iterable[float]) -> tuple[float, float]:
     return float(np.mean(data)), float(np.std(data, ddof=1)) if len(data) > 1 else 0.0
 
 
-def _stat(values: list[float]) -> dict[str, float | int]:
+def _stat(values: list[float], solved: float | None = None, flagged: int = 0) -> dict[str, float | int]:
     mean, std = mean_std(values)
-    return {"mean": mean, "std": std, "n": len(values)}
+    out: dict[str, float | int] = {"mean": mean, "std": std, "n": len(values)}
+    if solved is not None:
+        out |= {"solved": sum(v >= solved for v in values), "flagged": flagged}
+    return out
 
 
 def summarise(config: StudyConfig, results: dict[Cell, dict[str, Any]]) -> dict[str, Any]:
@@ -44,10 +52,12 @@ def summarise(config: StudyConfig, results: dict[Cell, dict[str, Any]]) -> dict[
     for family in config.families:
         cells = {c: r for c, r in results.items() if c.family == family.label}
         metrics = defaultdict(list)
+        flagged: dict[tuple[str, int], int] = defaultdict(int)
         probes = defaultdict(list)
         resolution = defaultdict(list)
         for cell, result in sorted(cells.items()):
             metrics[(cell.task, cell.train_size)].append(result["test"])
+            flagged[(cell.task, cell.train_size)] += bool(result.get("flagged"))
             if cell.train_size == config.train_size:
                 for stage, scores in result.get("probes", {}).items():
                     for key, value in scores.items():
@@ -57,7 +67,10 @@ def summarise(config: StudyConfig, results: dict[Cell, dict[str, Any]]) -> dict[
                     resolution[int(size)].append(value)
         similarity = next((r["similarity"] for c, r in sorted(cells.items()) if "similarity" in r), None)
         summary[family.label] = {
-            "tasks": {f"{task}@{n}": _stat(v) for (task, n), v in sorted(metrics.items())},
+            "tasks": {
+                f"{task}@{n}": _stat(v, SOLVED[METRIC_OF[task]], flagged[(task, n)])
+                for (task, n), v in sorted(metrics.items())
+            },
             "probes": {k: _stat(v) for k, v in sorted(probes.items())},
             "resolution": {str(k): _stat(v) for k, v in sorted(resolution.items())},
             "similarity": similarity,
@@ -66,11 +79,15 @@ def summarise(config: StudyConfig, results: dict[Cell, dict[str, Any]]) -> dict[
 
 
 def _fmt(stat: dict | None, percent: bool) -> str:
+    """mean ± std, and where the task has a solved threshold "solved on k of n" (and the flagged runs)."""
     if not stat or math.isnan(stat["mean"]):
         return "—"
-    if percent:
-        return f"{100 * stat['mean']:.2f} ± {100 * stat['std']:.2f}"
-    return f"{stat['mean']:.2f} ± {stat['std']:.2f}"
+    text = (
+        f"{100 * stat['mean']:.2f} ± {100 * stat['std']:.2f}" if percent else f"{stat['mean']:.2f} ± {stat['std']:.2f}"
+    )
+    if "solved" in stat:
+        text += f" (solved {stat['solved']}/{stat['n']}" + (f", {stat['flagged']} flagged)" if stat["flagged"] else ")")
+    return text
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -124,7 +141,41 @@ def chance_note(config: StudyConfig, summary: dict) -> str:
             parts.append(f"{task}: {', '.join(labels)}")
     if not parts:
         return "Every family learned every task."
-    return "At chance — no usable location signal learned within this budget — " + "; ".join(parts) + "."
+    return "At chance (mean within 5 points of 50%, or R² below 0.1): " + "; ".join(parts) + "."
+
+
+def tie_note(config: StudyConfig, summary: dict) -> str:
+    """In words: which families score like ``none`` (no position encoding) on which task, and what
+    pretraining did to its family (``X_pretrained`` against ``X``)."""
+    labels = {f.label for f in config.families}
+    lines = []
+    for task in ("direction", "distance", "absolute", "absolute_colorshift"):
+        base = _task(summary, "none", task, config.train_size) if "none" in labels else None
+        if base is None:
+            continue
+        ties = [
+            f.label
+            for f in config.families
+            if f.label != "none"
+            and (stat := _task(summary, f.label, task, config.train_size))
+            and abs(stat["mean"] - base["mean"]) <= TIE[METRIC_OF[task]]
+        ]
+        if ties:
+            lines.append(
+                f"On {task}, {', '.join(ties)} {'ties' if len(ties) == 1 else 'tie'} `none`: "
+                "as good as no position encoding at all."
+            )
+    for family in config.families:
+        plain = family.label.removesuffix("_pretrained")
+        if not family.pretrained or plain == family.label or plain not in labels:
+            continue
+        for task in ("direction", "distance", "absolute", "absolute_colorshift"):
+            a, b = _task(summary, family.label, task, config.train_size), _task(summary, plain, task, config.train_size)
+            if a and b and abs(a["mean"] - b["mean"]) > TIE[METRIC_OF[task]]:
+                verb = "raises" if a["mean"] > b["mean"] else "lowers"
+                scale, unit = (100, " points") if METRIC_OF[task] == "accuracy" else (1, " in R²")
+                lines.append(f"Pretraining {verb} {plain} on {task} by {scale * abs(a['mean'] - b['mean']):.2f}{unit}.")
+    return " ".join(lines)
 
 
 def probe_table(config: StudyConfig, summary: dict) -> str:
@@ -194,17 +245,9 @@ def resolution_section(config: StudyConfig, summary: dict, folder: Path) -> tupl
     rows = []
     for family in config.families:
         stats = [summary[family.label]["resolution"].get(str(s)) or {"mean": math.nan, "std": math.nan} for s in sizes]
-        series[family.label] = ([100 * s["mean"] for s in stats], [100 * s["std"] for s in stats])
+        series[family.label] = [100 * s["mean"] for s in stats]
         rows.append([family.label, *(_fmt(s, True) for s in stats)])
-    path = save_curves(
-        folder / "resolution.png",
-        sizes,
-        series,
-        xlabel="evaluation image size (pixels)",
-        ylabel="direction accuracy %",
-        title=f"trained at {config.model.image_hw[0]} px",
-        ylim=(0, 100),
-    )
+    path = save_resolution_figure(folder / "resolution.png", sizes, series, trained_at=config.model.image_hw[0])
     return path, _table(["family", *(f"{s} px" for s in sizes)], rows)
 
 
@@ -214,22 +257,63 @@ def similarity_figure(config: StudyConfig, summary: dict, folder: Path) -> Path 
     if not entries:
         return None
     refs = [tuple(r) for r in entries[0][1]["references"]]
-    maps = torch.stack(
-        [
-            torch.stack([torch.tensor(sim[stage][k]) for k in range(len(refs)) for stage in ("before", "after")])
-            for _, sim in entries
-        ]
-    )
-    cols = [f"{stage} · cell {r},{c}" for r, c in refs for stage in ("before", "after")]
-    markers = [r for r in refs for _ in range(2)]
+    rows, labels = [], []
+    for label, sim in entries:
+        change = torch.stack([torch.tensor(sim["after"][k]) - torch.tensor(sim["before"][k]) for k in range(len(refs))])
+        largest = float(change.abs().max())
+        rows.append(change / largest if largest > 0 else change)
+        labels.append(f"{label} (±{largest:.3f})")
     return save_heatmaps(
         folder / "similarity.png",
-        maps,
-        row_labels=[label for label, _ in entries],
-        col_labels=cols,
-        markers=markers,
-        title="cosine similarity of the absolute PE, before and after training on absolute_colorshift",
+        torch.stack(rows),
+        row_labels=labels,
+        col_labels=[f"cell {r},{c}" for r, c in refs],
+        markers=refs,
+        cmap="RdBu_r",
+        vmin=-1.0,
+        vmax=1.0,
+        colorbar_label="change / the row's largest change",
+        title="change of the cosine similarity to the reference cell (star) through training on absolute_colorshift; "
+        "each row scaled to its largest change (in brackets)",
     )
+
+
+def convergence_section(
+    config: StudyConfig, results: dict[Cell, dict[str, Any]], folder: Path
+) -> tuple[str, Path | None]:
+    """Per family and task: median steps and the flagged runs (at the cap, at chance); and a figure of
+    the training curves of every run that is flagged or did not solve its task (``none`` aside: it
+    is not expected to)."""
+    header = ["family", *(f"{t} steps · flagged" for t in ("direction", "distance", "absolute"))]
+    rows, shown = [], {}
+    for family in config.families:
+        row = [family.label]
+        for task in ("direction", "distance", "absolute"):
+            runs = {
+                c: r
+                for c, r in results.items()
+                if c.family == family.label and c.task == task and c.train_size == config.train_size
+            }
+            steps = [r["steps"] for r in runs.values() if "steps" in r]
+            bad = {c.seed: r for c, r in sorted(runs.items()) if r.get("flagged")}
+            unsolved = [
+                (c.seed, r["curve"])
+                for c, r in sorted(runs.items())
+                if "curve" in r and (r["flagged"] or r["test"] < SOLVED[METRIC_OF[task]])
+            ]
+            if unsolved and family.label != "none":
+                shown[f"{family.label} {task}"] = unsolved
+            cap = sum(r["stop"] == "cap" for r in bad.values())
+            chance = sum(r["at_chance"] for r in bad.values())
+            why = [f"{cap} at the cap"] * bool(cap) + [f"{chance} at chance"] * bool(chance)
+            text = f"{int(np.median(steps))}" if steps else "—"
+            if bad:
+                text += f" · {len(bad)} ({', '.join(why)})"
+            row.append(text)
+        rows.append(row)
+    metric_of = {name: "train/val acc %" if "distance" not in name else "train/val R²" for name in shown}
+    path = save_run_curves(folder / "unsolved_runs.png", shown, metric_of) if shown else None
+    return _table(header, rows), path
 
 
 def verdict_table(judged) -> str:
@@ -245,7 +329,11 @@ def verdict_table(judged) -> str:
             )
         )
         outcome = f"**{verdict.outcome}**"
-        if verdict.outcome == INCONCLUSIVE:
+        if verdict.outcome == NOT_CONVERGED:
+            outcome += f" ({verdict.flagged} of {verdict.n} seeds rest on flagged runs)"
+        elif verdict.no_effect:
+            outcome += " (no effect at this spread)"
+        elif verdict.outcome == INCONCLUSIVE:
             outcome += (
                 f" (~{verdict.seeds_needed} seeds would decide)"
                 if verdict.seeds_needed
@@ -255,6 +343,19 @@ def verdict_table(judged) -> str:
     header = ["claim", "source", "paper", "our quantity", "ours: mean [95% CI]", "test", "verdict"]
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(["---"] * len(header)) + " |"]
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def _rates_table(config: StudyConfig, results: dict[Cell, dict[str, Any]]) -> str:
+    """The learning rate each family trained each task with (from its cells)."""
+    tasks = ("direction", "distance", "absolute")
+    rows = []
+    for family in config.families:
+        lrs = [
+            sorted({r["lr"] for c, r in results.items() if c.family == family.label and c.task == t and "lr" in r})
+            for t in tasks
+        ]
+        rows.append([family.label, *(", ".join(f"{v:g}" for v in lr) or "—" for lr in lrs)])
+    return _table(["family", *(f"{t} lr" for t in tasks)], rows)
 
 
 def _cells_json(results: dict[Cell, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -293,6 +394,7 @@ def write_report(
     efficiency_paths, efficiency_table = efficiency_figures(config, summary, figures)
     resolution_path, resolution_table = resolution_section(config, summary, figures)
     similarity_path = similarity_figure(config, summary, figures)
+    convergence_table, curves_path = convergence_section(config, results, figures)
 
     def image(path: Path | None, alt: str) -> str:
         return f"![{alt}]({path.relative_to(folder).as_posix()})" if path else ""
@@ -301,10 +403,7 @@ def write_report(
     train_px = config.model.image_hw[0]
     compute = sum(r.get("cpu_seconds", r.get("seconds", 0.0)) for r in results.values())
     wall = sum(wall_seconds)
-    counts = {
-        outcome: sum(v.outcome == outcome for _, _, v in judged)
-        for outcome in ("reproduced", "contradicted", "inconclusive", "not run")
-    }
+    counts = {outcome: sum(v.outcome == outcome for _, _, v in judged) for outcome in OUTCOMES}
     lines = [
         "# Position-encoding study",
         "",
@@ -318,12 +417,16 @@ def write_report(
         "## Verdicts",
         "",
         f"{counts['reproduced']} reproduced, {counts['contradicted']} contradicted, "
-        f"{counts['inconclusive']} inconclusive"
+        f"{counts['inconclusive']} inconclusive, {counts['not converged']} not converged"
         + (f", {counts['not run']} not run" if counts["not run"] else "")
         + ". Each claim is a quantity measured per "
         "seed, tested against a bound: reproduced when the whole 95% bootstrap interval of its mean over seeds lies "
         "on the claim's side, contradicted when it lies wholly on the other side, inconclusive otherwise (with the "
-        "seeds that would decide it if the spread held). Accuracy in %, R² as is; differences are paired by seed.",
+        f"seeds that would decide it if the spread held; beyond {NO_EFFECT} times the seeds run, no effect at this "
+        "spread). A claim that is not reproduced while some of its seeds rest on flagged runs (stopped at the step "
+        "cap still improving, or with a training metric at chance: see Convergence) is *not converged*: the "
+        "optimisation failed, which says nothing about the encoding. Accuracy in %, R² as is; differences are paired "
+        "by seed.",
         "",
         verdict_table(judged),
         "",
@@ -339,6 +442,23 @@ def write_report(
         main_table(config, summary),
         "",
         chance_note(config, summary),
+        "",
+        tie_note(config, summary),
+        "",
+        "## Convergence",
+        "",
+        f"Every run trains until its validation metric has not improved for {config.patience} epochs (counted "
+        f"from epoch {config.min_epochs} on, so that a run on an early plateau has time to leave it), or at once "
+        "when it is solved (validation accuracy 100%, or R² ≥ 0.99), and keeps the weights of its best epoch; "
+        f"{config.epochs} epochs of {config.train_size} images are the cap. A run is flagged when it stopped at "
+        f"the cap, or when its final training accuracy is within {CHANCE_MARGIN:g} points of chance "
+        f"(R² below {CHANCE_R2:g}). Median optimiser steps per run, and the flagged runs; the figure shows the "
+        "training (solid) and validation (dashed) curve of every run that is flagged or did not solve its task "
+        "(test accuracy below 90%, or R² below 0.8), `none` aside:",
+        "",
+        convergence_table,
+        "",
+        image(curves_path, "runs that are flagged or did not solve their task"),
         "",
         "## What the position table knows (thesis Table 2)",
         "",
@@ -373,9 +493,10 @@ def write_report(
         lines += [
             "## What learnable tables learn (thesis Fig. 5)",
             "",
-            "Cosine similarity between the encoding of a reference cell (star) and every other cell, at "
-            "initialisation and after training on absolute_colorshift (first seed): a learnable table that "
-            "adapts shows the task's upper/lower split.",
+            "How the cosine similarity between the encoding of a reference cell (star) and every other cell "
+            "changed through training on absolute_colorshift (first seed): red rose, blue fell; each row is "
+            "scaled to its own largest change, printed beside its name. A learnable table that adapts shows "
+            "the task's upper/lower split; a fixed table does not change.",
             "",
             image(similarity_path, "similarity"),
             "",
@@ -383,6 +504,7 @@ def write_report(
     m = config.model
     ctx = m.stage_context(0)  # the study model is a ViT: one stage
     steps = config.epochs * (config.train_size // config.batch_size)
+    rates = _rates_table(config, results)
     lines += [
         "## Setup",
         "",
@@ -402,11 +524,17 @@ def write_report(
         f"- data: {config.train_size}/{config.val_size}/{config.test_size} train/val/test images per task, "
         f"learning curves at {', '.join(map(str, config.train_sizes))} training images "
         f"({'every family' if config.efficiency_families is None else ', '.join(config.efficiency_families)})",
-        f"- training: {config.epochs} epochs of {config.train_size} images (smaller sets: about the same "
-        f"{steps} steps), batch {config.batch_size}, AdamW lr {config.lr}, "
-        f"weight decay {config.weight_decay}; {seeds} seed(s), each setting initialisation and data",
+        f"- training: at most {config.epochs} epochs of {config.train_size} images (smaller sets: the same cap of "
+        f"{steps} steps), warm-up over the first tenth of the cap then cosine decay, batch {config.batch_size}, "
+        f"AdamW, weight decay {config.weight_decay}; {seeds} seed(s), each setting initialisation and data",
+        "- learning rate: per family and training task, the best validation metric of "
+        + (", ".join(map(str, config.lr_grid)) if config.lr_grid else f"{config.lr} alone")
+        + f" on the data of seed {config.rate_seed} (not reported), chosen once with the stopping rule above; a "
+        "pretrained family uses the rates of its model trained from scratch, and its pretraining the direction rate",
         "- pretrained families start from a PE trained on direction4 then distance "
         f"({config.pretrain_size} images, {config.pretrain_epochs} epochs each; thesis §5.1)",
+        "",
+        rates,
     ]
     if missing:
         lines.append(

@@ -1,7 +1,8 @@
 """Run a whole study into a folder: pretrain where needed, run every unfinished cell, write the report.
 
-The folder holds ``study.json`` (the settings), ``cells/`` (one JSON per finished training
-run), ``pretrained/`` (pretrained encodings), ``figures/``, ``results.json`` and ``report.md``.
+The folder holds ``study.json`` (the settings), ``rates.json`` (the learning rate chosen per family
+and task, :mod:`.rates`), ``cells/`` (one JSON per finished training run), ``pretrained/``
+(pretrained encodings), ``figures/``, ``results.json`` and ``report.md``.
 Running the same study into the same folder again skips every finished cell, so an
 interrupted study continues where it stopped; a folder that holds a study with other settings
 is refused rather than mixed. The loop is the same for every study: a :class:`~.plan.StudyPlan`
@@ -36,6 +37,7 @@ from .execute import TRAINS_AS, run_cells
 from .families import Family, split_available
 from .plan import Results, StudyPlan
 from .protocol import StudyConfig
+from .rates import Rates, rate_key, rate_trials
 from .report import write_report
 
 __all__ = ["run_study", "RedGreenStudy", "StudyFolderError"]
@@ -90,9 +92,9 @@ def _pretrained_path(folder: Path, family: Family) -> Path:
 
 
 def _pretrain(
-    path: Path, family: Family, config: StudyConfig, device: str, threads: int | None = None
+    path: Path, family: Family, config: StudyConfig, device: str, lr: float, threads: int | None = None
 ) -> dict[str, Any]:
-    """Make the pretrained encoding of ``family`` (seed 0) at ``path``; returns its summary."""
+    """Make the pretrained encoding of ``family`` (seed 0, learning rate ``lr``) at ``path``; returns its summary."""
     if threads:
         torch.set_num_threads(threads)
     start = time.perf_counter()
@@ -100,7 +102,7 @@ def _pretrain(
     train_cfg = TrainConfig(
         epochs=config.pretrain_epochs,
         batch_size=config.batch_size,
-        lr=config.lr,
+        lr=lr,
         weight_decay=config.weight_decay,
         device=device,
         progress=False,
@@ -108,15 +110,19 @@ def _pretrain(
     result = pretrain_position_encoding(
         model_cfg, path, train_cfg, size=config.pretrain_size, probe_folds=config.probe_folds
     )
-    summary = {**result.to_dict(), "seconds": time.perf_counter() - start}
+    summary = {**result.to_dict(), "lr": lr, "seconds": time.perf_counter() - start}
     write_json(path.with_suffix(".json"), summary)
     return summary
 
 
 def _pretrained_line(label: str, summary: dict[str, Any]) -> str:
     before, after = summary["before"], summary["after"]
+    tests = ", ".join(
+        f"{task} {v['acc1']:.0f}%" if "acc1" in v else f"{task} R² {v['r2']:.2f}" for task, v in summary["test"].items()
+    )
     return (
-        f"pretrained {label}: probes left/right {before['left_right']:.2f} -> {after['left_right']:.2f}, "
+        f"pretrained {label} (lr {summary['lr']:g}; test {tests}): probes left/right "
+        f"{before['left_right']:.2f} -> {after['left_right']:.2f}, "
         f"R² {before['distance_r2']:.2f} -> {after['distance_r2']:.2f} ({summary['seconds']:.0f} s)"
     )
 
@@ -129,10 +135,61 @@ def _work(
     init_pe: str | None,
     threads: int | None,
     ensemble: bool,
+    rates: dict[str, float],
+    extras: bool = True,
 ) -> dict[Cell, dict[str, Any]]:
     if threads:
         torch.set_num_threads(threads)
-    return config.run_cells(cells, family, device=device, init_pe=init_pe, ensemble=ensemble)
+    return config.run_cells(
+        cells, family, device=device, init_pe=init_pe, ensemble=ensemble, rates=rates, extras=extras
+    )
+
+
+def _select_rates(
+    plan: RedGreenStudy, folder: Path, device: str, workers: int, log: Callable[[str], None]
+) -> dict[str, dict[str, float]]:
+    """Family label -> training task -> its learning rate, choosing (and recording) what ``rates.json`` lacks."""
+    config = plan.config
+    rates = Rates(folder)
+    trials = rate_trials(config)
+    todo = [
+        (key, family, cell, lr)
+        for key, (family, cells) in trials.items()
+        for cell in cells
+        for lr in config.lr_grid
+        if not rates.has(key, cell.task, lr)
+    ]
+    if todo:
+        log(f"choosing learning rates: {len(todo)} trial runs (grid {', '.join(map(str, config.lr_grid))})")
+
+    def record(trial: tuple[str, Family, Cell, float], result: dict[Cell, dict[str, Any]]) -> None:
+        key, family, cell, lr = trial
+        rates.add(key, family.label, cell.task, lr, result[cell])
+        r = result[cell]
+        log(f"  rate trial {family.label} {cell.task} lr {lr:g}: val {r['val']:.3f} after {r['steps']} steps")
+
+    args = [(([cell], family, plan, device, None), {cell.task: lr}) for _, family, cell, lr in todo]
+    if workers <= 1:
+        for trial, (head, rate) in zip(todo, args, strict=True):
+            record(trial, _work(*head, None, False, rate, False))
+    else:
+        threads = _threads(device, workers)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {
+                pool.submit(_work, *head, threads, False, rate, False): trial
+                for trial, (head, rate) in zip(todo, args, strict=True)
+            }
+            for future in futures:
+                record(futures[future], future.result())
+    chosen = {}
+    for family in config.families:
+        chosen[family.label] = rates.chosen(rate_key(family), config.lr_grid)
+        if todo:
+            log(
+                f"learning rates of {family.label}: "
+                + ", ".join(f"{t} {lr:g}" for t, lr in chosen[family.label].items())
+            )
+    return chosen
 
 
 def _describe(cell: Cell, result: dict[str, Any]) -> str:
@@ -166,13 +223,29 @@ class RedGreenStudy:
     def to_dict(self) -> dict[str, Any]:
         return self.config.to_dict()
 
-    def pretrain(self, path: Path, family: Family, device: str, threads: int | None) -> str:
-        return _pretrained_line(family.label, _pretrain(path, family, self.config, device, threads))
+    def choose_rates(
+        self, folder: Path, device: str, workers: int, log: Callable[[str], None]
+    ) -> dict[str, dict[str, float]]:
+        return _select_rates(self, folder, device, workers, log) if self.config.lr_grid else {}
+
+    def pretrain(self, path: Path, family: Family, rates: dict[str, float], device: str, threads: int | None) -> str:
+        lr = rates.get("direction", self.config.lr)
+        return _pretrained_line(family.label, _pretrain(path, family, self.config, device, lr, threads))
 
     def run_cells(
-        self, cells: list[Cell], family: Family, *, device: str, init_pe: str | None, ensemble: bool
+        self,
+        cells: list[Cell],
+        family: Family,
+        *,
+        device: str,
+        init_pe: str | None,
+        ensemble: bool,
+        rates: dict[str, float],
+        extras: bool = True,
     ) -> Results:
-        return run_cells(cells, family, self.config, device=device, init_pe=init_pe, ensemble=ensemble)
+        return run_cells(
+            cells, family, self.config, device=device, init_pe=init_pe, rates=rates, ensemble=ensemble, extras=extras
+        )
 
     def describe(self, cell: Cell, result: dict[str, Any]) -> str:
         return _describe(cell, result)
@@ -187,14 +260,14 @@ def jobs_of(cells: list[Cell], ensemble_families: set[str]) -> list[list[Cell]]:
     """Cells grouped into jobs, in the order of ``cells`` (seed by seed).
 
     A job trains once per distinct training (twins of :data:`~.execute.TRAINS_AS` share one);
-    for a family in ``ensemble_families`` one job holds every seed and task of one training-set
-    size, trained as one stacked ensemble.
+    for a family in ``ensemble_families`` one job holds every seed of one training task and
+    training-set size (one learning rate), trained as one stacked ensemble.
     """
     jobs: dict[tuple, list[Cell]] = {}
     for cell in cells:
-        key: tuple[str, int] | tuple[str, str, int, int]
+        key: tuple[str, str, int] | tuple[str, str, int, int]
         if cell.family in ensemble_families:
-            key = (cell.family, cell.train_size)
+            key = (cell.family, TRAINS_AS.get(cell.task, cell.task), cell.train_size)
         else:
             key = (cell.family, TRAINS_AS.get(cell.task, cell.task), cell.train_size, cell.seed)
         jobs.setdefault(key, []).append(cell)
@@ -226,6 +299,12 @@ class _Schedule:
         """The encoding of ``family`` exists: its jobs may run."""
         self.init[family.label] = str(path)
         self.ready += self._waiting.pop(family.label)
+
+
+def _threads(device: str, workers: int) -> int:
+    """Threads per worker process: one on a CPU, so that a run's sums are added in the same order on
+    any machine and under any --workers (a rerun on one machine repeats every number)."""
+    return 1 if device == "cpu" else max(1, (os.cpu_count() or 1) // workers)
 
 
 def resolve_device(name: str) -> str:
@@ -267,9 +346,10 @@ def run_study(
 
     ``workers`` > 1 trains that many jobs at once in separate processes with one thread each
     (pretraining included), which uses several CPU cores better than threads inside one small model.
-    ``ensemble`` trains the seeds and tasks of one family and training-set size as one stacked
-    ensemble; the default (None) does so on CUDA only, where it fills the GPU, and not on a CPU,
-    where it measured slower than one model at a time (BENCHMARKS.md).
+    Learning rates are chosen first (:mod:`.rates`). ``ensemble`` trains the seeds of one family,
+    task and training-set size as one stacked ensemble; the default (None) does so on CUDA only,
+    where it fills the GPU, and not on a CPU, where it measured slower than one model at a time
+    (BENCHMARKS.md).
     """
     folder = Path(folder)
     plan: StudyPlan = RedGreenStudy(config) if isinstance(config, StudyConfig) else config
@@ -310,20 +390,26 @@ def run_study(
             results[cell] = result
         progress.done(job_results, len(results), len(cells))
 
+    threads_before = torch.get_num_threads()
+    if device == "cpu":
+        torch.set_num_threads(1)
     try:
+        rates = runnable.choose_rates(folder, device, workers, log) if todo else {}
         if workers <= 1:
             for family in list(schedule.to_pretrain):
                 path = _pretrained_path(folder, family)
-                log(runnable.pretrain(path, family, device, None))
+                log(runnable.pretrain(path, family, rates.get(family.label, {}), device, None))
                 schedule.pretrained(family, path)
             for job in schedule.ready:
-                family = families[job[0].family]
+                label = job[0].family
+                init = schedule.init.get(label)
                 finished(
-                    _work(job, family, runnable, device, schedule.init.get(family.label), None, family.label in stacked)
+                    _work(job, families[label], runnable, device, init, None, label in stacked, rates.get(label, {}))
                 )
         else:
-            _run_parallel(schedule, families, runnable, folder, device, workers, stacked, finished, log)
+            _run_parallel(schedule, families, runnable, folder, device, workers, stacked, rates, finished, log)
     finally:
+        torch.set_num_threads(threads_before)
         seconds = time.perf_counter() - start
         report = runnable.write_report(
             folder,
@@ -366,16 +452,18 @@ def _run_parallel(
     device: str,
     workers: int,
     stacked: set[str],
+    rates: dict[str, dict[str, float]],
     finished: Callable[[dict[Cell, dict[str, Any]]], None],
     log: Callable[[str], None],
 ) -> None:
     """Keep ``workers`` processes busy: pretraining first, each family's jobs once its encoding exists."""
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    threads = _threads(device, workers)
     context = multiprocessing.get_context("spawn")  # fork after torch has started threads can deadlock
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         pending: dict[Future, list[Cell] | Family] = {}
         for family in schedule.to_pretrain:
-            pending[pool.submit(config.pretrain, _pretrained_path(folder, family), family, device, threads)] = family
+            path = _pretrained_path(folder, family)
+            pending[pool.submit(config.pretrain, path, family, rates.get(family.label, {}), device, threads)] = family
         try:
             while schedule.ready or pending:
                 while schedule.ready and len(pending) < workers:
@@ -383,7 +471,17 @@ def _run_parallel(
                     label = job[0].family
                     init = schedule.init.get(label)
                     pending[
-                        pool.submit(_work, job, families[label], config, device, init, threads, label in stacked)
+                        pool.submit(
+                            _work,
+                            job,
+                            families[label],
+                            config,
+                            device,
+                            init,
+                            threads,
+                            label in stacked,
+                            rates.get(label, {}),
+                        )
                     ] = job
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:

@@ -4,20 +4,40 @@ A claim says that a quantity lies above (``>``) or below (``<``) a bound. The cl
 *reproduced* when the whole 95% interval lies on its side of the bound, *contradicted* when the
 whole interval lies on the other side, and *inconclusive* otherwise; then the number of seeds that
 would decide it is estimated from the interval's width, which shrinks as one over the square root
-of the number of seeds.
+of the number of seeds (beyond :data:`NO_EFFECT` times the seeds run, the claim reads "no effect
+at this spread"). A claim that is not reproduced while some of its seeds rest on flagged runs
+(:mod:`.convergence`) is *not converged*: an optimisation failure, not a finding about the encoding.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["REPRODUCED", "CONTRADICTED", "INCONCLUSIVE", "NOT_RUN", "Verdict", "bootstrap_ci", "judge"]
+__all__ = [
+    "REPRODUCED",
+    "CONTRADICTED",
+    "INCONCLUSIVE",
+    "NOT_CONVERGED",
+    "NOT_RUN",
+    "OUTCOMES",
+    "NO_EFFECT",
+    "Verdict",
+    "bootstrap_ci",
+    "judge",
+    "unconverged",
+]
 
 REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_RUN = "reproduced", "contradicted", "inconclusive", "not run"
+NOT_CONVERGED = "not converged"
+OUTCOMES = (REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_CONVERGED, NOT_RUN)
+"""Every verdict, in the order the report counts them."""
+NO_EFFECT = 10
+"""An inconclusive claim that would need more than this many times its seeds shows no effect at this spread."""
 RESAMPLES = 10_000
 """Bootstrap resamples per interval."""
 
@@ -49,6 +69,13 @@ class Verdict:
     seeds_needed: int | None = None
     """For an inconclusive claim: seeds that would likely decide it (None: no estimate, e.g. one
     seed, or a mean on the bound)."""
+    flagged: int = 0
+    """Seeds whose value rests on a flagged run (at the cap, or at chance)."""
+
+    @property
+    def no_effect(self) -> bool:
+        """Inconclusive, and deciding it would take more than :data:`NO_EFFECT` times the seeds run."""
+        return self.outcome == INCONCLUSIVE and self.seeds_needed is not None and self.seeds_needed > NO_EFFECT * self.n
 
     def to_dict(self) -> dict:
         """Plain dict, for JSON."""
@@ -59,6 +86,7 @@ class Verdict:
             "low": self.low,
             "high": self.high,
             "seeds_needed": self.seeds_needed,
+            "flagged": self.flagged,
         }
 
 
@@ -82,3 +110,10 @@ def judge(values: Sequence[float], side: str, bound: float, level: float = 0.95)
     half = (high - low) / 2
     needed = None if gap == 0 else max(n + 1, math.ceil(n * (half / gap) ** 2))
     return Verdict(INCONCLUSIVE, n, mean, low, high, needed)
+
+
+def unconverged(verdict: Verdict, flagged: int) -> Verdict:
+    """``verdict`` with ``flagged`` seeds on flagged runs: *not converged* unless it is reproduced."""
+    if not flagged or verdict.outcome in (REPRODUCED, NOT_RUN):
+        return dataclasses.replace(verdict, flagged=flagged)
+    return dataclasses.replace(verdict, outcome=NOT_CONVERGED, seeds_needed=None, flagged=flagged)

@@ -46,9 +46,11 @@ def test_shaw_is_contextual_product_on_keys_and_values_with_the_clip_index():
             a.normal_()
             b.copy_(a)
     q, k = random_qk()
-    torch.testing.assert_close(shaw.terms((4, 5), 1).logits(q, k, 0.3), irpe.terms((4, 5), 1).logits(q, k, 0.3))
+    torch.testing.assert_close(
+        shaw.relative_terms((4, 5), 1).logits(q, k, 0.3), irpe.relative_terms((4, 5), 1).logits(q, k, 0.3)
+    )
     attn = torch.rand(2, 2, 21, 21, dtype=torch.float64).softmax(-1)
-    torch.testing.assert_close(shaw.terms((4, 5), 1).values(attn), irpe.terms((4, 5), 1).values(attn))
+    torch.testing.assert_close(shaw.relative_terms((4, 5), 1).values(attn), irpe.relative_terms((4, 5), 1).values(attn))
 
 
 def test_huang_is_contextual_query_and_key_terms_with_one_tied_table():
@@ -58,7 +60,9 @@ def test_huang_is_contextual_query_and_key_terms_with_one_tied_table():
         irpe.table_q.copy_(huang.table)
         irpe.table_k.copy_(huang.table)
     q, k = random_qk()
-    torch.testing.assert_close(huang.terms((4, 5), 1).logits(q, k, 0.3), irpe.terms((4, 5), 1).logits(q, k, 0.3))
+    torch.testing.assert_close(
+        huang.relative_terms((4, 5), 1).logits(q, k, 0.3), irpe.relative_terms((4, 5), 1).logits(q, k, 0.3)
+    )
 
 
 def test_xl_offset_sinusoids_by_hand():
@@ -81,12 +85,12 @@ def test_xl_offset_sinusoids_by_hand():
 def test_xl_with_zero_u_v_and_prefix_key_only_adds_position_keys():
     xl = build("xl")
     q, k = random_qk()
-    bias = xl.terms((4, 5), 1).logits(q, k, 0.5)
+    bias = xl.relative_terms((4, 5), 1).logits(q, k, 0.5)
     assert bias.shape == (2, 2, 21, 21)
     assert (bias[..., 0, :] == 0).all() and (bias[..., :, 0] == 0).all()  # prefix pairs: zero key at start
     with torch.no_grad():
         xl.u.fill_(1.0)
-    terms = xl.terms((4, 5), 1)
+    terms = xl.relative_terms((4, 5), 1)
     torch.testing.assert_close(terms.logits(q, k, 0.5), bias)  # u meets the keys in the content product
     torch.testing.assert_close(terms.content_query(q), q + 1.0)
 
@@ -110,7 +114,7 @@ def test_sasa_concatenates_x_and_y_halves():
         sasa.table_x.normal_()
         sasa.table_y.normal_()
     q, k = random_qk()
-    bias = sasa.terms((4, 5), 1).logits(q, k, 1.0)
+    bias = sasa.relative_terms((4, 5), 1).logits(q, k, 1.0)
     # query at row 1, col 3 (token 1 + 8); key at row 3, col 0 (token 1 + 15): dy = -2, dx = 3
     i, j = 1 + 8, 1 + 15
     r = torch.cat([sasa.table_x[3 + 4], sasa.table_y[-2 + 3]])

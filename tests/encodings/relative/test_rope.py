@@ -29,7 +29,7 @@ def test_logits_depend_only_on_the_offset(variant):
     n = grid[0] * grid[1]
     # the same query and key vector at every cell: only the rotation tells cells apart
     q0, k0 = torch.randn(1, 2, 1, 8, dtype=torch.float64), torch.randn(1, 2, 1, 8, dtype=torch.float64)
-    q, k = rope.terms(grid, 0).rotation.apply(q0.expand(1, 2, n, 8), k0.expand(1, 2, n, 8))
+    q, k = rope.relative_terms(grid, 0).rotation.apply(q0.expand(1, 2, n, 8), k0.expand(1, 2, n, 8))
     logits = (q @ k.transpose(-2, -1)).reshape(2, n * n)
     offsets = grid_offsets(grid).reshape(n * n, 2)
     for offset in offsets.unique(dim=0):
@@ -41,7 +41,7 @@ def test_logits_depend_only_on_the_offset(variant):
 def test_prefix_tokens_are_not_rotated_and_norms_are_kept():
     rope = Rope2d(CTX, "mixed")
     q, k = torch.randn(3, 2, 2 + 12, 8), torch.randn(3, 2, 2 + 12, 8)
-    rq, rk = rope.terms((3, 4), 2).rotation.apply(q, k)
+    rq, rk = rope.relative_terms((3, 4), 2).rotation.apply(q, k)
     assert torch.equal(rq[..., :2, :], q[..., :2, :]) and torch.equal(rk[..., :2, :], k[..., :2, :])
     torch.testing.assert_close(rq.norm(dim=-1), q.norm(dim=-1))
     assert not torch.allclose(rq[..., 3:, :], q[..., 3:, :])

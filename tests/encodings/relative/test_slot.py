@@ -124,7 +124,7 @@ def test_content_independent_encodings_are_relative_biases():
     kinds = {t: relative_modules(vitpos.create_model("vit_lite_7_4", **TINY, relative=t))[0] for t in EVERY_ENCODING}
     biases = {t for t, rel in kinds.items() if isinstance(rel, RelativeBias)}
     assert biases == {"irpe:cross:bias:qk:unshared", "irpe:quant:bias:q:squared:unscaled:ratio=3", "swin"}
-    needs_weights = {t for t, rel in kinds.items() if rel.terms((4, 4), 1).value_term}
+    needs_weights = {t for t, rel in kinds.items() if rel.relative_terms((4, 4), 1).value_term}
     assert needs_weights == {
         "irpe:euclidean:ctx:qkv:ratio=20",
         "shaw",
@@ -148,7 +148,7 @@ def test_bias_model_with_constant_tables_equals_the_model_without_it(text):
     x = torch.randn(2, 3, 32, 40)
     torch.testing.assert_close(biased(x), plain(x), rtol=1e-5, atol=1e-5)
     with torch.no_grad():  # and a non-constant table does change the output
-        relative_modules(biased)[0].terms((4, 5), 1)  # cache warm-up must not hide the update
+        relative_modules(biased)[0].relative_terms((4, 5), 1)  # cache warm-up must not hide the update
         next(relative_modules(biased)[0].parameters()).normal_(std=5.0)
     assert not torch.allclose(biased.forward_tokens(x), plain.forward_tokens(x), atol=1e-3)
 
@@ -156,12 +156,19 @@ def test_bias_model_with_constant_tables_equals_the_model_without_it(text):
 @pytest.mark.parametrize("text", EVERY_ENCODING)
 @pytest.mark.parametrize("prefix", [dict(), dict(head="gap"), dict(reg_tokens=2)])
 def test_runs_at_grids_smaller_and_larger_than_training(text, prefix):
-    model = vitpos.create_model("vit_lite_7_4", **TINY | prefix, relative=text)  # trained at 4x4
-    for size in ((16, 24), (32, 32), (56, 40), (8, 72)):
-        grid = model.stage_grids(size)[-1]
-        feats = model.forward_tokens(torch.randn(2, 3, *size))
-        assert feats.shape == (2, model.num_prefix_tokens + grid[0] * grid[1], 32)
-        assert torch.isfinite(feats).all()
+    model = vitpos.create_model("vit_lite_7_4", **TINY | prefix, relative=text).eval()  # trained at 4x4
+    plain = vitpos.create_model("vit_lite_7_4", **TINY | prefix).eval()
+    with torch.no_grad():
+        for p in model.parameters():  # random tables, and attention far from uniform
+            p.normal_(std=0.3)
+        plain.load_state_dict(model.state_dict(), strict=False)
+        for size in ((16, 24), (32, 32), (56, 40), (8, 72)):
+            grid = model.stage_grids(size)[-1]
+            x = torch.randn(2, 3, *size)
+            feats = model.forward_tokens(x)
+            assert feats.shape == (2, model.num_prefix_tokens + grid[0] * grid[1], 32)
+            assert torch.isfinite(feats).all()
+            assert not torch.allclose(feats, plain.forward_tokens(x), atol=1e-4)  # the encoding acts at every grid
 
 
 @pytest.mark.parametrize("text", EVERY_ENCODING)
@@ -228,16 +235,16 @@ def test_a_module_built_without_prefix_tokens_says_so():
     model = vitpos.create_model("vit_lite_7_4", **TINY | dict(head="gap"), relative="irpe:product:ctx:k")
     rel = relative_modules(model)[0]
     with pytest.raises(ValueError, match="built for a model without prefix tokens"):
-        rel.terms((4, 4), 1)
+        rel.relative_terms((4, 4), 1)
 
 
 def test_eval_caches_bias_and_ids_and_invalidates_on_update():
     model = vitpos.create_model("vit_lite_7_4", **TINY, relative="irpe:product:bias:k").eval()
     first, second = relative_modules(model)[:2]
     with torch.no_grad():
-        bias = first.terms((5, 3), 1).bias
-        assert first.terms((5, 3), 1).bias is bias and torch.equal(bias, first.position_bias((5, 3), 1))
+        bias = first.relative_terms((5, 3), 1).bias
+        assert first.relative_terms((5, 3), 1).bias is bias and torch.equal(bias, first.position_bias((5, 3), 1))
         assert first.bucket_ids((5, 3), 1, "cpu") is second.bucket_ids((5, 3), 1, "cpu")  # shared by layers
         first.bias_k.add_(1.0)
-        assert not torch.equal(first.terms((5, 3), 1).bias, bias)
-    assert first.terms((5, 3), 1).bias_table is not None  # autograd records: per bucket, nothing cached
+        assert not torch.equal(first.relative_terms((5, 3), 1).bias, bias)
+    assert first.relative_terms((5, 3), 1).bias_table is not None  # autograd records: per bucket, nothing cached

@@ -18,8 +18,21 @@ def _one_thread(one_thread):
     """Tiny detectors run faster on one thread where cores are shared."""
 
 
-def count(model, skip=""):
-    return sum(p.numel() for n, p in model.named_parameters() if not (skip and n.startswith(skip)))
+def count(model, skip="", only=""):
+    return sum(
+        p.numel() for n, p in model.named_parameters() if n.startswith(only) and not (skip and n.startswith(skip))
+    )
+
+
+def resnet50_trainable_in_detr() -> int:
+    """The convolution weights of ResNet-50's layer2-4: DETR freezes conv1 and layer1, its batch norms are buffers."""
+    total, channels = 0, 256
+    for width, blocks in ((128, 4), (256, 6), (512, 3)):
+        for block in range(blocks):
+            total += channels * width + 9 * width * width + width * 4 * width  # 1x1, 3x3, 1x1 convolutions
+            total += channels * 4 * width if block == 0 else 0  # the projection shortcut
+            channels = 4 * width
+    return total
 
 
 def test_detr_r50_transformer_has_detrs_parameter_count():
@@ -30,11 +43,17 @@ def test_detr_r50_transformer_has_detrs_parameter_count():
     decoder = layers * (2 * attention + feed_forward + 3 * 2 * d) + 2 * d
     heads = (d * (classes + 1) + classes + 1) + 2 * (d * d + d) + (4 * d + 4)
     detr = encoder + decoder + queries * d + (2048 * d + d) + heads
-    assert (encoder, decoder, detr) == (7_890_432, 9_473_024, 18_069_856)
-    assert detr + 23_232_512 == 41_302_368  # DETR's trainable count with ResNet-50 (conv1 and layer1 frozen)
     with torch.device("meta"):
         model = vitpos.create_model("detr_r50_shapes")
-    assert count(model, skip="backbone.") == detr + 2 * d  # + the pre-norm encoder's final LayerNorm
+    parts = (
+        count(model, only="encoder.stages."),
+        count(model, only="decoder.layers.") + count(model, only="decoder.norm."),
+    )
+    assert parts == (encoder, decoder) == (7_890_432, 9_473_024)
+    assert count(model, only="class_embed.") + count(model, only="bbox_embed.") == heads
+    # DETR-R50's trainable count as DETR's main.py prints it; vitpos adds the pre-norm encoder's final LayerNorm
+    assert count(model, skip="backbone.") - 2 * d + resnet50_trainable_in_detr() == 41_302_368
+    assert count(model, skip="backbone.") == detr + 2 * d
 
 
 @pytest.mark.parametrize("size", [(32, 32), (24, 40), (48, 32)])
@@ -163,7 +182,8 @@ def test_relative_tables_keep_their_zero_start():
 
 
 def test_a_detector_overfits_four_images():
-    """The set loss of four synthetic images falls at least five-fold in 60 AdamW steps (measured: about ten-fold)."""
+    """The set loss of four synthetic images falls at least five-fold in 60 AdamW steps (measured on seeds 0-7:
+    7.6- to 28-fold)."""
     model = vitpos.create_model("detr_tiny_sine")
     split = SyntheticDetection(train=4).render("train")
     x, targets = split.images.float() / 255, split.targets

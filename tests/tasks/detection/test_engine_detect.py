@@ -135,10 +135,10 @@ def test_two_process_run_gathers_detections_for_ap(tmp_path):
     import sys
 
     from vitpos.data.catalog import open_data
-    from vitpos.engine.checkpoint import load_model
+    from vitpos.weights import load_model
 
     run = tmp_path / "ddp"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3] / "src"), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "vitpos", "train",
            "--model=detr_tiny_sine", f"--data={DATA}", "--epochs=2", "--batch-size=8", "--lr=3e-3", "--eval-every=2",
            f"--run-dir={run}", "--no-progress", "--device=cpu"]  # fmt: skip

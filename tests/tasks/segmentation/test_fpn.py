@@ -26,9 +26,11 @@ SIZES = [(32, 48), (48, 16), (16, 64), (64, 32)]
 def test_logits_have_the_input_size_at_non_square_sizes(backbone: str, slots: str, one_thread) -> None:
     model = create_model(tiny_fpn(backbone, **SLOTS[slots])).eval()
     for h, w in SIZES:
-        out = model(torch.randn(2, 3, h, w))
+        x = torch.randn(2, 3, h, w)
+        out = model(x)
         assert out.shape == (2, 3, h, w)
         assert torch.isfinite(out).all()
+        torch.testing.assert_close(out[1:], model(x[1:]))  # each image's logits are its own
 
 
 @pytest.mark.parametrize("backbone", ["pvt", "swin"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from vitpos.data.synthetic_segment import SyntheticSegmentation
@@ -12,7 +13,11 @@ from vitpos.tasks.segmentation.task import SegmentationTask
 from .conftest import tiny_fpn
 
 
-def test_tiny_pvt_fpn_overfits_four_images(one_thread) -> None:
+@pytest.mark.parametrize("seed", [0, 2])
+def test_tiny_pvt_fpn_overfits_four_images(seed, one_thread) -> None:
+    """After 200 AdamW steps every pixel of the four images is right (measured on seeds 0-19: the loss
+    falls 412- to 840-fold; after 60 steps it fell only 8-fold on some seeds, 50-fold on others)."""
+    torch.manual_seed(seed)
     data = SyntheticSegmentation(task="segment", img_size=32, square_size=8, train=4).render("train")
     images, masks = data[torch.arange(4)]
     x = to_float(images)
@@ -31,11 +36,14 @@ def test_tiny_pvt_fpn_overfits_four_images(one_thread) -> None:
         return metrics.compute()
 
     before = scores()
-    for _ in range(60):
+    for _ in range(200):
         loss = task.loss(model(x), masks)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
     after = scores()
-    assert after["loss"] < before["loss"] / 20
-    assert before["miou"] < 40 and after["miou"] > 90
+    assert after["loss"] < before["loss"] / 100
+    assert before["miou"] < 40 and after["miou"] == after["aacc"] == 100
+    model.eval()
+    with torch.no_grad():
+        assert torch.equal(model(x).argmax(1), masks)

@@ -1,75 +1,43 @@
 """The interface of a relative encoding: it declares its terms, the attention kernel computes.
 
-An encoding's :meth:`RelativePosition.terms` returns, per grid and prefix count, a
+An encoding's :meth:`RelativePosition.relative_terms` returns, per grid and prefix count, a
 :class:`vitpos.attention.RelativeTerms` (bucket ids, tables, a rotation); it never computes
 attention. :func:`vitpos.attention.attention` consumes the terms on every host.
 """
 
 from __future__ import annotations
 
-from typing import TypedDict, Unpack
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 from torch import nn
 
 from ...attention.terms import RelativeTerms
-from ...grid import Grid
+from ...grid import Grid, GridCache
 from ...registry import RELATIVE
-from ...spec import SlotSpec
 from ..base import SlotContext, SlotEntry
-from ..cache import GridCache
-from .buckets import Bucketing
 
-__all__ = ["RelativePosition", "RelativeBias", "BucketedEncoding", "NoRelative"]
+__all__ = ["RelativePosition", "RelativeBias", "NoRelative"]
 
 
 class RelativePosition(SlotEntry, nn.Module):
-    """Base class; one instance per attention layer. N = num_prefix_tokens + H*W tokens."""
+    """Base class; one instance per attention layer. N = num_prefix_tokens + H*W tokens.
 
-    def terms(self, grid: Grid, num_prefix_tokens: int, device: torch.device | str | None = None) -> RelativeTerms:
+    A stage builds one per block: ``build(ctx, options, layer=i)``.
+    """
+
+    @classmethod
+    def build(cls, ctx: SlotContext, options: Mapping[str, Any], layer: int = 0, **host: Any) -> Any:
+        """The encoding of block ``layer`` from parsed ``options`` (every block gets its own tables)."""
+        construct: Callable[..., object] = cls  # the concrete encoding's constructor: (ctx, **options)
+        return construct(ctx, **options)
+
+    def relative_terms(
+        self, grid: Grid, num_prefix_tokens: int, device: torch.device | str | None = None
+    ) -> RelativeTerms:
         """This encoding's terms for ``grid`` with ``num_prefix_tokens`` prefix tokens, on ``device``."""
         raise NotImplementedError
-
-
-class BucketTables(TypedDict, total=False):
-    """The tables of :class:`~vitpos.attention.terms.RelativeTerms` an encoding may set beside its ids."""
-
-    bias_table: torch.Tensor | None
-    key_table: torch.Tensor | None
-    query_table: torch.Tensor | None
-    value_table: torch.Tensor | None
-    query_shift: torch.Tensor | None
-
-
-class BucketedEncoding:
-    """Mixin for encodings indexed by a :class:`~.index.Bucketing`: bucket count, prefix check and
-    the per-grid bucket ids (cached, shared by every layer with the same bucketing)."""
-
-    bucketing: Bucketing
-    num_buckets: int
-    prefix_bucket: bool
-
-    def init_buckets(self, bucketing: Bucketing, num_prefix_tokens: int) -> None:
-        """Fix the bucketing; the tables get one extra bucket when the model has prefix tokens."""
-        self.bucketing = bucketing
-        self.num_buckets = bucketing.num_buckets(num_prefix_tokens)
-        self.prefix_bucket = num_prefix_tokens > 0
-
-    def bucket_ids(self, grid: Grid, num_prefix_tokens: int, device=None) -> torch.Tensor:
-        """Cached ids for ``grid``: (N, N), or (2, N, N) for the Cross method."""
-        if num_prefix_tokens and not self.prefix_bucket:
-            raise ValueError(
-                f"this {type(self).__name__} was built for a model without prefix tokens and has no bucket "
-                f"for them, but got num_prefix_tokens={num_prefix_tokens}; build it with the model's context"
-            )
-        return self.bucketing.ids(grid, num_prefix_tokens, device)
-
-    def bucket_terms(
-        self, grid: Grid, num_prefix_tokens: int, device=None, **tables: Unpack[BucketTables]
-    ) -> RelativeTerms:
-        """:class:`RelativeTerms` with this encoding's ids and the given tables."""
-        ids = self.bucket_ids(grid, num_prefix_tokens, device)
-        return RelativeTerms(ids=ids, num_buckets=self.num_buckets, **tables)
 
 
 class RelativeBias(RelativePosition):
@@ -100,7 +68,7 @@ class RelativeBias(RelativePosition):
         """The bias per bucket, or None where it has no bucket form."""
         return None
 
-    def terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
+    def relative_terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
         params = list(self.parameters())
         if torch.is_grad_enabled() and any(p.requires_grad for p in params):
             bucketed = self.bucket_bias_terms(grid, num_prefix_tokens, device)
@@ -115,5 +83,5 @@ class NoRelative(SlotEntry):
     """No relative encoding."""
 
     @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0) -> None:
+    def build(cls, ctx: SlotContext, options: Mapping[str, Any], layer: int = 0, **host: Any) -> None:
         return None

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 import torch
 import torch.nn.functional as F
 
-from ...grid import Grid, grid_offsets
-from ..cache import GridCache
+from ...attention.terms import RelativeTerms
+from ...grid import Grid, GridCache, grid_offsets
 
 __all__ = [
     "INDEX_FUNCTIONS",
@@ -40,6 +41,7 @@ __all__ = [
     "QUANT_VARIANTS",
     "IndexFunction",
     "Bucketing",
+    "BucketedEncoding",
     "clip_index",
     "piecewise_index",
     "quantize_distance",
@@ -243,12 +245,57 @@ def relative_buckets(
     index: str = "piecewise",
     num_prefix_tokens: int = 0,
     quant: str = "rank",
+    round_distance: bool = False,
 ) -> tuple[torch.Tensor, int]:
     """iRPE bucket ids of every (query, key) pair on ``grid`` and the number of buckets.
+
+    The options are those of the slot string: ``index="clip"`` (``:clip``), ``quant="squared"``
+    (``:squared``), ``round_distance=True`` (``:round``, Euclidean only), ``ratio`` (``:ratio=``).
 
     Returns ids of shape (N, N) — (2, N, N) for ``cross``, row ids then column ids in one id
     space — with N = num_prefix_tokens + H*W, and ``num_buckets`` (grid-independent; for
     ``cross`` the total over both tables). alpha : beta : gamma = 1 : 2 : 8 with alpha = ``ratio``.
     """
-    bucketing = Bucketing(method, IndexFunction.from_ratio(index, ratio), quant=quant)
+    bucketing = Bucketing(method, IndexFunction.from_ratio(index, ratio), quant=quant, round_distance=round_distance)
     return bucketing.build(grid, num_prefix_tokens), bucketing.num_buckets(num_prefix_tokens)
+
+
+class BucketTables(TypedDict, total=False):
+    """The tables of :class:`~vitpos.attention.terms.RelativeTerms` an encoding may set beside its ids."""
+
+    bias_table: torch.Tensor | None
+    key_table: torch.Tensor | None
+    query_table: torch.Tensor | None
+    value_table: torch.Tensor | None
+    query_shift: torch.Tensor | None
+
+
+class BucketedEncoding:
+    """Mixin for encodings indexed by a :class:`Bucketing`: bucket count, prefix check and
+    the per-grid bucket ids (cached, shared by every layer with the same bucketing)."""
+
+    bucketing: Bucketing
+    num_buckets: int
+    prefix_bucket: bool
+
+    def init_buckets(self, bucketing: Bucketing, num_prefix_tokens: int) -> None:
+        """Fix the bucketing; the tables get one extra bucket when the model has prefix tokens."""
+        self.bucketing = bucketing
+        self.num_buckets = bucketing.num_buckets(num_prefix_tokens)
+        self.prefix_bucket = num_prefix_tokens > 0
+
+    def bucket_ids(self, grid: Grid, num_prefix_tokens: int, device=None) -> torch.Tensor:
+        """Cached ids for ``grid``: (N, N), or (2, N, N) for the Cross method."""
+        if num_prefix_tokens and not self.prefix_bucket:
+            raise ValueError(
+                f"this {type(self).__name__} was built for a model without prefix tokens and has no bucket "
+                f"for them, but got num_prefix_tokens={num_prefix_tokens}; build it with the model's context"
+            )
+        return self.bucketing.ids(grid, num_prefix_tokens, device)
+
+    def bucket_terms(
+        self, grid: Grid, num_prefix_tokens: int, device=None, **tables: Unpack[BucketTables]
+    ) -> RelativeTerms:
+        """:class:`RelativeTerms` with this encoding's ids and the given tables."""
+        ids = self.bucket_ids(grid, num_prefix_tokens, device)
+        return RelativeTerms(ids=ids, num_buckets=self.num_buckets, **tables)

@@ -11,7 +11,8 @@ Swin) and W^R (initialised like the other projections).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -23,8 +24,8 @@ from ...registry import RELATIVE
 from ...spec import SlotSpec, positive_int
 from ..base import SlotContext
 from ..sincos import sincos_1d
-from .base import BucketedEncoding, RelativeBias, RelativePosition
-from .buckets import Bucketing, IndexFunction
+from .base import RelativeBias, RelativePosition
+from .buckets import BucketedEncoding, Bucketing, IndexFunction
 from .irpe import IRPEContextual, IRPEOptions
 
 __all__ = ["ShawRelative", "TransformerXLRelative", "HuangRelative", "SASARelative", "SwinRelativeBias"]
@@ -38,16 +39,10 @@ class _ClippedEncoding:
     default_max_dist: int | None = DEFAULT_MAX_DIST
 
     @classmethod
-    def validate(cls, spec: SlotSpec) -> None:
+    def parse(cls, spec: SlotSpec) -> Mapping[str, Any]:
         spec.check_no_placement()
         spec.check_flags(set())
-        spec.typed_options({"max_dist": positive_int})
-
-    @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0):
-        max_dist = spec.typed_options({"max_dist": positive_int}).get("max_dist", cls.default_max_dist)
-        build: Callable[..., object] = cls  # the concrete encoding's constructor
-        return build(ctx, max_dist)
+        return {"max_dist": spec.typed_options({"max_dist": positive_int}).get("max_dist", cls.default_max_dist)}
 
 
 def _clipped_product(max_dist: int) -> Bucketing:
@@ -76,7 +71,7 @@ class HuangRelative(_ClippedEncoding, BucketedEncoding, RelativePosition):
         self.init_buckets(_clipped_product(max_dist), ctx.num_prefix_tokens)
         self.table = nn.Parameter(torch.zeros(self.num_buckets, ctx.head_dim))
 
-    def terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
+    def relative_terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
         return self.bucket_terms(grid, num_prefix_tokens, device, key_table=self.table, query_table=self.table)
 
 
@@ -117,7 +112,7 @@ class TransformerXLRelative(_ClippedEncoding, BucketedEncoding, RelativePosition
         keys = self.proj(self.sinusoids.to(self.proj.weight.dtype))
         return keys if self.prefix_key is None else torch.cat([keys, self.prefix_key], dim=0)
 
-    def terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
+    def relative_terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
         keys = self.position_keys()
         # (q_i + v) . s W^R = q_i . s W^R + v . s W^R: a term on keys plus a bias per bucket
         return self.bucket_terms(
@@ -151,7 +146,7 @@ class SASARelative(_ClippedEncoding, BucketedEncoding, RelativePosition):
         self.table_x = nn.Parameter(torch.zeros(size_x, ctx.head_dim // 2))
         self.table_y = nn.Parameter(torch.zeros(size_y, ctx.head_dim // 2))
 
-    def terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
+    def relative_terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
         half = self.table_x.shape[-1]
         # Cross ids put row (y) buckets first, column (x) buckets after them; a y bucket meets the
         # second half of q (p^y), an x bucket the first half (p^x)
@@ -175,10 +170,6 @@ class SwinRelativeBias(BucketedEncoding, RelativeBias):
         )
         self.table = nn.Parameter(torch.empty(ctx.num_heads, self.num_buckets))
         nn.init.trunc_normal_(self.table, std=0.02)
-
-    @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0) -> SwinRelativeBias:
-        return cls(ctx)
 
     def bucket_bias_terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
         return self.bucket_terms(grid, num_prefix_tokens, device, bias_table=self.table)

@@ -22,7 +22,7 @@ Tables start at zero (supplement §2). The encodings declare their tables and bu
 terms on q and k (products onto the K buckets, then lookups by bucket id, Eq. 27-28) and on v.
 Following Eq. 16 literally, the encoding on queries uses r^Q_ij = p^Q_{I(i,j)}; the released
 code indexes it with I(j, i), a permutation of the same table, so loading its weights permutes
-the rows (:mod:`vitpos.released.irpe`) and needs no option here.
+the rows (:mod:`vitpos.weights.irpe`) and needs no option here.
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ from __future__ import annotations
 import functools
 import math
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -40,8 +42,8 @@ from ...grid import Grid
 from ...registry import RELATIVE
 from ...spec import SlotSpec, SpecError
 from ..base import SlotContext, SlotEntry
-from .base import BucketedEncoding, RelativeBias, RelativePosition
-from .buckets import METHODS, Bucketing, IndexFunction
+from .base import RelativeBias, RelativePosition
+from .buckets import METHODS, BucketedEncoding, Bucketing, IndexFunction
 
 __all__ = ["IRPE", "IRPEOptions", "IRPEBias", "IRPEContextual"]
 
@@ -135,13 +137,13 @@ class IRPE(SlotEntry):
     """The ``irpe`` slot value: builds :class:`IRPEBias` or :class:`IRPEContextual`."""
 
     @classmethod
-    def validate(cls, spec: SlotSpec) -> None:
-        IRPEOptions.from_spec(spec)
+    def parse(cls, spec: SlotSpec) -> Mapping[str, Any]:
+        return {"options": IRPEOptions.from_spec(spec)}
 
     @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0) -> RelativePosition:
-        options = IRPEOptions.from_spec(spec)
-        return (IRPEBias if options.mode == "bias" else IRPEContextual)(ctx, options)
+    def build(cls, ctx: SlotContext, options: Mapping[str, Any], layer: int = 0, **host: Any) -> RelativePosition:
+        irpe: IRPEOptions = options["options"]
+        return (IRPEBias if irpe.mode == "bias" else IRPEContextual)(ctx, irpe)
 
 
 class IRPEBias(BucketedEncoding, RelativeBias):
@@ -201,7 +203,7 @@ class IRPEContextual(BucketedEncoding, RelativePosition):
             table = nn.Parameter(torch.zeros(shape)) if target in options.on else None
             self.register_parameter(f"table_{target}", table)
 
-    def terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
+    def relative_terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
         return self.bucket_terms(
             grid, num_prefix_tokens, device, key_table=self.table_k, query_table=self.table_q, value_table=self.table_v
         )

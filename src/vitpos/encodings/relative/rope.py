@@ -16,16 +16,17 @@ y = row), so other grids extrapolate; prefix tokens are not rotated.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import nn
 
 from ...attention.terms import RelativeTerms, Rotation
-from ...grid import Grid, grid_coords
+from ...grid import Grid, GridCache, grid_coords
 from ...registry import RELATIVE
 from ...spec import SlotSpec, SpecError
 from ..base import SlotContext
-from ..cache import GridCache
 from .base import RelativePosition
 
 __all__ = ["Rope2d", "axial_magnitudes"]
@@ -73,22 +74,13 @@ class Rope2d(RelativePosition):
         self._cache: GridCache[torch.Tensor] = GridCache()
 
     @classmethod
-    def validate(cls, spec: SlotSpec) -> None:
-        cls._parse(spec)
-
-    @classmethod
-    def _parse(cls, spec: SlotSpec) -> tuple[str, float | None]:
+    def parse(cls, spec: SlotSpec) -> Mapping[str, Any]:
         spec.check_no_placement()
         spec.check_flags(set(VARIANTS))
         if len(spec.flags) > 1:
             raise SpecError(f"'{spec}': choose one of {', '.join(VARIANTS)}")
         theta = spec.typed_options({"theta": _theta}).get("theta")
-        return (spec.flags[0] if spec.flags else "axial"), theta
-
-    @classmethod
-    def from_spec(cls, spec: SlotSpec, ctx: SlotContext, layer: int = 0) -> Rope2d:
-        variant, theta = cls._parse(spec)
-        return cls(ctx, variant, theta)
+        return {"variant": spec.flags[0] if spec.flags else "axial", "theta": theta}
 
     def frequencies(self, device=None) -> torch.Tensor:  # 2, heads or 1, d/2
         """(fx, fy) of every channel pair: learned (mixed) or the fixed axial ones in float64."""
@@ -111,7 +103,7 @@ class Rope2d(RelativePosition):
         key = (tuple(grid), None if device is None else torch.device(device))
         return self._cache.get(key, lambda: _cos_sin(self.angles(grid, device)), params)
 
-    def terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
+    def relative_terms(self, grid: Grid, num_prefix_tokens: int, device=None) -> RelativeTerms:
         return RelativeTerms(rotation=Rotation(self.cos_sin(grid, device), num_prefix_tokens))
 
     def extra_repr(self) -> str:

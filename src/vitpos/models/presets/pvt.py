@@ -7,11 +7,10 @@ MLP ratios 8-8-4-4, spatial-reduction ratios 8-4-2-1, depths 2-2-2-2 (tiny) and 
 the first block of every stage (``peg@0``, per stage), pooling by GAP (CPVT's PVT+PEG+GAP).
 """
 
-from ...config import PyramidConfig
+from ...config import PVTConfig
 from ...registry import MODELS
 
-PVT_TINY = PyramidConfig(
-    arch="pvt",
+PVT_TINY = PVTConfig(
     img_size=224,
     patch_size=4,
     embed_dims=(64, 128, 320, 512),

@@ -15,11 +15,10 @@ encoding, GAP (28,288,354 parameters, the published 28.3M). The variants change 
 * ``swin_tiny_lape`` — LaPE Table 1: every block's window bias layer-normalised over the keys.
 """
 
-from ...config import PositionConfig, PyramidConfig
+from ...config import PositionConfig, SwinConfig
 from ...registry import MODELS
 
-SWIN_TINY = PyramidConfig(
-    arch="swin",
+SWIN_TINY = SwinConfig(
     img_size=224,
     patch_size=4,
     embed_dims=(96, 192, 384, 768),

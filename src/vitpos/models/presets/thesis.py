@@ -7,9 +7,9 @@ squares, one patch wide, have 64 places), width 64 and 4 heads: small enough to 
 in seconds on a CPU.
 """
 
-from ...config import ModelConfig
+from ...config import ViTConfig
 from ...registry import MODELS
 
-THESIS_VIT = ModelConfig(img_size=32, patch_size=4, embed_dim=64, depth=1, num_heads=4, mlp_ratio=4.0, num_classes=2)
+THESIS_VIT = ViTConfig(img_size=32, patch_size=4, embed_dim=64, depth=1, num_heads=4, mlp_ratio=4.0, num_classes=2)
 
 MODELS.add("thesis_vit", THESIS_VIT)

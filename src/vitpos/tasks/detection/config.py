@@ -9,14 +9,10 @@ every host: the shared fields (image size, classes, drop rates, ``position``) co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from ...config import HostConfig, PositionConfig
+from ...config import HostConfig, PositionConfig, SlotContext, StageGeometry
 from ...errors import ConfigError
 from ...validation import bounded
-
-if TYPE_CHECKING:
-    from ...encodings.base import SlotContext
 
 Grid = tuple[int, int]
 
@@ -82,49 +78,30 @@ class DetrConfig(HostConfig):
                 f"(stride {2 ** len(self.stem_widths)}), "
                 f"but patch_size={self.patch_size}; give log2(patch_size) widths"
             )
-        self.stage_grids(self.image_hw)
+        self._resolve_stages()
 
     @property
     def task(self) -> str:
         """What the model predicts: ``detection``."""
         return "detection"
 
-    @property
-    def stride(self) -> int:
-        """Pixels per encoder token."""
-        return self.patch_size
-
-    @property
-    def embed_dims(self) -> tuple[int]:
-        """The encoder's width: ``(embed_dim,)``."""
-        return (self.embed_dim,)
-
-    @property
-    def mlp_ratios(self) -> tuple[float]:
-        """The encoder's MLP ratio: ``(mlp_ratio,)``."""
-        return (self.mlp_ratio,)
+    def stage_geometry(self) -> list[StageGeometry]:
+        """The encoder: one stage of ``enc_depth`` blocks at the backbone's stride, no prefix tokens."""
+        (grid,) = self.stage_grids(self.image_hw)
+        ctx = SlotContext(self.embed_dim, self.num_heads, self.enc_depth, grid, 0)
+        return [StageGeometry(ctx, self.mlp_ratio, self.patch_size, ctx)]
 
     @property
     def grid(self) -> Grid:
         """The encoder's native grid (H, W)."""
         return self.stage_grid(0)
 
-    def stage_prefix_tokens(self, stage: int) -> int:
-        """DETR has no prefix tokens."""
-        return 0
-
     def stage_grids(self, image_hw: tuple[int, int]) -> list[Grid]:
         """The encoder's grid for an image of ``image_hw``; raises if the stride does not divide it."""
         h, w = image_hw
-        if h % self.stride or w % self.stride:
+        if h % self.patch_size or w % self.patch_size:
             raise ConfigError(
-                f"image size {h}x{w} is not divisible by the backbone's stride {self.stride}; "
-                f"resize the input to a multiple of {self.stride}"
+                f"image size {h}x{w} is not divisible by the backbone's stride {self.patch_size}; "
+                f"resize the input to a multiple of {self.patch_size}"
             )
-        return [(h // self.stride, w // self.stride)]
-
-    def stage_context(self, stage: int) -> SlotContext:
-        """What the encoder's slot modules are built from."""
-        from ...encodings.base import SlotContext  # the slot registries' package: imported when a model is built
-
-        return SlotContext(self.embed_dim, self.num_heads, self.enc_depth, self.grid, 0)
+        return [(h // self.patch_size, w // self.patch_size)]

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from pathlib import Path
-from typing import Any
-
 import torch
 from torch import nn
 
@@ -41,13 +37,10 @@ class SemanticFPN(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.neck(self.backbone.forward_features(x)), tuple(x.shape[-2:]))
 
-    def load_backbone(self, path: str | Path, drop: Iterable[str] = ()) -> Any:
-        """Load a classifier's weights (a released checkpoint of the host's layout, or a vitpos run or
-        ``vitpos convert`` folder of the same host) into the host, leaving its classifier out;
-        ``drop`` as :func:`vitpos.load_checkpoint`'s. Returns the loader's result."""
-        from ...released import load_checkpoint  # the loader imports the model registry
-
-        return load_checkpoint(self.backbone, path, drop=("head", *drop))
+    @property
+    def pretrained_host(self) -> nn.Module:
+        """The part a classifier's weights initialise (``vitpos train --init``): the host, its classifier left out."""
+        return self.backbone
 
     def position_parameters(self) -> dict[str, nn.Parameter]:
         """Every parameter of the host's four position slots, by its name in this model."""

@@ -1,0 +1,69 @@
+"""The plain ViT's config (ViT, DeiT, CPVT, ViT-Lite): one stage of ``depth`` blocks on the patch grid."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+from ..validation import bounded
+from .host import HostConfig, StageGeometry
+from .position import SlotContext
+
+__all__ = ["ViTConfig", "ModelConfig"]
+
+
+@dataclass(kw_only=True)
+class ViTConfig(HostConfig):
+    """Everything needed to build a plain ViT (a pyramid of one stage); its presets are instances."""
+
+    arch: str = bounded("vit", choices=("vit",))
+    """Host architecture: 'vit' (PVT and Swin have :class:`~.pyramid.PVTConfig` and :class:`~.pyramid.SwinConfig`)."""
+    embed_dim: int = bounded(192, ge=1)
+    """Token width D."""
+    depth: int = bounded(12, ge=1)
+    """Number of encoder blocks."""
+    num_heads: int = bounded(3, ge=1)
+    """Attention heads per block."""
+    mlp_ratio: float = bounded(4.0, gt=0)
+    """MLP hidden width as a multiple of the token width."""
+    reg_tokens: int = bounded(0, ge=0)
+    """Extra learned prefix tokens (registers) after the class token."""
+    pad_to_patch: bool = False
+    """Zero-pad inputs whose size is not a multiple of the patch size instead of raising."""
+
+    def __post_init__(self) -> None:
+        self._check_common()
+        if self.embed_dim % self.num_heads:
+            raise ConfigError(
+                f"embed_dim={self.embed_dim} is not divisible by num_heads={self.num_heads}; "
+                "choose a head count that divides the width"
+            )
+        h, w = self.image_hw
+        if not self.pad_to_patch and (h % self.patch_size or w % self.patch_size):
+            raise ConfigError(
+                f"img_size {self.img_size} is not divisible by patch_size {self.patch_size}; "
+                "change the size or set pad_to_patch=True"
+            )
+        self._resolve_stages()
+
+    def stage_geometry(self) -> list[StageGeometry]:
+        """One stage on the patch grid; it holds the class token and the registers."""
+        prefix = int(bool(self.class_token)) + self.reg_tokens
+        (grid,) = self.stage_grids(self.image_hw)
+        ctx = SlotContext(self.embed_dim, self.num_heads, self.depth, grid, prefix)
+        return [StageGeometry(ctx, self.mlp_ratio, self.patch_size, ctx)]
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """The native token grid (H, W) in patches."""
+        return self.stage_grid(0)
+
+    def stage_grids(self, image_hw: tuple[int, int]) -> list[tuple[int, int]]:
+        """The token grid of the one stage for an image of size ``image_hw``; raises if it does not fit."""
+        from ..grid import patch_grid  # grids are torch's business: config stays importable without it
+
+        return [patch_grid(image_hw, self.patch_size, pad=self.pad_to_patch)]
+
+
+ModelConfig = ViTConfig
+"""The earlier name of :class:`ViTConfig`."""

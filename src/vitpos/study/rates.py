@@ -1,0 +1,79 @@
+"""A fair learning rate per family and task: the best of a small grid on a validation split.
+
+Each family's model trains each training task once per rate of :attr:`StudyConfig.lr_grid`, on
+the data of :attr:`StudyConfig.rate_seed` (a seed no reported run uses), with the study's
+stopping rule; the rate with the best validation metric wins (ties: fewer steps, then the smaller
+rate). A pretrained family uses the rates of its model trained from scratch, chosen before its
+encoding is pretrained. The choices and every score are kept in ``rates.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..files import write_json
+from .cells import Cell
+from .execute import TRAINS_AS
+from .families import Family
+from .protocol import TASKS, StudyConfig
+
+__all__ = ["RATES_FILE", "rate_key", "rate_trials", "choose", "Rates"]
+
+RATES_FILE = "rates.json"
+TRAINING_TASKS = tuple(dict.fromkeys(TRAINS_AS.get(t, t) for t in TASKS))
+"""The tasks that train a model (a colour-shift cell reuses its absolute model)."""
+
+
+def rate_key(family: Family) -> str:
+    """Families that train the same model from scratch share a selection (``fourier_pretrained``: ``fourier``'s)."""
+    plain = {k: v for k, v in family.to_dict().items() if k not in ("label", "pretrained")}
+    return json.dumps(plain, sort_keys=True)
+
+
+def rate_trials(config: StudyConfig) -> dict[str, tuple[Family, list[Cell]]]:
+    """Per selection key: the family that trains it and its trial cells (one per training task)."""
+    out: dict[str, tuple[Family, list[Cell]]] = {}
+    for family in config.families:
+        key = rate_key(family)
+        if key not in out:
+            out[key] = (family, [Cell(family.label, t, config.train_size, config.rate_seed) for t in TRAINING_TASKS])
+    return out
+
+
+def choose(scores: dict[float, dict[str, Any]]) -> float:
+    """The rate with the best ``val`` (ties: fewer ``steps``, then the smaller rate)."""
+    return min(scores, key=lambda lr: (-scores[lr]["val"], scores[lr]["steps"], lr))
+
+
+class Rates:
+    """The selected rates of a study folder: ``rates.json``, filled as trials finish."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = Path(folder) / RATES_FILE
+        try:
+            self.data: dict[str, dict[str, Any]] = json.loads(self.path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            self.data = {}
+
+    def has(self, key: str, task: str, lr: float) -> bool:
+        """Whether the trial of ``lr`` on ``task`` for selection ``key`` has finished."""
+        return str(lr) in self.data.get(key, {}).get(task, {}).get("trials", {})
+
+    def add(self, key: str, label: str, task: str, lr: float, result: dict[str, Any]) -> None:
+        """Record one trial (its val metric, steps and stop reason) and save."""
+        entry = self.data.setdefault(key, {"family": label}).setdefault(task, {"trials": {}})
+        entry["trials"][str(lr)] = {k: result[k] for k in ("val", "steps", "stop", "flagged")}
+        write_json(self.path, self.data)
+
+    def chosen(self, key: str, grid: tuple[float, ...]) -> dict[str, float]:
+        """Task -> the chosen rate, for the tasks whose whole grid has finished."""
+        out = {}
+        for task, entry in self.data.get(key, {}).items():
+            if task == "family":
+                continue
+            trials = {float(lr): r for lr, r in entry["trials"].items() if float(lr) in grid}
+            if len(trials) == len(grid):
+                out[task] = choose(trials)
+        return out

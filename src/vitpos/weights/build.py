@@ -1,0 +1,145 @@
+"""Build a model with weights: ``vitpos.create_model(name, checkpoint=..., pretrained=...)`` and :func:`load_model`.
+
+:func:`create_model` is :func:`vitpos.models.create_model` (a preset or config, with overrides)
+plus the weights: a checkpoint file or folder in any layout of :data:`~.load.LAYOUTS`, or the
+authors' released file of the preset (``pretrained=True``, :mod:`.pretrained`). The models
+package builds architectures only; weights live one floor up, so nothing below imports them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..config import HostConfig
+from ..errors import CheckpointError
+from ..models import factory
+from .files import WeightsFile, read_weights
+from .layout import Layout
+from .load import check_arch, convert_for, layout_of, released_config
+from .pretrained import fetch_pretrained
+from .resize import Resize
+from .run_folder import SavedModel, read_saved_model, saved_config
+
+__all__ = ["create_model", "guess_preset", "load_model"]
+
+
+def create_model(
+    name: str | HostConfig | None,
+    *,
+    checkpoint: str | Path | None = None,
+    pretrained: bool = False,
+    keep_grid: bool = False,
+    entry: str | None = None,
+    drop: Iterable[str] = (),
+    resize: Resize | None = None,
+    **overrides: Any,
+) -> nn.Module:
+    """Build a model from a preset name or a config, optionally with weights.
+
+    ``overrides`` are model fields (``num_classes=10``, ``head="gap"``) or slot values by their
+    short string (``absolute="sincos2d"``, ``relative="irpe:product:ctx:k"``).
+    ``checkpoint``: a released (timm/DeiT, iRPE, LaPE, Swin, PVT v1) or vitpos checkpoint,
+    loaded strictly with the released code's options selected; ``name`` may then be None to
+    use a vitpos checkpoint's own config or pick the preset whose parameters match the file.
+    ``pretrained``: the authors' released file of preset ``name``, downloaded once into the
+    cache (``VITPOS_CACHE``) and verified. ``keep_grid`` builds the model at the checkpoint's
+    grid instead of resampling its tables on load (``resize``: how, see :func:`vitpos.load_weights`).
+    ``num_classes`` other than the checkpoint's re-initialises the classifier (as timm does).
+    """
+    if pretrained:
+        if checkpoint is not None:
+            raise ValueError("give checkpoint=PATH or pretrained=True, not both")
+        if not isinstance(name, str):
+            raise ValueError("pretrained=True needs a preset name (see `vitpos models --pretrained`)")
+        checkpoint = fetch_pretrained(name)
+    if checkpoint is None:
+        if name is None:
+            raise ValueError("create_model needs a preset name or a config (or a checkpoint to pick one from)")
+        unused = [k for k, v in dict(keep_grid=keep_grid, entry=entry, drop=tuple(drop), resize=resize).items() if v]
+        if unused:
+            raise ValueError(f"{', '.join(unused)} apply to loading weights; give checkpoint=PATH or pretrained=True")
+        return factory.create_model(name, **overrides)
+    file = read_weights(checkpoint, entry)
+    return _from_file(name, file, keep_grid=keep_grid, drop=drop, resize=resize, overrides=overrides)
+
+
+def load_model(
+    path: str | Path, *, ema: bool = False, device: torch.device | str = "cpu"
+) -> tuple[nn.Module, SavedModel]:
+    """Rebuild the model a vitpos checkpoint was written for, with its (EMA) weights, in eval mode;
+    also returns what is stored with it (configs, data set)."""
+    saved = read_saved_model(path)
+    weights = saved.ema if ema else saved.weights
+    if weights is None:
+        raise CheckpointError(f"checkpoint {saved.path} has no EMA weights (trained with ema_decay=0)")
+    model = _from_file(saved.model_config, WeightsFile(saved.path, weights, saved.metadata))
+    return model.to(device).eval(), saved
+
+
+def _from_file(
+    name: str | HostConfig | None,
+    file: WeightsFile,
+    *,
+    keep_grid: bool = False,
+    drop: Iterable[str] = (),
+    resize: Resize | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> nn.Module:
+    """The model ``name`` (None: the file's own config, or the preset it fits) with the weights of ``file``."""
+    overrides = overrides or {}
+    layout = layout_of(file)
+    if name is None:
+        saved = saved_config(file.metadata, file.path)
+        name = saved if saved is not None else guess_preset(file, layout)
+    cfg = _released_model_config(name, file, layout, keep_grid, overrides)
+    model = factory.create_model(cfg)
+    merged, _ = convert_for(
+        model, file.state, layout, file.path, drop=drop, resize=resize, resize_head="num_classes" in overrides
+    )
+    with torch.no_grad():
+        model.load_state_dict(merged, strict=True)
+    return model
+
+
+def _released_model_config(
+    name: str | HostConfig, file: WeightsFile, layout: Layout, keep_grid: bool, overrides: dict[str, Any]
+) -> HostConfig:
+    """The config of ``name`` with ``overrides``, the released options and (``keep_grid``) the
+    stored sizes, which win over ``img_size`` or ``window_size`` given in ``overrides``."""
+    cfg = factory.get_config(name, **overrides)
+    check_arch(cfg.arch, layout, file.path)
+    cfg = released_config(cfg, layout, file)
+    stored = layout.stored_geometry(file.state, cfg) if keep_grid else {}
+    return cfg.replace(**stored) if stored else cfg
+
+
+def guess_preset(file: WeightsFile, layout: Layout) -> str:
+    """The preset whose parameters (built on the meta device) the checkpoint fills exactly; presets
+    that become the same model once the released options are selected count as one (the first)."""
+    head = file.state.get("head.weight", file.state.get("head.fc.weight"))
+    found: list[str] = []
+    configs: list[HostConfig] = []
+    for name in factory.list_models():
+        if layout.archs and factory.get_config(name).arch not in layout.archs:
+            continue
+        overrides = {} if head is None else {"num_classes": head.shape[0]}
+        with contextlib.suppress(ValueError, TypeError):
+            cfg = _released_model_config(name, file, layout, True, overrides)
+            with torch.device("meta"):
+                model = factory.create_model(cfg)
+            convert_for(model, file.state, layout, file.path)
+            if cfg not in configs:
+                found.append(name)
+                configs.append(cfg)
+    if len(found) != 1:
+        what = f"several presets fit it ({', '.join(found)})" if found else "no preset fits it"
+        raise CheckpointError(
+            f"checkpoint {file.path} ({layout.name} layout): {what}; name the model (--model NAME, see `vitpos models`)"
+        )
+    return found[0]

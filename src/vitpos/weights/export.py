@@ -1,0 +1,43 @@
+"""Write a model as a vitpos checkpoint folder that ``vitpos eval`` and ``vitpos train --init`` read.
+
+``DST/model.safetensors`` holds the weights, with the resolved model config in its metadata
+(the run-folder checkpoint format); ``DST/config.yaml`` holds the same config as a ``--config``
+file for ``vitpos train`` (which reads plain-ViT configs), with ``train.init`` pointing back at DST.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from torch import nn
+
+from ..config import HostConfig
+from ..files import write_atomic
+from .run_folder import CONFIG_FILE, MODEL_FILE, write_weights
+
+__all__ = ["write_checkpoint"]
+
+
+def write_checkpoint(model: nn.Module, dst: str | Path, **notes: Any) -> Path:
+    """Write ``model`` to the folder ``dst`` (created; files replaced atomically); ``notes`` go into the metadata."""
+    dst = Path(dst)
+    if dst.exists() and not dst.is_dir():
+        raise ValueError(f"{dst} is a file; give a folder for the converted checkpoint")
+    dst.mkdir(parents=True, exist_ok=True)
+    host_cfg = model.cfg
+    if not isinstance(host_cfg, HostConfig):
+        raise TypeError(f"a {type(model).__name__} has no vitpos config (.cfg); give a model built by vitpos")
+    cfg = host_cfg.to_dict()
+    write_weights(
+        dst / MODEL_FILE, model.state_dict(), {"model_config": cfg, "train_config": {}, "data": {}, "notes": notes}
+    )
+    header = (
+        "# model converted by `vitpos convert`; evaluate it with `vitpos eval --checkpoint DIR --data SPEC`,\n"
+        "# fine-tune it with `vitpos train --init DIR --model PRESET --data SPEC` (a ViT also with\n"
+        "# `vitpos train --config DIR/config.yaml --data SPEC`)\n"
+    )
+    body = {"model": cfg, "train": {"init": str(dst)}}
+    write_atomic(dst / CONFIG_FILE, header + yaml.safe_dump(body, sort_keys=False))
+    return dst

@@ -1,0 +1,224 @@
+"""Load weights of any known layout into a vitpos model, strictly and all at once: :func:`load_weights`.
+
+The state dict is read without running code (:mod:`.files`), its layout detected, converted
+(:mod:`.layout` and one module per layout), and compared with the model: any key left
+unmapped, any parameter missing and any shape that differs is an error that lists them and
+says what to do. Only then are the weights copied, so a failed load changes nothing.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..config import HostConfig
+from ..errors import CheckpointError
+from .files import WeightsFile, read_weights
+from .irpe import IRPEZoo
+from .lape import LapeViT, released_join
+from .layout import Layout, Target
+from .native import Native
+from .pvt import PVTv1
+from .resize import RESIZES, Resize
+from .run_folder import FORMATS
+from .swin import MicrosoftSwin, TimmSwin
+from .vit import TimmViT
+
+__all__ = [
+    "LAYOUTS",
+    "LoadResult",
+    "Source",
+    "convert_for",
+    "detect_layout",
+    "layout_of",
+    "load_weights",
+    "released_config",
+]
+
+Source = str | Path | Mapping[str, torch.Tensor] | WeightsFile
+"""A checkpoint file or folder, a state dict already in memory, or a file already read."""
+
+NATIVE = Native()
+LAYOUTS: tuple[Layout, ...] = (NATIVE, IRPEZoo(), LapeViT(), TimmViT(), MicrosoftSwin(), TimmSwin(), PVTv1())
+"""Every layout, most specific first: the first that matches a state dict is used."""
+
+SHOWN = 8
+"""Keys listed per kind of problem in an error message."""
+
+
+@dataclass
+class LoadResult:
+    """What a load did."""
+
+    layout: str
+    dropped: list[str] = field(default_factory=list)
+    """Model parameters kept at their initialisation (``drop``, or a re-sized classifier)."""
+
+
+def layout_of(file: WeightsFile) -> Layout:
+    """The layout of ``file``: vitpos's own for a file in the vitpos format, else :func:`detect_layout`'s."""
+    return NATIVE if file.metadata.get("format") in FORMATS else detect_layout(file.state, file.path)
+
+
+def detect_layout(state: dict[str, torch.Tensor], source: Path | str) -> Layout:
+    """The layout of ``state``, from its keys; raises naming the known layouts if none matches."""
+    keys = set(state)
+    for layout in LAYOUTS:
+        if layout.matches(keys):
+            return layout
+    shown = ", ".join(sorted(keys)[:SHOWN]) + (" ..." if len(keys) > SHOWN else "")
+    known = "; ".join(f"{layout.name} ({layout.description})" for layout in LAYOUTS)
+    raise CheckpointError(
+        f"checkpoint {source} is in no layout vitpos reads (its keys: {shown}). Known layouts: {known}"
+    )
+
+
+def _listed(keys: Iterable[str]) -> str:
+    keys = list(keys)
+    return ", ".join(keys[:SHOWN]) + (f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else "")
+
+
+def _matches(patterns: Iterable[str], key: str) -> bool:
+    """``key`` is one of ``patterns``, lies under one (a prefix ending at a dot) or matches a shell pattern."""
+    return any(key == p or key.startswith(p.rstrip(".") + ".") or fnmatch.fnmatchcase(key, p) for p in patterns)
+
+
+def convert_for(
+    model: nn.Module,
+    state: dict[str, torch.Tensor],
+    layout: Layout,
+    source: Path | str,
+    *,
+    drop: Iterable[str] = (),
+    resample: bool = True,
+    resize: Resize | None = None,
+    resize_head: bool = False,
+) -> tuple[dict[str, torch.Tensor], LoadResult]:
+    """The model's full state dict with the checkpoint's weights in place; raises listing every problem."""
+    check_arch(model_arch(model), layout, source)
+    if resize not in (None, *RESIZES):
+        raise CheckpointError(f"unknown resize {resize!r}; valid values: {', '.join(RESIZES)} (or None: the layout's)")
+    left = dict(state)
+    weights = layout.convert(left, Target(model, source, resample, resize or layout.resize))
+    own = model.state_dict()
+    drop = list(drop)
+    if (
+        resize_head
+        and "head.weight" in weights
+        and "head.weight" in own
+        and weights["head.weight"].shape != own["head.weight"].shape
+    ):
+        drop.append("head")
+    dropped = sorted(k for k in own if _matches(drop, k))
+    weights = {k: v for k, v in weights.items() if not _matches(drop, k)}
+    left = {k: v for k, v in left.items() if not _matches(drop, k)}
+    problems = []
+    unmapped = sorted(set(left) | (set(weights) - set(own)))
+    if unmapped:
+        problems.append(f"keys with no place in the model: {_listed(unmapped)}")
+    missing = [k for k in own if k not in weights and k not in dropped]
+    if missing:
+        problems.append(f"model parameters the checkpoint does not provide: {_listed(missing)}")
+    shapes = [
+        f"{k} (checkpoint {tuple(weights[k].shape)}, model {tuple(v.shape)})"
+        for k, v in own.items()
+        if k in weights and weights[k].shape != v.shape
+    ]
+    if shapes:
+        problems.append(f"shapes that differ: {_listed(shapes)}")
+    if problems:
+        advice = layout.hint(unmapped) or _advice(shapes)
+        raise CheckpointError(
+            f"checkpoint {source} ({layout.name} layout) does not fit this {model_arch(model)!r} model: "
+            + "; ".join(problems)
+            + f". {advice}"
+        )
+    merged = {k: weights.get(k, v) for k, v in own.items()}
+    return merged, LoadResult(layout.name, dropped)
+
+
+def check_arch(arch: str, layout: Layout, source: Path | str) -> None:
+    """Raise unless models of host ``arch`` can take checkpoints in ``layout``."""
+    if layout.archs and arch not in layout.archs:
+        raise CheckpointError(
+            f"checkpoint {source} is a {layout.description} checkpoint; it cannot load into a "
+            f"{arch!r} model. Create a model of the same family ({', '.join(layout.archs)})"
+        )
+
+
+def _advice(shapes: list[str]) -> str:
+    if any(s.startswith("head.") for s in shapes):
+        return "The classifier differs: pass num_classes=N to create_model (or drop=('head',)) to re-initialise it"
+    return (
+        "Create the preset that matches the checkpoint (`vitpos convert SRC DST` without --model finds it), "
+        "or name the parameters to keep at their initialisation with drop=(...)"
+    )
+
+
+def model_arch(model: nn.Module) -> str:
+    """The host name of a vitpos model."""
+    return getattr(getattr(model, "cfg", None), "arch", type(model).__name__)
+
+
+def released_config(cfg: HostConfig, layout: Layout, file: WeightsFile) -> HostConfig:
+    """``cfg`` with the options that reproduce the released forward pass of ``file`` (its layout's, and
+    a join its stored training arguments name)."""
+    cfg = layout.released_config(cfg)
+    join = released_join(file.args)
+    return cfg.replace(join=join) if join is not None and cfg.position.join != join else cfg
+
+
+def _weights(checkpoint: Source, entry: str | None) -> WeightsFile:
+    if isinstance(checkpoint, WeightsFile):
+        return checkpoint
+    if isinstance(checkpoint, Mapping):
+        return WeightsFile(Path("<state dict>"), dict(checkpoint))
+    return read_weights(checkpoint, entry)
+
+
+def load_weights(
+    model: nn.Module,
+    checkpoint: Source,
+    *,
+    drop: Iterable[str] = (),
+    resample: bool = True,
+    resize: Resize | None = None,
+    entry: str | None = None,
+    resize_head: bool = False,
+) -> LoadResult:
+    """Load ``checkpoint`` (a file or folder in any layout of :data:`LAYOUTS`, or its weights) into ``model``, strictly.
+
+    ``drop``: parameter names, prefixes (``"head"``) or shell patterns (``"*.relative.*"``) kept
+    at their initialisation, checkpoint keys they match ignored (``"pos_embed"``); ``resize_head``: drop the
+    classifier when its class count differs.
+    ``resample``: fit position tables to the model's grid and Swin tables to its window; when
+    False a size mismatch is an error. ``resize``: how (:mod:`vitpos.weights.resize`): ``"timm"``
+    (antialiased bicubic, geometric Swin tables; the default for timm, DeiT, iRPE, LaPE and Swin
+    files) or ``"model"`` (the model's run-time resampling; the default for vitpos and PVT files).
+    ``entry``: the dict entry holding the weights (default: ``model``, ``state_dict`` or
+    ``model_ema``, whichever is there; ``ema`` for a vitpos run's EMA weights).
+    The model must already use the released options the file needs (an iRPE Euclidean model
+    ``round``, a LaPE model ``lape:chained``); ``vitpos.create_model(NAME, checkpoint=PATH)`` selects them.
+    """
+    file = _weights(checkpoint, entry)
+    layout = layout_of(file)
+    check_arch(model_arch(model), layout, file.path)
+    cfg = getattr(model, "cfg", None)
+    if isinstance(cfg, HostConfig) and released_config(cfg, layout, file) != cfg:
+        wanted = released_config(cfg, layout, file).position
+        raise CheckpointError(
+            f"checkpoint {file.path} ({layout.name} layout) needs the released code's options, which this model lacks: "
+            f"relative={wanted.relative!r}, join={wanted.join!r}; build it with them, or use "
+            "vitpos.create_model(NAME, checkpoint=PATH), which selects them"
+        )
+    merged, result = convert_for(
+        model, file.state, layout, file.path, drop=drop, resample=resample, resize=resize, resize_head=resize_head
+    )
+    with torch.no_grad():
+        model.load_state_dict(merged, strict=True)
+    return result
