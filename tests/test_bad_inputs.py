@@ -28,7 +28,7 @@ from vitpos.analysis.probes import probe_table
 from vitpos.analysis.relative_maps import reference_lattice
 from vitpos.cli import main
 from vitpos.config import ModelConfig, PositionConfig, PyramidConfig
-from vitpos.data.spec import open_data
+from vitpos.data.catalog import open_data
 from vitpos.data.synthetic import SyntheticTask
 from vitpos.engine import TrainConfig, load_training_checkpoint, run_lock, train
 from vitpos.engine.train import RunChangedWarning

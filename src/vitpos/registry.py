@@ -8,7 +8,17 @@ from typing import Generic, TypeVar
 
 from .errors import VitposError
 
-__all__ = ["Registry", "UnknownNameError", "ABSOLUTE", "JOIN", "CONDITIONAL", "RELATIVE", "MODELS", "ARCHITECTURES"]
+__all__ = [
+    "Registry",
+    "UnknownNameError",
+    "ABSOLUTE",
+    "JOIN",
+    "CONDITIONAL",
+    "RELATIVE",
+    "MODELS",
+    "ARCHITECTURES",
+    "TASKS",
+]
 
 T = TypeVar("T")
 
@@ -23,20 +33,21 @@ class UnknownNameError(KeyError, VitposError):
 class Registry(Generic[T]):
     """A named collection filled by the ``@registry.register(name)`` decorator.
 
-    ``source`` is the module whose import registers the built-in entries; it is imported on
-    the first lookup, so importing vitpos stays light until a registry is used.
+    ``sources`` are the modules whose import registers the built-in entries; they are imported
+    on the first lookup, so importing vitpos stays light until a registry is used.
     """
 
-    def __init__(self, kind: str, source: str | None = None) -> None:
+    def __init__(self, kind: str, *sources: str) -> None:
         self.kind = kind
-        self._source = source
+        self._sources = sources
         self._entries: dict[str, T] = {}
 
     @property
     def _filled(self) -> dict[str, T]:
-        if self._source is not None:
-            source, self._source = self._source, None
-            importlib.import_module(source)
+        if self._sources:
+            sources, self._sources = self._sources, ()
+            for source in sources:
+                importlib.import_module(source)
         return self._entries
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -77,5 +88,8 @@ ABSOLUTE: Registry = Registry("absolute encoding", "vitpos.encodings")
 JOIN: Registry = Registry("join", "vitpos.encodings")
 CONDITIONAL: Registry = Registry("conditional encoding", "vitpos.encodings")
 RELATIVE: Registry = Registry("relative encoding", "vitpos.encodings")
-MODELS: Registry = Registry("model", "vitpos.models")
-ARCHITECTURES: Registry = Registry("architecture", "vitpos.models")
+MODELS: Registry = Registry("model", "vitpos.models", "vitpos.tasks")
+"""Presets: the hosts' (:mod:`vitpos.models.presets`) and the tasks' models (DETR, Semantic FPN)."""
+ARCHITECTURES: Registry = Registry("architecture", "vitpos.models", "vitpos.tasks")
+TASKS: Registry = Registry("task", "vitpos.tasks")
+"""Data task name -> :class:`~vitpos.tasks.base.TaskKind`."""

@@ -6,7 +6,8 @@ import pytest
 
 from vitpos.study.cells import Cell
 from vitpos.study.claims import evaluate_claims
-from vitpos.study.detect import DETECT_CLAIMS, DetectStudyConfig, run_detect_study
+from vitpos.study.detect import DETECT_CLAIMS, DetectStudyConfig
+from vitpos.study.run import run_study
 from vitpos.study.verdicts import CONTRADICTED, INCONCLUSIVE, REPRODUCED
 
 
@@ -48,19 +49,17 @@ def test_a_tiny_study_runs_reports_and_resumes(tmp_path):
         families=("sine", "none"), seeds=2, train_size=16, val_size=8, test_size=8, epochs=1, batch_size=8
     )
     lines = []
-    report = run_detect_study(config, tmp_path, log=lines.append)
+    report = run_study(config, tmp_path, log=lines.append)
     text = report.read_text()
     assert "sine - none AP, points" in text and "| sine | `detr_tiny_sine` |" in text
     data = json.loads((tmp_path / "results.json").read_text())
     assert len(data["cells"]) == 4 and all(0 <= c["test"] <= 100 and "long" in c for c in data["cells"])
     assert [c["statement"] for c in data["claims"]] == ["DETR without a position encoding is far worse"]
     lines.clear()
-    run_detect_study(config, tmp_path, log=lines.append)
+    run_study(config, tmp_path, log=lines.append)
     assert lines[0].startswith("4 detection runs: 4 already done, 0 to go")
     with pytest.raises(ValueError, match="other settings"):
-        run_detect_study(
-            DetectStudyConfig(families=("sine", "none"), seeds=2, train_size=32), tmp_path, log=lines.append
-        )
+        run_study(DetectStudyConfig(families=("sine", "none"), seeds=2, train_size=32), tmp_path, log=lines.append)
 
 
 def test_bad_settings_are_refused():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..data.spec import open_data
+from ..data.catalog import open_data
 from ..engine.distributed import pick_device
 from ..engine.evaluate import evaluate_resolutions, resolution_table
 from ..engine.setup import check_model_fits_data

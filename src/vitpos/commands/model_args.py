@@ -12,7 +12,7 @@ from torch import nn
 
 from ..analysis.stages import as_host, stage_count
 from ..config import SLOT_NAMES
-from ..data.spec import open_data
+from ..data.catalog import open_data
 from ..data.transforms import normalize, to_float
 from ..errors import ConfigError
 from ..models.factory import create_model, get_config

@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 from ..study import BUILT_IN_FAMILIES, DEFAULT_FAMILIES, StudyConfig, parse_family, run_study
-from ..study.detect import DETECT_FAMILIES, DetectStudyConfig, run_detect_study
+from ..study.detect import DETECT_FAMILIES, DetectStudyConfig
 from ..study.report import report_from_results
 from ..study.run import SETTINGS_FILE, resolve_device
 
@@ -91,15 +91,19 @@ def run_detect(args: argparse.Namespace) -> int:
     }
     if args.family:
         overrides["families"] = tuple(args.family)
-    config = DetectStudyConfig(**overrides)
     out = args.out if args.out != Path("runs/study") else Path("runs/study-detect")
+    return _run(DetectStudyConfig(**overrides), out, args, ensemble=False)  # DETR's cells train one by one
+
+
+def _run(config: StudyConfig | DetectStudyConfig, out: Path, args: argparse.Namespace, ensemble: bool | None) -> int:
+    """Run ``config`` into ``out`` with the options every study takes."""
     if args.fresh:
         _start_over(out)
     device = resolve_device(args.device)
     workers = (
         args.workers if args.workers is not None else (1 if device.startswith("cuda") else min(2, os.cpu_count() or 1))
     )
-    run_detect_study(config, out, workers=workers, device=device, command=_command(args))
+    run_study(config, out, command=_command(args), workers=workers, device=device, ensemble=ensemble)
     return 0
 
 
@@ -109,17 +113,7 @@ def run(args: argparse.Namespace) -> int:
     if args.report_only:
         print(f"wrote {report_from_results(args.out)}")
         return 0
-    config = build_config(args)
-    if args.fresh:
-        _start_over(args.out)
-    device = resolve_device(args.device)
-    workers = (
-        args.workers if args.workers is not None else (1 if device.startswith("cuda") else min(2, os.cpu_count() or 1))
-    )
-    run_study(
-        config, args.out, command=_command(args), workers=workers, device=device, ensemble=_ENSEMBLE[args.ensemble]
-    )
-    return 0
+    return _run(build_config(args), args.out, args, _ENSEMBLE[args.ensemble])
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -1,7 +1,7 @@
 """Data sets (synthetic red-green tasks, image folders, CIFAR, digits) and batch transforms."""
 
+from .catalog import DATA_FORMS, open_data
 from .dataset import SPLITS, DataInfo, DataSplits, ImageDataset, TensorImages
-from .spec import DATA_FORMS, open_data
 from .synthetic import TASKS, SyntheticTask
 
 __all__ = [

@@ -33,10 +33,10 @@ import torch
 from PIL import Image, UnidentifiedImageError
 from pycocotools.coco import COCO  # type: ignore[import-untyped]  # no stubs declared for pycocotools yet
 
-from ..detection.targets import ObjectTargets, pad_objects
 from ..errors import VitposError
 from .dataset import DataInfo, DataSplits, ImageDataset, Size, as_size
 from .folders import IMAGENET_MEAN, IMAGENET_STD
+from .objects import ObjectTargets, pad_objects
 
 __all__ = ["load_coco_splits", "read_coco_annotations", "CocoImages"]
 

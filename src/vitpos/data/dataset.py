@@ -2,7 +2,7 @@
 
 Every source (synthetic, CIFAR, digits, image folders) yields uint8 images of shape
 (B, C, H, W) and either integer class labels (B,), float regression targets (B, K), padded
-object rows (B, M, 5) for detection (:mod:`vitpos.detection.targets`) or integer segmentation
+object rows (B, M, 5) for detection (:mod:`vitpos.data.objects`) or integer segmentation
 masks (B, H, W).
 Conversion to float, augmentation and normalisation happen later, on the training device
 (:mod:`vitpos.data.transforms`).

@@ -27,13 +27,15 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from ..segmentation.config import IGNORE_INDEX
 from .dataset import DataInfo, DataSplits, ImageDataset, Size, TensorImages, as_size
 from .folders import IMAGE_EXTENSIONS, IMAGENET_MEAN, IMAGENET_STD, READ_ERRORS, decode_image, fit_to_size
 
-__all__ = ["MaskTensors", "MaskFiles", "load_mask_splits", "resize_masks", "SPLIT_FOLDERS"]
+__all__ = ["MaskTensors", "MaskFiles", "load_mask_splits", "resize_masks", "SPLIT_FOLDERS", "IGNORE_INDEX"]
 
 T = TypeVar("T")
+
+IGNORE_INDEX = 255
+"""The mask value of unlabelled pixels: no loss, no metric (ADE20K's convention, as mmseg reads it)."""
 
 SPLIT_FOLDERS = {"train": ("training", "train"), "val": ("validation", "val"), "test": ("test",)}
 """Folder names accepted for each split, in order of preference."""

@@ -3,7 +3,7 @@
 Every image holds 1 to ``objects`` squares (uniformly many) of random side (``min_size`` to
 ``max_size`` pixels), random position and random colour (red, green, blue or yellow: the four
 classes), never overlapping, on a black background. The targets are the squares' classes and
-boxes (normalised cx, cy, w, h), padded to ``objects`` rows (:mod:`vitpos.detection.targets`).
+boxes (normalised cx, cy, w, h), padded to ``objects`` rows (:mod:`vitpos.data.objects`).
 Like the red-green tasks, every split is a pure function of the fields and can be drawn at any
 image size (squares keep their pixel sizes), so a model trained at one size is evaluated at others.
 Spec: ``synthetic:detect[:img=32|HxW][:objects=3][:min=4][:max=10][:train=800][:val=100][:test=200][:seed=0]``.
@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..detection.targets import ObjectTargets, pad_objects
 from ..errors import ConfigError
 from ..validation import bounded, check_fields
 from .dataset import DataInfo, DataSplits, as_size
+from .objects import ObjectTargets, pad_objects
 from .synthetic import SyntheticImages
 
 __all__ = ["SyntheticDetection", "DETECT_COLOURS"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -54,6 +55,18 @@ class Dist:
         """Wait for every process (no-op in a single process)."""
         if self.enabled:
             dist.barrier()
+
+    def sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` summed over every process (in place; returned for convenience)."""
+        return all_reduce_sum(tensor, self)
+
+    def gather(self, items: list[Any]) -> list[Any]:
+        """Every process's ``items`` (picklable), concatenated in rank order."""
+        if not self.enabled:
+            return list(items)
+        gathered: list[Any] = [None] * self.world_size
+        dist.all_gather_object(gathered, items)
+        return [item for part in gathered for item in part]
 
 
 def pick_device(name: str, local_rank: int = 0) -> torch.device:

@@ -32,10 +32,10 @@ from ..config import HostConfig
 from ..data.dataset import DataSplits, ImageDataset
 from ..models.factory import create_model
 from ..models.saved_encoding import load_position_encoding
+from ..tasks import loss_precision, primary_metric, task_for
 from .config import TrainConfig
 from .distributed import Dist, epoch_batches, pick_device, steps_per_epoch
-from .evaluate import evaluate, input_dtype, loss_precision, task_loss
-from .metrics import RunningMetrics, primary_metric
+from .evaluate import evaluate, input_dtype
 from .optim import WarmupCosine, decays
 from .precision import Precision
 from .setup import check_model_fits_data
@@ -240,6 +240,7 @@ def train_ensemble(
         lr=cfg.lr,
         betas=cfg.betas,
     )
+    tasks = [task_for(info, stack.base) for info in infos]
     dtype = input_dtype(stack.base)
     precision = Precision.for_run(cfg.amp, cfg.amp_dtype, cfg.cpu_amp, device)
     if precision.scales_gradients:
@@ -259,7 +260,7 @@ def train_ensemble(
             epoch_batches(len(s["train"]), cfg.batch_size, m.cfg.seed, epoch, Dist())
             for m, s in zip(members, splits, strict=True)
         ]
-        running = [RunningMetrics(info.task, info.num_outputs, device) for info in infos]
+        running = [task.metrics(device) for task in tasks]
         for t in range(per_epoch):
             xs, ys, raw = [], [], []
             for i, member in enumerate(members):
@@ -274,8 +275,7 @@ def train_ensemble(
             with precision.autocast():
                 outputs = stack(torch.stack(xs))
             losses = [
-                task_loss(loss_precision(outputs[i]), ys[i], infos[i].task, cfg.label_smoothing)
-                for i in range(len(members))
+                tasks[i].loss(loss_precision(outputs[i]), ys[i], cfg.label_smoothing) for i in range(len(members))
             ]
             optimizer.zero_grad(set_to_none=True)
             torch.stack(losses).sum().backward()  # member i's gradient is that of its own loss alone

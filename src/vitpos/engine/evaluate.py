@@ -14,12 +14,11 @@ from torch import nn
 
 from ..data.dataset import ImageDataset, as_size, iterate_batches
 from ..data.transforms import normalize, to_float
+from ..tasks import loss_precision, task_for, task_kind
 from .distributed import Dist, eval_batches
-from .metrics import primary_metric
 from .precision import Precision
-from .tasks import loss_precision, task_for, task_loss
 
-__all__ = ["task_loss", "evaluate", "evaluate_resolutions", "resolution_table", "loss_precision", "input_dtype"]
+__all__ = ["evaluate", "evaluate_resolutions", "resolution_table", "input_dtype"]
 
 
 def input_dtype(model: nn.Module) -> torch.dtype:
@@ -90,13 +89,13 @@ def resolution_table(rows: list[tuple[str, int, dict[tuple[int, int], dict[str, 
     ``rows`` holds (name, parameter count, results of :func:`evaluate_resolutions`). Rows after
     the first show their difference to the first row in parentheses, as CPVT does.
     """
-    metric = primary_metric(task)
-    unit = "(R²)" if metric == "r2" else {"AP": "(AP, %)", "miou": "(mIoU, %)"}.get(metric, "(%)")
+    kind = task_kind(task)
+    metric, unit = kind.headline, f"({kind.unit})"
     sizes = list(dict.fromkeys(hw for _, _, results in rows for hw in results))
     header = ["Model", "Params", *(f"{_size_label(hw)}{unit}" for hw in sizes)]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     base = rows[0][2] if rows else {}
-    fmt = "{:.3f}" if metric == "r2" else "{:.1f}"
+    fmt = f"{{:.{kind.decimals}f}}"
     for i, (name, params, results) in enumerate(rows):
         cells = [name, _params(params)]
         for hw in sizes:

@@ -26,22 +26,23 @@ from typing import Any
 
 import yaml
 
-from ..config import HOST_CONFIGS, SLOT_NAMES, HostConfig
+from ..config import SLOT_NAMES, HostConfig
+from ..data.catalog import open_data
 from ..data.dataset import DataInfo, DataSplits
-from ..data.spec import open_data
 from ..errors import VitposError
 from ..models.factory import config_from_dict, get_config
 from ..registry import ARCHITECTURES
-from ..segmentation.config import SemanticFPNConfig
 from ..yaml_io import read_yaml
 from .config import TrainConfig
 
-__all__ = ["RunRequest", "fit_model_to_data", "check_model_fits_data", "MODEL_KEYS"]
+__all__ = ["RunRequest", "fit_model_to_data", "check_model_fits_data", "model_keys"]
 
-_CONFIGS: tuple[type[HostConfig], ...] = (*HOST_CONFIGS, SemanticFPNConfig)
-MODEL_KEYS = frozenset(f.name for cls in _CONFIGS for f in dataclasses.fields(cls)) | frozenset(SLOT_NAMES)
-"""Every field of any host's config (and of a segmenter's head) and every slot name a request may set (the
-chosen config checks its own)."""
+
+def model_keys() -> frozenset[str]:
+    """Every field of any registered architecture's config (hosts, and the tasks' detector and segmenter)
+    and every slot name a request may set (the chosen config checks its own)."""
+    configs = {ARCHITECTURES.get(arch).config_class for arch in ARCHITECTURES}
+    return frozenset(f.name for cls in configs for f in dataclasses.fields(cls)) | frozenset(SLOT_NAMES)
 
 
 @dataclass
@@ -58,9 +59,10 @@ class RunRequest:
         model = dict(self.model)
         self.model = {**(model.pop("position", None) or {}), **model}
         self.train = dict(self.train)
-        unknown = sorted(set(self.model) - MODEL_KEYS)
+        valid = model_keys()
+        unknown = sorted(set(self.model) - valid)
         if unknown:
-            raise ValueError(f"unknown model option(s) {', '.join(unknown)}; valid: {', '.join(sorted(MODEL_KEYS))}")
+            raise ValueError(f"unknown model option(s) {', '.join(unknown)}; valid: {', '.join(sorted(valid))}")
         unknown = sorted(set(self.train) - set(TrainConfig.field_names()))
         if unknown:
             raise ValueError(

@@ -27,23 +27,23 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from ..config import HostConfig
+from ..data.catalog import open_data
 from ..data.dataset import DataInfo, DataSplits, iterate_batches
-from ..data.spec import open_data
 from ..data.transforms import Augment
 from ..errors import VitposError
 from ..models.factory import create_model
 from ..models.saved_encoding import load_position_encoding
+from ..tasks import loss_precision, task_for
 from ..weights import WeightsFile, load_weights
 from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_training_checkpoint, save_checkpoint
 from .config import TrainConfig
 from .distributed import Dist, epoch_batches, setup, steps_per_epoch, teardown
-from .evaluate import evaluate, input_dtype, loss_precision
+from .evaluate import evaluate, input_dtype
 from .optim import ModelEma, WarmupCosine, build_optimizer
 from .precision import Precision
 from .records import write_history, write_run_config, write_summary
 from .run_lock import locked_run_folder
 from .setup import check_model_fits_data
-from .tasks import task_for
 
 __all__ = ["train", "TrainResult", "build_augment", "RunChangedWarning"]
 

@@ -6,39 +6,38 @@ images and steps; its test AP is measured at the training size and, without fine
 ``long_size`` (a 16 x 16 grid by default). The piecewise-against-clip claim (§4.2: the two differ
 once offsets exceed the buckets) is tested at the training size, where offsets reach 7 and the
 clip's beta is 4: the models do not transfer to ``long_size`` (AP near 0 for every family in the
-default study), where a comparison would be vacuous; the table reports that AP. Cells are stored
-one JSON each (:class:`~.cells.CellStore`), so an interrupted study continues; claims get
-verdicts from the same bootstrap test as the main study (:mod:`.verdicts`).
+default study), where a comparison would be vacuous; the table reports that AP.
+:class:`DetectStudyConfig` is a :class:`~.plan.StudyPlan`: :func:`~.run.run_study` runs its cells
+(one JSON each, so an interrupted study continues) and the claims get verdicts from the same
+bootstrap test as the main study (:mod:`.verdicts`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import multiprocessing
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
+from ..config import HostConfig
 from ..data.synthetic_detect import SyntheticDetection
-from ..detr_config import DetrConfig
 from ..engine.config import TrainConfig
 from ..engine.evaluate import evaluate
 from ..engine.train import train
 from ..files import write_json
 from ..models.factory import get_config
-from .cells import Cell, CellStore
+from ..tasks import primary_metric
+from .cells import Cell
 from .claims import Claim, difference, evaluate_claims, fmt_value
-from .run import _earlier_wall
+from .families import Family
+from .plan import Results
 
-__all__ = ["DETECT_FAMILIES", "DETECT_CLAIMS", "DetectStudyConfig", "run_detect_cell", "run_detect_study"]
+__all__ = ["DETECT_FAMILIES", "DETECT_CLAIMS", "DetectStudyConfig"]
 
 TASK = "detect"
 DETECT_FAMILIES = {
@@ -52,11 +51,19 @@ DETECT_FAMILIES = {
 """Family label -> preset (iRPE Table 6 rows #1, #2, #3, #4, #6, #5)."""
 
 
+def detect_family(label: str) -> Family:
+    """The family ``label`` of :data:`DETECT_FAMILIES`: its preset's four slots."""
+    if label not in DETECT_FAMILIES:
+        raise ValueError(f"unknown detection famil(ies) {label}; valid: {', '.join(DETECT_FAMILIES)}")
+    return Family(label, get_config(DETECT_FAMILIES[label]).position.to_dict())
+
+
 @dataclass(frozen=True)
 class DetectStudyConfig:
-    """Every setting of a detection study."""
+    """Every setting of a detection study; a :class:`~.plan.StudyPlan` for :func:`~.run.run_study`."""
 
-    families: tuple[str, ...] = tuple(DETECT_FAMILIES)
+    families: tuple[Family, ...] = field(default_factory=lambda: tuple(map(detect_family, DETECT_FAMILIES)))
+    """Families of :data:`DETECT_FAMILIES` (their labels are accepted)."""
     seeds: int = 2
     train_size: int = 800
     val_size: int = 100
@@ -75,10 +82,14 @@ class DetectStudyConfig:
     grad_clip: float = 0.1
     """DETR's gradient-norm clip."""
 
+    runs = "detection"
+
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.families) - set(DETECT_FAMILIES))
+        labels = [f if isinstance(f, str) else f.label for f in self.families]
+        unknown = sorted(set(labels) - set(DETECT_FAMILIES))
         if unknown:
             raise ValueError(f"unknown detection famil(ies) {', '.join(unknown)}; valid: {', '.join(DETECT_FAMILIES)}")
+        object.__setattr__(self, "families", tuple(detect_family(label) for label in labels))
         for name in ("seeds", "train_size", "epochs", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -87,11 +98,13 @@ class DetectStudyConfig:
                 f"img_size ({self.img_size}) and long_size ({self.long_size}) must be multiples of the stride 4"
             )
 
-    def model(self, family: str) -> DetrConfig:
-        """The family's preset at the study's image size."""
-        cfg = get_config(DETECT_FAMILIES[family], img_size=self.img_size)
-        assert isinstance(cfg, DetrConfig)  # every detection family is a DETR preset
-        return cfg
+    @property
+    def model(self) -> HostConfig:
+        """The tiny DETR at the study's image size; each family sets its four slots."""
+        return get_config(DETECT_FAMILIES["sine"], img_size=self.img_size)
+
+    def with_families(self, families: tuple[Family, ...]) -> DetectStudyConfig:
+        return dataclasses.replace(self, families=families)
 
     def data(self, seed: int) -> SyntheticDetection:
         return SyntheticDetection(
@@ -107,33 +120,68 @@ class DetectStudyConfig:
 
     def cells(self) -> list[Cell]:
         """Seed by seed, so a study cut short has whole seeds for every family."""
-        return [Cell(family, TASK, self.train_size, seed) for seed in range(self.seeds) for family in self.families]
+        return [Cell(f.label, TASK, self.train_size, seed) for seed in range(self.seeds) for f in self.families]
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "families": list(self.families)}
+        return {**dataclasses.asdict(self), "families": [f.to_dict() for f in self.families]}
 
+    def choose_rates(
+        self, folder: Path, device: str, workers: int, log: Callable[[str], None]
+    ) -> dict[str, dict[str, float]]:
+        """None to choose: every family trains at ``lr``."""
+        return {}
 
-def run_detect_cell(cell: Cell, config: DetectStudyConfig, device: str = "cpu") -> dict[str, Any]:
-    """Train one family and seed; AP (%) on the test split at the training size and at ``long_size``."""
-    start, cpu_start = time.perf_counter(), time.process_time()
-    task = config.data(cell.seed)
-    train_cfg = TrainConfig(
-        data=task.spec, epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
-        weight_decay=config.weight_decay, warmup_epochs=0.5, grad_clip=config.grad_clip, seed=cell.seed,
-        device=device, eval_every=config.epochs, progress=False,
-    )  # fmt: skip
-    data = task.splits()
-    result = train(config.model(cell.family), train_cfg, data)
-    long = evaluate(result.model, data.test.at_size(config.long_size), batch_size=64, device=device)
-    return {
-        "metric": "AP",
-        "test": result.test["AP"],
-        "test_metrics": result.test,
-        "long": long["AP"],
-        "long_metrics": long,
-        "seconds": time.perf_counter() - start,
-        "cpu_seconds": time.process_time() - cpu_start,
-    }
+    def pretrain(self, path: Path, family: Family, rates: dict[str, float], device: str, threads: int | None) -> str:
+        """Never asked: no detection family has a pretrained encoding."""
+        raise ValueError(f"family {family.label}: the detection study has no pretrained encodings")
+
+    def run_cells(
+        self,
+        cells: list[Cell],
+        family: Family,
+        *,
+        device: str,
+        init_pe: str | None,
+        ensemble: bool,
+        rates: dict[str, float],
+        extras: bool = True,
+    ) -> Results:
+        """Train each cell (at ``lr``, or its rate in ``rates``); AP (%) on the test split at the training
+        size and at ``long_size``."""
+        return {cell: self._run_cell(cell, family, device, rates.get(cell.task, self.lr)) for cell in cells}
+
+    def _run_cell(self, cell: Cell, family: Family, device: str, lr: float) -> dict[str, Any]:
+        start, cpu_start = time.perf_counter(), time.process_time()
+        task = self.data(cell.seed)
+        train_cfg = TrainConfig(
+            data=task.spec, epochs=self.epochs, batch_size=self.batch_size, lr=lr,
+            weight_decay=self.weight_decay, warmup_epochs=0.5, grad_clip=self.grad_clip, seed=cell.seed,
+            device=device, eval_every=self.epochs, progress=False,
+        )  # fmt: skip
+        data = task.splits()
+        metric = primary_metric(data.info.task)
+        result = train(family.model_config(self.model), train_cfg, data)
+        long = evaluate(result.model, data.test.at_size(self.long_size), batch_size=64, device=device)
+        return {
+            "metric": metric,
+            "test": result.test[metric],
+            "test_metrics": result.test,
+            "long": long[metric],
+            "long_metrics": long,
+            "seconds": time.perf_counter() - start,
+            "cpu_seconds": time.process_time() - cpu_start,
+        }
+
+    def describe(self, cell: Cell, result: dict[str, Any]) -> str:
+        return (
+            f"{cell}: AP {result['test']:.1f} (at {self.long_size} px: {result['long']:.1f}), {result['seconds']:.0f} s"
+        )
+
+    def write_report(
+        self, folder: Path, results: Results, *, missing: dict[str, list[str]], wall_seconds: list[float], command: str
+    ) -> Path:
+        """``report.md`` and ``results.json``: AP per family and a verdict per claim."""
+        return _write_report(folder, self, results, wall_seconds, command)
 
 
 def _ap(family: str) -> Callable:
@@ -202,61 +250,6 @@ DETECT_CLAIMS: tuple[Claim, ...] = (
 synthetic study can resolve)."""
 
 
-def _work(cell: Cell, config: DetectStudyConfig, device: str) -> tuple[Cell, dict[str, Any]]:
-    torch.set_num_threads(1)
-    return cell, run_detect_cell(cell, config, device)
-
-
-def run_detect_study(
-    config: DetectStudyConfig,
-    folder: str | Path,
-    *,
-    workers: int = 1,
-    device: str = "cpu",
-    command: str = "vitpos study --task detect",
-    log: Callable[[str], None] = print,
-) -> Path:
-    """Run every unfinished cell into ``folder`` (``cells/``, ``results.json``, ``report.md``); returns the report."""
-    folder = Path(folder)
-    settings = folder / "study.json"
-    if settings.is_file():
-        saved = json.loads(settings.read_text())
-        if {k: v for k, v in saved.items() if k != "seeds"} != {
-            k: v for k, v in config.to_dict().items() if k != "seeds"
-        }:
-            raise ValueError(
-                f"{folder} holds a detection study with other settings; choose another --out or pass --fresh"
-            )
-    write_json(settings, config.to_dict())
-    store = CellStore(folder / "cells")
-    cells = config.cells()
-    results = {c: r for c in cells if (r := store.load(c)) is not None}
-    todo = [c for c in cells if c not in results]
-    log(f"{len(cells)} detection runs: {len(results)} already done, {len(todo)} to go, {workers} at a time on {device}")
-    start = time.perf_counter()
-
-    def finished(cell: Cell, result: dict[str, Any]) -> None:
-        store.save(cell, result)
-        results[cell] = result
-        log(
-            f"[{len(results):3d}/{len(cells)}] {cell}: AP {result['test']:.1f} "
-            f"(at {config.long_size} px: {result['long']:.1f}), {result['seconds']:.0f} s"
-        )
-
-    if workers <= 1:
-        for cell in todo:
-            finished(*_work(cell, config, device))
-    else:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            for cell, result in pool.map(_work, todo, [config] * len(todo), [device] * len(todo)):
-                finished(cell, result)
-    seconds = time.perf_counter() - start
-    wall = [*_earlier_wall(folder), *([seconds] if todo else [])]
-    report = write_detect_report(folder, config, results, wall, command)
-    log(f"wrote {report} ({len(results)}/{len(cells)} runs, {seconds / 60:.1f} min)")
-    return report
-
-
 def _mean_sd(values: list[float]) -> str:
     if not values:
         return "—"
@@ -264,11 +257,8 @@ def _mean_sd(values: list[float]) -> str:
     return f"{np.mean(values):.1f}" + ("" if math.isnan(sd) else f" ± {sd:.1f}")
 
 
-def write_detect_report(
-    folder: Path, config: DetectStudyConfig, results: dict[Cell, dict[str, Any]], wall: list[float], command: str
-) -> Path:
-    """``report.md`` and ``results.json``: AP per family and a verdict per claim."""
-    families = set(config.families)
+def _write_report(folder: Path, config: DetectStudyConfig, results: Results, wall: list[float], command: str) -> Path:
+    families = {f.label for f in config.families}
     verdicts = evaluate_claims(results, config.train_size, (), families, DETECT_CLAIMS)
     cpu = sum(r.get("cpu_seconds", 0.0) for r in results.values())
     lines = [
@@ -302,7 +292,7 @@ def write_detect_report(
         f"| Family | Preset | AP | AP50 | AP75 | AP at {config.long_size} px |",
         "|---|---|---|---|---|---|",
     ]
-    for family in config.families:
+    for family in (f.label for f in config.families):
         rows = [r for c, r in sorted(results.items()) if c.family == family]
         cols = [_mean_sd([r["test_metrics"][key] for r in rows]) for key in ("AP", "AP50", "AP75")]
         lines.append(

@@ -23,11 +23,11 @@ from ..data.synthetic import SyntheticTask
 from ..engine.config import TrainConfig
 from ..engine.ensemble import Member, train_ensemble
 from ..engine.evaluate import evaluate, evaluate_resolutions
-from ..engine.metrics import primary_metric
 from ..engine.train import TrainResult
 from ..grid import Grid
 from ..models.factory import create_model
 from ..models.saved_encoding import load_position_encoding
+from ..tasks import primary_metric
 from .cells import Cell
 from .convergence import run_record
 from .families import Family

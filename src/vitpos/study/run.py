@@ -5,7 +5,9 @@ and task, :mod:`.rates`), ``cells/`` (one JSON per finished training run), ``pre
 (pretrained encodings), ``figures/``, ``results.json`` and ``report.md``.
 Running the same study into the same folder again skips every finished cell, so an
 interrupted study continues where it stopped; a folder that holds a study with other settings
-is refused rather than mixed.
+is refused rather than mixed. The loop is the same for every study: a :class:`~.plan.StudyPlan`
+(the red-green study, :class:`RedGreenStudy`; the detection study, :mod:`.detect`) says what its
+cells are, how they train and what the report holds.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ..config import HostConfig
 from ..engine.config import TrainConfig
 from ..engine.ensemble import stack_error
 from ..errors import VitposError
@@ -31,11 +35,12 @@ from ..pretrain import pretrain_position_encoding
 from .cells import Cell, CellStore
 from .execute import TRAINS_AS, run_cells
 from .families import Family, split_available
+from .plan import Results, StudyPlan
 from .protocol import StudyConfig
 from .rates import Rates, rate_key, rate_trials
 from .report import write_report
 
-__all__ = ["run_study", "StudyFolderError"]
+__all__ = ["run_study", "RedGreenStudy", "StudyFolderError"]
 
 SETTINGS_FILE = "study.json"
 
@@ -44,7 +49,7 @@ class StudyFolderError(VitposError):
     """The output folder holds a study with other settings."""
 
 
-def _settings(config: StudyConfig) -> dict[str, Any]:
+def _settings(config: StudyPlan) -> dict[str, Any]:
     """What every cell's result depends on; the seed count and the family list may change between runs."""
     out = config.to_dict()
     out.pop("seeds")
@@ -52,24 +57,25 @@ def _settings(config: StudyConfig) -> dict[str, Any]:
     return out
 
 
-def _check_folder(folder: Path, config: StudyConfig) -> None:
+def _check_folder(folder: Path, config: StudyPlan) -> None:
     """Record the settings, or check them against the ones already recorded."""
     path = folder / SETTINGS_FILE
     settings = _settings(config)
     if path.is_file():
         saved = json.loads(path.read_text())
         differ = sorted(k for k in settings if k != "families" and saved.get(k) != settings[k])
+        known = saved.get("families", {})
+        if not isinstance(known, dict):  # an older detection study's list of labels
+            differ, known = [*differ, "families"], {}
         differ += [
-            f"family {label}"
-            for label, f in settings["families"].items()
-            if label in saved.get("families", {}) and saved["families"][label] != f
+            f"family {label}" for label, f in settings["families"].items() if label in known and known[label] != f
         ]
         if differ:
             raise StudyFolderError(
                 f"{folder} holds a study with other settings ({', '.join(differ)}); "
                 "choose another --out, or pass --fresh to start this folder over"
             )
-        settings["families"] = {**saved.get("families", {}), **settings["families"]}
+        settings["families"] = {**known, **settings["families"]}
     write_json(path, settings)
 
 
@@ -124,7 +130,7 @@ def _pretrained_line(label: str, summary: dict[str, Any]) -> str:
 def _work(
     cells: list[Cell],
     family: Family,
-    config: StudyConfig,
+    config: StudyPlan,
     device: str,
     init_pe: str | None,
     threads: int | None,
@@ -134,15 +140,16 @@ def _work(
 ) -> dict[Cell, dict[str, Any]]:
     if threads:
         torch.set_num_threads(threads)
-    return run_cells(
-        cells, family, config, device=device, init_pe=init_pe, rates=rates, ensemble=ensemble, extras=extras
+    return config.run_cells(
+        cells, family, device=device, init_pe=init_pe, ensemble=ensemble, rates=rates, extras=extras
     )
 
 
 def _select_rates(
-    config: StudyConfig, folder: Path, device: str, workers: int, log: Callable[[str], None]
+    plan: RedGreenStudy, folder: Path, device: str, workers: int, log: Callable[[str], None]
 ) -> dict[str, dict[str, float]]:
     """Family label -> training task -> its learning rate, choosing (and recording) what ``rates.json`` lacks."""
+    config = plan.config
     rates = Rates(folder)
     trials = rate_trials(config)
     todo = [
@@ -161,7 +168,7 @@ def _select_rates(
         r = result[cell]
         log(f"  rate trial {family.label} {cell.task} lr {lr:g}: val {r['val']:.3f} after {r['steps']} steps")
 
-    args = [(([cell], family, config, device, None), {cell.task: lr}) for _, family, cell, lr in todo]
+    args = [(([cell], family, plan, device, None), {cell.task: lr}) for _, family, cell, lr in todo]
     if workers <= 1:
         for trial, (head, rate) in zip(todo, args, strict=True):
             record(trial, _work(*head, None, False, rate, False))
@@ -189,6 +196,64 @@ def _describe(cell: Cell, result: dict[str, Any]) -> str:
     value = result["test"]
     shown = f"acc {100 * value:5.1f}%" if result["metric"] == "accuracy" else f"R² {value:6.3f}"
     return f"{cell}: {shown}"
+
+
+@dataclass(frozen=True)
+class RedGreenStudy:
+    """The main study (:class:`~.protocol.StudyConfig`) as the cell loop runs it: cells trained and measured
+    by :func:`~.execute.run_cells`, families pretrained where they ask, the report of :mod:`.report`."""
+
+    config: StudyConfig
+    runs = "training"
+
+    @property
+    def families(self) -> tuple[Family, ...]:
+        return self.config.families
+
+    @property
+    def model(self) -> HostConfig:
+        return self.config.model
+
+    def with_families(self, families: tuple[Family, ...]) -> RedGreenStudy:
+        return RedGreenStudy(dataclasses.replace(self.config, families=families))
+
+    def cells(self) -> list[Cell]:
+        return self.config.cells()
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.config.to_dict()
+
+    def choose_rates(
+        self, folder: Path, device: str, workers: int, log: Callable[[str], None]
+    ) -> dict[str, dict[str, float]]:
+        return _select_rates(self, folder, device, workers, log) if self.config.lr_grid else {}
+
+    def pretrain(self, path: Path, family: Family, rates: dict[str, float], device: str, threads: int | None) -> str:
+        lr = rates.get("direction", self.config.lr)
+        return _pretrained_line(family.label, _pretrain(path, family, self.config, device, lr, threads))
+
+    def run_cells(
+        self,
+        cells: list[Cell],
+        family: Family,
+        *,
+        device: str,
+        init_pe: str | None,
+        ensemble: bool,
+        rates: dict[str, float],
+        extras: bool = True,
+    ) -> Results:
+        return run_cells(
+            cells, family, self.config, device=device, init_pe=init_pe, rates=rates, ensemble=ensemble, extras=extras
+        )
+
+    def describe(self, cell: Cell, result: dict[str, Any]) -> str:
+        return _describe(cell, result)
+
+    def write_report(
+        self, folder: Path, results: Results, *, missing: dict[str, list[str]], wall_seconds: list[float], command: str
+    ) -> Path:
+        return write_report(folder, self.config, results, missing=missing, wall_seconds=wall_seconds, command=command)
 
 
 def jobs_of(cells: list[Cell], ensemble_families: set[str]) -> list[list[Cell]]:
@@ -252,7 +317,7 @@ def resolve_device(name: str) -> str:
 
 
 def _ensemble_families(
-    families: dict[str, Family], config: StudyConfig, device: str, log: Callable[[str], None]
+    families: dict[str, Family], config: StudyPlan, device: str, log: Callable[[str], None]
 ) -> set[str]:
     """The families whose models train as stacked ensembles on ``device`` (the others: one model at a time)."""
     out = set()
@@ -267,7 +332,7 @@ def _ensemble_families(
 
 
 def run_study(
-    config: StudyConfig,
+    config: StudyConfig | StudyPlan,
     folder: str | Path,
     *,
     command: str = "vitpos study",
@@ -276,7 +341,8 @@ def run_study(
     ensemble: bool | None = None,
     log: Callable[[str], None] = print,
 ) -> Path:
-    """Run every unfinished cell of ``config`` into ``folder`` and write the report; returns its path.
+    """Run every unfinished cell of ``config`` (the red-green study's settings, or any
+    :class:`~.plan.StudyPlan`) into ``folder`` and write the report; returns its path.
 
     ``workers`` > 1 trains that many jobs at once in separate processes with one thread each
     (pretraining included), which uses several CPU cores better than threads inside one small model.
@@ -286,11 +352,12 @@ def run_study(
     (BENCHMARKS.md).
     """
     folder = Path(folder)
+    plan: StudyPlan = RedGreenStudy(config) if isinstance(config, StudyConfig) else config
     device = resolve_device(device)
     ensemble = device.startswith("cuda") if ensemble is None else ensemble
-    available, missing = split_available(config.families)
+    available, missing = split_available(plan.families)
     for family in available:
-        family.check_builds(config.model)
+        family.check_builds(plan.model)
     for label, values in missing.items():
         log(f"skipping family {label}: {', '.join(values)} not available in this installation")
     if not available:
@@ -298,7 +365,7 @@ def run_study(
             "none of the study's families can run here: "
             + "; ".join(f"{k} ({', '.join(v)})" for k, v in missing.items())
         )
-    runnable = dataclasses.replace(config, families=tuple(available))
+    runnable = plan.with_families(tuple(available))
     _check_folder(folder, runnable)
     store = CellStore(folder / "cells")
     start = time.perf_counter()
@@ -310,12 +377,12 @@ def run_study(
     jobs = jobs_of(todo, stacked)
     schedule = _Schedule(jobs, families, folder)
     log(
-        f"{len(cells)} training runs: {len(results)} already done, {len(todo)} to go in {len(jobs)} jobs, "
+        f"{len(cells)} {runnable.runs} runs: {len(results)} already done, {len(todo)} to go in {len(jobs)} jobs, "
         f"{workers} at a time on {device}"
         + (" (stacked ensembles)" if stacked else "")
         + (f"; first pretraining {', '.join(f.label for f in schedule.to_pretrain)}" if schedule.to_pretrain else "")
     )
-    progress = _Progress(todo, log)
+    progress = _Progress(todo, runnable.describe, log)
 
     def finished(job_results: dict[Cell, dict[str, Any]]) -> None:
         for cell, result in job_results.items():
@@ -327,12 +394,11 @@ def run_study(
     if device == "cpu":
         torch.set_num_threads(1)
     try:
-        rates = _select_rates(runnable, folder, device, workers, log) if todo and runnable.lr_grid else {}
+        rates = runnable.choose_rates(folder, device, workers, log) if todo else {}
         if workers <= 1:
             for family in list(schedule.to_pretrain):
                 path = _pretrained_path(folder, family)
-                lr = rates.get(family.label, {}).get("direction", runnable.lr)
-                log(_pretrained_line(family.label, _pretrain(path, family, runnable, device, lr)))
+                log(runnable.pretrain(path, family, rates.get(family.label, {}), device, None))
                 schedule.pretrained(family, path)
             for job in schedule.ready:
                 label = job[0].family
@@ -345,9 +411,8 @@ def run_study(
     finally:
         torch.set_num_threads(threads_before)
         seconds = time.perf_counter() - start
-        report = write_report(
+        report = runnable.write_report(
             folder,
-            runnable,
             results,
             missing=missing,
             wall_seconds=[*_earlier_wall(folder), *([seconds] if todo else [])],
@@ -360,8 +425,11 @@ def run_study(
 class _Progress:
     """Log each finished cell with the time left, extrapolated from this invocation's wall time per cell."""
 
-    def __init__(self, todo: list[Cell], log: Callable[[str], None]) -> None:
+    def __init__(
+        self, todo: list[Cell], describe: Callable[[Cell, dict[str, Any]], str], log: Callable[[str], None]
+    ) -> None:
         self.left = set(todo)
+        self.describe = describe
         self.todo = len(todo)
         self.log = log
         self.began = time.perf_counter()
@@ -373,13 +441,13 @@ class _Progress:
         eta = elapsed / max(self.todo - len(self.left), 1) * len(self.left)
         for i, (cell, result) in enumerate(job.items()):
             count = finished - len(job) + i + 1
-            self.log(f"[{count:4d}/{total}] {_describe(cell, result)}  ~{eta / 60:.1f} min left")
+            self.log(f"[{count:4d}/{total}] {self.describe(cell, result)}  ~{eta / 60:.1f} min left")
 
 
 def _run_parallel(
     schedule: _Schedule,
     families: dict[str, Family],
-    config: StudyConfig,
+    config: StudyPlan,
     folder: Path,
     device: str,
     workers: int,
@@ -394,9 +462,8 @@ def _run_parallel(
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         pending: dict[Future, list[Cell] | Family] = {}
         for family in schedule.to_pretrain:
-            lr = rates.get(family.label, {}).get("direction", config.lr)
             path = _pretrained_path(folder, family)
-            pending[pool.submit(_pretrain, path, family, config, device, lr, threads)] = family
+            pending[pool.submit(config.pretrain, path, family, rates.get(family.label, {}), device, threads)] = family
         try:
             while schedule.ready or pending:
                 while schedule.ready and len(pending) < workers:
@@ -420,7 +487,7 @@ def _run_parallel(
                 for future in done:
                     work = pending.pop(future)
                     if isinstance(work, Family):
-                        log(_pretrained_line(work.label, future.result()))
+                        log(future.result())
                         schedule.pretrained(work, _pretrained_path(folder, work))
                     else:
                         finished(future.result())

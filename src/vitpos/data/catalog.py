@@ -1,0 +1,122 @@
+"""The data catalogue: a data spec names a data set and its options, e.g. ``synthetic:direction:train=500``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..spec import SlotSpec, SpecError
+from .cifar import load_cifar_splits
+from .coco import load_coco_splits
+from .dataset import DataSplits
+from .digits import load_digits_splits
+from .folders import load_folder_splits
+from .masks import load_mask_splits
+from .synthetic import TASKS, SyntheticTask
+from .synthetic_detect import SyntheticDetection
+from .synthetic_segment import SEGMENT_TASKS, SyntheticSegmentation
+
+__all__ = ["open_data", "DATA_FORMS"]
+
+DATA_FORMS = {
+    "synthetic": "synthetic:TASK[:img=32|HxW][:square=PATCH][:train=5000][:val=1000][:test=1000][:seed=0][:free]",
+    "detect": "synthetic:detect[:img=32|HxW][:objects=3][:min=4][:max=10][:train=800][:val=100][:test=200][:seed=0]",
+    "folder": "folder:PATH",
+    "coco": "coco:PATH",
+    "masks": "masks:PATH[:classes=N][:reduce_zero]",
+    "cifar10": "cifar10:PATH",
+    "cifar100": "cifar100:PATH",
+    "digits": "digits[:seed=0]",
+}
+"""Every accepted form; TASK is one of the synthetic tasks (classification, regression or segmentation)."""
+
+
+def _image_size(text: str) -> int | tuple[int, int]:
+    """``32`` or ``32x48`` (height x width)."""
+    h, x, w = text.partition("x")
+    return (int(h), int(w)) if x else int(h)
+
+
+_SYNTHETIC_OPTIONS: dict[str, Callable[[str], object]] = {
+    "img": _image_size,
+    "square": int,
+    "train": int,
+    "val": int,
+    "test": int,
+    "seed": int,
+}
+_DETECT_OPTIONS: dict[str, Callable[[str], object]] = {
+    "img": _image_size,
+    "objects": int,
+    "min": int,
+    "max": int,
+    "train": int,
+    "val": int,
+    "test": int,
+    "seed": int,
+}
+
+
+def _forms() -> str:
+    return "; ".join(DATA_FORMS.values()) + f" (TASK: {', '.join(TASKS + SEGMENT_TASKS)})"
+
+
+def open_data(spec: str, *, patch_size: int | None = None) -> DataSplits:
+    """Open the data set named by ``spec``.
+
+    ``patch_size`` is the model's: synthetic squares are one patch wide unless ``square=`` says
+    otherwise.
+    """
+    kind, _, rest = spec.partition(":")
+    if kind in ("folder", "cifar10", "cifar100", "coco"):
+        if not rest:
+            raise SpecError(f"data spec {spec!r} needs a path: {DATA_FORMS[kind]}")
+        if kind == "coco":
+            return load_coco_splits(rest)
+        return load_folder_splits(rest) if kind == "folder" else load_cifar_splits(kind, rest)
+    if kind == "masks":
+        return _masks(spec, rest)
+    if kind not in ("synthetic", "digits"):
+        raise SpecError(f"unknown data source {kind!r} in {spec!r}; valid forms: {_forms()}")
+    parsed = SlotSpec.parse(spec)
+    if kind == "digits":
+        parsed.check_flags(set())
+        return load_digits_splits(**parsed.typed_options({"seed": int}))
+    if "detect" in parsed.flags:
+        return _synthetic_detect(parsed).splits()
+    return _synthetic(parsed, patch_size).splits()
+
+
+def _synthetic_detect(parsed: SlotSpec) -> SyntheticDetection:
+    parsed.check_no_placement()
+    parsed.check_flags({"detect"})
+    opts = parsed.typed_options(_DETECT_OPTIONS)
+    names = {"img": "img_size", "min": "min_size", "max": "max_size"}
+    return SyntheticDetection(**{names.get(k, k): v for k, v in opts.items()})
+
+
+def _synthetic(parsed: SlotSpec, patch_size: int | None) -> SyntheticTask:
+    parsed.check_no_placement()
+    every = TASKS + SEGMENT_TASKS
+    parsed.check_flags({*every, "free"})
+    tasks = [f for f in parsed.flags if f in every]
+    if len(tasks) != 1:
+        raise SpecError(f"'{parsed}' must name exactly one synthetic task: {', '.join(every)}")
+    opts = parsed.typed_options(_SYNTHETIC_OPTIONS)
+    kind = SyntheticSegmentation if tasks[0] in SEGMENT_TASKS else SyntheticTask
+    return kind(
+        task=tasks[0],
+        img_size=opts.pop("img", 32),
+        square_size=opts.pop("square", patch_size or 4),
+        aligned="free" not in parsed.flags,
+        **opts,
+    )
+
+
+def _masks(spec: str, rest: str) -> DataSplits:
+    """``masks:PATH[:classes=N][:reduce_zero]``: the path, then options (a path holds no ':')."""
+    path, *options = rest.split(":")
+    if not path:
+        raise SpecError(f"data spec {spec!r} needs a path: {DATA_FORMS['masks']}")
+    parsed = SlotSpec.parse(":".join(["masks", *options]))
+    parsed.check_flags({"reduce_zero"})
+    return load_mask_splits(path, **parsed.typed_options({"classes": int}), reduce_zero="reduce_zero" in parsed.flags)

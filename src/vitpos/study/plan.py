@@ -1,0 +1,91 @@
+"""What the cell loop (:func:`~.run.run_study`) asks of a study: a :class:`StudyPlan`.
+
+The loop itself is task-blind: it checks the folder's settings, skips finished cells, schedules
+jobs (pretraining first, stacked ensembles where they apply) on a process pool, logs progress and
+writes the report. A plan says which families and cells there are, how a job of cells trains and
+measures (with the engine, which finds the task's loss and metrics by the data's task), what a
+finished cell reads like in the log, and how the report is written. The red-green study
+(:class:`~.protocol.StudyConfig`) and the detection study (:class:`~.detect.DetectStudyConfig`)
+are plans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..config import HostConfig
+from .cells import Cell
+from .families import Family
+
+__all__ = ["StudyPlan", "Results"]
+
+Results = dict[Cell, dict[str, Any]]
+"""Each finished cell's measurements."""
+
+
+class StudyPlan(Protocol):
+    """A study as the cell loop runs it."""
+
+    @property
+    def runs(self) -> str:
+        """What the log calls its cells' runs (``training``, ``detection``)."""
+        ...
+
+    @property
+    def families(self) -> tuple[Family, ...]:
+        """The arms of the comparison."""
+        ...
+
+    @property
+    def model(self) -> HostConfig:
+        """The model every family changes."""
+        ...
+
+    def with_families(self, families: tuple[Family, ...]) -> StudyPlan:
+        """The same study over ``families`` only."""
+        ...
+
+    def cells(self) -> list[Cell]:
+        """Every training run, seed by seed."""
+        ...
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict with ``seeds`` and ``families`` (one dict with a ``label`` each); equal dicts, same study."""
+        ...
+
+    def choose_rates(
+        self, folder: Path, device: str, workers: int, log: Callable[[str], None]
+    ) -> dict[str, dict[str, float]]:
+        """Family label -> training task -> learning rate, chosen (and recorded in ``folder``) before the cells run."""
+        ...
+
+    def pretrain(self, path: Path, family: Family, rates: dict[str, float], device: str, threads: int | None) -> str:
+        """Make the pretrained encoding of a family that asks for one at ``path``; returns its log line."""
+        ...
+
+    def run_cells(
+        self,
+        cells: list[Cell],
+        family: Family,
+        *,
+        device: str,
+        init_pe: str | None,
+        ensemble: bool,
+        rates: dict[str, float],
+        extras: bool = True,
+    ) -> Results:
+        """Train and measure ``cells`` of one family at its learning rate per task (``rates``); ``extras``:
+        the measurements beyond the test and validation metric."""
+        ...
+
+    def describe(self, cell: Cell, result: dict[str, Any]) -> str:
+        """A finished cell as the log shows it."""
+        ...
+
+    def write_report(
+        self, folder: Path, results: Results, *, missing: dict[str, list[str]], wall_seconds: list[float], command: str
+    ) -> Path:
+        """Write ``report.md`` and ``results.json`` into ``folder``; returns the report."""
+        ...

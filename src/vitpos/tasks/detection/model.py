@@ -1,0 +1,257 @@
+"""DETR (Carion et al., ECCV 2020) with the four position slots in its encoder (iRPE §4.4, Table 6).
+
+A CNN stem (the backbone's role; DETR uses ResNet-50) maps the image to a grid of features, a
+1x1 convolution projects them to the transformer width, and the encoder — one
+:class:`~vitpos.models.stage.Stage` of blocks, built exactly as a ViT host's — takes the
+absolute, join, conditional and relative slots. DETR's own choice is ``absolute='sine'`` with
+``join='detr'`` (the encoding added to queries and keys of every layer); iRPE's Table 6 adds
+relative encodings to every encoder self-attention. The decoder turns ``num_queries`` learned
+object queries into one class (over C + 1, "no object" last) and one box (normalised cx, cy, w,
+h) each, after every layer for the auxiliary losses.
+
+Differences from DETR's code, by design: pre-norm layers with a final encoder and decoder norm
+(DETR's ``--pre_norm``; its default is post-norm), GELU in the encoder's feed-forward (the
+blocks every host shares; the decoder keeps DETR's ReLU), no padding masks (every image in a
+batch has one size), and the cross-attention keys get the absolute encoding the encoder used
+(none when ``absolute='none'``).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ...encodings.relative.base import RelativePosition
+from ...grid import Grid, tokens_to_map
+from ...models.layers import Block
+from ...models.stage import Stage
+from ...registry import ARCHITECTURES
+from .config import DetrConfig
+from .criterion import LossWeights, SetCriterion
+
+__all__ = ["DETR", "ConvStem", "DetrEncoder", "DetrDecoder", "DecoderLayer", "BoxHead"]
+
+
+class ConvStem(nn.Module):
+    """Stride-2 3x3 convolutions with GroupNorm and ReLU: (B, C, H, W) -> (B, widths[-1], H/s, W/s)."""
+
+    def __init__(self, in_chans: int, widths: tuple[int, ...]) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        for width in widths:
+            layers += [
+                nn.Conv2d(in_chans, width, 3, stride=2, padding=1, bias=False),
+                nn.GroupNorm(min(8, width), width),
+                nn.ReLU(inplace=True),
+            ]
+            in_chans = width
+        self.layers = nn.Sequential(*layers)
+        self.out_channels = in_chans
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+class DetrEncoder(nn.Module):
+    """One stage of pre-norm blocks with the four slots, then a LayerNorm: DETR's encoder as a host stage."""
+
+    def __init__(self, cfg: DetrConfig) -> None:
+        super().__init__()
+        ctx = cfg.stage_context(0)
+        rates = [cfg.drop_path_rate * i / max(cfg.enc_depth - 1, 1) for i in range(cfg.enc_depth)]
+
+        def make_block(index: int, relative: RelativePosition | None) -> Block:
+            return Block(
+                cfg.embed_dim,
+                cfg.num_heads,
+                cfg.mlp_ratio,
+                cfg.qkv_bias,
+                cfg.drop_rate,
+                cfg.attn_drop_rate,
+                rates[index],
+                relative=relative,
+                norm_eps=1e-5,
+            )
+
+        self.stages = nn.ModuleList([Stage(0, cfg.position, ctx, ctx, make_block, cfg.drop_rate)])
+        self.norm = nn.LayerNorm(cfg.embed_dim)
+
+    def forward(self, tokens: torch.Tensor, grid: Grid) -> torch.Tensor:  # B, H*W, D
+        return self.norm(self.stages[0](tokens, grid, 0))
+
+
+class DecoderLayer(nn.Module):
+    """DETR's pre-norm decoder layer: self-attention of the queries, cross-attention to the encoder's
+    output, feed-forward (ReLU). ``query_pos`` goes into queries and keys of the self-attention and
+    the queries of the cross-attention; ``pos`` into its keys."""
+
+    def __init__(self, dim: int, num_heads: int, hidden: int, drop: float) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.self_attn = nn.MultiheadAttention(dim, num_heads, dropout=drop, batch_first=True)
+        self.norm2 = nn.LayerNorm(dim)
+        self.cross_attn = nn.MultiheadAttention(dim, num_heads, dropout=drop, batch_first=True)
+        self.norm3 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(
+            nn.Linear(dim, hidden), nn.ReLU(inplace=True), nn.Dropout(drop), nn.Linear(hidden, dim)
+        )
+        self.drop = nn.Dropout(drop)
+
+    def forward(
+        self, tgt: torch.Tensor, query_pos: torch.Tensor, memory: torch.Tensor, pos: torch.Tensor | None
+    ) -> torch.Tensor:
+        h = self.norm1(tgt)
+        q = h + query_pos
+        tgt = tgt + self.drop(self.self_attn(q, q, h, need_weights=False)[0])
+        h = self.norm2(tgt)
+        keys = memory if pos is None else memory + pos
+        tgt = tgt + self.drop(self.cross_attn(h + query_pos, keys, memory, need_weights=False)[0])
+        return tgt + self.drop(self.mlp(self.norm3(tgt)))
+
+
+class DetrDecoder(nn.Module):
+    """``num_queries`` learned query positions, decoded layer by layer from zeros (DETR)."""
+
+    def __init__(self, cfg: DetrConfig) -> None:
+        super().__init__()
+        self.query_embed = nn.Embedding(cfg.num_queries, cfg.embed_dim)
+        hidden = int(cfg.embed_dim * cfg.mlp_ratio)
+        self.layers = nn.ModuleList(
+            DecoderLayer(cfg.embed_dim, cfg.num_heads, hidden, cfg.drop_rate) for _ in range(cfg.dec_depth)
+        )
+        self.norm = nn.LayerNorm(cfg.embed_dim)
+
+    def forward(self, memory: torch.Tensor, pos: torch.Tensor | None) -> torch.Tensor:  # layers, B, Q, D
+        """Every layer's output after the shared final norm (DETR's ``return_intermediate``)."""
+        query_pos = self.query_embed.weight[None].expand(memory.shape[0], -1, -1).to(memory.dtype)
+        tgt = torch.zeros_like(query_pos)
+        outputs = []
+        for layer in self.layers:
+            tgt = layer(tgt, query_pos, memory, pos)
+            outputs.append(self.norm(tgt))
+        return torch.stack(outputs)
+
+
+class BoxHead(nn.Module):
+    """DETR's box head: a 3-layer ReLU MLP to 4 numbers, then a sigmoid (normalised cx, cy, w, h)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, 4)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i, layer in enumerate(self.layers):
+            x = layer(x) if i == len(self.layers) - 1 else F.relu(layer(x))
+        return x.sigmoid()
+
+
+@ARCHITECTURES.register("detr")
+class DETR(nn.Module):
+    """The detector, a :class:`~vitpos.models.host.Host` whose one stage is the encoder.
+
+    ``forward(images)`` returns DETR's output dict:
+    ``pred_logits`` (B, Q, C + 1), ``pred_boxes`` (B, Q, 4) and, with ``aux_loss``, ``aux_outputs``
+    (one dict per earlier decoder layer). Any image whose sides are multiples of the stride works.
+
+    The host names (``stages``, ``stage_grids``, ``forward_features``, ``forward_tokens``,
+    ``no_weight_decay``, ``position_parameters``) describe the encoder, so tools that read a
+    host's stage read DETR's encoder the same way.
+    """
+
+    config_class = DetrConfig
+
+    def __init__(self, cfg: DetrConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.num_classes = cfg.num_classes
+        self.num_features = cfg.embed_dim
+        self.num_prefix_tokens = 0
+        self.backbone = ConvStem(cfg.in_chans, cfg.stem_widths)
+        self.input_proj = nn.Conv2d(self.backbone.out_channels, cfg.embed_dim, kernel_size=1)
+        self.encoder = DetrEncoder(cfg)
+        self.decoder = DetrDecoder(cfg)
+        self.class_embed = nn.Linear(cfg.embed_dim, cfg.num_classes + 1)
+        self.bbox_embed = BoxHead(cfg.embed_dim)
+        self._init_transformer()
+
+    def _init_transformer(self) -> None:
+        """Xavier-uniform weights in the encoder's and decoder's linear layers (DETR; iRPE supplement §5);
+        position tables keep their own initialisation."""
+        for part in (self.encoder, self.decoder):
+            for name, module in part.named_modules():
+                if isinstance(module, nn.Linear) and "relative" not in name:
+                    nn.init.xavier_uniform_(module.weight)
+
+    @property
+    def stages(self) -> nn.ModuleList:
+        """The encoder's stage (one): its slots and blocks."""
+        return self.encoder.stages
+
+    def stage_grids(self, image_hw: tuple[int, int]) -> list[Grid]:
+        return self.cfg.stage_grids(image_hw)
+
+    def _check_input(self, x: torch.Tensor) -> None:
+        if not isinstance(x, torch.Tensor) or x.ndim != 4 or x.shape[1] != self.cfg.in_chans:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"DETR takes images (B, {self.cfg.in_chans}, H, W), got {shape}")
+        self.stage_grids((x.shape[-2], x.shape[-1]))
+
+    def forward_tokens(self, x: torch.Tensor) -> torch.Tensor:  # B, H*W, D
+        """The encoder's output tokens (its memory)."""
+        return self._encode(x)[0]
+
+    def forward_features(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """The encoder's output as one map (B, D, H/s, W/s), in a list as every host gives it."""
+        return [tokens_to_map(*self._encode(x))]
+
+    def _encode(self, x: torch.Tensor) -> tuple[torch.Tensor, Grid]:
+        self._check_input(x)
+        features = self.input_proj(self.backbone(x))
+        grid = (features.shape[-2], features.shape[-1])
+        return self.encoder(features.flatten(2).transpose(1, 2), grid), grid
+
+    def forward_head(
+        self, tokens: torch.Tensor, pre_logits: bool = False, grid: Grid | None = None
+    ) -> dict | torch.Tensor:
+        """The encoder's tokens (B, H*W, D) on ``grid`` (default: the training grid) -> the output dict
+        (the last decoder layer's, plus ``aux_outputs``); ``pre_logits``: the last layer's query features (B, Q, D)."""
+        h, w = self.cfg.grid if grid is None else grid
+        grid = (h, w)
+        if tokens.shape[1] != grid[0] * grid[1]:
+            raise ValueError(
+                f"{tokens.shape[1]} tokens do not fill the grid {grid[0]}x{grid[1]}; pass the grid they were encoded on"
+            )
+        stage = self.stages[0]
+        assert isinstance(stage, Stage)
+        pos = stage.position_encoding(grid)
+        hidden = self.decoder(tokens, None if pos is None else pos.to(tokens.dtype))
+        if pre_logits:
+            return hidden[-1]
+        logits, boxes = self.class_embed(hidden), self.bbox_embed(hidden)
+        out = {"pred_logits": logits[-1], "pred_boxes": boxes[-1]}
+        if self.cfg.aux_loss:
+            out["aux_outputs"] = [
+                {"pred_logits": a, "pred_boxes": b} for a, b in zip(logits[:-1], boxes[:-1], strict=True)
+            ]
+        return out
+
+    def forward(self, x: torch.Tensor) -> dict:
+        tokens, grid = self._encode(x)
+        out = self.forward_head(tokens, grid=grid)
+        assert isinstance(out, dict)  # the output dict, as pre_logits is False
+        return out
+
+    def criterion(self) -> SetCriterion:
+        """DETR's set loss with this model's weights."""
+        cfg = self.cfg
+        return SetCriterion(cfg.num_classes, LossWeights(cfg.cost_class, cfg.cost_bbox, cfg.cost_giou, cfg.eos_coef))
+
+    def position_parameters(self) -> dict[str, nn.Parameter]:
+        """Every parameter of the four slots, by name."""
+        parts = (".absolute.", ".join.", ".conditional.", ".relative.")
+        return {n: p for n, p in self.named_parameters() if any(part in f".{n}" for part in parts)}
+
+    def no_weight_decay(self) -> set[str]:
+        """Parameter names exempt from weight decay: the position parameters."""
+        return set(self.position_parameters())
