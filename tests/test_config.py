@@ -1,5 +1,6 @@
 """Configs and slot strings: validation messages, overrides, serialisation."""
 
+import dataclasses
 import json
 
 import pytest
@@ -79,9 +80,9 @@ def _expected_options(slot, text):
             "positions": (-1, 0, 1),  # 0-2: blocks 0 and 1
             "form": PegForm(conv="dense", stacked=2, kernel=5, pad="reflect"),
         },
-        "irpe:quant:bias:qk:unshared:squared:ratio=3": {
-            "options": IRPEOptions(method="quant", mode="bias", on="qk", shared=False, quant="squared", ratio=3.0)
-        },
+        "irpe:quant:bias:qk:unshared:squared:ratio=3": dataclasses.asdict(
+            IRPEOptions(method="quant", mode="bias", on="qk", shared=False, quant="squared", ratio=3.0)
+        ),
         "rope2d:mixed:theta=50": {"variant": "mixed", "theta": 50.0},
         "shaw:max_dist=2": {"max_dist": 2},
     }[text]

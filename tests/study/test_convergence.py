@@ -18,7 +18,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def _stuck_run() -> dict:
     """A real training that cannot leave chance (learning rate 0), stopped by the patience rule."""
-    data = SyntheticTask("direction", img_size=16, square_size=4, train=64, val=32, test=32, seed=0).splits()
+    data = SyntheticTask("direction", img_size=16, square_size=4, train=64, val=200, test=32, seed=0).splits()
     cfg = TrainConfig(data=data.info.spec, epochs=8, batch_size=32, lr=0.0, min_lr=0.0, device="cpu", progress=False)
     model = get_config("thesis_vit", img_size=16, embed_dim=16, num_heads=2, mlp_ratio=2.0, num_classes=2)
     (result,) = train_ensemble(model, [Member(cfg, data)], Stopping(patience=2))
@@ -30,7 +30,7 @@ def test_a_run_stuck_at_chance_is_flagged_and_its_claim_reads_not_converged():
     assert record["stop"] == "patience" and record["converged"] and record["steps"] == 3 * 2
     assert record["at_chance"] and record["flagged"]
     assert len(record["curve"]) == 3 and all(len(row) == 4 for row in record["curve"])
-    results = {Cell("learned", "direction", 64, s): {"test": 0.5, **record} for s in range(4)}
+    results = {Cell("learned", "direction", 64, s): {"test": 0.5, "metric": "accuracy", **record} for s in range(4)}
     claim = next(c for c in CLAIMS if c.quantity == "learned direction acc %")
     assert judge([50.0] * 4, claim.side, claim.bound).outcome == CONTRADICTED  # what the old report printed
     ((_, values, verdict),) = evaluate_claims(results, 64, (), {"learned"}, (claim,))
@@ -81,4 +81,6 @@ def test_a_run_at_the_cap_is_flagged_even_when_it_learned():
     record = run_record(history, "acc1", 2)
     assert record["flagged"] and not record["converged"] and not record["at_chance"]
     assert record["train_metric"] == 75.0 and record["curve"][0] == [10, 1.0, 65.0, 65.0]
+    solved_late = run_record([{**history[0], "train_acc1": 52.0, "val_acc1": 100.0, "stop": "solved"}], "acc1", 2)
+    assert not solved_late["flagged"]  # a low running training accuracy, but it left chance: not flagged
     assert torch.tensor(record["curve"]).shape == (3, 4)

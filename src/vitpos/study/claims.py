@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .cells import Cell
+from .convergence import is_flagged
 from .verdicts import Verdict, judge, unconverged
 
 __all__ = ["Claim", "CLAIMS", "LEARNS", "AT_CHANCE", "evaluate_claims", "flagged_seeds", "fmt_value"]
@@ -365,7 +366,7 @@ def flagged_seeds(claim: Claim, results: Results, full: int) -> set[int]:
     for family, task, size in claim.rests_on:
         runs = {c: r for c, r in results.items() if c.family == family and c.task == task}
         n = full if size == "full" else min((c.train_size for c in runs), default=full)
-        out |= {c.seed for c, r in runs.items() if c.train_size == n and r.get("flagged", False)}
+        out |= {c.seed for c, r in runs.items() if c.train_size == n and is_flagged(r)}
     return out
 
 

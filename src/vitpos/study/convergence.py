@@ -2,16 +2,18 @@
 
 A run trains until its validation metric stops improving (the patience rule of
 :class:`~vitpos.engine.ensemble.Stopping`) or its task is solved, within a cap of optimiser steps.
-It is *flagged* when it ended at the cap still improving, or when its training metric stayed at
-chance (accuracy within 10 points of 100/classes, or R² below 0.1): such a run says nothing about
-the encoding, only that this optimisation did not find a solution.
+It is *flagged* when it ended at the cap still improving, or when it stayed at chance: its final
+training metric and its best validation metric both within 10 points of 100/classes (accuracy), or
+below an R² of 0.1. Such a run says nothing about the encoding, only that this optimisation did not
+find a solution. (The training metric is a running mean over the run's last epoch, so a run solved
+within that epoch can show a low one; its validation metric tells it apart.)
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CHANCE_MARGIN", "CHANCE_R2", "at_chance", "run_record"]
+__all__ = ["CHANCE_MARGIN", "CHANCE_R2", "at_chance", "stayed_at_chance", "is_flagged", "run_record"]
 
 CHANCE_MARGIN = 10.0
 """Points above chance (100 / classes) within which a training accuracy counts as chance."""
@@ -26,13 +28,28 @@ def at_chance(metric: str, value: float, classes: int) -> bool:
     return value < CHANCE_R2
 
 
+def stayed_at_chance(curve: list[list], metric: str, classes: int) -> bool:
+    """Whether a run's final training metric and its best validation metric are both at chance."""
+    vals = [row[3] for row in curve if row[3] is not None]
+    return at_chance(metric, curve[-1][2], classes) and at_chance(metric, max(vals, default=curve[-1][2]), classes)
+
+
+def is_flagged(record: dict[str, Any]) -> bool:
+    """Whether a stored cell's run is flagged (recomputed from its curve, so a report applies this rule)."""
+    if "curve" not in record:
+        return bool(record.get("flagged", False))
+    metric = "acc1" if record["metric"] == "accuracy" else "r2"
+    return record["stop"] == "cap" or stayed_at_chance(record["curve"], metric, record.get("classes", 2))
+
+
 def run_record(history: list[dict[str, Any]], metric: str, classes: int) -> dict[str, Any]:
     """What a cell stores about its training: steps, stop reason, final training loss and metric, the
     flags, and the curve (step, train loss, train metric, val metric) per epoch."""
     last = history[-1]
     train_metric = last[f"train_{metric}"]
     stop = last.get("stop", "cap")
-    chance = at_chance(metric, train_metric, classes)
+    curve = [[row["step"], row["train_loss"], row[f"train_{metric}"], row.get(f"val_{metric}")] for row in history]
+    chance = stayed_at_chance(curve, metric, classes)
     return {
         "steps": last["step"],
         "stop": stop,
@@ -42,7 +59,6 @@ def run_record(history: list[dict[str, Any]], metric: str, classes: int) -> dict
         "flagged": stop == "cap" or chance,
         "train_loss": last["train_loss"],
         "train_metric": train_metric,
-        "curve": [
-            [row["step"], row["train_loss"], row[f"train_{metric}"], row.get(f"val_{metric}")] for row in history
-        ],
+        "classes": classes,
+        "curve": curve,
     }

@@ -16,7 +16,7 @@ from ..analysis.plots import save_curves, save_heatmaps
 from ..files import write_json
 from .cells import Cell
 from .claims import LEARNS, evaluate_claims, fmt_value
-from .convergence import CHANCE_MARGIN, CHANCE_R2
+from .convergence import CHANCE_MARGIN, CHANCE_R2, is_flagged
 from .figures import save_claim_figures, save_resolution_figure, save_run_curves
 from .protocol import EFFICIENCY_TASKS, StudyConfig
 from .verdicts import INCONCLUSIVE, NO_EFFECT, NOT_CONVERGED, NOT_RUN, OUTCOMES
@@ -57,7 +57,7 @@ def summarise(config: StudyConfig, results: dict[Cell, dict[str, Any]]) -> dict[
         resolution = defaultdict(list)
         for cell, result in sorted(cells.items()):
             metrics[(cell.task, cell.train_size)].append(result["test"])
-            flagged[(cell.task, cell.train_size)] += bool(result.get("flagged"))
+            flagged[(cell.task, cell.train_size)] += is_flagged(result)
             if cell.train_size == config.train_size:
                 for stage, scores in result.get("probes", {}).items():
                     for key, value in scores.items():
@@ -295,16 +295,16 @@ def convergence_section(
                 if c.family == family.label and c.task == task and c.train_size == config.train_size
             }
             steps = [r["steps"] for r in runs.values() if "steps" in r]
-            bad = {c.seed: r for c, r in sorted(runs.items()) if r.get("flagged")}
+            bad = {c.seed: r for c, r in sorted(runs.items()) if is_flagged(r)}
             unsolved = [
                 (c.seed, r["curve"])
                 for c, r in sorted(runs.items())
-                if "curve" in r and (r["flagged"] or r["test"] < SOLVED[METRIC_OF[task]])
+                if "curve" in r and (is_flagged(r) or r["test"] < SOLVED[METRIC_OF[task]])
             ]
             if unsolved and family.label != "none":
                 shown[f"{family.label} {task}"] = unsolved
             cap = sum(r["stop"] == "cap" for r in bad.values())
-            chance = sum(r["at_chance"] for r in bad.values())
+            chance = len(bad) - cap
             why = [f"{cap} at the cap"] * bool(cap) + [f"{chance} at chance"] * bool(chance)
             text = f"{int(np.median(steps))}" if steps else "—"
             if bad:
@@ -451,8 +451,9 @@ def write_report(
         f"from epoch {config.min_epochs} on, so that a run on an early plateau has time to leave it), or at once "
         "when it is solved (validation accuracy 100%, or R² ≥ 0.99), and keeps the weights of its best epoch; "
         f"{config.epochs} epochs of {config.train_size} images are the cap. A run is flagged when it stopped at "
-        f"the cap, or when its final training accuracy is within {CHANCE_MARGIN:g} points of chance "
-        f"(R² below {CHANCE_R2:g}). Median optimiser steps per run, and the flagged runs; the figure shows the "
+        f"the cap, or when its final training accuracy and its best validation accuracy are both within "
+        f"{CHANCE_MARGIN:g} points of chance (R² below {CHANCE_R2:g}). "
+        "Median optimiser steps per run, and the flagged runs; the figure shows the "
         "training (solid) and validation (dashed) curve of every run that is flagged or did not solve its task "
         "(test accuracy below 90%, or R² below 0.8), `none` aside:",
         "",

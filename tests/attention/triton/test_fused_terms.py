@@ -55,7 +55,7 @@ def test_fused_path_equals_the_literal_reference(case):
     n = prefix + grid[0] * grid[1]
     relative = random_encoding(spec_text, heads, head_dim, grid, prefix)
     q, k, v = (torch.randn(batch, heads, n, head_dim).to(dtype).requires_grad_() for _ in range(3))
-    terms = relative.terms(grid, prefix)
+    terms = relative.relative_terms(grid, prefix)
     assert terms.ids is not None  # bucketed terms, not a dense bias
     leaves = [q, k, v, *relative.parameters()]
     mask = padding_mask(batch, n) if extra == "padding" else None

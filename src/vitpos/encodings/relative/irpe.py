@@ -27,6 +27,7 @@ the rows (:mod:`vitpos.weights.irpe`) and needs no option here.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import operator
@@ -138,11 +139,11 @@ class IRPE(SlotEntry):
 
     @classmethod
     def parse(cls, spec: SlotSpec) -> Mapping[str, Any]:
-        return {"options": IRPEOptions.from_spec(spec)}
+        return dataclasses.asdict(IRPEOptions.from_spec(spec))
 
     @classmethod
     def build(cls, ctx: SlotContext, options: Mapping[str, Any], layer: int = 0, **host: Any) -> RelativePosition:
-        irpe: IRPEOptions = options["options"]
+        irpe = IRPEOptions(**options)
         return (IRPEBias if irpe.mode == "bias" else IRPEContextual)(ctx, irpe)
 
 
