@@ -73,7 +73,7 @@ def test_strings_parse_and_round_trip(text):
         ("irpe:product:ctx:k:clip:clip", r"flag 'clip' is given twice"),
         ("irpe@3:product", r"takes no '@' placement"),
         ("shaw:k", r"unknown flag 'k'"),
-        ("shaw:max_dist=0", r"max_dist='0' is invalid \(must be a positive integer\)"),
+        ("shaw:max_dist=0", r"max_dist='0' is invalid \(must be an integer in 1..256\)"),
         ("xl:max_dist=2.5", r"max_dist='2.5' is invalid"),
         ("swin:max_dist=3", r"unknown option 'max_dist'"),
         ("rope2d:axial:mixed", r"choose one of axial, mixed"),
