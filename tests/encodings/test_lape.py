@@ -286,7 +286,7 @@ class RotateOnly(RelativePosition):
 
 
 @pytest.fixture
-def test_relatives(monkeypatch):
+def registered_test_relatives(monkeypatch):
     monkeypatch.setitem(RELATIVE._entries, "test_clipped", ClippedBias)
     monkeypatch.setitem(RELATIVE._entries, "test_rotate", RotateOnly)
 
@@ -310,7 +310,7 @@ def test_normalised_bias_by_hand(prefix):
     assert tuple(wrapped.norm.weight.shape) == (1, 2) and wrapped.position_bias((5, 2), prefix).shape[-1] == prefix + 10
 
 
-@pytest.mark.usefixtures("test_relatives")
+@pytest.mark.usefixtures("registered_test_relatives")
 def test_lape_with_only_a_relative_bias_normalises_it_in_the_first_eta_blocks():
     model = vitpos.create_model("vit_lite_7_4", **DEEP, absolute="none", join="lape:eta=2", relative="test_clipped")
     plain = vitpos.create_model("vit_lite_7_4", **DEEP, absolute="none", relative="test_clipped")
@@ -322,7 +322,7 @@ def test_lape_with_only_a_relative_bias_normalises_it_in_the_first_eta_blocks():
         assert model(torch.randn(2, 3, *size)).shape == (2, 5)
 
 
-@pytest.mark.usefixtures("test_relatives")
+@pytest.mark.usefixtures("registered_test_relatives")
 def test_attention_logits_use_the_normalised_bias():
     model = vitpos.create_model("vit_lite_7_4", **DEEP, absolute="learned", join="lape", relative="test_clipped").eval()
     block = model.stages[0].blocks[1]
@@ -347,7 +347,7 @@ def test_attention_logits_use_the_normalised_bias():
     assert torch.allclose(seen["weights"], expected, atol=1e-5)
 
 
-@pytest.mark.usefixtures("test_relatives")
+@pytest.mark.usefixtures("registered_test_relatives")
 def test_normalised_bias_follows_updates_of_the_wrapped_bias():
     model = vitpos.create_model("vit_lite_7_4", **DEEP, absolute="none", join="lape", relative="test_clipped").eval()
     wrapped = model.stages[0].blocks[0].attn.relative
@@ -359,7 +359,7 @@ def test_normalised_bias_follows_updates_of_the_wrapped_bias():
         assert not torch.allclose(wrapped.position_bias((4, 4), 1), first)
 
 
-@pytest.mark.usefixtures("test_relatives")
+@pytest.mark.usefixtures("registered_test_relatives")
 def test_lape_needs_something_to_normalise():
     with pytest.raises(ValueError, match=r"block 0's relative encoding \(RotateOnly\) is not a plain bias"):
         vitpos.create_model("vit_lite_7_4", **TINY, absolute="none", join="lape", relative="test_rotate")
