@@ -38,7 +38,9 @@ from ..weights import WeightsFile, load_weights
 from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_training_checkpoint, save_checkpoint
 from .config import TrainConfig
 from .distributed import Dist, epoch_batches, setup, steps_per_epoch, teardown
+from .divergence import DivergenceGuard
 from .evaluate import evaluate, input_dtype
+from .interrupt import InterruptRequest, TrainingInterrupted
 from .optim import ModelEma, WarmupCosine, build_optimizer
 from .precision import Precision
 from .records import write_history, write_run_config, write_summary
@@ -151,6 +153,7 @@ class _Trainer:
         self.history: list[dict[str, Any]] = []
         self.running = self.task.metrics(device)
         self.last_checkpoint: Path | None = None
+        self.diverged, self.interrupt = DivergenceGuard(cfg, ctx, device), InterruptRequest()
         self._check_run_dir(resume)
 
         self.net: Callable[..., Any] = self.model  # the model as it runs: wrapped by DDP, compiled
@@ -257,9 +260,11 @@ class _Trainer:
             disable=not (ctx.is_main and cfg.progress),
             unit="step",
         )
-        with self.bar:
+        with self.bar, self.interrupt.deferred(enabled=not ctx.enabled):
             while self.epoch < cfg.epochs:
                 self._train_epoch()
+                if self.interrupt.requested:  # the epoch's checkpoint is written
+                    raise TrainingInterrupted(self.step, self.run_dir, self.last_checkpoint)
         test = self._evaluate(self.test_set, "")
         if self.run_dir is not None and ctx.is_main:
             write_summary(
@@ -299,6 +304,7 @@ class _Trainer:
             with self.precision.autocast():
                 outputs = loss_precision(self.net(x))
             loss = self.task.loss(outputs, y, cfg.label_smoothing)
+            self.diverged.watch(loss, self.step + 1)
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.scale(loss).backward()
             if cfg.grad_clip:
@@ -315,10 +321,14 @@ class _Trainer:
             self.batch += 1
             bar.update(1)
             if self.batch % 10 == 0 or self.batch == len(batches):
+                self.diverged.check(self.step, self.last_checkpoint)
                 seen = (self.batch - first) * cfg.batch_size
                 bar.set_postfix(self.running.compute() | {"img/s": seen / (time.perf_counter() - began)}, refresh=False)
-            if cfg.save_every and self.step % cfg.save_every == 0 and self.batch < len(batches):
+            saving = cfg.save_every and self.step % cfg.save_every == 0
+            if (saving or self.interrupt.requested) and self.batch < len(batches):
                 self._save(lr)
+            if self.interrupt.requested and self.batch < len(batches):
+                raise TrainingInterrupted(self.step, self.run_dir, self.last_checkpoint)
         elapsed = time.perf_counter() - began
         row = {"epoch": self.epoch + 1, "step": self.step, "lr": lr}
         row |= {f"train_{k}": v for k, v in self.running.reduced(ctx).compute().items()}
@@ -361,6 +371,8 @@ class _Trainer:
         """Checkpoint the current position (called on every process; rank 0 writes)."""
         if self.run_dir is None:
             return
+        self.diverged.check(self.step, self.last_checkpoint)
+        self.diverged.check_weights(self.model, self.step, self.last_checkpoint)
         running = self.running.reduced(self.ctx).state()
         if self.ctx.is_main:
             meta = {
