@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..errors import ConfigError
+from ..memory import check_fits, model_bytes
 from ..registry import ARCHITECTURES
 from ..validation import bounded, check_fields
 from .position import SLOT_NAMES, PositionConfig, SlotContext
@@ -158,6 +159,8 @@ class HostConfig:
 
     def build(self) -> nn.Module:
         """The model this config describes, with freshly initialised weights (the host registered as ``arch``)."""
+        widths = "; ".join(f"depth {s.context.depth}, width {s.context.embed_dim}" for s in self.stages)
+        check_fits(f"the weights of this {self.arch} ({widths})", model_bytes(self.stages), "check embed_dim and depth")
         return ARCHITECTURES.get(self.arch)(self)
 
     @classmethod

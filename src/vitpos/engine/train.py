@@ -45,7 +45,7 @@ from .optim import ModelEma, WarmupCosine, build_optimizer
 from .precision import Precision
 from .records import write_history, write_run_config, write_summary
 from .run_lock import locked_run_folder
-from .setup import check_model_fits_data
+from .setup import check_model_fits_data, check_train_arguments
 
 __all__ = ["train", "TrainResult", "build_augment", "RunChangedWarning"]
 
@@ -414,6 +414,7 @@ def train(
     none); ``resume="if_present"`` starts a new run when there is nothing to resume. The run
     folder is locked (:mod:`vitpos.engine.run_lock`) while the run lasts.
     """
+    check_train_arguments(model_cfg, cfg, data)
     if data is None:
         data = open_data(cfg.data, patch_size=model_cfg.patch_size)
     cfg = cfg.replace(data=data.info.spec)  # record the data actually used, spelled out in full

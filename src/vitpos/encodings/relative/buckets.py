@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from ...attention.terms import RelativeTerms
 from ...grid import Grid, GridCache, grid_offsets
+from ...memory import check_fits
 
 __all__ = [
     "INDEX_FUNCTIONS",
@@ -193,6 +194,13 @@ class Bucketing:
         h, w = _check_grid(grid)
         if num_prefix_tokens < 0:
             raise ValueError(f"num_prefix_tokens must be >= 0, got {num_prefix_tokens}")
+        n = num_prefix_tokens + h * w
+        check_fits(
+            f"iRPE bucket ids for a {h}x{w} grid ({n} tokens, {n}^2 pairs)",
+            n * n * 8 * (2 if self.method == "cross" else 1),
+            "use a smaller grid",
+            device,
+        )
         offsets = grid_offsets((h, w), device=device)  # query minus key, (dy, dx)
         dy, dx = offsets.unbind(-1)
         rows, cols = self.index, self.column_index
