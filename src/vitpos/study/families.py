@@ -238,11 +238,15 @@ def parse_family(text: str) -> Family:
     slots: dict[str, str] = {}
     options: dict[str, Any] = {}
     pretrained, head, host = False, None, None
+    seen: set[str] = set()
     for word in rest.split():
+        key, eq, value = word.partition("=")
+        if key in seen:
+            raise FamilyError(f"family {label!r}: {key!r} is given twice; give it once")
+        seen.add(key)
         if word == "pretrained":
             pretrained = True
             continue
-        key, eq, value = word.partition("=")
         if not eq or not value:
             raise FamilyError(f"family {label!r}: {word!r} must look like slot=spec, e.g. relative=swin")
         if key == "head":
