@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..errors import VitposError, quote
 
 __all__ = ["check_coco_entries"]
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -33,7 +33,7 @@ def check_coco_entries(file: Path, data: dict[str, Any]) -> None:
     for image in _entries(file, data, "images"):
         for field in ("width", "height"):
             value = image.get(field)
-            if not _is_number(value) or value <= 0:
+            if not (_is_number(value) and value > 0):
                 what = "is missing" if field not in image else f"is {quote(value)}"
                 raise VitposError(
                     f"{file}: image {quote(image.get('id'))} ({image.get('file_name', 'no file_name')}): its {field} "
