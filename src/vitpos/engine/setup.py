@@ -151,7 +151,7 @@ def fit_model_to_data(base: HostConfig | None, data: DataSplits, overrides: dict
     except TypeError as err:
         raise ValueError(str(err)) from None
     except ValueError as err:
-        if "img_size" in filled and "divisible" in str(err):
+        if "img_size" in filled and str(err).startswith(("img_size", "image size")):  # the data's size, not a width
             raise ValueError(
                 f"{err}; the data's images are {data.image_size}: pass --img-size to resize them"
             ) from None
