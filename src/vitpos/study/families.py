@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import SLOT_NAMES, HostConfig, PositionConfig, slot_registry
+from ..errors import VitposError
 from ..models.factory import create_model
 from ..spec import SlotSpec
 from .hosts import STUDY_HOSTS, study_host
@@ -23,7 +24,7 @@ __all__ = [
 ]
 
 
-class FamilyError(ValueError):
+class FamilyError(VitposError):
     """A family that names an unknown slot value or a combination that cannot be built."""
 
 

@@ -102,7 +102,9 @@ def _from_file(
     try:
         model = factory.create_model(cfg)
     except AllocationTooLarge as err:
-        raise CheckpointError(f"{file.path}: the model its config describes cannot be built here: {err}") from None
+        raise CheckpointError(
+            f"checkpoint {file.path}: the model its config describes cannot be built here: {err}"
+        ) from None
     merged, _ = convert_for(
         model, file.state, layout, file.path, drop=drop, resize=resize, resize_head="num_classes" in overrides
     )
