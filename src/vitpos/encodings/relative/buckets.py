@@ -194,13 +194,6 @@ class Bucketing:
         h, w = _check_grid(grid)
         if num_prefix_tokens < 0:
             raise ValueError(f"num_prefix_tokens must be >= 0, got {num_prefix_tokens}")
-        n = num_prefix_tokens + h * w
-        check_fits(
-            f"iRPE bucket ids for a {h}x{w} grid ({n} tokens, {n}^2 pairs)",
-            n * n * 8 * (2 if self.method == "cross" else 1),
-            "use a smaller grid",
-            device,
-        )
         offsets = grid_offsets((h, w), device=device)  # query minus key, (dy, dx)
         dy, dx = offsets.unbind(-1)
         rows, cols = self.index, self.column_index
@@ -265,6 +258,13 @@ def relative_buckets(
     ``cross`` the total over both tables). alpha : beta : gamma = 1 : 2 : 8 with alpha = ``ratio``.
     """
     bucketing = Bucketing(method, IndexFunction.from_ratio(index, ratio), quant=quant, round_distance=round_distance)
+    h, w = _check_grid(grid)
+    n = num_prefix_tokens + h * w
+    check_fits(
+        f"iRPE bucket ids for a {h}x{w} grid ({n} tokens, {n}^2 pairs)",
+        n * n * 8 * (2 if method == "cross" else 1),
+        "use a smaller grid",
+    )
     return bucketing.build(grid, num_prefix_tokens), bucketing.num_buckets(num_prefix_tokens)
 
 
