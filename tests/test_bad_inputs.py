@@ -77,6 +77,9 @@ def _with_metadata(run: Path, key: str, text: str) -> Path:
     return file
 
 
+_FORBIDDEN = re.compile(r"weights_only|\x1b|inline_container|SafetensorError")
+"""What no message may contain: torch's advice to unpickle anything, colour codes, C++ or Rust internals."""
+
 MARKER = Path(tempfile.gettempdir()) / f"vitpos-bad-inputs-ran-code-{os.getpid()}"
 """The file a hostile pickle writes if anything unpickles it without weights_only."""
 
@@ -576,12 +579,17 @@ def _train_read_only(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("call,pattern", [c[1:] for c in API_CASES], ids=[c[0] for c in API_CASES])
-def test_python_api_bad_input_is_a_clear_error(call, pattern, tmp_path, finished_run):
-    with pytest.raises(VitposError) as caught:
+def test_python_api_bad_input_is_a_clear_error(call, pattern, tmp_path, finished_run, record_property):
+    try:
         call(tmp_path, finished_run)
-    message = str(caught.value.args[0]) if isinstance(caught.value, KeyError) else str(caught.value)
-    assert re.search(pattern, message), message
-    assert "weights_only" not in message and "\x1b" not in message
+        outcome, message = "silent", "accepted without an error"
+    except VitposError as err:
+        message = str(err.args[0]) if isinstance(err, KeyError) else str(err)
+        outcome = "clear" if re.search(pattern, message) and not _FORBIDDEN.search(message) else "unclear"
+    except Exception as err:  # anything but vitpos's own error reaches the user as a traceback
+        outcome, message = "traceback", f"{type(err).__name__}: {err}"
+    record_property("outcome", outcome)  # read by tests/hostile_census.py
+    assert outcome == "clear", message
     assert not MARKER.exists(), "a hostile pickle ran"
 
 
@@ -979,7 +987,7 @@ def cli_files(tmp_path_factory, finished_run) -> dict[str, Path]:
 
 
 @pytest.mark.parametrize("argv,pattern", [c[1:] for c in CLI_CASES], ids=[c[0] for c in CLI_CASES])
-def test_command_line_bad_input_is_one_clear_line(argv, pattern, cli_files, capsys):
+def test_command_line_bad_input_is_one_clear_line(argv, pattern, cli_files, capsys, record_property):
     for name in ("RUN2", "RUN", "BROKEN", "TAMPERED", "HUGE", "TMP"):  # RUN2 before RUN, which it starts with
         argv = [arg.replace(name, str(cli_files[name])) for arg in argv]
     try:
@@ -987,14 +995,18 @@ def test_command_line_bad_input_is_one_clear_line(argv, pattern, cli_files, caps
     except SystemExit as stop:  # argparse: usage line, then the error
         status = stop.code
     err = capsys.readouterr().err
-    assert status == 2, err
     lines = [line for line in err.splitlines() if ": warning: " not in line]
-    assert "Traceback" not in err and "weights_only" not in err and "\x1b" not in err
-    assert not MARKER.exists(), "a hostile pickle ran"
-    assert "inline_container" not in err and "SafetensorError" not in err
     text = " ".join(lines)
-    assert re.search(pattern, text), text
-    assert lines[-1].startswith(("vitpos", "usage")) and ": error: " in lines[-1], lines
+    if status == 0:
+        outcome = "silent"
+    elif status != 2 or "Traceback" in err:
+        outcome = "traceback"
+    else:
+        one_line = bool(lines) and lines[-1].startswith(("vitpos", "usage")) and ": error: " in lines[-1]
+        outcome = "clear" if one_line and re.search(pattern, text) and not _FORBIDDEN.search(err) else "unclear"
+    record_property("outcome", outcome)  # read by tests/hostile_census.py
+    assert outcome == "clear", f"status {status}: {err}"
+    assert not MARKER.exists(), "a hostile pickle ran"
 
 
 def test_an_unexpected_error_keeps_its_traceback_and_is_called_a_bug(monkeypatch, capsys):
