@@ -1028,6 +1028,15 @@ def test_a_value_error_from_inside_a_library_is_a_bug(monkeypatch, capsys):
     assert "this is a bug in vitpos" in capsys.readouterr().err
 
 
+def test_ctrl_c_outside_training_prints_one_line(monkeypatch, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("vitpos.commands.models.add_parser", _parser_with(interrupted))
+    assert main(["models"]) == 130
+    assert capsys.readouterr().err.splitlines() == ["vitpos models: interrupted"]
+
+
 def _parser_with(func):
     def add_parser(sub):
         sub.add_parser("models").set_defaults(func=func)
