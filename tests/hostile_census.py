@@ -23,7 +23,20 @@ def census(extra: list[str]) -> Counter:
     """Run the case tests and count the outcome each recorded (a case that recorded none: its setup failed)."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "cases.xml"
-        pytest.main([CASES, "-k", TESTS, "-p", "no:cacheprovider", f"--junitxml={report}", "-o", "junit_family=xunit1", "-qq", *extra])
+        pytest.main(
+            [
+                CASES,
+                "-k",
+                TESTS,
+                "-p",
+                "no:cacheprovider",
+                f"--junitxml={report}",
+                "-o",
+                "junit_family=xunit1",
+                "-qq",
+                *extra,
+            ]
+        )
         counts: Counter = Counter()
         for case in ET.parse(report).iter("testcase"):
             kind = "api" if "python_api" in case.get("name", "") else "cli"

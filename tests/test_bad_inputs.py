@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import pickle
 import re
@@ -591,6 +592,15 @@ def test_python_api_bad_input_is_a_clear_error(call, pattern, tmp_path, finished
     record_property("outcome", outcome)  # read by tests/hostile_census.py
     assert outcome == "clear", message
     assert not MARKER.exists(), "a hostile pickle ran"
+
+
+def test_init_with_another_head_says_it_starts_the_head_afresh(tmp_path, finished_run, caplog):
+    with caplog.at_level(logging.INFO, logger="vitpos.weights"):
+        train(*tiny_request("direction4", n=64, epochs=1, init=str(finished_run)).resolve())
+    lines = [r.getMessage() for r in caplog.records if r.name == "vitpos.weights"]
+    assert len(lines) == 1 and re.search(
+        r"its classifier has 2 outputs, the model's 4; the head is re-initialised", lines[0]
+    )
 
 
 def test_changed_schedule_on_resume_warns(tmp_path, finished_run):
