@@ -429,6 +429,11 @@ API_CASES = [
         r"run folder .* is not writable \(permission denied\); make it writable",
     ),
     (
+        "img_size=160000",
+        lambda t, r: _thesis(img_size=160_000),
+        r"this vit \(depth \d+, width \d+; 160000x160000 images\), its weights and one image's tokens, would need",
+    ),
+    (
         "batch of 0 images",
         lambda t, r: _thesis()(torch.zeros(0, 3, 32, 32)),
         r"the batch is empty: images of shape \(0,",
@@ -477,7 +482,8 @@ API_CASES = [
     (
         "embed_dim=2**20",
         lambda t, r: _thesis(embed_dim=2**20, num_heads=1),
-        r"weights of this vit \(depth \d+, width 1048576\) would need at least [\d.]+ TiB, more than the .* of memory",
+        r"this vit \(depth \d+, width 1048576; 32x32 images\), its weights and one image's tokens, would need at least "
+        r"[\d.]+ TiB, more than the .* of memory on this machine; check embed_dim, depth and img_size",
     ),
     (
         "checkpoint embed_dim=2**20",
@@ -877,7 +883,7 @@ CLI_CASES = [
         "eval a checkpoint of embed_dim 2**20",
         ["eval", "--checkpoint=HUGE"],
         r"checkpoint .*huge_run/checkpoints/step-\d+: the model its config describes cannot be built here: "
-        r"the weights of this vit \(depth 1, width 1048576\) would need at least 48 TiB",
+        r"this vit \(depth 1, width 1048576; 16x16 images\), its weights .* would need at least 48 TiB",
     ),
     (
         "train --init-drop haed",
@@ -899,6 +905,11 @@ CLI_CASES = [
         "study --family with absolute= twice",
         ["study", "--family", "mine: absolute=none absolute=learned", "--out=TMP/study"],
         r"family 'mine': 'absolute' is given twice; give it once",
+    ),
+    (
+        "probe --img-size 160000",
+        ["probe", "--img-size", "160000", "--depth", "1", "--out=TMP/o"],
+        r"this vit \(depth 1, width \d+; 160000x160000 images\), .* would need at least [\d.]+ GiB",
     ),
     ("study --workers 0", ["study", "--workers", "0"], r"argument --workers: must be a positive integer, got '0'"),
     ("study --workers=-1", ["study", "--workers=-1"], r"argument --workers: must be a positive integer, got '-1'"),
