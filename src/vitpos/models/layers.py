@@ -230,8 +230,8 @@ class Attention(nn.Module):
         marks padded keys."""
         terms = None if self.relative is None else self.relative.relative_terms(grid, num_prefix_tokens, q.device)
         return attention(
-            q, k, v, terms, scale=self.scale, mask=mask, key_padding=key_padding, dropout_p=self.attn_drop.p if self.training else 0.0,
-            return_weights=return_weights, path=self.path,
+            q, k, v, terms, scale=self.scale, mask=mask, key_padding=key_padding,
+            dropout_p=self.attn_drop.p if self.training else 0.0, return_weights=return_weights, path=self.path,
         )  # fmt: skip
 
 
