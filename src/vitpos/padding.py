@@ -129,6 +129,23 @@ class Padding:
             rows.append(made[size])
         return torch.cat(rows)
 
+    def place_pairs(self, make: Callable[[Grid], torch.Tensor], num_prefix_tokens: int = 0) -> torch.Tensor:
+        """(B, C, N, N) with N = P + H*W: ``make(g)`` (C, P + h*w, P + h*w), a term of every (query, key)
+        pair on each image's valid grid ``g``, put at the pairs of its prefix and valid cells; other pairs 0."""
+        (h, w), p = self.grid, num_prefix_tokens
+        made: dict[Grid, torch.Tensor] = {}
+        rows = []
+        for size in self.sizes():
+            if size not in made:
+                pairs = make(size)
+                cells = torch.arange(h * w, device=pairs.device).view(h, w)[: size[0], : size[1]].flatten() + p
+                index = torch.cat([torch.arange(p, device=pairs.device), cells])
+                n = p + h * w
+                columns = pairs.new_zeros(pairs.shape[0], index.shape[0], n).index_copy(2, index, pairs)
+                made[size] = pairs.new_zeros(pairs.shape[0], n, n).index_copy(1, index, columns)
+            rows.append(made[size])
+        return torch.stack(rows)
+
     def crops(self, x: torch.Tensor, apply: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """``apply`` run on each image's valid crop of the map ``x`` (B, C, H, W) alone (images of one valid
         size together), its result put back at the top left; padded cells are zero."""

@@ -95,6 +95,8 @@ class Partition:
     """What the attention variant's :meth:`Attention.merge` needs (Swin: the window layout)."""
     key_padding: torch.Tensor | None = None
     """(B', M) bool, True at keys that are padding of a padded batch, or None."""
+    padding: Padding | None = None
+    """The padding of ``grid`` where the groups are the whole images (relative terms read it), or None."""
 
 
 class Attention(nn.Module):
@@ -148,7 +150,7 @@ class Attention(nn.Module):
         part = self.partition(x, grid, num_prefix_tokens, mask, qk_pos, padding)
         q, k, v = self.project_qkv(part)
         result = self.attend(
-            q, k, v, part.grid, part.num_prefix_tokens, part.mask, return_weights, key_padding=part.key_padding
+            q, k, v, part.grid, part.num_prefix_tokens, part.mask, return_weights, part.key_padding, part.padding
         )
         out, weights = result if isinstance(result, tuple) else (result, None)
         out = self.merge(self.project(out), part)
@@ -165,7 +167,7 @@ class Attention(nn.Module):
     ) -> Partition:
         """The groups of tokens that attend among themselves: here one, the whole sequence."""
         keys = None if padding is None else self.key_padding(padding, num_prefix_tokens)
-        return Partition(x, grid, num_prefix_tokens, mask, qk_pos, key_padding=keys)
+        return Partition(x, grid, num_prefix_tokens, mask, qk_pos, key_padding=keys, padding=padding)
 
     def merge(self, out: torch.Tensor, part: Partition) -> torch.Tensor:  # B, N, C
         """The inverse of :meth:`partition` on the projected outputs."""
@@ -224,11 +226,18 @@ class Attention(nn.Module):
         mask: torch.Tensor | None = None,
         return_weights: bool = False,
         key_padding: torch.Tensor | None = None,
+        padding: Padding | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:  # B, heads, N, head_dim
         """Attention of q over (k, v) with the relative terms; ``mask`` is an additive logit term
         broadcastable to (B, heads, N, M) (e.g. Swin's shifted-window mask), ``key_padding`` (B, M)
-        marks padded keys."""
-        terms = None if self.relative is None else self.relative.relative_terms(grid, num_prefix_tokens, q.device)
+        marks padded keys; ``padding`` (of ``grid``) gives the relative encoding each image's extent."""
+        terms = None
+        if self.relative is not None and padding is None:
+            terms = self.relative.relative_terms(grid, num_prefix_tokens, q.device)
+        elif self.relative is not None:
+            terms, per_image = self.relative.padded_terms(grid, num_prefix_tokens, padding, q.device)
+            if per_image is not None:
+                mask = per_image if mask is None else mask + per_image
         return attention(
             q, k, v, terms, scale=self.scale, mask=mask, key_padding=key_padding,
             dropout_p=self.attn_drop.p if self.training else 0.0, return_weights=return_weights, path=self.path,
