@@ -69,7 +69,7 @@ def _posterize(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: Ran
 def _solarize(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
     threshold = (level / MAX_LEVEL * 256).long()
     threshold = 256 - threshold if ra.increasing else threshold
-    return kornia.enhance.solarize(x, _per_image(threshold.float() / 255).squeeze(-1).squeeze(-1))
+    return kornia.enhance.solarize(x, threshold.to(x.dtype) / 255)
 
 
 def _solarize_add(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
