@@ -62,8 +62,9 @@ def test_eval_crop_resizes_the_shorter_side_then_takes_the_centre():
     assert centre_box(500, 400, (224, 224), 0.875) == pytest.approx((75, 25, 350, 350))
     ramp = np.tile(np.arange(256, dtype=np.uint8), (128, 1))  # grey ramp: value = x
     out = EvalCrop((16, 16), "L", crop_fraction=0.5)(Image.fromarray(ramp))
-    # the middle half of a 128-px square from a 256-wide ramp: x from 96 to 160
-    assert out.shape == (1, 16, 16) and 94 <= out.float().min() and out.float().max() <= 162
+    # shorter side 128 -> 32 px, so 4 source px per output px; the centre 64 px span x = 96 .. 160
+    expected = 96 + 4 * torch.arange(16) + 1.5  # the mean of each output pixel's 4 source columns
+    assert out.shape == (1, 16, 16) and (out[0].float() - expected).abs().max() <= 1
 
 
 def test_train_crop_is_a_function_of_its_seed():
