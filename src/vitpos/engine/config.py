@@ -20,8 +20,8 @@ class TrainConfig:
     """Everything about a training run except the model."""
 
     data: str = "synthetic:direction"
-    """Data set: synthetic:TASK[:opt=val...], folder:PATH, masks:PATH (segmentation), cifar10:PATH,
-    cifar100:PATH or digits."""
+    """Data set: synthetic:TASK[:opt=val...], folder:PATH, wds:PATTERN (tar shards), masks:PATH (segmentation),
+    cifar10:PATH, cifar100:PATH or digits."""
     epochs: int = bounded(30, ge=1)
     """Passes over the training split."""
     batch_size: int = bounded(128, ge=1)
@@ -67,6 +67,8 @@ class TrainConfig:
     repeated_aug: int = bounded(1, ge=1)
     """Repeated augmentation: each image this many times per epoch, differently augmented, the copies on
     different processes; the epoch keeps the length of one pass (DeiT: 3)."""
+    shuffle_buffer: int = bounded(1000, ge=1)
+    """Samples each loading worker holds to shuffle WebDataset shards (wds:) as it streams them."""
     eval_crop: float = bounded(0.875, gt=0, le=1)
     """Evaluation of photographs read from files: resize the shorter side to size / eval_crop, then
     centre-crop to size (DeiT: 0.875, i.e. 256 -> 224)."""

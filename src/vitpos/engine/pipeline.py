@@ -4,6 +4,7 @@ Sources that hand out single images (image folders, CIFAR, digits: ``ImageDatase
 are cropped and flipped image by image from the *whole* image in the workers
 (:class:`~vitpos.data.crops.TrainCrop`); RandAugment, normalisation, random erasing and
 mixup / cutmix then run batched on the training device (:class:`~vitpos.data.transforms.Augment`).
+WebDataset shards are streamed (:class:`~vitpos.data.shard_stream.ShardStream`).
 Sources that draw whole batches (the synthetic tasks, dense tasks) keep the batched path at the
 model size. Evaluation of photographs from files uses ``eval_crop`` (:class:`~vitpos.data.crops.EvalCrop`).
 """
@@ -14,11 +15,14 @@ import dataclasses
 from collections.abc import Iterator
 
 import torch
+from torch.utils.data import DataLoader
 
 from ..data.crops import TrainCrop
 from ..data.dataset import DataInfo, DataSplits, ImageDataset, Size, iterate_batches
 from ..data.folders import ImageFiles
 from ..data.randaugment import RandAugment
+from ..data.shard_stream import ShardStream
+from ..data.shards import ShardImages
 from ..data.transforms import Augment
 from ..data.views import AugmentedViews
 from .config import TrainConfig
@@ -94,6 +98,21 @@ class TrainData:
         if self.crop is None:
             plain = epoch_batches(len(self.split), cfg.batch_size, cfg.seed, epoch, self.ctx)
             return iterate_batches(self.split, plain[start:], cfg.workers, pin_memory=pin)
+        if isinstance(self.split, ShardImages):
+            stream = ShardStream(
+                self.split,
+                self.crop,
+                seed=cfg.seed,
+                epoch=epoch,
+                rank=self.ctx.rank,
+                world=self.ctx.world_size,
+                local_batch=cfg.batch_size // self.ctx.world_size,
+                steps=self.steps_per_epoch,
+                start=start,
+                buffer=cfg.shuffle_buffer,
+                repeats=cfg.repeated_aug,
+            )
+            return iter(DataLoader(stream, batch_size=None, num_workers=cfg.workers, pin_memory=pin))
         keys = rank_batches(len(self.split), cfg.batch_size, cfg.seed, epoch, self.ctx, cfg.repeated_aug)
         views = AugmentedViews(self.split, self.crop, cfg.seed, epoch)
         return iterate_batches(views, keys[start:], cfg.workers, pin_memory=pin)
