@@ -3,9 +3,10 @@
 from pathlib import Path
 
 import numpy as np
+import sklearn.datasets
 from PIL import Image
 
-SAMPLE_PHOTOS = Path(__import__("sklearn.datasets", fromlist=["x"]).__file__).parent / "images"
+SAMPLE_PHOTOS = Path(sklearn.datasets.__file__).parent / "images"
 """scikit-learn's bundled photographs (china.jpg, flower.jpg: 640 x 427 JPEGs)."""
 
 CLASSES = ("china_top", "china_bottom", "flower_top", "flower_bottom")
