@@ -56,3 +56,8 @@ def test_unknown_recipe_lists_the_valid_ones(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--recipe=vit", "--print-config"])
     assert "deit" in capsys.readouterr().err
+
+
+def test_a_bad_randaugment_spec_is_refused_when_the_config_is_built(capsys):
+    assert main(["train", "--recipe=deit", "--randaugment=rand-x9", "--print-config"]) == 2
+    assert "TrainConfig.randaugment: cannot read RandAugment spec 'rand-x9' at 'x9'" in capsys.readouterr().err

@@ -123,6 +123,13 @@ class TrainConfig:
                 f"TrainConfig.min_lr = {self.min_lr} is above lr = {self.lr}: the cosine schedule decays from lr "
                 "down to min_lr; set min_lr <= lr"
             )
+        if self.randaugment is not None:
+            from ..data.randaugment import RandAugment  # kornia: imported only when asked for
+
+            try:
+                RandAugment.from_spec(self.randaugment)
+            except ValueError as err:
+                raise ConfigError(f"TrainConfig.randaugment: {err}") from None
         if self.cooldown_epochs >= self.epochs:
             raise ConfigError(
                 f"TrainConfig.cooldown_epochs = {self.cooldown_epochs} leaves no epoch of the {self.epochs} for the "
