@@ -1,6 +1,7 @@
 """The DeiT recipe end to end on real photographs: one process, two under torchrun, and exact resumes."""
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -74,3 +75,23 @@ def test_deit_recipe_under_torchrun_with_two_processes(photos, tmp_path):
     assert proc.stdout.count("run folder") == 1  # one writer
     rows = [json.loads(line) for line in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [3]  # 24 images / global batch 8, the same on both processes
+
+
+def test_lr_scales_with_the_batch_and_the_cool_down_holds_the_floor():
+    from .conftest import tiny_request
+
+    request = tiny_request(n=64, epochs=3, batch_size=32, lr=1e-3, lr_batch=16, min_lr=1e-5, warmup_epochs=1)
+    request.train["cooldown_epochs"] = 1
+    rows = train(*request.resolve()).history
+    # 2 steps per epoch: warm-up ends at step 2 at lr * 32 / 16; the cosine reaches min_lr at step 4 and stays
+    assert [r["lr"] for r in rows] == pytest.approx(
+        [2e-3, 1e-5 + 0.5 * (2e-3 - 1e-5) * (1 + math.cos(math.pi / 2)), 1e-5]
+    )
+
+
+def test_cool_down_must_leave_epochs_for_the_schedule():
+    from vitpos.engine import TrainConfig
+    from vitpos.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="cooldown_epochs = 3 leaves no epoch of the 3"):
+        TrainConfig(epochs=3, cooldown_epochs=3)
