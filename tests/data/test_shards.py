@@ -114,3 +114,16 @@ def test_a_broken_shard_names_the_file(tmp_path):
         open_data(f"wds:{tmp_path}/s-2.tar:val={tmp_path}/s-2.tar")
     with pytest.raises(FileNotFoundError, match=r"1 shard\(s\) missing"):
         open_data(f"wds:{tmp_path}/s-{{2..3}}.tar")
+
+
+def test_stream_repeats_each_sample(sharded):
+    _, shards = sharded
+    whole = TrainCrop((16, 16), scale=None, hflip=0.0)
+    # a buffer of one does not shuffle: the copies of each sample come out in a row
+    stream = ShardStream(
+        shards.train, whole, seed=1, epoch=2, rank=0, world=1, local_batch=6, steps=4, buffer=1, repeats=3
+    )
+    images = torch.cat([x for x, _ in stream])
+    runs = images.view(8, 3, -1)
+    assert all(torch.equal(run[0], run[1]) and torch.equal(run[0], run[2]) for run in runs)
+    assert len({run[0].numpy().tobytes() for run in runs}) == 8  # a third of the epoch's images, each three times

@@ -87,15 +87,19 @@ class ShardStream(IterableDataset):
         """Endless: the shards over and over, each sample ``repeats`` times, through the shuffle buffer."""
         held: list[tuple[bytes, ShardSample]] = []
         while True:
+            read = 0
             for shard in shards:
                 for item in _stream_shard(shard):
-                    for _ in range(self.repeats):
+                    read += 1
+                    for copy in [item] * self.repeats:
                         if len(held) < self.buffer:
-                            held.append(item)
+                            held.append(copy)
                             continue
                         pick = int(rng.integers(len(held)))
-                        held[pick], item = item, held[pick]
-                        yield item
+                        out, held[pick] = held[pick], copy
+                        yield out
+            if not read:
+                raise ValueError(f"shards {shards[0][0].shard} ... hold none of their indexed samples any more")
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         info = get_worker_info()

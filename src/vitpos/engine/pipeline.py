@@ -68,8 +68,8 @@ def eval_split(data: DataSplits, name: str, size: Size, cfg: TrainConfig) -> Ima
 class TrainData:
     """The training split of a run: its steps per epoch, the device-side augmentation, and each epoch's batches."""
 
-    def __init__(self, data: DataSplits, cfg: TrainConfig, size: Size, ctx: Dist) -> None:
-        self.cfg, self.ctx = cfg, ctx
+    def __init__(self, data: DataSplits, cfg: TrainConfig, size: Size, ctx: Dist, pin_memory: bool = False) -> None:
+        self.cfg, self.ctx, self.pin_memory = cfg, ctx, pin_memory
         augment = build_augment(cfg, data.info)
         split = data.train
         if cfg.repeated_aug > 1 and not split.per_image:
@@ -94,7 +94,7 @@ class TrainData:
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """This process's (uint8 images, targets) batches of ``epoch`` from batch ``start`` on."""
-        cfg, pin = self.cfg, torch.cuda.is_available()
+        cfg, pin = self.cfg, self.pin_memory
         if self.crop is None:
             plain = epoch_batches(len(self.split), cfg.batch_size, cfg.seed, epoch, self.ctx)
             return iterate_batches(self.split, plain[start:], cfg.workers, pin_memory=pin)

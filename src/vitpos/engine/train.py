@@ -102,7 +102,7 @@ class _Trainer:
         self.info = data.info
         check_model_fits_data(model_cfg, self.info)
         size = model_cfg.image_hw
-        self.train_data = TrainData(data, cfg, size, ctx)
+        self.train_data = TrainData(data, cfg, size, ctx, pin_memory=device.type == "cuda")
         self.augment = self.train_data.augment
         self.val_set, self.test_set = (eval_split(data, s, size, cfg) for s in ("val", "test"))
         steps = self.steps_per_epoch = self.train_data.steps_per_epoch
