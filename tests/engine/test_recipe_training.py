@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from vitpos.cli import main
+from vitpos.cli import build_parser, main
+from vitpos.commands.train import build_request
 from vitpos.engine import RunRequest, train
 from vitpos.engine.recipes import get_recipe
 
@@ -50,6 +51,13 @@ def test_deit_recipe_trains_on_photographs_from_the_command_line(photos, tmp_pat
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [3, 6] and all(torch.isfinite(torch.tensor(r["train_loss"])) for r in rows)
     assert "val_acc1" in rows[-1]
+    # resuming under the recipe keeps the values the run was saved with (the recipe is the lowest layer)
+    resumed = build_request(build_parser().parse_args(["train", "--recipe=deit", "--resume", f"--run-dir={run_dir}"]))
+    assert (resumed.train["epochs"], resumed.train["batch_size"], resumed.train["randaugment"]) == (
+        2,
+        8,
+        "rand-m9-mstd0.5-inc1",
+    )
 
 
 @pytest.mark.parametrize("source", ["folder", "wds"])

@@ -39,15 +39,12 @@ def default_run_dir(request: RunRequest) -> str:
 
 
 def build_request(args: argparse.Namespace) -> RunRequest:
-    """Stack the saved run config (on resume), the config file and the command-line options."""
+    """Stack the recipe, the saved run config (on resume), the config file and the command-line options."""
     names = args.option_names
     cli = RunRequest(
         args.model, given_options(args, names["model"] + names["slots"]), given_options(args, names["train"])
     )
     request = (RunRequest.from_yaml(args.config) if args.config else RunRequest()).merged(cli)
-    if args.recipe:
-        recipe = get_recipe(args.recipe)
-        request = RunRequest(model=dict(recipe.model), train=dict(recipe.train)).merged(request)
     run_dir = request.train.get("run_dir")
     if args.resume:
         if not run_dir:
@@ -58,7 +55,10 @@ def build_request(args: argparse.Namespace) -> RunRequest:
             if request.preset:  # a model named anew is checked against the checkpoint, not merged into it
                 base = RunRequest(train=base.train)
             request = base.merged(request)
-    elif not run_dir:
+    if args.recipe:  # the lowest layer: a resumed run keeps the values it was saved with
+        recipe = get_recipe(args.recipe)
+        request = RunRequest(model=dict(recipe.model), train=dict(recipe.train)).merged(request)
+    if not args.resume and not run_dir:
         request.train["run_dir"] = default_run_dir(request)
     return request
 
