@@ -20,7 +20,6 @@ from torch.utils.data import DataLoader
 from ..data.crops import TrainCrop
 from ..data.dataset import DataInfo, DataSplits, ImageDataset, Size, iterate_batches
 from ..data.folders import ImageFiles
-from ..data.randaugment import RandAugment
 from ..data.shard_stream import ShardStream
 from ..data.shards import ShardImages
 from ..data.transforms import Augment
@@ -44,6 +43,11 @@ def build_augment(cfg: TrainConfig, info: DataInfo) -> Augment:
     if info.task != "classification" and (cfg.mixup or cfg.cutmix or cfg.label_smoothing):
         raise ValueError(f"mixup, cutmix and label_smoothing need a classification task; {info.spec} is {info.task}")
     default_on = info.photographic
+    randaugment = None
+    if cfg.randaugment:
+        from ..data.randaugment import RandAugment  # kornia: imported only when asked for (0.7 s)
+
+        randaugment = RandAugment.from_spec(cfg.randaugment, info.mean)
     return Augment(
         info.mean,
         info.std,
@@ -53,7 +57,7 @@ def build_augment(cfg: TrainConfig, info: DataInfo) -> Augment:
         mixup_alpha=cfg.mixup,
         cutmix_alpha=cfg.cutmix,
         label_smoothing=cfg.label_smoothing,
-        randaugment=RandAugment.from_spec(cfg.randaugment, info.mean) if cfg.randaugment else None,
+        randaugment=randaugment,
         erasing=cfg.random_erasing,
         mixup_switch=cfg.mixup_switch,
     )
