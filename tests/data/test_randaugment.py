@@ -102,3 +102,11 @@ def test_randaugment_applies_ops_per_image_and_replays_under_a_seed():
 def test_bad_spec_says_how_to_write_one(spec):
     with pytest.raises(ValueError, match=r"rand-m<magnitude>.*rand-m9-mstd0.5-inc1"):
         RandAugment.from_spec(spec)
+
+
+def test_every_op_runs_on_grey_images():
+    x = torch.from_numpy(_photo(12, 12)).permute(2, 0, 1)[None, :1].float().div(255).repeat(3, 1, 1, 1)
+    ra = RandAugment(fill=(0.5,))
+    for name in OPS:
+        out = apply_op(name, x, torch.full((3,), 9.0), torch.tensor([1.0, -1.0, 1.0]), ra)
+        assert out.shape == x.shape and out.min() >= 0 and out.max() <= 1, name
