@@ -51,6 +51,12 @@ def test_deit_recipe_trains_on_photographs_from_the_command_line(photos, tmp_pat
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [3, 6] and all(torch.isfinite(torch.tensor(r["train_loss"])) for r in rows)
     assert "val_acc1" in rows[-1]
+    # evaluation with the run's crop fraction (0.875), or another
+    assert main(["eval", f"--checkpoint={run_dir}"]) == 0
+    assert main(["eval", f"--checkpoint={run_dir}", "--eval-crop=1.0"]) == 0
+    assert capsys.readouterr().out.count("| run |") == 2
+    assert main(["eval", f"--checkpoint={run_dir}", "--eval-crop=1.5"]) == 2
+    assert "--eval-crop 1.5 must lie in (0, 1]" in capsys.readouterr().err
     # resuming under the recipe keeps the values the run was saved with (the recipe is the lowest layer)
     resumed = build_request(build_parser().parse_args(["train", "--recipe=deit", "--resume", f"--run-dir={run_dir}"]))
     assert (resumed.train["epochs"], resumed.train["batch_size"], resumed.train["randaugment"]) == (

@@ -28,7 +28,7 @@ from .config import TrainConfig
 from .distributed import Dist, epoch_batches, steps_per_epoch
 from .sampling import rank_batches
 
-__all__ = ["build_augment", "TrainData", "eval_split"]
+__all__ = ["build_augment", "TrainData", "eval_split", "for_evaluation"]
 
 
 def build_augment(cfg: TrainConfig, info: DataInfo) -> Augment:
@@ -63,10 +63,14 @@ def build_augment(cfg: TrainConfig, info: DataInfo) -> Augment:
     )
 
 
+def for_evaluation(split: ImageDataset, eval_crop: float, interpolation: str) -> ImageDataset:
+    """``split`` evaluated with ``eval_crop`` where it reads photographs from files (folders, shards); others as is."""
+    return split.evaluated_with(eval_crop, interpolation) if isinstance(split, (ImageFiles, ShardImages)) else split
+
+
 def eval_split(data: DataSplits, name: str, size: Size, cfg: TrainConfig) -> ImageDataset:
-    """Split ``name`` at ``size`` for evaluation; photographs from files with the run's crop fraction."""
-    split = data.split(name).at_size(size)
-    return split.evaluated_with(cfg.eval_crop, cfg.interpolation) if isinstance(split, ImageFiles) else split
+    """Split ``name`` at ``size`` for evaluation, with the run's crop fraction and resampling."""
+    return for_evaluation(data.split(name).at_size(size), cfg.eval_crop, cfg.interpolation)
 
 
 class TrainData:
