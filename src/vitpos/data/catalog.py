@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..errors import quote
 from ..spec import SlotSpec, SpecError
 from .cifar import load_cifar_splits
 from .coco import load_coco_splits
@@ -68,6 +69,8 @@ def open_data(spec: str, *, patch_size: int | None = None) -> DataSplits:
     ``patch_size`` is the model's: synthetic squares are one patch wide unless ``square=`` says
     otherwise.
     """
+    if not isinstance(spec, str):
+        raise SpecError(f"open_data: spec must be a data spec string such as 'synthetic:direction', got {quote(spec)}")
     kind, _, rest = spec.partition(":")
     if kind in ("folder", "cifar10", "cifar100", "coco"):
         if not rest:

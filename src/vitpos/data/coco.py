@@ -34,6 +34,7 @@ from PIL import Image, UnidentifiedImageError
 from pycocotools.coco import COCO  # type: ignore[import-untyped]  # no stubs declared for pycocotools yet
 
 from ..errors import VitposError
+from .coco_checks import check_coco_entries
 from .dataset import DataInfo, DataSplits, ImageDataset, Size, as_size
 from .folders import IMAGENET_MEAN, IMAGENET_STD
 from .objects import ObjectTargets, pad_objects
@@ -92,6 +93,7 @@ def read_coco_annotations(
 ) -> tuple[list[Path], list[ObjectTargets], dict[int, str], Counter]:
     """Image paths, their objects (labels by ``categories`` order), category names and skip counts."""
     coco = _load_index(file)
+    check_coco_entries(file, coco.dataset)
     names = {c["id"]: c.get("name", str(c["id"])) for c in coco.dataset.get("categories", [])}
     if not names:
         raise VitposError(f"{file} lists no categories; add a 'categories' list of {{'id', 'name'}}")

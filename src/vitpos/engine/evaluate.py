@@ -14,6 +14,7 @@ from torch import nn
 
 from ..data.dataset import ImageDataset, as_size, iterate_batches
 from ..data.transforms import normalize, to_float
+from ..memory import batch_bytes, check_fits
 from ..tasks import loss_precision, task_for, task_kind
 from .distributed import Dist, eval_batches
 from .precision import Precision
@@ -62,15 +63,25 @@ def evaluate_resolutions(
     model: nn.Module, dataset: ImageDataset, sizes: Sequence[int | tuple[int, int]], **kwargs
 ) -> dict[tuple[int, int], dict[str, float]]:
     """:func:`evaluate` at every image size in ``sizes`` (each a multiple of the patch size)."""
-    patch = getattr(getattr(model, "cfg", None), "patch_size", 1)
-    pad = getattr(getattr(model, "cfg", None), "pad_to_patch", False)
-    results = {}
-    for size in sizes:
-        hw = as_size(size)
+    cfg = getattr(model, "cfg", None)
+    patch = getattr(cfg, "patch_size", 1)
+    pad = getattr(cfg, "pad_to_patch", False)
+    batch, device = kwargs.get("batch_size", 256), kwargs.get("device")
+    for hw in map(as_size, sizes):
         if not pad and (hw[0] % patch or hw[1] % patch):
             raise ValueError(
                 f"resolution {hw[0]}x{hw[1]} is not a multiple of the patch size {patch}; pick multiples of {patch}"
             )
+        if cfg is not None:
+            check_fits(
+                f"evaluating at {hw[0]}x{hw[1]} in batches of {batch}",
+                batch_bytes(cfg.stages, cfg.in_chans, batch, hw),
+                "evaluate at smaller sizes (--resolutions) or in smaller batches (--batch-size)",
+                device,
+            )
+    results = {}
+    for size in sizes:
+        hw = as_size(size)
         results[hw] = evaluate(model, dataset.at_size(hw), **kwargs)
     return results
 

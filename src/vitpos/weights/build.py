@@ -18,6 +18,7 @@ from torch import nn
 
 from ..config import HostConfig
 from ..errors import CheckpointError
+from ..memory import AllocationTooLarge
 from ..models import factory
 from .files import WeightsFile, read_weights
 from .layout import Layout
@@ -98,7 +99,12 @@ def _from_file(
         saved = saved_config(file.metadata, file.path)
         name = saved if saved is not None else guess_preset(file, layout)
     cfg = _released_model_config(name, file, layout, keep_grid, overrides)
-    model = factory.create_model(cfg)
+    try:
+        model = factory.create_model(cfg)
+    except AllocationTooLarge as err:
+        raise CheckpointError(
+            f"checkpoint {file.path}: the model its config describes cannot be built here: {err}"
+        ) from None
     merged, _ = convert_for(
         model, file.state, layout, file.path, drop=drop, resize=resize, resize_head="num_classes" in overrides
     )
