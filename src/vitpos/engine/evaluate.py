@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from ..data.dataset import ImageDataset, as_size, iterate_batches
+from ..data.padded import model_inputs
 from ..data.transforms import normalize, to_float
 from ..tasks import loss_precision, task_for, task_kind
 from .distributed import Dist, eval_batches
@@ -50,8 +51,9 @@ def evaluate(
     for images, targets in iterate_batches(dataset, batches, workers, pin_memory=device.type == "cuda"):
         x = normalize(to_float(images.to(device, non_blocking=True)), info.mean, info.std).to(dtype)
         targets = targets.to(device, non_blocking=True)
+        x, padding = model_inputs(x, targets)
         with (precision or Precision(device.type)).autocast():
-            outputs = loss_precision(model(x))
+            outputs = loss_precision(model(x, **padding))
         metrics.add_loss(task.loss(outputs, targets), len(x))
         metrics.add_predictions(outputs, targets)
     model.train(was_training)

@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from ..config import HostConfig
 from ..data.catalog import open_data
 from ..data.dataset import DataInfo, DataSplits, iterate_batches
+from ..data.padded import fit_split, model_inputs
 from ..data.transforms import Augment
 from ..errors import VitposError
 from ..models.factory import create_model
@@ -127,7 +128,8 @@ class _Trainer:
         check_model_fits_data(model_cfg, self.info)
         self.augment = build_augment(cfg, self.info)
         size = model_cfg.image_hw
-        self.train_set, self.val_set, self.test_set = (data.split(s).at_size(size) for s in ("train", "val", "test"))
+        splits = (fit_split(data.split(s), size, model_cfg.stride) for s in ("train", "val", "test"))
+        self.train_set, self.val_set, self.test_set = splits
         steps = self.steps_per_epoch = steps_per_epoch(len(self.train_set), cfg.batch_size, ctx)
         self.schedule = WarmupCosine(cfg.lr, cfg.min_lr, round(cfg.warmup_epochs * steps), cfg.epochs * steps)
 
@@ -294,10 +296,10 @@ class _Trainer:
             torch.manual_seed(step_seed(cfg.seed, self.step, ctx.rank))
             images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
             x, y = self.augment(images, targets)
-            x = x.to(dtype)
+            x, padding = model_inputs(x.to(dtype), y)
             lr = self.schedule.apply(self.optimizer, self.step)
             with self.precision.autocast():
-                outputs = loss_precision(self.net(x))
+                outputs = loss_precision(self.net(x, **padding))
             loss = self.task.loss(outputs, y, cfg.label_smoothing)
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.scale(loss).backward()

@@ -11,9 +11,9 @@ h) each, after every layer for the auxiliary losses.
 
 Differences from DETR's code, by design: pre-norm layers with a final encoder and decoder norm
 (DETR's ``--pre_norm``; its default is post-norm), GELU in the encoder's feed-forward (the
-blocks every host shares; the decoder keeps DETR's ReLU), no padding masks (every image in a
-batch has one size), and the cross-attention keys get the absolute encoding the encoder used
-(none when ``absolute='none'``).
+blocks every host shares; the decoder keeps DETR's ReLU), and the cross-attention keys get the
+absolute encoding the encoder used (none when ``absolute='none'``). A padded batch's
+``padding_mask`` reaches the decoder: its cross-attention never attends to padded cells.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...config import HostConfig
 from ...encodings.relative.base import RelativePosition
 from ...grid import Grid, tokens_to_map
 from ...models.layers import Block
@@ -30,7 +31,7 @@ from ...registry import ARCHITECTURES
 from .config import DetrConfig
 from .criterion import LossWeights, SetCriterion
 
-__all__ = ["DETR", "ConvStem", "DetrEncoder", "DetrDecoder", "DecoderLayer", "BoxHead"]
+__all__ = ["DETR", "ConvStem", "HostBackbone", "DetrEncoder", "DetrDecoder", "DecoderLayer", "BoxHead"]
 
 
 class ConvStem(nn.Module):
@@ -51,6 +52,27 @@ class ConvStem(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.layers(x)
+
+
+def cell_padding(padding_mask: torch.Tensor, grid: Grid) -> torch.Tensor:  # B, H, W
+    """A pixel padding mask (B, H_img, W_img) sampled at the cells of ``grid`` (DETR's nearest interpolation)."""
+    return F.interpolate(padding_mask[:, None].float(), size=grid)[:, 0].to(torch.bool)
+
+
+class HostBackbone(nn.Module):
+    """A vitpos host in the backbone's role: images -> the map of its stage ``stage`` (B, C_s, H/s, W/s).
+
+    The host keeps its own names under ``host.`` (so a classifier's weights, in any layout
+    ``create_model`` reads, load into it: :attr:`DETR.pretrained_host`)."""
+
+    def __init__(self, cfg: HostConfig, stage: int) -> None:
+        super().__init__()
+        self.host = ARCHITECTURES.get(cfg.arch)(cfg)
+        self.stage = stage
+        self.out_channels = cfg.embed_dims[stage]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.host.forward_features(x)[self.stage]
 
 
 class DetrEncoder(nn.Module):
@@ -99,14 +121,21 @@ class DecoderLayer(nn.Module):
         self.drop = nn.Dropout(drop)
 
     def forward(
-        self, tgt: torch.Tensor, query_pos: torch.Tensor, memory: torch.Tensor, pos: torch.Tensor | None
+        self,
+        tgt: torch.Tensor,
+        query_pos: torch.Tensor,
+        memory: torch.Tensor,
+        pos: torch.Tensor | None,
+        memory_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """``memory_mask`` (B, H*W), True on padded cells: the cross-attention never attends to them."""
         h = self.norm1(tgt)
         q = h + query_pos
         tgt = tgt + self.drop(self.self_attn(q, q, h, need_weights=False)[0])
         h = self.norm2(tgt)
         keys = memory if pos is None else memory + pos
-        tgt = tgt + self.drop(self.cross_attn(h + query_pos, keys, memory, need_weights=False)[0])
+        attended = self.cross_attn(h + query_pos, keys, memory, key_padding_mask=memory_mask, need_weights=False)[0]
+        tgt = tgt + self.drop(attended)
         return tgt + self.drop(self.mlp(self.norm3(tgt)))
 
 
@@ -122,13 +151,16 @@ class DetrDecoder(nn.Module):
         )
         self.norm = nn.LayerNorm(cfg.embed_dim)
 
-    def forward(self, memory: torch.Tensor, pos: torch.Tensor | None) -> torch.Tensor:  # layers, B, Q, D
-        """Every layer's output after the shared final norm (DETR's ``return_intermediate``)."""
+    def forward(
+        self, memory: torch.Tensor, pos: torch.Tensor | None, memory_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:  # layers, B, Q, D
+        """Every layer's output after the shared final norm (DETR's ``return_intermediate``);
+        ``memory_mask`` (B, H*W) marks padded cells."""
         query_pos = self.query_embed.weight[None].expand(memory.shape[0], -1, -1).to(memory.dtype)
         tgt = torch.zeros_like(query_pos)
         outputs = []
         for layer in self.layers:
-            tgt = layer(tgt, query_pos, memory, pos)
+            tgt = layer(tgt, query_pos, memory, pos, memory_mask)
             outputs.append(self.norm(tgt))
         return torch.stack(outputs)
 
@@ -167,8 +199,12 @@ class DETR(nn.Module):
         self.num_classes = cfg.num_classes
         self.num_features = cfg.embed_dim
         self.num_prefix_tokens = 0
-        self.backbone = ConvStem(cfg.in_chans, cfg.stem_widths)
-        self.input_proj = nn.Conv2d(self.backbone.out_channels, cfg.embed_dim, kernel_size=1)
+        self.backbone: nn.Module = (
+            ConvStem(cfg.in_chans, cfg.stem_widths)
+            if cfg.backbone is None
+            else HostBackbone(cfg.backbone, cfg.backbone_stage)
+        )
+        self.input_proj = nn.Conv2d(cfg.backbone_channels, cfg.embed_dim, kernel_size=1)
         self.encoder = DetrEncoder(cfg)
         self.decoder = DetrDecoder(cfg)
         self.class_embed = nn.Linear(cfg.embed_dim, cfg.num_classes + 1)
@@ -182,6 +218,11 @@ class DETR(nn.Module):
             for name, module in part.named_modules():
                 if isinstance(module, nn.Linear) and "relative" not in name:
                     nn.init.xavier_uniform_(module.weight)
+
+    @property
+    def pretrained_host(self) -> nn.Module | None:
+        """The part a classifier's weights initialise (``vitpos train --init``): the backbone host, if any."""
+        return self.backbone.host if isinstance(self.backbone, HostBackbone) else None
 
     @property
     def stages(self) -> nn.ModuleList:
@@ -212,10 +253,15 @@ class DETR(nn.Module):
         return self.encoder(features.flatten(2).transpose(1, 2), grid), grid
 
     def forward_head(
-        self, tokens: torch.Tensor, pre_logits: bool = False, grid: Grid | None = None
+        self,
+        tokens: torch.Tensor,
+        pre_logits: bool = False,
+        grid: Grid | None = None,
+        cell_mask: torch.Tensor | None = None,
     ) -> dict | torch.Tensor:
         """The encoder's tokens (B, H*W, D) on ``grid`` (default: the training grid) -> the output dict
-        (the last decoder layer's, plus ``aux_outputs``); ``pre_logits``: the last layer's query features (B, Q, D)."""
+        (the last decoder layer's, plus ``aux_outputs``); ``pre_logits``: the last layer's query features (B, Q, D);
+        ``cell_mask`` (B, H, W): True on padded cells, which the decoder does not attend to."""
         h, w = self.cfg.grid if grid is None else grid
         grid = (h, w)
         if tokens.shape[1] != grid[0] * grid[1]:
@@ -225,7 +271,8 @@ class DETR(nn.Module):
         stage = self.stages[0]
         assert isinstance(stage, Stage)
         pos = stage.position_encoding(grid)
-        hidden = self.decoder(tokens, None if pos is None else pos.to(tokens.dtype))
+        memory_mask = None if cell_mask is None else cell_mask.flatten(1)
+        hidden = self.decoder(tokens, None if pos is None else pos.to(tokens.dtype), memory_mask)
         if pre_logits:
             return hidden[-1]
         logits, boxes = self.class_embed(hidden), self.bbox_embed(hidden)
@@ -236,9 +283,12 @@ class DETR(nn.Module):
             ]
         return out
 
-    def forward(self, x: torch.Tensor) -> dict:
+    def forward(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> dict:
+        """Images (B, C, H, W), and for a padded batch its ``padding_mask`` (B, H, W), True on padding
+        -> DETR's output dict, boxes relative to each image's unpadded region."""
         tokens, grid = self._encode(x)
-        out = self.forward_head(tokens, grid=grid)
+        cells = None if padding_mask is None else cell_padding(padding_mask, grid)
+        out = self.forward_head(tokens, grid=grid, cell_mask=cells)
         assert isinstance(out, dict)  # the output dict, as pre_logits is False
         return out
 
