@@ -86,3 +86,19 @@ def test_presets_are_detr_r50s_transformer_on_the_host(preset, host):
     stem = count(r50.backbone) + count(r50.input_proj)
     assert count(detr) == count(backbone) + count(r50) - stem + channels * 256 + 256
     assert detr.cfg.patch_size == 32 and detr.cfg.num_queries == 100 and detr.cfg.position.absolute == "sine"
+
+
+@pytest.mark.parametrize("host", ["pvt_tiny", "pvt_tiny_peg_gap"])
+def test_a_padded_image_gives_the_detections_it_gives_alone(host):
+    cfg = DetrConfig.on(get_config(host, **PVT_SMALL), **DETR_SMALL)
+    torch.manual_seed(0)
+    detr = create_model(cfg).double().eval()
+    x = torch.randn(1, 3, 24, 40, dtype=torch.float64)
+    padded = torch.zeros(2, 3, 40, 48, dtype=torch.float64)
+    padded[0, :, :24, :40], padded[1] = x[0], torch.randn(3, 40, 48, dtype=torch.float64)
+    mask = torch.ones(2, 40, 48, dtype=torch.bool)
+    mask[0, :24, :40], mask[1] = False, False
+    alone, batch = detr(x), detr(padded, padding_mask=mask)
+    for key in ("pred_logits", "pred_boxes"):
+        torch.testing.assert_close(batch[key][:1], alone[key], rtol=1e-9, atol=1e-10)
+    assert not torch.allclose(detr(padded)["pred_boxes"][:1], alone["pred_boxes"])  # the mask is what does it
