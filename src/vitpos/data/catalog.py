@@ -19,7 +19,10 @@ __all__ = ["open_data", "DATA_FORMS"]
 
 DATA_FORMS = {
     "synthetic": "synthetic:TASK[:img=32|HxW][:square=PATCH][:train=5000][:val=1000][:test=1000][:seed=0][:free]",
-    "detect": "synthetic:detect[:img=32|HxW][:objects=3][:min=4][:max=10][:train=800][:val=100][:test=200][:seed=0]",
+    "detect": (
+        "synthetic:detect[:img=32|HxW][:vary=0.25][:objects=3][:min=4][:max=10][:train=800][:val=100][:test=200]"
+        "[:seed=0]"
+    ),
     "folder": "folder:PATH",
     "coco": "coco:PATH",
     "masks": "masks:PATH[:classes=N][:reduce_zero]",
@@ -46,6 +49,7 @@ _SYNTHETIC_OPTIONS: dict[str, Callable[[str], object]] = {
 }
 _DETECT_OPTIONS: dict[str, Callable[[str], object]] = {
     "img": _image_size,
+    "vary": float,
     "objects": int,
     "min": int,
     "max": int,

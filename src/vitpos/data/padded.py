@@ -32,6 +32,7 @@ __all__ = [
     "model_inputs",
     "plain_targets",
     "fit_split",
+    "padded_for",
 ]
 
 
@@ -200,7 +201,11 @@ def _rescaled(recipe: DenseRecipe, eval_size: int) -> DenseRecipe:
     return DenseRecipe.scaled(eval_size).replace(hflip=recipe.hflip, crop_prob=recipe.crop_prob)
 
 
-def fit_split(split: ImageDataset, size: Size, stride: int) -> ImageDataset:
-    """``split`` at the model's image ``size``; a split of padded batches pads to multiples of ``stride``."""
-    split = split.at_size(size)
+def padded_for(split: ImageDataset, stride: int) -> ImageDataset:
+    """A split of padded batches padding to multiples of ``stride`` (a model's); other splits as they are."""
     return split.padded_to(stride) if isinstance(split, PaddedImages) else split
+
+
+def fit_split(split: ImageDataset, size: Size, stride: int) -> ImageDataset:
+    """``split`` at the model's image ``size``, padded batches to multiples of its ``stride``."""
+    return padded_for(split.at_size(size), stride)

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from ..data.dataset import ImageDataset, as_size, iterate_batches
-from ..data.padded import model_inputs
+from ..data.padded import model_inputs, padded_for
 from ..data.transforms import normalize, to_float
 from ..tasks import loss_precision, task_for, task_kind
 from .distributed import Dist, eval_batches
@@ -45,6 +45,7 @@ def evaluate(
     was_training = model.training
     model.eval()
     task = task_for(info, model)
+    dataset = padded_for(dataset, getattr(getattr(model, "cfg", None), "stride", 1))
     metrics = task.metrics(device, image_hw=dataset.image_size)
     dtype = input_dtype(model)
     batches = eval_batches(len(dataset), batch_size, ctx)
