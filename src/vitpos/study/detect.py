@@ -2,12 +2,13 @@
 
 Each family is a ``detr_tiny_*`` preset (a Table 6 row) on images of up to 32 x 32 pixels, each of
 its own size and aspect ratio (sides 24 to 32, ``vary``; up to an 8 x 8 encoder grid), padded per
-batch with a padding mask as DETR's batches are, small enough to train on a CPU. Every (family, seed) cell trains with the engine on the same
-images and steps; its test AP is measured at the training size and, without fine-tuning, at
-``long_size`` (a 16 x 16 grid by default). The piecewise-against-clip claim (§4.2: the two differ
-once offsets exceed the buckets) is tested at the training size, where offsets reach 7 and the
-clip's beta is 4: the models do not transfer to ``long_size`` (AP near 0 for every family in the
-default study), where a comparison would be vacuous; the table reports that AP.
+batch with a padding mask as DETR's batches are, small enough to train on a CPU. Every (family,
+seed) cell trains with the engine on the same images and steps; its test AP is measured at the
+training size and, without fine-tuning, at ``long_size`` (a 16 x 16 grid by default). The
+piecewise-against-clip claim (§4.2: the two differ once offsets exceed the buckets) is tested at the
+training size, where offsets reach 7 and the clip's beta is 4: the models do not transfer to
+``long_size`` (AP near 0 for every family in the default study), where a comparison would be
+vacuous; the table reports that AP.
 :class:`DetectStudyConfig` is a :class:`~.plan.StudyPlan`: :func:`~.run.run_study` runs its cells
 (one JSON each, so an interrupted study continues) and the claims get verdicts from the same
 bootstrap test as the main study (:mod:`.verdicts`).
