@@ -98,7 +98,9 @@ class SyntheticDetection:
         rng = np.random.default_rng([self.seed, _SPLIT_STREAM[split]])
         (low_h, low_w), samples = task.smallest, []
         for _ in range(getattr(self, split)):
-            image_hw = (int(rng.integers(low_h, size[0] + 1)), int(rng.integers(low_w, size[1] + 1)))
+            image_hw = (
+                (int(rng.integers(low_h, size[0] + 1)), int(rng.integers(low_w, size[1] + 1))) if self.vary else size
+            )
             samples.append(task._draw(rng, torch.zeros(3, *image_hw, dtype=torch.uint8)))
         return PaddedImages(
             samples.__getitem__,
