@@ -69,7 +69,8 @@ class SyntheticDetection:
     @property
     def smallest(self) -> Size:
         """The smallest image size drawn: ``(1 - vary)`` of each side, rounded up."""
-        return as_size(tuple(math.ceil((1 - self.vary) * side - 1e-9) for side in as_size(self.img_size)))
+        h, w = (math.ceil((1 - self.vary) * side - 1e-9) for side in as_size(self.img_size))
+        return (h, w)
 
     @property
     def spec(self) -> str:

@@ -85,7 +85,9 @@ class SyntheticSegmentation(SyntheticTask):
         """The per-pixel classes of this task."""
         return DataInfo(self.spec, "segmentation", classes=_CLASSES[self.task], position_sensitive=True)
 
-    def render(self, split: str, img_size: int | tuple[int, int] | None = None) -> PaddedImages:
+    def render(  # type: ignore[override]  # a segmentation split pads its images of varied sizes
+        self, split: str, img_size: int | tuple[int, int] | None = None
+    ) -> PaddedImages:
         """Draw ``split`` around ``img_size`` (default: the task's); squares keep their pixel size."""
         size = as_size(self.img_size if img_size is None else img_size)
         task = dataclasses.replace(self, img_size=size)  # validates the new size

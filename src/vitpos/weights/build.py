@@ -127,7 +127,8 @@ def _backbone_from_file(
         return None
     check_arch(host.arch, layout, file.path)
     model = factory.create_model(cfg.replace(backbone=released_config(host, layout, file)))
-    target = model.pretrained_host
+    target = getattr(model, "pretrained_host")  # noqa: B009  (a property of the model class, not a submodule)
+    assert isinstance(target, nn.Module)
     merged, _ = convert_for(target, file.state, layout, file.path, drop=("head", *drop), resize=resize)
     with torch.no_grad():
         target.load_state_dict(merged, strict=True)
