@@ -147,6 +147,7 @@ class PyramidTransformer(nn.Module):
         feature, last = x, len(self.stages) - 1
         for s, (down, stage) in enumerate(zip(self.downsamples, self.stages, strict=True)):
             tokens, grid = down(feature)
+            assert isinstance(stage, Stage)
             prefix = stage.num_prefix_tokens
             tokens = self._prepend_prefix(tokens) if prefix else tokens
             if padding is None:
