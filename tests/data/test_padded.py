@@ -107,3 +107,21 @@ def test_evaluation_resizes_the_shorter_side_and_keeps_original_sizes():
     bigger = val.at_size(24)  # DETR's recipe scaled to 24: longer side <= round(1333 * 24 / 800) = 40
     assert bigger.stride == 8 and bigger.recipe == DenseRecipe.scaled(24)
     assert bigger[torch.arange(6)][1].valid_sizes.tolist() == [list(shorter_side_size(s, 24, 40)) for s in originals]
+
+
+def test_analysis_inputs_from_varied_sizes_are_each_image_resized_to_the_model():
+    import argparse
+
+    from vitpos.commands.model_args import sample_images
+    from vitpos.data.catalog import open_data
+    from vitpos.models.factory import create_model
+
+    host = create_model("pvt_tiny", img_size=64)
+    spec = "synthetic:segment:img=64:square=8:test=5"
+    x = sample_images(host, argparse.Namespace(images=5, data=spec, seed=0))
+    images, padded = open_data(spec).test[torch.arange(5)]
+    assert x.shape == (5, 3, 64, 64) and padded.valid_sizes.min() < 64  # some images were smaller
+    # an image drawn at the model's size passes unchanged; a smaller one is stretched, its padding left out
+    for i, (h, w) in enumerate(padded.valid_sizes.tolist()):
+        red = x[i, 0] > 0
+        assert red.any() and ((h, w) != (64, 64) or torch.equal(red, images[i, 0] == 255))
