@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ..padding import Padding
 from .dataset import DataInfo, ImageDataset, Size, as_size
 from .dense_transforms import DenseRecipe, DenseSample
 from .masks import IGNORE_INDEX
@@ -28,7 +29,6 @@ __all__ = [
     "PaddedImages",
     "collate_padded",
     "padded_size",
-    "valid_sizes",
     "model_inputs",
     "plain_targets",
     "fit_split",
@@ -62,12 +62,7 @@ class PaddedTargets:
     @property
     def valid_sizes(self) -> torch.Tensor:  # B, 2
         """Each image's (H, W) in the batch, without its padding."""
-        return valid_sizes(self.padding_mask)
-
-
-def valid_sizes(padding_mask: torch.Tensor) -> torch.Tensor:  # B, 2
-    """(H, W) of the unpadded part of each image of a bottom/right padding mask (B, H, W)."""
-    return torch.stack([(~padding_mask[:, :, 0]).sum(1), (~padding_mask[:, 0, :]).sum(1)], dim=1)
+        return Padding.from_mask(self.padding_mask).valid
 
 
 def padded_size(sizes: Sequence[Size], stride: int) -> Size:
