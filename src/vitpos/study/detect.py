@@ -272,8 +272,9 @@ def _write_report(folder: Path, config: DetectStudyConfig, results: Results, wal
         f"`{command}` — {len(results)} runs, {sum(wall) / 60:.1f} min wall over {len(wall)} invocation(s) "
         f"that trained, {cpu / 60:.1f} CPU-min in all.",
         "",
-        f"Tiny DETRs (width 64, 2 + 2 layers, 8 queries, stride-4 stem) on {config.train_size} images of "
-        f"{config.img_size} x {config.img_size} px with 1-{config.objects} squares of "
+        f"Tiny DETRs (width 64, 2 + 2 layers, 8 queries, stride-4 stem) on {config.train_size} images of up to "
+        f"{config.img_size} x {config.img_size} px (each side from {config.data(0).smallest[0]} px, padded "
+        f"batches) with 1-{config.objects} squares of "
         f"{config.min_size}-{config.max_size} px, {config.epochs} epochs, batch {config.batch_size}, "
         f"lr {config.lr:g}; {config.seeds} seeds. "
         f"COCO AP (%) on {config.test_size} test images, mean ± sd over seeds.",
