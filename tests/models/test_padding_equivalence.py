@@ -239,4 +239,23 @@ def test_bad_padding_masks_say_what_is_wrong(mask, message):
 def test_a_batch_not_padded_to_the_stride_is_refused():
     model = tiny_model({}, img_size=(32, 40), pad_to_patch=True)
     with pytest.raises(VitposError, match="multiple of the model's stride"):
-        model(torch.randn(1, 3, 30, 40), padding_mask=torch.zeros(1, 30, 40, dtype=torch.bool))
+        model(torch.randn(1, 3, 30, 40), padding_mask=torch.arange(40).expand(1, 30, 40) >= 24)
+
+
+@pytest.mark.parametrize("family", ["lape swin", "irpe cross qkv", "unshared", "peg circular before block 0"])
+def test_parameter_gradients_of_a_padded_batch_sum_those_of_the_images_alone(family):
+    """Training mode, the policy's gradient paths: the padded batch's loss on its valid cells has the
+    gradient of the images' own losses summed (LaPE's per-image bias included)."""
+    model = randomise(tiny_model(FAMILIES[family], head="cls", img_size=(32, 40))).train()
+    xs = images((24, 32), (40, 48))
+    batch, mask = padded_batch(xs, (40, 48))
+    weights = torch.randn(model.num_features, dtype=torch.float64)
+    params = [p for p in model.parameters() if p.requires_grad]
+    padded = (model.forward_features(batch, padding_mask=mask)[-1] * weights[:, None, None]).sum()
+    got = torch.autograd.grad(padded, params, allow_unused=True)
+    alone = sum((model.forward_features(x)[-1] * weights[:, None, None]).sum() for x in xs)
+    expected = torch.autograd.grad(alone, params, allow_unused=True)
+    for g, e in zip(got, expected, strict=True):
+        assert (g is None) == (e is None)
+        if g is not None:
+            torch.testing.assert_close(g, e)

@@ -271,7 +271,9 @@ class DETR(nn.Module):
         tokens = features.flatten(2).transpose(1, 2)
         if padding_mask is None:
             return self.encoder(tokens, grid), grid, None
-        padding = grid_padding(padding_mask.to(x.device), grid, x.shape[0])
+        padding = grid_padding(padding_mask.to(x.device), grid, x.shape[0]).or_none()
+        if padding is None:
+            return self.encoder(tokens, grid), grid, None
         return self.encoder(tokens, grid, padding.mask), grid, padding
 
     def forward_head(
