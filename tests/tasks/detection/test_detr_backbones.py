@@ -102,3 +102,18 @@ def test_a_padded_image_gives_the_detections_it_gives_alone(host):
     for key in ("pred_logits", "pred_boxes"):
         torch.testing.assert_close(batch[key][:1], alone[key], rtol=1e-9, atol=1e-10)
     assert not torch.allclose(detr(padded)["pred_boxes"][:1], alone["pred_boxes"])  # the mask is what does it
+
+
+def test_training_starts_the_backbone_from_the_checkpoint(tmp_path, mixed):
+    from vitpos.engine import RunRequest
+    from vitpos.engine.train import train
+
+    path = pvt_checkpoint(tmp_path)
+    options = {"data": f"coco:{mixed}", "epochs": 1, "batch_size": 4, "lr": 0.0, "min_lr": 0.0,
+               "warmup_epochs": 0, "progress": False, "device": "cpu", "init": str(path)}  # fmt: skip
+    _, train_cfg, data = RunRequest("detr_tiny_sine", {"img_size": 32}, options).resolve()
+    result = train(small_detr().replace(num_classes=2), train_cfg, data)
+    assert {"val_AP", "val_AP50"} <= set(result.history[-1])
+    loaded = vitpos.create_model(small_detr().replace(num_classes=2), checkpoint=path)
+    for name, value in loaded.backbone.state_dict().items():  # lr 0: the weights are the checkpoint's
+        assert torch.equal(result.model.backbone.state_dict()[name], value), name
