@@ -30,13 +30,12 @@ import logging
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
 from pycocotools.coco import COCO  # type: ignore[import-untyped]  # no stubs declared for pycocotools yet
 
 from ..errors import VitposError
 from .dataset import DataInfo, DataSplits, Size
+from .decode import READ_ERRORS, open_image, to_tensor, unreadable
 from .dense_transforms import DenseRecipe, DenseSample
 from .folders import IMAGENET_MEAN, IMAGENET_STD
 from .objects import ObjectTargets
@@ -61,12 +60,11 @@ def coco_images(
 
 def decode_image(path: Path) -> torch.Tensor:
     """RGB uint8 (3, H, W) at the file's own size."""
+    img = open_image(path)
     try:
-        with Image.open(path) as img:
-            pixels = np.asarray(img.convert("RGB"), dtype=np.uint8)
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
-        raise VitposError(f"cannot read image {path} ({err}); remove or replace the file") from None
-    return torch.from_numpy(pixels.copy()).permute(2, 0, 1)
+        return to_tensor(img.convert("RGB"))
+    except READ_ERRORS as err:
+        raise unreadable(path, err) from None
 
 
 def _load_index(file: Path) -> COCO:
