@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from ..data.dataset import ImageDataset, as_size, iterate_batches
+from ..data.padded import model_inputs, padded_for
 from ..data.transforms import normalize, to_float
 from ..memory import batch_bytes, check_fits
 from ..tasks import loss_precision, task_for, task_kind
@@ -45,14 +46,16 @@ def evaluate(
     was_training = model.training
     model.eval()
     task = task_for(info, model)
+    dataset = padded_for(dataset, getattr(getattr(model, "cfg", None), "stride", 1))
     metrics = task.metrics(device, image_hw=dataset.image_size)
     dtype = input_dtype(model)
     batches = eval_batches(len(dataset), batch_size, ctx)
     for images, targets in iterate_batches(dataset, batches, workers, pin_memory=device.type == "cuda"):
         x = normalize(to_float(images.to(device, non_blocking=True)), info.mean, info.std).to(dtype)
         targets = targets.to(device, non_blocking=True)
+        x, padding = model_inputs(x, targets)
         with (precision or Precision(device.type)).autocast():
-            outputs = loss_precision(model(x))
+            outputs = loss_precision(model(x, **padding))
         metrics.add_loss(task.loss(outputs, targets), len(x))
         metrics.add_predictions(outputs, targets)
     model.train(was_training)

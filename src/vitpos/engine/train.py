@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from ..config import HostConfig
 from ..data.catalog import open_data
 from ..data.dataset import DataSplits
+from ..data.padded import model_inputs
 from ..errors import VitposError
 from ..models.factory import create_model
 from ..models.saved_encoding import load_position_encoding
@@ -104,9 +105,10 @@ class _Trainer:
         self.info = data.info
         check_model_fits_data(model_cfg, self.info)
         size = model_cfg.image_hw
-        self.train_data = TrainData(data, cfg, size, ctx, pin_memory=device.type == "cuda")
+        stride = model_cfg.stride  # padded batches (images of their own sizes) pad to a multiple of it
+        self.train_data = TrainData(data, cfg, size, ctx, pin_memory=device.type == "cuda", stride=stride)
         self.augment = self.train_data.augment
-        self.val_set, self.test_set = (eval_split(data, s, size, cfg) for s in ("val", "test"))
+        self.val_set, self.test_set = (eval_split(data, s, size, cfg, stride) for s in ("val", "test"))
         steps = self.steps_per_epoch = self.train_data.steps_per_epoch
         cosine_end = (cfg.epochs - cfg.cooldown_epochs) * steps
         self.schedule = WarmupCosine(cfg.peak_lr, cfg.min_lr, round(cfg.warmup_epochs * steps), cosine_end)
@@ -275,10 +277,10 @@ class _Trainer:
             torch.manual_seed(step_seed(cfg.seed, self.step, ctx.rank))
             images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
             x, y = self.augment(images, targets)
-            x = x.to(dtype)
+            x, padding = model_inputs(x.to(dtype), y)
             lr = self.schedule.apply(self.optimizer, self.step)
             with self.precision.autocast():
-                outputs = loss_precision(self.net(x))
+                outputs = loss_precision(self.net(x, **padding))
             loss = self.task.loss(outputs, y, cfg.label_smoothing)
             self.diverged.watch(loss, self.step + 1)
             self.optimizer.zero_grad(set_to_none=True)

@@ -52,6 +52,7 @@ def create_model(
     cache (``VITPOS_CACHE``) and verified. ``keep_grid`` builds the model at the checkpoint's
     grid instead of resampling its tables on load (``resize``: how, see :func:`vitpos.load_weights`).
     ``num_classes`` other than the checkpoint's re-initialises the classifier (as timm does).
+    A model with a host backbone (``detr_pvt_tiny``) takes a classifier's checkpoint into that host.
     """
     if pretrained:
         if checkpoint is not None:
@@ -98,6 +99,9 @@ def _from_file(
     if name is None:
         saved = saved_config(file.metadata, file.path)
         name = saved if saved is not None else guess_preset(file, layout)
+    backbone = _backbone_from_file(name, file, layout, drop, resize, overrides)
+    if backbone is not None:
+        return backbone
     cfg = _released_model_config(name, file, layout, keep_grid, overrides)
     try:
         model = factory.create_model(cfg)
@@ -110,6 +114,30 @@ def _from_file(
     )
     with torch.no_grad():
         model.load_state_dict(merged, strict=True)
+    return model
+
+
+def _backbone_from_file(
+    name: str | HostConfig,
+    file: WeightsFile,
+    layout: Layout,
+    drop: Iterable[str],
+    resize: Resize | None,
+    overrides: dict[str, Any],
+) -> nn.Module | None:
+    """A model whose ``backbone`` is a host (a DETR on PVT) with a classifier's released weights in that host
+    (its classifier left out, the released options selected); None where the file is the model's own."""
+    cfg = factory.get_config(name, **overrides)
+    host = getattr(cfg, "backbone", None)
+    if not isinstance(host, HostConfig) or not layout.archs or cfg.arch in layout.archs:
+        return None
+    check_arch(host.arch, layout, file.path)
+    model = factory.create_model(cfg.replace(backbone=released_config(host, layout, file)))
+    target = getattr(model, "pretrained_host")  # noqa: B009  (a property of the model class, not a submodule)
+    assert isinstance(target, nn.Module)
+    merged, _ = convert_for(target, file.state, layout, file.path, drop=("head", *drop), resize=resize)
+    with torch.no_grad():
+        target.load_state_dict(merged, strict=True)
     return model
 
 
