@@ -37,7 +37,7 @@ def test_text_form():
     gap = parse_family("rel: absolute=none relative=swin head=gap")
     assert gap.head == "gap" and gap.model_overrides == {"absolute": "none", "relative": "swin", "head": "gap"}
     assert gap.describe() == "absolute=none, relative=swin, head=gap"
-    with pytest.raises(ValueError, match="head must be 'cls' or 'gap'"):
+    with pytest.raises(ValueError, match="head must be one of cls, gap, seq"):
         parse_family("rel: relative=swin head=mean")
 
 
@@ -132,7 +132,7 @@ def test_pyramid_hosts_end_on_the_study_models_grid(img_size):
 @pytest.mark.parametrize(
     "text,message",
     [
-        ("x: host=deit absolute=none", "unknown host 'deit'; study hosts: vit, pvt, swin"),
+        ("x: host=deit absolute=none", "unknown host 'deit'; study hosts: vit, pvt, swin, cct"),
         (
             "x: host=swin windows=3",
             "unknown slot\\(s\\) or host option\\(s\\) windows.*options of the swin host: .*window_size",

@@ -178,3 +178,40 @@ def pvt(
     _norm(sd, fill, "norm", dims[-1])
     _linear(sd, fill, "head", classes, dims[-1])
     return sd
+
+
+def compact(
+    fill: Filler, dim: int, depth: int, classes: int, tokens: int, conv: tuple[int, ...] | None, patch: int = 4
+) -> dict:
+    """Compact Transformers' CCT (``conv``: each tokenizer layer's kernel; every layer ``dim`` wide) or CVT
+    (``conv`` None: ``patch`` x ``patch`` patches) with ``tokens`` position rows; MLP ratio 2, no q/k/v biases."""
+    sd: dict = {}
+    if conv is None:
+        sd["tokenizer.conv_layers.0.0.weight"] = fill(dim, 3, patch, patch)
+        sd["tokenizer.conv_layers.0.0.bias"] = fill(dim, scale=0.05)
+    else:
+        widths = [3] + [dim] * len(conv)
+        for i, k in enumerate(conv):
+            sd[f"tokenizer.conv_layers.{i}.0.weight"] = fill(widths[i + 1], widths[i], k, k)
+    c = "classifier"
+    sd[f"{c}.positional_emb"] = fill(1, tokens, dim)
+    for i in range(depth):
+        p = f"{c}.blocks.{i}"
+        _norm(sd, fill, f"{p}.pre_norm", dim)
+        _linear(sd, fill, f"{p}.self_attn.qkv", 3 * dim, dim, bias=False)
+        _linear(sd, fill, f"{p}.self_attn.proj", dim, dim)
+        _norm(sd, fill, f"{p}.norm1", dim)
+        _linear(sd, fill, f"{p}.linear1", 2 * dim, dim)
+        _linear(sd, fill, f"{p}.linear2", dim, 2 * dim)
+    _norm(sd, fill, f"{c}.norm", dim)
+    _linear(sd, fill, f"{c}.attention_pool", 1, dim)
+    _linear(sd, fill, f"{c}.fc", classes, dim)
+    return sd
+
+
+def compact_vit_lite(fill: Filler, dim: int, depth: int, classes: int, grid: int, patch: int = 4) -> dict:
+    """Compact Transformers' ViT-Lite: CVT's layout with ``class_emb``, a position row for it, no pooling."""
+    sd = compact(fill, dim, depth, classes, 1 + grid * grid, None, patch)
+    sd["classifier.class_emb"] = fill(1, 1, dim)
+    del sd["classifier.attention_pool.weight"], sd["classifier.attention_pool.bias"]
+    return sd

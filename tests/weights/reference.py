@@ -318,3 +318,39 @@ def timm_resize_bias_table(table: torch.Tensor, new_window: int) -> torch.Tensor
                 for ix, wx in weights(float(x - half)):
                     out[y * dst + x] += wy * wx * table[iy * src + ix].double()
     return out
+
+
+def compact(sd: dict, x: torch.Tensor, heads: int, conv: tuple[int, ...] | None) -> torch.Tensor:
+    """Compact Transformers' CCT (Tokenizer with ReLU and max-pool; ``conv``: the kernels) or ViT-Lite /
+    CVT (``conv`` None: a patch convolution), then TransformerClassifier: the learned embedding, the
+    encoder layers (norm1 on the residual stream), the final norm, sequence pooling or the class token."""
+    if conv is None:
+        w = sd["tokenizer.conv_layers.0.0.weight"]
+        x = F.conv2d(x, w, sd["tokenizer.conv_layers.0.0.bias"], stride=w.shape[-1])
+    else:
+        for i, k in enumerate(conv):
+            stride, padding = max(1, k // 2 - 1), max(1, k // 2)
+            x = F.conv2d(x, sd[f"tokenizer.conv_layers.{i}.0.weight"], None, stride=stride, padding=padding)
+            x = F.max_pool2d(F.relu(x), 3, 2, 1)
+    x = x.flatten(2).transpose(-2, -1)
+    c = "classifier"
+    seq_pool = f"{c}.class_emb" not in sd
+    if not seq_pool:
+        x = torch.cat([sd[f"{c}.class_emb"].expand(x.shape[0], -1, -1), x], dim=1)
+    x = x + sd[f"{c}.positional_emb"]
+    depth = len({k.split(".")[2] for k in sd if k.startswith(f"{c}.blocks.")})
+    for i in range(depth):
+        p = f"{c}.blocks.{i}"
+        h = ln(x, sd, f"{p}.pre_norm", 1e-5)
+        b, n, d = h.shape
+        qkv = linear(h, sd, f"{p}.self_attn.qkv").reshape(b, n, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+        attn = (qkv[0] @ qkv[1].transpose(-2, -1)) * (d // heads) ** -0.5
+        out = (attn.softmax(dim=-1) @ qkv[2]).transpose(1, 2).reshape(b, n, d)
+        x = ln(x + linear(out, sd, f"{p}.self_attn.proj"), sd, f"{p}.norm1", 1e-5)
+        x = x + linear(F.gelu(linear(x, sd, f"{p}.linear1")), sd, f"{p}.linear2")
+    x = ln(x, sd, f"{c}.norm", 1e-5)
+    if seq_pool:
+        x = (F.softmax(linear(x, sd, f"{c}.attention_pool"), dim=1).transpose(-1, -2) @ x).squeeze(-2)
+    else:
+        x = x[:, 0]
+    return linear(x, sd, f"{c}.fc")

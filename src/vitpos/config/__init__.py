@@ -4,15 +4,17 @@
   :class:`SlotContext`, what a slot module is built from;
 * :mod:`.host` — :class:`HostConfig`, the fields every host shares, and :class:`StageGeometry`;
 * :mod:`.vit` — :class:`ViTConfig` (earlier name: ``ModelConfig``);
+* :mod:`.compact` — :class:`CompactConfig` (ViT-Lite, CVT, CCT);
 * :mod:`.pyramid` — :class:`PVTConfig`, :class:`SwinConfig` and their shared :class:`PyramidConfig`.
 """
 
-from .host import HostConfig, StageGeometry
+from .compact import CompactConfig
+from .host import HEADS, HostConfig, StageGeometry
 from .position import SLOT_NAMES, PositionConfig, ResolvedSlot, SlotClass, SlotContext, slot_registry
 from .pyramid import PYRAMID_ARCHS, PYRAMID_CONFIGS, PVTConfig, PyramidConfig, SwinConfig
 from .vit import ModelConfig, ViTConfig
 
-HOST_CONFIGS: tuple[type[HostConfig], ...] = (ViTConfig, PVTConfig, SwinConfig)
+HOST_CONFIGS: tuple[type[HostConfig], ...] = (ViTConfig, CompactConfig, PVTConfig, SwinConfig)
 """The config class of every backbone host (the command line offers the union of their fields)."""
 
 __all__ = [
@@ -24,6 +26,8 @@ __all__ = [
     "StageGeometry",
     "ViTConfig",
     "ModelConfig",
+    "CompactConfig",
+    "HEADS",
     "PyramidConfig",
     "PVTConfig",
     "SwinConfig",

@@ -20,7 +20,10 @@ from .position import SLOT_NAMES, PositionConfig, SlotContext
 if TYPE_CHECKING:
     from torch import nn
 
-__all__ = ["HostConfig", "StageGeometry"]
+__all__ = ["HostConfig", "StageGeometry", "HEADS"]
+
+HEADS = ("cls", "gap", "seq")
+"""How a host pools its last stage's tokens: class token, global average, sequence pooling."""
 
 _Config = TypeVar("_Config", bound="HostConfig")
 
@@ -62,8 +65,9 @@ class HostConfig:
     """Output classes (or regression targets); 0 gives features only."""
     qkv_bias: bool = True
     """Biases on the query, key and value projections."""
-    head: str = bounded("cls", choices=("cls", "gap"))
-    """'cls': classify from the class token; 'gap': average the last stage's patch tokens."""
+    head: str = bounded("cls", choices=HEADS)
+    """'cls': classify from the class token; 'gap': average the last stage's patch tokens; 'seq': their
+    attention-weighted mean (Compact Transformers' sequence pooling)."""
     class_token: bool | None = None
     """Prepend a class token (to the last stage); defaults to True for head='cls' and False for head='gap'."""
     drop_rate: float = bounded(0.0, ge=0, lt=1)

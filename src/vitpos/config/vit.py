@@ -38,20 +38,33 @@ class ViTConfig(HostConfig):
                 f"embed_dim={self.embed_dim} is not divisible by num_heads={self.num_heads}; "
                 "choose a head count that divides the width"
             )
+        self._check_image_size()
+        self._resolve_stages()
+
+    def _check_image_size(self) -> None:
+        """Raise unless the stem cuts the training image into whole patches (or pads it)."""
         h, w = self.image_hw
         if not self.pad_to_patch and (h % self.patch_size or w % self.patch_size):
             raise ConfigError(
                 f"img_size {self.img_size} is not divisible by patch_size {self.patch_size}; "
                 "change the size or set pad_to_patch=True"
             )
-        self._resolve_stages()
+
+    @property
+    def stem_stride(self) -> int:
+        """Pixels per token of the stem (the patch size)."""
+        return self.patch_size
+
+    @property
+    def prefix_tokens(self) -> int:
+        """Prefix tokens of the one stage: the class token, then the registers."""
+        return int(bool(self.class_token)) + self.reg_tokens
 
     def stage_geometry(self) -> list[StageGeometry]:
-        """One stage on the patch grid; it holds the class token and the registers."""
-        prefix = int(bool(self.class_token)) + self.reg_tokens
+        """One stage on the patch grid; it holds the prefix tokens."""
         (grid,) = self.stage_grids(self.image_hw)
-        ctx = SlotContext(self.embed_dim, self.num_heads, self.depth, grid, prefix)
-        return [StageGeometry(ctx, self.mlp_ratio, self.patch_size, ctx)]
+        ctx = SlotContext(self.embed_dim, self.num_heads, self.depth, grid, self.prefix_tokens)
+        return [StageGeometry(ctx, self.mlp_ratio, self.stem_stride, ctx)]
 
     @property
     def grid(self) -> tuple[int, int]:

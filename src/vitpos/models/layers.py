@@ -14,7 +14,7 @@ from ..encodings.relative.base import RelativePosition
 from ..errors import VitposError
 from ..grid import Grid, patch_grid, tracing
 
-__all__ = ["PatchEmbed", "Partition", "Attention", "Mlp", "DropPath", "Block", "init_linear"]
+__all__ = ["check_images", "PatchEmbed", "Partition", "Attention", "Mlp", "DropPath", "Block", "init_linear"]
 
 
 def init_linear(layer: nn.Linear) -> nn.Linear:
@@ -48,33 +48,38 @@ class PatchEmbed(nn.Module):
 
     def check_input(self, x: torch.Tensor) -> None:
         """Raise :class:`VitposError` for inputs the model cannot take, saying how to convert them."""
-        if not isinstance(x, torch.Tensor):
-            raise VitposError(
-                f"the model takes a torch.Tensor of images (B, {self.in_chans}, H, W), got {type(x).__name__}; "
-                "convert with torch.as_tensor(x, dtype=torch.float32)"
-            )
-        if x.ndim != 4 or x.shape[1] != self.in_chans:
-            raise VitposError(f"expected images of shape (B, {self.in_chans}, H, W), got {tuple(x.shape)}")
-        if not x.is_floating_point():
-            raise VitposError(
-                f"expected floating-point images, got {x.dtype}; convert with x.float() "
-                "(and scale 0-255 pixels to the range the model was trained on)"
-            )
-        weight = self.proj.weight.dtype
-        if x.dtype != weight and not torch.is_autocast_enabled(x.device.type):
-            raise VitposError(
-                f"the images are {x.dtype} but the model's weights are {weight}; convert with "
-                f"x.to({weight}) or run under torch.autocast"
-            )
-        if min(x.shape[-2:]) < self.patch_size and not self.pad:
-            raise VitposError(
-                f"the images are {x.shape[-2]}x{x.shape[-1]} pixels, smaller than one "
-                f"{self.patch_size}-pixel patch; resize them to a multiple of {self.patch_size}"
-            )
-        if min(x.shape[-2:]) == 0:
-            raise VitposError(
-                f"the images are {x.shape[-2]}x{x.shape[-1]} pixels: empty; pass images of at least one patch"
-            )
+        check_images(x, self.in_chans, self.proj.weight.dtype, 1 if self.pad else self.patch_size, "patch")
+
+
+def check_images(x: torch.Tensor, in_chans: int, weight: torch.dtype, min_side: int, unit: str) -> None:
+    """Raise :class:`VitposError` unless ``x`` is a float batch (B, in_chans, H, W) a stem of weights
+    ``weight`` takes, with sides of at least ``min_side`` pixels (one ``unit``)."""
+    if not isinstance(x, torch.Tensor):
+        raise VitposError(
+            f"the model takes a torch.Tensor of images (B, {in_chans}, H, W), got {type(x).__name__}; "
+            "convert with torch.as_tensor(x, dtype=torch.float32)"
+        )
+    if x.ndim != 4 or x.shape[1] != in_chans:
+        raise VitposError(f"expected images of shape (B, {in_chans}, H, W), got {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise VitposError(
+            f"expected floating-point images, got {x.dtype}; convert with x.float() "
+            "(and scale 0-255 pixels to the range the model was trained on)"
+        )
+    if x.dtype != weight and not torch.is_autocast_enabled(x.device.type):
+        raise VitposError(
+            f"the images are {x.dtype} but the model's weights are {weight}; convert with "
+            f"x.to({weight}) or run under torch.autocast"
+        )
+    if min(x.shape[-2:]) < min_side:
+        raise VitposError(
+            f"the images are {x.shape[-2]}x{x.shape[-1]} pixels, smaller than one "
+            f"{min_side}-pixel {unit}; resize them to a multiple of {min_side}"
+        )
+    if min(x.shape[-2:]) == 0:
+        raise VitposError(
+            f"the images are {x.shape[-2]}x{x.shape[-1]} pixels: empty; pass images of at least one {unit}"
+        )
 
 
 @dataclass(frozen=True)
@@ -287,13 +292,21 @@ class Block(nn.Module):
         pos: torch.Tensor | None = None,
         qk_pos: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        x = x + self.drop_path1(self.attend(x, grid, num_prefix_tokens, pos, qk_pos))
+        return x + self.drop_path2(self.mlp(self.norm2(x)))
+
+    def attend(
+        self,
+        x: torch.Tensor,
+        grid: Grid,
+        num_prefix_tokens: int,
+        pos: torch.Tensor | None,
+        qk_pos: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """The attention branch: attention of the normalised tokens (plus ``pos``), before the residual."""
         h = self.norm1(x)
         if pos is not None:
             h = h + pos
-        out = (
-            self.attn(h, grid, num_prefix_tokens)
-            if qk_pos is None
-            else self.attn(h, grid, num_prefix_tokens, qk_pos=qk_pos)
-        )
-        x = x + self.drop_path1(out)
-        return x + self.drop_path2(self.mlp(self.norm2(x)))
+        if qk_pos is None:
+            return self.attn(h, grid, num_prefix_tokens)
+        return self.attn(h, grid, num_prefix_tokens, qk_pos=qk_pos)

@@ -17,7 +17,9 @@ from ..config import HostConfig
 from ..encodings.relative.base import RelativePosition
 from ..grid import Grid, tokens_to_map
 from .layers import Attention, Block, PatchEmbed, init_linear
+from .seq_pool import SequencePool
 from .stage import Stage
+from .tokenizers import ConvTokenizer
 
 __all__ = ["PyramidTransformer", "NormedPatchEmbed"]
 
@@ -58,6 +60,8 @@ class PyramidTransformer(nn.Module):
     """The config this host is built from (read by :func:`~vitpos.models.factory.config_from_dict`)."""
     norm_eps = 1e-6
     """LayerNorm epsilon of the blocks and the final norm (ViT's and PVT's; Swin uses PyTorch's default 1e-5)."""
+    block_class: type[Block] = Block
+    """The encoder block (the pre-norm ViT block; Compact Transformers' layer for that host)."""
 
     def __init__(self, cfg: HostConfig) -> None:
         super().__init__()
@@ -83,6 +87,7 @@ class PyramidTransformer(nn.Module):
             for s, g in enumerate(cfg.stages)
         )
         self.norm = nn.LayerNorm(self.num_features, eps=self.norm_eps)
+        self.attention_pool = SequencePool(self.num_features) if cfg.head == "seq" else None
         self.head_drop = nn.Dropout(cfg.drop_rate)
         self.head = init_linear(nn.Linear(self.num_features, cfg.num_classes)) if cfg.num_classes else nn.Identity()
 
@@ -100,7 +105,7 @@ class PyramidTransformer(nn.Module):
         geometry = cfg.stages[stage]
         dim, heads = geometry.context.embed_dim, geometry.context.num_heads
         attn = self.make_attention(stage, index, relative)
-        return Block(
+        return self.block_class(
             dim, heads, geometry.mlp_ratio, cfg.qkv_bias, cfg.drop_rate, cfg.attn_drop_rate,
             self.drop_path_rates[stage][index], relative=None if attn is not None else relative, attn=attn,
             norm_eps=self.norm_eps,
@@ -118,7 +123,7 @@ class PyramidTransformer(nn.Module):
         """Images -> (the maps (B, C, H, W) of every stage but the last, the last stage's
         normalised tokens (B, P + H*W, C), its grid)."""
         stem = self.downsamples[0]
-        assert isinstance(stem, PatchEmbed)  # make_downsample(0) is the patch embedding
+        assert isinstance(stem, (PatchEmbed, ConvTokenizer))  # make_downsample(0) is the image's stem
         stem.check_input(x)
         self.stage_grids((x.shape[-2], x.shape[-1]))  # raises for sizes the stages cannot divide
         maps: list[torch.Tensor] = []
@@ -142,8 +147,13 @@ class PyramidTransformer(nn.Module):
         return self.forward_stages(x)[1]
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        """Pool the last stage's tokens (class token or mean of patch tokens) and classify."""
-        x = x[:, 0] if self.cfg.head == "cls" else x[:, self.num_prefix_tokens :].mean(dim=1)
+        """Pool the last stage's tokens (class token, mean or sequence pooling of the patch tokens) and classify."""
+        if self.cfg.head == "cls":
+            x = x[:, 0]
+        elif self.attention_pool is not None:
+            x = self.attention_pool(x[:, self.num_prefix_tokens :])
+        else:
+            x = x[:, self.num_prefix_tokens :].mean(dim=1)
         x = self.head_drop(x)
         return x if pre_logits else self.head(x)
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import SLOT_NAMES, HostConfig, PositionConfig, slot_registry
+from ..config import HEADS, SLOT_NAMES, HostConfig, PositionConfig, slot_registry
 from ..models.factory import create_model
 from ..spec import SlotSpec
 from .hosts import STUDY_HOSTS, study_host
@@ -48,8 +48,8 @@ class Family:
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_.+-]+", self.label):
             raise ValueError(f"family label {self.label!r} may only use letters, digits and _ . + -")
-        if self.head not in (None, "cls", "gap"):
-            raise ValueError(f"family {self.label!r}: head must be 'cls' or 'gap', got {self.head!r}")
+        if self.head not in (None, *HEADS):
+            raise ValueError(f"family {self.label!r}: head must be one of {', '.join(HEADS)}, got {self.head!r}")
         if self.host is not None and self.host not in STUDY_HOSTS:
             raise ValueError(
                 f"family {self.label!r}: unknown host {self.host!r}; study hosts: {', '.join(STUDY_HOSTS)}"

@@ -18,6 +18,7 @@ from torch import nn
 
 from ..config import HostConfig
 from ..errors import CheckpointError
+from .compact import CompactTransformers
 from .files import WeightsFile, read_weights
 from .irpe import IRPEZoo
 from .lape import LapeViT, released_join
@@ -44,7 +45,16 @@ Source = str | Path | Mapping[str, torch.Tensor] | WeightsFile
 """A checkpoint file or folder, a state dict already in memory, or a file already read."""
 
 NATIVE = Native()
-LAYOUTS: tuple[Layout, ...] = (NATIVE, IRPEZoo(), LapeViT(), TimmViT(), MicrosoftSwin(), TimmSwin(), PVTv1())
+LAYOUTS: tuple[Layout, ...] = (
+    NATIVE,
+    IRPEZoo(),
+    LapeViT(),
+    TimmViT(),
+    MicrosoftSwin(),
+    TimmSwin(),
+    PVTv1(),
+    CompactTransformers(),
+)
 """Every layout, most specific first: the first that matches a state dict is used."""
 
 SHOWN = 8
