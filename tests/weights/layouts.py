@@ -215,3 +215,12 @@ def compact_vit_lite(fill: Filler, dim: int, depth: int, classes: int, grid: int
     sd["classifier.class_emb"] = fill(1, 1, dim)
     del sd["classifier.attention_pool.weight"], sd["classifier.attention_pool.bias"]
     return sd
+
+
+def deit_distilled(fill: Filler, dim: int, depth: int, patch: int, grid: int, classes: int) -> dict:
+    """DeiT's DistilledVisionTransformer: timm's ViT plus ``dist_token``, a second position row and ``head_dist``."""
+    sd = timm_vit(fill, dim, depth, patch, grid, classes)
+    sd["dist_token"] = fill(1, 1, dim)
+    sd["pos_embed"] = fill(1, 2 + grid * grid, dim)
+    _linear(sd, fill, "head_dist", classes, dim)
+    return sd

@@ -354,3 +354,20 @@ def compact(sd: dict, x: torch.Tensor, heads: int, conv: tuple[int, ...] | None)
     else:
         x = x[:, 0]
     return linear(x, sd, f"{c}.fc")
+
+
+def deit_distilled(sd: dict, x: torch.Tensor, heads: int, training: bool = False):
+    """DeiT's DistilledVisionTransformer: class and distillation tokens, the position table over both;
+    (head, head_dist) logits in training, their mean at inference."""
+    w = sd["patch_embed.proj.weight"]
+    x = F.conv2d(x, w, sd["patch_embed.proj.bias"], stride=w.shape[-1]).flatten(2).transpose(1, 2)
+    prefix = [sd[k].expand(x.shape[0], -1, -1) for k in ("cls_token", "dist_token")]
+    x = torch.cat([*prefix, x], dim=1) + sd["pos_embed"]
+    depth = len({k.split(".")[1] for k in sd if k.startswith("blocks.")})
+    for i in range(depth):
+        p = f"blocks.{i}"
+        x = x + cream_attention(ln(x, sd, f"{p}.norm1", 1e-6), sd, p, heads, None)
+        x = x + mlp(ln(x, sd, f"{p}.norm2", 1e-6), sd, p)
+    x = ln(x, sd, "norm", 1e-6)
+    logits, dist_logits = linear(x[:, 0], sd, "head"), linear(x[:, 1], sd, "head_dist")
+    return (logits, dist_logits) if training else (logits + dist_logits) / 2

@@ -112,6 +112,11 @@ class HostConfig:
         return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
 
     @property
+    def distillation_tokens(self) -> int:
+        """Distillation tokens (DeiT's) among the last stage's prefix tokens: none unless the host has them."""
+        return 0
+
+    @property
     def num_stages(self) -> int:
         """Number of stages S."""
         return len(self.stages)

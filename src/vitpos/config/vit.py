@@ -27,7 +27,10 @@ class ViTConfig(HostConfig):
     mlp_ratio: float = bounded(4.0, gt=0)
     """MLP hidden width as a multiple of the token width."""
     reg_tokens: int = bounded(0, ge=0)
-    """Extra learned prefix tokens (registers) after the class token."""
+    """Extra learned prefix tokens (registers) after the class (and distillation) token."""
+    distilled: bool = False
+    """DeiT's distillation token after the class token, with its own head; the two heads' logits are
+    averaged at inference, and hard distillation trains each on its own target."""
     pad_to_patch: bool = False
     """Zero-pad inputs whose size is not a multiple of the patch size instead of raising."""
 
@@ -38,6 +41,8 @@ class ViTConfig(HostConfig):
                 f"embed_dim={self.embed_dim} is not divisible by num_heads={self.num_heads}; "
                 "choose a head count that divides the width"
             )
+        if self.distilled and not self.class_token:
+            raise ConfigError("distilled=True needs the class token (head='cls'): DeiT averages the two tokens' heads")
         self._check_image_size()
         self._resolve_stages()
 
@@ -57,8 +62,12 @@ class ViTConfig(HostConfig):
 
     @property
     def prefix_tokens(self) -> int:
-        """Prefix tokens of the one stage: the class token, then the registers."""
-        return int(bool(self.class_token)) + self.reg_tokens
+        """Prefix tokens of the one stage: the class token, the distillation token, then the registers."""
+        return int(bool(self.class_token)) + self.distillation_tokens + self.reg_tokens
+
+    @property
+    def distillation_tokens(self) -> int:
+        return int(self.distilled)
 
     def stage_geometry(self) -> list[StageGeometry]:
         """One stage on the patch grid; it holds the prefix tokens."""

@@ -15,6 +15,7 @@ from torch import nn
 
 from ..config import HostConfig
 from ..encodings.relative.base import RelativePosition
+from ..errors import VitposError
 from ..grid import Grid, tokens_to_map
 from .layers import Attention, Block, PatchEmbed, init_linear
 from .seq_pool import SequencePool
@@ -71,12 +72,13 @@ class PyramidTransformer(nn.Module):
         self.num_features = cfg.embed_dims[-1]
         self.num_prefix_tokens = cfg.num_prefix_tokens
         self.downsamples = nn.ModuleList(self.make_downsample(s) for s in range(cfg.num_stages))
-        registers = cfg.num_prefix_tokens - int(bool(cfg.class_token))
+        distill = cfg.distillation_tokens
+        registers = cfg.num_prefix_tokens - int(bool(cfg.class_token)) - distill
         self.cls_token = nn.Parameter(torch.zeros(1, 1, self.num_features)) if cfg.class_token else None
+        self.dist_token = nn.Parameter(torch.zeros(1, distill, self.num_features)) if distill else None
         self.reg_token = nn.Parameter(torch.zeros(1, registers, self.num_features)) if registers else None
-        for token in (self.cls_token, self.reg_token):
-            if token is not None:
-                nn.init.trunc_normal_(token, std=0.02)
+        for token in self.prefix_parameters():
+            nn.init.trunc_normal_(token, std=0.02)
 
         depths = [geometry.context.depth for geometry in cfg.stages]
         # stochastic depth rises linearly over all blocks of all stages, as in PVT and Swin
@@ -90,6 +92,11 @@ class PyramidTransformer(nn.Module):
         self.attention_pool = SequencePool(self.num_features) if cfg.head == "seq" else None
         self.head_drop = nn.Dropout(cfg.drop_rate)
         self.head = init_linear(nn.Linear(self.num_features, cfg.num_classes)) if cfg.num_classes else nn.Identity()
+        self.head_dist = (
+            (init_linear(nn.Linear(self.num_features, cfg.num_classes)) if cfg.num_classes else nn.Identity())
+            if distill
+            else None
+        )
 
     def make_downsample(self, stage: int) -> nn.Module:
         """The module that maps the previous map (the image for stage 0) to this stage's tokens and grid."""
@@ -115,8 +122,12 @@ class PyramidTransformer(nn.Module):
         """The token grid of every stage for an image of size ``image_hw``; raises if it does not fit."""
         return self.cfg.stage_grids(image_hw)
 
+    def prefix_parameters(self) -> list[nn.Parameter]:
+        """The learned prefix tokens in their order: class, distillation, registers (those the host has)."""
+        return [t for t in (self.cls_token, self.dist_token, self.reg_token) if t is not None]
+
     def _prepend_prefix(self, x: torch.Tensor) -> torch.Tensor:
-        prefix = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.reg_token) if t is not None]
+        prefix = [t.expand(x.shape[0], -1, -1) for t in self.prefix_parameters()]
         return torch.cat([*prefix, x], dim=1) if prefix else x
 
     def forward_stages(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor, Grid]:
@@ -147,7 +158,13 @@ class PyramidTransformer(nn.Module):
         return self.forward_stages(x)[1]
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        """Pool the last stage's tokens (class token, mean or sequence pooling of the patch tokens) and classify."""
+        """Pool the last stage's tokens (class token, mean or sequence pooling of the patch tokens) and classify;
+        with a distillation token, the mean of the two heads' logits (DeiT's inference)."""
+        if self.head_dist is not None:
+            if pre_logits:
+                return self.head_drop((x[:, 0] + x[:, 1]) / 2)
+            logits, dist_logits = self.distilled_logits(x)
+            return (logits + dist_logits) / 2
         if self.cfg.head == "cls":
             x = x[:, 0]
         elif self.attention_pool is not None:
@@ -160,11 +177,20 @@ class PyramidTransformer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_tokens(x))
 
+    def distilled_logits(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The class head's logits from the class token and the distillation head's from its token (DeiT)."""
+        if self.head_dist is None:
+            raise VitposError(
+                f"{type(self).__name__} has no distillation token; build it with distilled=True "
+                "(the deit_*_distilled_* presets)"
+            )
+        return self.head(self.head_drop(tokens[:, 0])), self.head_dist(self.head_drop(tokens[:, 1]))
+
     def position_parameters(self) -> dict[str, nn.Parameter]:
         """Every parameter of the four position slots of every stage, by name."""
         return {n: p for n, p in self.named_parameters() if any(part in n for part in POSITION_SLOTS)}
 
     def no_weight_decay(self) -> set[str]:
         """Parameter names exempt from weight decay: the prefix tokens and every position parameter."""
-        prefix = {n for n, _ in self.named_parameters() if n in ("cls_token", "reg_token")}
+        prefix = {n for n, _ in self.named_parameters() if n in ("cls_token", "dist_token", "reg_token")}
         return prefix | set(self.position_parameters())

@@ -123,7 +123,7 @@ def convert_for(
         and "head.weight" in own
         and weights["head.weight"].shape != own["head.weight"].shape
     ):
-        drop.append("head")
+        drop += ["head", "head_dist"]
     dropped = sorted(k for k in own if _matches(drop, k))
     weights = {k: v for k, v in weights.items() if not _matches(drop, k)}
     left = {k: v for k, v in left.items() if not _matches(drop, k)}
