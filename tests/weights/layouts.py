@@ -224,3 +224,36 @@ def deit_distilled(fill: Filler, dim: int, depth: int, patch: int, grid: int, cl
     sd["pos_embed"] = fill(1, 2 + grid * grid, dim)
     _linear(sd, fill, "head_dist", classes, dim)
     return sd
+
+
+def t2t_vit(fill: Filler, dim: int, depth: int, token_dim: int, tokens: int, classes: int, layer: str) -> dict:
+    """T2T-ViT: ``tokens_to_token`` with two performer (``w``: orthogonal random features) or transformer
+    layers and ``project``, then timm's blocks without q/k/v biases (MLP ratio 2) and the fixed ``pos_embed``."""
+    sd: dict = {}
+    for name, width in (("attention1", 3 * 49), ("attention2", token_dim * 9)):
+        p = f"tokens_to_token.{name}"
+        _norm(sd, fill, f"{p}.norm1", width)
+        _norm(sd, fill, f"{p}.norm2", token_dim)
+        if layer == "performer":
+            _linear(sd, fill, f"{p}.kqv", 3 * token_dim, width)
+            _linear(sd, fill, f"{p}.proj", token_dim, token_dim)
+            _linear(sd, fill, f"{p}.mlp.0", token_dim, token_dim)
+            _linear(sd, fill, f"{p}.mlp.2", token_dim, token_dim)
+            m = token_dim // 2
+            sd[f"{p}.w"] = torch.linalg.qr(fill(token_dim, m, scale=1.0))[0].T.contiguous() * m**0.5
+        else:
+            _linear(sd, fill, f"{p}.attn.qkv", 3 * token_dim, width, bias=False)
+            _linear(sd, fill, f"{p}.attn.proj", token_dim, token_dim)
+            _linear(sd, fill, f"{p}.mlp.fc1", token_dim, token_dim)
+            _linear(sd, fill, f"{p}.mlp.fc2", token_dim, token_dim)
+    _linear(sd, fill, "tokens_to_token.project", dim, token_dim * 9)
+    sd["cls_token"] = fill(1, 1, dim)
+    sd["pos_embed"] = fill(1, 1 + tokens, dim)  # a fixed table in the release: the model recomputes it
+    for i in range(depth):
+        _norm(sd, fill, f"blocks.{i}.norm1", dim)
+        _linear(sd, fill, f"blocks.{i}.attn.qkv", 3 * dim, dim, bias=False)
+        _linear(sd, fill, f"blocks.{i}.attn.proj", dim, dim)
+        _mlp_block(sd, fill, f"blocks.{i}", dim, 2 * dim)
+    _norm(sd, fill, "norm", dim)
+    _linear(sd, fill, "head", classes, dim)
+    return sd

@@ -371,3 +371,68 @@ def deit_distilled(sd: dict, x: torch.Tensor, heads: int, training: bool = False
     x = ln(x, sd, "norm", 1e-6)
     logits, dist_logits = linear(x[:, 0], sd, "head"), linear(x[:, 1], sd, "head_dist")
     return (logits, dist_logits) if training else (logits + dist_logits) / 2
+
+
+def _t2t_sinusoid(n_position: int, d_hid: int) -> torch.Tensor:
+    """T2T-ViT's get_sinusoid_encoding: position / 10000^(2 (j // 2) / d), sin on even j, cos on odd."""
+    angles = torch.tensor(
+        [[pos / math.pow(10000, 2 * (j // 2) / d_hid) for j in range(d_hid)] for pos in range(n_position)],
+        dtype=torch.float64,
+    )
+    angles[:, 0::2] = torch.sin(angles[:, 0::2])
+    angles[:, 1::2] = torch.cos(angles[:, 1::2])
+    return angles[None]
+
+
+def _token_performer(x: torch.Tensor, sd: dict, p: str) -> torch.Tensor:
+    """Token_performer.forward (its float32 casts left out: float64 throughout)."""
+    x = ln(x, sd, f"{p}.norm1", 1e-5)
+    emb = sd[f"{p}.proj.weight"].shape[0]
+    k, q, v = torch.split(linear(x, sd, f"{p}.kqv"), emb, dim=-1)
+    w = sd[f"{p}.w"]
+    m = w.shape[0]
+
+    def prm_exp(t: torch.Tensor) -> torch.Tensor:
+        xd = ((t * t).sum(dim=-1, keepdim=True)).repeat(1, 1, m) / 2
+        return torch.exp(torch.einsum("bti,mi->btm", t, w) - xd) / math.sqrt(m)
+
+    kp, qp = prm_exp(k), prm_exp(q)
+    d = torch.einsum("bti,bi->bt", qp, kp.sum(dim=1)).unsqueeze(dim=2)
+    kptv = torch.einsum("bin,bim->bnm", v, kp)
+    y = torch.einsum("bti,bni->btn", qp, kptv) / (d.repeat(1, 1, emb) + 1e-8)
+    y = v + linear(y, sd, f"{p}.proj")
+    return y + linear(F.gelu(linear(ln(y, sd, f"{p}.norm2", 1e-5), sd, f"{p}.mlp.0")), sd, f"{p}.mlp.2")
+
+
+def _token_transformer(x: torch.Tensor, sd: dict, p: str) -> torch.Tensor:
+    """Token_transformer.forward: one head, logits scaled by the input width, v as the skip connection."""
+    b, n, c = x.shape
+    h = ln(x, sd, f"{p}.norm1", 1e-5)
+    in_dim = sd[f"{p}.attn.proj.weight"].shape[0]
+    qkv = linear(h, sd, f"{p}.attn.qkv").reshape(b, n, 3, 1, in_dim).permute(2, 0, 3, 1, 4)
+    q, k, v = qkv[0], qkv[1], qkv[2]
+    attn = ((q * c**-0.5) @ k.transpose(-2, -1)).softmax(dim=-1)
+    out = (attn @ v).transpose(1, 2).reshape(b, n, in_dim)
+    y = v.squeeze(1) + linear(out, sd, f"{p}.attn.proj")
+    return y + mlp(ln(y, sd, f"{p}.norm2", 1e-5), sd, p)
+
+
+def t2t_vit(sd: dict, x: torch.Tensor, heads: int) -> torch.Tensor:
+    """T2T_ViT.forward: T2T_module (soft splits, two token layers, re-structurisation by the square
+    root of the token count), the class token, the sinusoidal table over 1 + N positions, timm blocks."""
+    layer = _token_performer if "tokens_to_token.attention1.w" in sd else _token_transformer
+    x = F.unfold(x, (7, 7), stride=(4, 4), padding=(2, 2)).transpose(1, 2)
+    for name in ("attention1", "attention2"):
+        x = layer(x, sd, f"tokens_to_token.{name}")
+        b, hw, c = x.shape
+        side = int(math.sqrt(hw))
+        x = F.unfold(x.transpose(1, 2).reshape(b, c, side, side), (3, 3), stride=(2, 2), padding=(1, 1)).transpose(1, 2)
+    x = linear(x, sd, "tokens_to_token.project")
+    x = torch.cat([sd["cls_token"].expand(x.shape[0], -1, -1), x], dim=1)
+    x = x + _t2t_sinusoid(x.shape[1], x.shape[2])
+    depth = len({k.split(".")[1] for k in sd if k.startswith("blocks.")})
+    for i in range(depth):
+        p = f"blocks.{i}"
+        x = x + cream_attention(ln(x, sd, f"{p}.norm1", 1e-5), sd, p, heads, None)
+        x = x + mlp(ln(x, sd, f"{p}.norm2", 1e-5), sd, p)
+    return linear(ln(x, sd, "norm", 1e-5)[:, 0], sd, "head")

@@ -4,7 +4,7 @@
   :class:`SlotContext`, what a slot module is built from;
 * :mod:`.host` — :class:`HostConfig`, the fields every host shares, and :class:`StageGeometry`;
 * :mod:`.vit` — :class:`ViTConfig` (earlier name: ``ModelConfig``);
-* :mod:`.compact` — :class:`CompactConfig` (ViT-Lite, CVT, CCT);
+* :mod:`.compact` — :class:`CompactConfig` (ViT-Lite, CVT, CCT); :mod:`.t2t` — :class:`T2TConfig`;
 * :mod:`.pyramid` — :class:`PVTConfig`, :class:`SwinConfig` and their shared :class:`PyramidConfig`.
 """
 
@@ -12,9 +12,10 @@ from .compact import CompactConfig
 from .host import HEADS, HostConfig, StageGeometry
 from .position import SLOT_NAMES, PositionConfig, ResolvedSlot, SlotClass, SlotContext, slot_registry
 from .pyramid import PYRAMID_ARCHS, PYRAMID_CONFIGS, PVTConfig, PyramidConfig, SwinConfig
+from .t2t import T2TConfig
 from .vit import ModelConfig, ViTConfig
 
-HOST_CONFIGS: tuple[type[HostConfig], ...] = (ViTConfig, CompactConfig, PVTConfig, SwinConfig)
+HOST_CONFIGS: tuple[type[HostConfig], ...] = (ViTConfig, CompactConfig, T2TConfig, PVTConfig, SwinConfig)
 """The config class of every backbone host (the command line offers the union of their fields)."""
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "ViTConfig",
     "ModelConfig",
     "CompactConfig",
+    "T2TConfig",
     "HEADS",
     "PyramidConfig",
     "PVTConfig",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 import torch.nn.functional as F
@@ -14,7 +14,17 @@ from ..encodings.relative.base import RelativePosition
 from ..errors import VitposError
 from ..grid import Grid, patch_grid, tracing
 
-__all__ = ["check_images", "PatchEmbed", "Partition", "Attention", "Mlp", "DropPath", "Block", "init_linear"]
+__all__ = [
+    "ImageStem",
+    "check_images",
+    "PatchEmbed",
+    "Partition",
+    "Attention",
+    "Mlp",
+    "DropPath",
+    "Block",
+    "init_linear",
+]
 
 
 def init_linear(layer: nn.Linear) -> nn.Linear:
@@ -23,6 +33,15 @@ def init_linear(layer: nn.Linear) -> nn.Linear:
     if layer.bias is not None:
         nn.init.zeros_(layer.bias)
     return layer
+
+
+@runtime_checkable
+class ImageStem(Protocol):
+    """What a host's first downsampling step offers: a check of the images it is given."""
+
+    def check_input(self, x: torch.Tensor) -> None:
+        """Raise :class:`VitposError` for inputs the stem cannot take, saying how to convert them."""
+        ...
 
 
 class PatchEmbed(nn.Module):

@@ -17,10 +17,9 @@ from ..config import HostConfig
 from ..encodings.relative.base import RelativePosition
 from ..errors import VitposError
 from ..grid import Grid, tokens_to_map
-from .layers import Attention, Block, PatchEmbed, init_linear
+from .layers import Attention, Block, ImageStem, PatchEmbed, init_linear
 from .seq_pool import SequencePool
 from .stage import Stage
-from .tokenizers import ConvTokenizer
 
 __all__ = ["PyramidTransformer", "NormedPatchEmbed"]
 
@@ -134,7 +133,7 @@ class PyramidTransformer(nn.Module):
         """Images -> (the maps (B, C, H, W) of every stage but the last, the last stage's
         normalised tokens (B, P + H*W, C), its grid)."""
         stem = self.downsamples[0]
-        assert isinstance(stem, (PatchEmbed, ConvTokenizer))  # make_downsample(0) is the image's stem
+        assert isinstance(stem, ImageStem)  # make_downsample(0) is the image's stem
         stem.check_input(x)
         self.stage_grids((x.shape[-2], x.shape[-1]))  # raises for sizes the stages cannot divide
         maps: list[torch.Tensor] = []

@@ -28,6 +28,7 @@ from .pvt import PVTv1
 from .resize import RESIZES, Resize
 from .run_folder import FORMATS
 from .swin import MicrosoftSwin, TimmSwin
+from .t2t import T2TViTLayout
 from .vit import TimmViT
 
 __all__ = [
@@ -54,6 +55,7 @@ LAYOUTS: tuple[Layout, ...] = (
     TimmSwin(),
     PVTv1(),
     CompactTransformers(),
+    T2TViTLayout(),
 )
 """Every layout, most specific first: the first that matches a state dict is used."""
 
