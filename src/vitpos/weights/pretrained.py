@@ -20,7 +20,6 @@ DEIT = "facebookresearch/deit README_deit.md"
 IRPE = "microsoft/Cream iRPE/README.md"
 SWIN = "microsoft/Swin-Transformer README.md"
 PVT = "whai362/PVT classification/README.md"
-T2T = "yitu-opensource/T2T-ViT README.md"
 IRPE_ZOO = "https://github.com/wkcn/iRPE-model-zoo/releases/download/1.0/"
 
 
@@ -61,9 +60,6 @@ RELEASES: dict[str, Release] = {
     ),
     "swin_small": Release(
         "https://github.com/SwinTransformer/storage/releases/download/v1.0.0/swin_small_patch4_window7_224.pth", SWIN
-    ),
-    "t2t_vit_7": Release(
-        "https://github.com/yitu-opensource/T2T-ViT/releases/download/main/71.7_T2T_ViT_7.pth.tar", T2T
     ),
     "pvt_tiny": Release("https://github.com/whai362/PVT/releases/download/v2/pvt_tiny.pth", PVT),
     "pvt_small": Release("https://github.com/whai362/PVT/releases/download/v2/pvt_small.pth", PVT),
