@@ -257,3 +257,44 @@ def t2t_vit(fill: Filler, dim: int, depth: int, token_dim: int, tokens: int, cla
     _norm(sd, fill, "norm", dim)
     _linear(sd, fill, "head", classes, dim)
     return sd
+
+
+def _batch_norm(sd: dict, fill: Filler, name: str, channels: int) -> None:
+    _norm(sd, fill, name, channels)
+    sd[f"{name}.running_mean"] = fill(channels, scale=0.1)
+    sd[f"{name}.running_var"] = fill(channels, scale=0.1, offset=1.0).abs()
+    sd[f"{name}.num_batches_tracked"] = torch.tensor(7)
+
+
+def ceit(fill: Filler, dim: int, depth: int, patch: int, grid: int, classes: int, stem: int = 8) -> dict:
+    """coeusguo/ceit's CeIT: Image2Tokens (conv, bn) and its patch proj, LeFF blocks, the LCA block, MLP ratio 4."""
+    hidden = 4 * dim
+    sd: dict = {"i2t.backbone.conv.weight": fill(stem, 3, 7, 7)}
+    _batch_norm(sd, fill, "i2t.backbone.bn", stem)
+    sd["i2t.proj.weight"] = fill(dim, stem, patch, patch)
+    sd["i2t.proj.bias"] = fill(dim, scale=0.05)
+    sd["cls_token"] = fill(1, 1, dim)
+    sd["pos_embed"] = fill(1, 1 + grid * grid, dim)
+    for i in range(depth):
+        p = f"blocks.{i}"
+        _norm(sd, fill, f"{p}.norm1", dim)
+        _linear(sd, fill, f"{p}.attn.qkv", 3 * dim, dim)
+        _linear(sd, fill, f"{p}.attn.proj", dim, dim)
+        _norm(sd, fill, f"{p}.norm2", dim)
+        for conv, (out, inp, k, groups) in {
+            "conv1": (hidden, dim, 1, 1), "conv2": (hidden, hidden, 3, hidden), "conv3": (dim, hidden, 1, 1)
+        }.items():  # fmt: skip
+            sd[f"{p}.leff.{conv}.weight"] = fill(out, inp // groups, k, k)
+            sd[f"{p}.leff.{conv}.bias"] = fill(out, scale=0.05)
+        for bn, channels in (("bn1", hidden), ("bn2", hidden), ("bn3", dim)):
+            _batch_norm(sd, fill, f"{p}.leff.{bn}", channels)
+    _norm(sd, fill, "lca.norm1", dim)
+    _linear(sd, fill, "lca.attn.qkv", 3 * dim, dim)
+    _linear(sd, fill, "lca.attn.proj", dim, dim)
+    _norm(sd, fill, "lca.norm2", dim)
+    _linear(sd, fill, "lca.feedforward.fc1", hidden, dim)
+    _linear(sd, fill, "lca.feedforward.fc2", dim, hidden)
+    sd["pos_layer_embed"] = fill(1, depth, dim)
+    _norm(sd, fill, "norm", dim)
+    _linear(sd, fill, "head", classes, dim)
+    return sd

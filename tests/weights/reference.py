@@ -436,3 +436,49 @@ def t2t_vit(sd: dict, x: torch.Tensor, heads: int) -> torch.Tensor:
         x = x + cream_attention(ln(x, sd, f"{p}.norm1", 1e-5), sd, p, heads, None)
         x = x + mlp(ln(x, sd, f"{p}.norm2", 1e-5), sd, p)
     return linear(ln(x, sd, "norm", 1e-5)[:, 0], sd, "head")
+
+
+def _bn(x: torch.Tensor, sd: dict, name: str) -> torch.Tensor:
+    return F.batch_norm(
+        x, sd[f"{name}.running_mean"], sd[f"{name}.running_var"], sd[f"{name}.weight"], sd[f"{name}.bias"], False
+    )
+
+
+def ceit(sd: dict, x: torch.Tensor, heads: int) -> torch.Tensor:
+    """coeusguo/ceit's CeIT.forward in eval mode: Image2Tokens and HybridEmbed's proj, LeFF blocks (the class
+    token bypasses LeFF; the patch map is the square root of the token count), LCA over the blocks' class tokens."""
+    x = _bn(F.conv2d(x, sd["i2t.backbone.conv.weight"], None, stride=2, padding=3), sd, "i2t.backbone.bn")
+    x = F.max_pool2d(x, 3, 2, 1)
+    w = sd["i2t.proj.weight"]
+    x = F.conv2d(x, w, sd["i2t.proj.bias"], stride=w.shape[-1]).flatten(2).transpose(1, 2)
+    x = torch.cat([sd["cls_token"].expand(x.shape[0], -1, -1), x], dim=1) + sd["pos_embed"]
+    depth = sd["pos_layer_embed"].shape[1]
+    cls_tokens = []
+    for i in range(depth):
+        p = f"blocks.{i}"
+        x = x + cream_attention(ln(x, sd, f"{p}.norm1", 1e-6), sd, p, heads, None)
+        h = ln(x, sd, f"{p}.norm2", 1e-6)
+        b, n, k = h.shape
+        cls, tokens = torch.split(h, [1, n - 1], dim=1)
+        side = int(math.sqrt(n - 1))
+        y = tokens.reshape(b, side, side, k).permute(0, 3, 1, 2)
+        y = F.gelu(_bn(F.conv2d(y, sd[f"{p}.leff.conv1.weight"], sd[f"{p}.leff.conv1.bias"]), sd, f"{p}.leff.bn1"))
+        hidden = y.shape[1]
+        y = F.conv2d(y, sd[f"{p}.leff.conv2.weight"], sd[f"{p}.leff.conv2.bias"], padding=1, groups=hidden)
+        y = F.gelu(_bn(y, sd, f"{p}.leff.bn2"))
+        y = _bn(F.conv2d(y, sd[f"{p}.leff.conv3.weight"], sd[f"{p}.leff.conv3.bias"]), sd, f"{p}.leff.bn3")
+        x = x + torch.cat([cls, y.flatten(2).permute(0, 2, 1)], dim=1)
+        cls_tokens.append(x[:, 0])
+    layers = torch.stack(cls_tokens, dim=1) + sd["pos_layer_embed"]
+    b, n, c = layers.shape
+    h = ln(layers, sd, "lca.norm1", 1e-6)
+    wq, wkv = sd["lca.attn.qkv.weight"][:c], sd["lca.attn.qkv.weight"][c:]
+    bq, bkv = sd["lca.attn.qkv.bias"][:c], sd["lca.attn.qkv.bias"][c:]
+    q = F.linear(h[:, -1:], wq, bq).reshape(b, 1, heads, c // heads).permute(0, 2, 1, 3)
+    kv = F.linear(h, wkv, bkv).reshape(b, n, 2, heads, c // heads).permute(2, 0, 3, 1, 4)
+    attn = ((q @ kv[0].transpose(-2, -1)) * (c // heads) ** -0.5).softmax(dim=-1)
+    out = linear((attn @ kv[1]).transpose(1, 2).reshape(b, 1, c), sd, "lca.attn.proj")
+    y = layers[:, -1:] + out
+    h2 = ln(y, sd, "lca.norm2", 1e-6)
+    y = y + linear(F.gelu(linear(h2, sd, "lca.feedforward.fc1")), sd, "lca.feedforward.fc2")
+    return linear(ln(y, sd, "norm", 1e-6).view(b, -1), sd, "head")

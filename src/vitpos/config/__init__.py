@@ -5,9 +5,11 @@
 * :mod:`.host` — :class:`HostConfig`, the fields every host shares, and :class:`StageGeometry`;
 * :mod:`.vit` — :class:`ViTConfig` (earlier name: ``ModelConfig``);
 * :mod:`.compact` — :class:`CompactConfig` (ViT-Lite, CVT, CCT); :mod:`.t2t` — :class:`T2TConfig`;
+  :mod:`.ceit` — :class:`CeiTConfig`;
 * :mod:`.pyramid` — :class:`PVTConfig`, :class:`SwinConfig` and their shared :class:`PyramidConfig`.
 """
 
+from .ceit import CeiTConfig
 from .compact import CompactConfig
 from .host import HEADS, HostConfig, StageGeometry
 from .position import SLOT_NAMES, PositionConfig, ResolvedSlot, SlotClass, SlotContext, slot_registry
@@ -15,7 +17,7 @@ from .pyramid import PYRAMID_ARCHS, PYRAMID_CONFIGS, PVTConfig, PyramidConfig, S
 from .t2t import T2TConfig
 from .vit import ModelConfig, ViTConfig
 
-HOST_CONFIGS: tuple[type[HostConfig], ...] = (ViTConfig, CompactConfig, T2TConfig, PVTConfig, SwinConfig)
+HOST_CONFIGS: tuple[type[HostConfig], ...] = (ViTConfig, CompactConfig, T2TConfig, CeiTConfig, PVTConfig, SwinConfig)
 """The config class of every backbone host (the command line offers the union of their fields)."""
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "ModelConfig",
     "CompactConfig",
     "T2TConfig",
+    "CeiTConfig",
     "HEADS",
     "PyramidConfig",
     "PVTConfig",

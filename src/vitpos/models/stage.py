@@ -58,10 +58,12 @@ class Stage(nn.Module):
         """The stage's absolute encoding of its whole sequence at ``grid``, or None."""
         return None if self.absolute is None else self.absolute.with_prefix(grid)
 
-    def forward(self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # B, P + H*W, C
+    def forward(
+        self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int, taps: list[torch.Tensor] | None = None
+    ) -> torch.Tensor:  # B, P + H*W, C
         """Run the blocks with the slots: the join's additions (computed once from the absolute
         encoding and ``grid``) and the conditional generators at their positions (-1 = before
-        block 0, i = after block i)."""
+        block 0, i = after block i); every block's output is appended to ``taps`` if given."""
         additions = self.join.additions(self.position_encoding(grid), grid)
         x = self.pos_drop(x if additions.entry is None else x + additions.entry)
         conditional = self.conditional
@@ -72,6 +74,8 @@ class Stage(nn.Module):
             if residual is not None:
                 x = x + residual
             x = block(x, grid, num_prefix_tokens, additions.attention_at(i), additions.query_key_at(i))
+            if taps is not None:
+                taps.append(x)
             if conditional is not None and i in conditional.positions:
                 x = conditional(i, x, grid, num_prefix_tokens)
         return x

@@ -18,6 +18,7 @@ from torch import nn
 
 from ..config import HostConfig
 from ..errors import CheckpointError
+from .ceit import CeiTLayout
 from .compact import CompactTransformers
 from .files import WeightsFile, read_weights
 from .irpe import IRPEZoo
@@ -56,6 +57,7 @@ LAYOUTS: tuple[Layout, ...] = (
     PVTv1(),
     CompactTransformers(),
     T2TViTLayout(),
+    CeiTLayout(),
 )
 """Every layout, most specific first: the first that matches a state dict is used."""
 
