@@ -72,10 +72,11 @@ class LayerClassAttention(nn.Module):
         b, n, c = x.shape
         h = self.norm1(x)
         w, bias = self.qkv.weight, self.qkv.bias
-        q = F.linear(h[:, -1:], w[:c], None if bias is None else bias[:c])
+        # the query as a (B, C) row, the attention written out: the batch stays symbolic under export
+        q = F.linear(h[:, -1], w[:c], None if bias is None else bias[:c]).reshape(b, self.num_heads, 1, -1)
         kv = F.linear(h, w[c:], None if bias is None else bias[c:])
-        q = q.reshape(b, 1, self.num_heads, -1).transpose(1, 2)
         k, v = kv.reshape(b, n, 2, self.num_heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
-        out = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, 1, c)
-        x = x[:, -1:] + self.proj(out)
+        weights = (q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5).softmax(dim=-1)  # B, heads, 1, L
+        out = self.proj((weights @ v).reshape(b, c))
+        x = (x[:, -1] + out)[:, None]
         return x + self.mlp(self.norm2(x))
