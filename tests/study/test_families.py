@@ -6,6 +6,7 @@ import torch
 from vitpos import create_model
 from vitpos.analysis.tables import absolute_table
 from vitpos.study.families import DEFAULT_FAMILIES, PYRAMID_FAMILIES, Family, FamilyError, parse_family, split_available
+from vitpos.study.hosts import study_host
 from vitpos.study.protocol import study_model
 
 
@@ -164,3 +165,11 @@ def test_fourier_scale_multiplies_the_output():
     scaled = create_model(study_model().replace(absolute="fourier:gamma=2:scale=10", num_classes=2))
     torch.testing.assert_close(absolute_table(scaled), 10 * absolute_table(plain))
     assert absolute_table(plain).std(dim=0).mean() < 0.02  # the faint default the study lifts
+
+
+def test_the_cct_host_puts_its_tokens_on_the_study_models_grid():
+    family = parse_family("cct_lape: host=cct join=lape")
+    family.check_builds(study_model())
+    for size in (24, 32):
+        assert study_host("cct", size).stage_grids((size, size)) == study_model(size).stage_grids((size, size))
+    assert study_host("cct").head == "seq" and study_host("cct").arch == "compact"
