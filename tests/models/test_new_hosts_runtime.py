@@ -1,6 +1,7 @@
-"""The Compact, T2T, CeiT and distilled hosts export to one graph that equals the eager model at other sizes."""
+"""The Compact, T2T, CeiT and distilled hosts under export (one graph for every size), autocast and compile."""
 
 import pytest
+import torch
 
 import vitpos
 from vitpos.deploy import ExportRange
@@ -30,3 +31,26 @@ def test_program_equals_eager_at_every_size(name, one_thread):
     model = randomised(vitpos.create_model(name, **options, num_classes=3))
     sizes = [(span.min_size, span.max_size), (span.max_size, span.min_size), (span.min_size, span.min_size)]
     check_program(model, span, sizes)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bf16_autocast_follows_float32(name, one_thread):
+    options, span = CASES[name]
+    model = randomised(vitpos.create_model(name, **options, num_classes=3))
+    x = torch.randn(2, 3, span.max_size, span.min_size)
+    with torch.no_grad():
+        full = model(x)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = model(x)
+    assert low.dtype == torch.bfloat16 and torch.isfinite(low).all()
+    torch.testing.assert_close(low.float(), full, rtol=0.1, atol=0.1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["cct_7_3x1_lape", "ceit_tiny_lape"])
+def test_compiled_model_equals_eager(name, one_thread):
+    options, span = CASES[name]
+    model = randomised(vitpos.create_model(name, **options, num_classes=3))
+    x = torch.randn(2, 3, span.max_size, span.min_size)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(model)(x), model(x), rtol=1e-4, atol=1e-4)
