@@ -5,6 +5,7 @@ import torch
 
 import vitpos
 from vitpos.engine import RunRequest, train
+from vitpos.engine.recipes import get_recipe
 from vitpos.models.seq_pool import SequencePool
 
 from ..data.test_cifar import make_cifar
@@ -96,11 +97,9 @@ def test_every_slot_trains_in_cct(slots):
 @pytest.mark.parametrize("name", ["cct_7_3x1", "cct_7_3x1_lape"])
 def test_cct_trains_on_cifar_format_batches(tmp_path, name):
     make_cifar(tmp_path, per_file=8)
-    request = RunRequest(
-        name,
-        {"depth": 2},
-        {"data": f"cifar10:{tmp_path}", "epochs": 1, "batch_size": 8, "lr": 1e-3, "progress": False},
-    )
+    recipe = get_recipe("cct_cifar10")  # LaPE Table 7's CIFAR row, shortened to one epoch of 5 steps
+    short = {"epochs": 1, "cooldown_epochs": 0, "warmup_epochs": 0, "batch_size": 8, "progress": False}
+    request = RunRequest(name, {**recipe.model, "depth": 2}, {**recipe.train, "data": f"cifar10:{tmp_path}", **short})
     before = vitpos.create_model(name, depth=2)
     result = train(*request.resolve())
     assert result.history[-1]["step"] == 40 // 8
