@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..validation import bounded
+from .host import HEADS
 from .vit import ViTConfig
 
 __all__ = ["CompactConfig", "POOL_KERNEL", "POOL_STRIDE", "POOL_PADDING"]
@@ -38,7 +39,7 @@ class CompactConfig(ViTConfig):
     """Channels between the convolutions of a 'conv' tokenizer with several layers."""
     qkv_bias: bool = False
     """Biases on the query, key and value projections (the authors' layers have none)."""
-    head: str = bounded("seq", choices=("cls", "gap", "seq"))
+    head: str = bounded("seq", choices=HEADS)
     """'seq': sequence pooling (CVT, CCT); 'cls': class token (ViT-Lite); 'gap': mean of the tokens."""
 
     def _check_image_size(self) -> None:
