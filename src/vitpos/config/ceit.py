@@ -45,6 +45,10 @@ class CeiTConfig(ViTConfig):
             raise ConfigError(f"leff_kernel={self.leff_kernel} must be odd so that LeFF keeps the grid")
 
     @property
+    def size_multiple(self) -> int:
+        return 1
+
+    @property
     def stem_stride(self) -> int:
         return STEM_STRIDE * POOL[1] * self.patch_size
 

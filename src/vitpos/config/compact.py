@@ -59,6 +59,10 @@ class CompactConfig(ViTConfig):
         return max(1, self.conv_kernel // 2)
 
     @property
+    def size_multiple(self) -> int:
+        return self.patch_size if self.tokenizer == "patch" else 1
+
+    @property
     def stem_stride(self) -> int:
         if self.tokenizer == "patch":
             return self.patch_size

@@ -112,6 +112,11 @@ class HostConfig:
         return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
 
     @property
+    def size_multiple(self) -> int:
+        """Image sides the stem takes are multiples of this (its patch size; 1 for a stem that takes any size)."""
+        return self.patch_size
+
+    @property
     def distillation_tokens(self) -> int:
         """Distillation tokens (DeiT's) among the last stage's prefix tokens: none unless the host has them."""
         return 0

@@ -41,6 +41,10 @@ class T2TConfig(ViTConfig):
             raise ConfigError("pad_to_patch does not apply to arch='t2t': its soft splits take any image size")
 
     @property
+    def size_multiple(self) -> int:
+        return 1
+
+    @property
     def stem_stride(self) -> int:
         stride = 1
         for _, step, _ in SOFT_SPLITS:

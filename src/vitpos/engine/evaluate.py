@@ -62,7 +62,7 @@ def evaluate_resolutions(
     model: nn.Module, dataset: ImageDataset, sizes: Sequence[int | tuple[int, int]], **kwargs
 ) -> dict[tuple[int, int], dict[str, float]]:
     """:func:`evaluate` at every image size in ``sizes`` (each a multiple of the patch size)."""
-    patch = getattr(getattr(model, "cfg", None), "patch_size", 1)
+    patch = getattr(getattr(model, "cfg", None), "size_multiple", 1)
     pad = getattr(getattr(model, "cfg", None), "pad_to_patch", False)
     results = {}
     for size in sizes:

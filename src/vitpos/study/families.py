@@ -40,7 +40,7 @@ class Family:
     head: str | None = None
     """The model's head, ``cls`` or ``gap``, where the family needs another than the study model's."""
     host: str | None = None
-    """A study host (:data:`~.hosts.STUDY_HOSTS`: ``pvt``, ``swin``) to train instead of the study's
+    """A study host (:data:`~.hosts.STUDY_HOSTS`: ``pvt``, ``swin``, ``cct``) to train instead of the study's
     ViT; its last stage has the ViT's grid. None: the study's model."""
     options: dict[str, Any] = field(default_factory=dict)
     """Fields of the host's config to change (``depths=(2, 1)``, ``window_size=2``, ...)."""
