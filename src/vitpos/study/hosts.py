@@ -57,6 +57,7 @@ STUDY_HOSTS: dict[str, Callable[[int | tuple[int, int]], HostConfig]] = {
     "cct": lambda img_size: CompactConfig(
         img_size=img_size,
         tokenizer="conv",
+        patch_size=4,  # unused by the convolutional stem; the synthetic tasks' squares are the ViT's patch
         conv_layers=2,
         conv_channels=32,
         embed_dim=64,
