@@ -15,6 +15,7 @@ from torch import nn
 from ..config import CeiTConfig
 from ..encodings.relative.base import RelativePosition
 from ..grid import Grid
+from ..padding import Padding
 from ..registry import ARCHITECTURES
 from .ceit_layers import ImageToTokens, LayerClassAttention, LocallyEnhancedFeedForward
 from .layers import Block
@@ -37,8 +38,9 @@ class CeiTBlock(Block):
         num_prefix_tokens: int,
         pos: torch.Tensor | None = None,
         qk_pos: torch.Tensor | None = None,
+        padding: Padding | None = None,
     ) -> torch.Tensor:
-        x = x + self.drop_path1(self.attend(x, grid, num_prefix_tokens, pos, qk_pos))
+        x = x + self.drop_path1(self.attend(x, grid, num_prefix_tokens, pos, qk_pos, padding))
         return x + self.drop_path2(self.mlp(self.norm2(x), grid, num_prefix_tokens))
 
 
@@ -48,6 +50,7 @@ class CeiT(VisionTransformer):
 
     config_class = CeiTConfig
     cfg: CeiTConfig
+    takes_padding = False
 
     def __init__(self, cfg: CeiTConfig) -> None:
         super().__init__(cfg)
@@ -66,11 +69,14 @@ class CeiT(VisionTransformer):
             norm_eps=self.norm_eps,
         )  # fmt: skip
 
-    def forward_stages(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor, Grid]:
-        """Images -> ([], the normalised tokens with LCA's output as the class token, the grid)."""
+    def forward_stages(
+        self, x: torch.Tensor, padding_mask: torch.Tensor | None = None
+    ) -> tuple[list[torch.Tensor], torch.Tensor, Grid, Padding | None]:
+        """Images -> ([], the normalised tokens with LCA's output as the class token, the grid, None)."""
+        self.check_padding(padding_mask)
         tokens, grid = self.downsamples[0](x)  # the stem checks the images
         stage = self.stages[0]
         taps: list[torch.Tensor] = []
-        tokens = stage(self._prepend_prefix(tokens), grid, stage.num_prefix_tokens, taps)
+        tokens = stage(self._prepend_prefix(tokens), grid, stage.num_prefix_tokens, taps=taps)
         layers = torch.stack([t[:, 0] for t in taps], dim=1) + self.pos_layer_embed  # B, L, C
-        return [], self.norm(torch.cat([self.lca(layers), tokens[:, 1:]], dim=1)), grid
+        return [], self.norm(torch.cat([self.lca(layers), tokens[:, 1:]], dim=1)), grid, None

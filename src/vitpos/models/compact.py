@@ -13,6 +13,7 @@ from torch import nn
 
 from ..config import CompactConfig
 from ..grid import Grid
+from ..padding import Padding
 from ..registry import ARCHITECTURES
 from .layers import Block, PatchEmbed
 from .tokenizers import ConvTokenizer
@@ -35,8 +36,9 @@ class CompactBlock(Block):
         num_prefix_tokens: int,
         pos: torch.Tensor | None = None,
         qk_pos: torch.Tensor | None = None,
+        padding: Padding | None = None,
     ) -> torch.Tensor:
-        x = self.norm2(x + self.drop_path1(self.attend(x, grid, num_prefix_tokens, pos, qk_pos)))
+        x = self.norm2(x + self.drop_path1(self.attend(x, grid, num_prefix_tokens, pos, qk_pos, padding)))
         return x + self.drop_path2(self.mlp(x))
 
 
@@ -48,6 +50,11 @@ class CompactTransformer(VisionTransformer):
     cfg: CompactConfig
     norm_eps = 1e-5
     block_class = CompactBlock
+
+    @property
+    def takes_padding(self) -> bool:  # type: ignore[override]
+        """The patch tokenizer cuts patches apart; the convolutional one mixes them."""
+        return self.cfg.tokenizer == "patch"
 
     def make_downsample(self, stage: int) -> nn.Module:
         cfg = self.cfg

@@ -17,6 +17,7 @@ from ..config import HostConfig
 from ..encodings.relative.base import RelativePosition
 from ..errors import VitposError
 from ..grid import Grid, tokens_to_map
+from ..padding import Padding
 from .layers import Attention, Block, ImageStem, PatchEmbed, init_linear
 from .seq_pool import SequencePool
 from .stage import Stage
@@ -39,6 +40,16 @@ class NormedPatchEmbed(PatchEmbed):
         return self.norm(tokens), grid
 
 
+def pixel_padding(padding_mask: torch.Tensor, images: torch.Tensor) -> Padding:
+    """The :class:`~vitpos.padding.Padding` of a pixel mask (B, H, W) that matches ``images`` (B, C, H, W)."""
+    if isinstance(padding_mask, torch.Tensor) and tuple(padding_mask.shape[-2:]) != tuple(images.shape[-2:]):
+        raise VitposError(
+            f"padding_mask is {tuple(padding_mask.shape)}, the images {tuple(images.shape)}; pass one (B, H, W) "
+            "bool mask of the images' size, True where a pixel is padding"
+        )
+    return Padding.from_mask(padding_mask.to(images.device), images.shape[0])
+
+
 class PyramidTransformer(nn.Module):
     """Base of every host: S stages, each a downsampling step (``downsamples[s]``) then a :class:`Stage`.
 
@@ -54,12 +65,22 @@ class PyramidTransformer(nn.Module):
     which is what timm's ViT ``forward_features`` returns; ``forward`` pools them (class token
     or mean of the patch tokens) and classifies. Any input whose sides are multiples of
     ``cfg.stride`` works.
+
+    Every forward takes an optional ``padding_mask`` (B, H, W), True where a pixel is padding
+    (DETR's mask; images at the top left, padded at the bottom and right to a multiple of
+    ``cfg.stride``): each stage derives its token padding from it (:mod:`vitpos.padding`) and
+    every slot treats each image as if it ran alone, so the outputs on its valid cells are that
+    image's own. Padded cells of the feature maps are zero; a mean-pooling head averages the
+    valid tokens. None (the default) runs as before, at no cost.
     """
 
     config_class: type[HostConfig]
     """The config this host is built from (read by :func:`~vitpos.models.factory.config_from_dict`)."""
     norm_eps = 1e-6
     """LayerNorm epsilon of the blocks and the final norm (ViT's and PVT's; Swin uses PyTorch's default 1e-5)."""
+    takes_padding = True
+    """Whether padded batches (``padding_mask``) give each image's own outputs; a stem that mixes
+    pixels across patches (convolutions, soft splits) does not."""
     block_class: type[Block] = Block
     """The encoder block (the pre-norm ViT block; Compact Transformers' layer for that host)."""
 
@@ -125,40 +146,60 @@ class PyramidTransformer(nn.Module):
         """The learned prefix tokens in their order: class, distillation, registers (those the host has)."""
         return [t for t in (self.cls_token, self.dist_token, self.reg_token) if t is not None]
 
+    def check_padding(self, padding_mask: torch.Tensor | None) -> None:
+        """Raise :class:`VitposError` for a padding mask this host cannot honour (:attr:`takes_padding`)."""
+        if padding_mask is not None and not self.takes_padding:
+            raise VitposError(
+                f"{type(self).__name__} ({self.cfg.arch}) cannot take a padding_mask: its stem mixes pixels across "
+                "patches, so padding would change the valid tokens; run each image alone or unpadded"
+            )
+
     def _prepend_prefix(self, x: torch.Tensor) -> torch.Tensor:
         prefix = [t.expand(x.shape[0], -1, -1) for t in self.prefix_parameters()]
         return torch.cat([*prefix, x], dim=1) if prefix else x
 
-    def forward_stages(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor, Grid]:
+    def forward_stages(
+        self, x: torch.Tensor, padding_mask: torch.Tensor | None = None
+    ) -> tuple[list[torch.Tensor], torch.Tensor, Grid, Padding | None]:
         """Images -> (the maps (B, C, H, W) of every stage but the last, the last stage's
-        normalised tokens (B, P + H*W, C), its grid)."""
+        normalised tokens (B, P + H*W, C), its grid, its padding or None)."""
         stem = self.downsamples[0]
         assert isinstance(stem, ImageStem)  # make_downsample(0) is the image's stem
         stem.check_input(x)
         self.stage_grids((x.shape[-2], x.shape[-1]))  # raises for sizes the stages cannot divide
+        self.check_padding(padding_mask)
+        padding = None if padding_mask is None else pixel_padding(padding_mask, x).or_none()
         maps: list[torch.Tensor] = []
         feature, last = x, len(self.stages) - 1
         for s, (down, stage) in enumerate(zip(self.downsamples, self.stages, strict=True)):
             tokens, grid = down(feature)
+            assert isinstance(stage, Stage)
             prefix = stage.num_prefix_tokens
-            tokens = stage(self._prepend_prefix(tokens) if prefix else tokens, grid, prefix)
+            tokens = self._prepend_prefix(tokens) if prefix else tokens
+            if padding is None:
+                tokens = stage(tokens, grid, prefix)
+            else:
+                padding = padding.at(grid)
+                tokens = padding.zero(stage(tokens, grid, prefix, padding), prefix)
             if s < last:
                 feature = tokens_to_map(tokens[:, prefix:], grid)
                 maps.append(feature)
-        return maps, self.norm(tokens), grid
+        tokens = self.norm(tokens)
+        return maps, tokens if padding is None else padding.zero(tokens, self.num_prefix_tokens), grid, padding
 
-    def forward_features(self, x: torch.Tensor) -> list[torch.Tensor]:
+    def forward_features(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> list[torch.Tensor]:
         """Images (B, C, H, W) -> one feature map (B, C_s, H_s, W_s) per stage (the last one normalised)."""
-        maps, tokens, grid = self.forward_stages(x)
+        maps, tokens, grid, _ = self.forward_stages(x, padding_mask)
         return [*maps, tokens_to_map(tokens[:, self.num_prefix_tokens :], grid)]
 
-    def forward_tokens(self, x: torch.Tensor) -> torch.Tensor:
+    def forward_tokens(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Images (B, C, H, W) -> the last stage's normalised tokens (B, P + H*W, C), prefix tokens first."""
-        return self.forward_stages(x)[1]
+        return self.forward_stages(x, padding_mask)[1]
 
-    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        """Pool the last stage's tokens (class token, mean or sequence pooling of the patch tokens) and classify;
-        with a distillation token, the mean of the two heads' logits (DeiT's inference)."""
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False, padding: Padding | None = None) -> torch.Tensor:
+        """Pool the last stage's tokens (class token, mean or sequence pooling of the patch tokens; of the
+        valid ones with the last stage's ``padding``) and classify; with a distillation token, the mean
+        of the two heads' logits (DeiT's inference)."""
         if self.head_dist is not None:
             if pre_logits:
                 return self.head_drop((x[:, 0] + x[:, 1]) / 2)
@@ -167,14 +208,19 @@ class PyramidTransformer(nn.Module):
         if self.cfg.head == "cls":
             x = x[:, 0]
         elif self.attention_pool is not None:
-            x = self.attention_pool(x[:, self.num_prefix_tokens :])
-        else:
+            x = self.attention_pool(x[:, self.num_prefix_tokens :], None if padding is None else padding.tokens())
+        elif padding is None:
             x = x[:, self.num_prefix_tokens :].mean(dim=1)
+        else:  # padded tokens are zero
+            x = x[:, self.num_prefix_tokens :].sum(dim=1) / padding.valid.prod(dim=1, keepdim=True).to(x.dtype)
         x = self.head_drop(x)
         return x if pre_logits else self.head(x)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_tokens(x))
+    def forward(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        if padding_mask is None:
+            return self.forward_head(self.forward_tokens(x))
+        _, tokens, _, padding = self.forward_stages(x, padding_mask)
+        return self.forward_head(tokens, padding=padding)
 
     def distilled_logits(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The class head's logits from the class token and the distillation head's from its token (DeiT)."""

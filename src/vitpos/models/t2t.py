@@ -27,6 +27,7 @@ class T2TViT(VisionTransformer):
     config_class = T2TConfig
     cfg: T2TConfig
     norm_eps = 1e-5
+    takes_padding = False
 
     def make_downsample(self, stage: int) -> nn.Module:
         cfg = self.cfg
