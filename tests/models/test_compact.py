@@ -108,3 +108,26 @@ def test_cct_trains_on_cifar_format_batches(tmp_path, name):
     assert ("stages.0.join.pe_norm.weight" in trained) == name.endswith("_lape")
     changed = [n for n, p in before.named_parameters() if not torch.equal(p, trained[n].detach().cpu())]
     assert "stages.0.absolute.table" in changed and "attention_pool.score.weight" in changed
+
+
+def test_padded_cvt_gives_each_image_its_own_sequence_pooling():
+    model = vitpos.create_model("cvt_7_4", **TINY, num_classes=3).double().eval()
+    alone = torch.randn(1, 3, 12, 8, dtype=torch.float64)
+    batch = torch.zeros(2, 3, 16, 16, dtype=torch.float64)
+    batch[0, :, :12, :8] = alone[0]
+    batch[1] = torch.randn(3, 16, 16, dtype=torch.float64)
+    mask = torch.zeros(2, 16, 16, dtype=torch.bool)
+    mask[0, 12:, :] = True
+    mask[0, :, 8:] = True
+    with torch.no_grad():
+        torch.testing.assert_close(model(batch, padding_mask=mask)[0], model(alone)[0])
+
+
+@pytest.mark.parametrize("name", ["cct_7_3x1", "t2t_vit_7", "ceit_tiny"])
+def test_stems_that_mix_patches_refuse_a_padding_mask(name):
+    options = {"cct_7_3x1": TINY, "t2t_vit_7": dict(TINY, token_dim=8, img_size=32)}.get(
+        name, dict(TINY, patch_size=2, stem_channels=8, img_size=32)
+    )
+    model = vitpos.create_model(name, **options)
+    with pytest.raises(vitpos.VitposError, match="cannot take a padding_mask"):
+        model(torch.randn(1, 3, 32, 32), padding_mask=torch.zeros(1, 32, 32, dtype=torch.bool))
