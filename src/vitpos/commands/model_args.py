@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ..analysis.stages import as_host, stage_count
-from ..config import SLOT_NAMES
+from ..config import HEADS, SLOT_NAMES
 from ..data.catalog import open_data
 from ..data.padded import PaddedTargets
 from ..data.transforms import normalize, resize, to_float
@@ -60,7 +60,7 @@ def add_model_arguments(p: argparse.ArgumentParser, default_model: str = "thesis
         )
     g.add_argument("--img-size", type=option_type(positive_int), help="training image size (sets the native grid)")
     g.add_argument("--depth", type=option_type(positive_int), help="number of encoder blocks")
-    g.add_argument("--head", choices=("cls", "gap"), help="class token or global average pooling")
+    g.add_argument("--head", choices=HEADS, help="class token, global average pooling or sequence pooling")
     g.add_argument(
         "--patch-size", type=option_type(positive_int), help="pixels per patch (pyramids: of the first stage)"
     )

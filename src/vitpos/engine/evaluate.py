@@ -67,7 +67,7 @@ def evaluate_resolutions(
 ) -> dict[tuple[int, int], dict[str, float]]:
     """:func:`evaluate` at every image size in ``sizes`` (each a multiple of the patch size)."""
     cfg = getattr(model, "cfg", None)
-    patch = getattr(cfg, "patch_size", 1)
+    patch = getattr(cfg, "size_multiple", 1)
     pad = getattr(cfg, "pad_to_patch", False)
     batch, device = kwargs.get("batch_size", 256), kwargs.get("device")
     for hw in map(as_size, sizes):

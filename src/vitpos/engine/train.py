@@ -37,6 +37,7 @@ from ..tasks import loss_precision, task_for
 from ..weights import WeightsFile, load_weights
 from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_training_checkpoint, save_checkpoint
 from .config import TrainConfig
+from .distillation import Distiller, load_teacher, training_loss
 from .distributed import Dist, setup, teardown
 from .divergence import DivergenceGuard
 from .evaluate import evaluate, input_dtype
@@ -136,11 +137,14 @@ class _Trainer:
         self.diverged, self.interrupt = DivergenceGuard(cfg, ctx, device), InterruptRequest()
         self._check_run_dir(resume)
 
-        self.net: Callable[..., Any] = self.model  # the model as it runs: wrapped by DDP, compiled
+        # the model as it runs: with its distillation teacher, wrapped by DDP, compiled
+        self.net: Callable[..., Any] = self.model
+        if cfg.teacher:
+            self.net = Distiller(self.model, load_teacher(cfg.teacher, self.info.num_outputs, device))
         if ctx.enabled:
             # static_graph: the same parameters take part in every step, used or not
             self.net = DistributedDataParallel(
-                self.model, device_ids=[device.index] if device.type == "cuda" else None, static_graph=True
+                self.net, device_ids=[device.index] if device.type == "cuda" else None, static_graph=True
             )
         if cfg.compile:
             self.net = torch.compile(self.net)
@@ -281,7 +285,7 @@ class _Trainer:
             lr = self.schedule.apply(self.optimizer, self.step)
             with self.precision.autocast():
                 outputs = loss_precision(self.net(x, **padding))
-            loss = self.task.loss(outputs, y, cfg.label_smoothing)
+            loss, outputs = training_loss(outputs, y, self.task, cfg.label_smoothing)
             self.diverged.watch(loss, self.step + 1)
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.scale(loss).backward()

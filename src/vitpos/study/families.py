@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import SLOT_NAMES, HostConfig, PositionConfig, slot_registry
+from ..config import HEADS, SLOT_NAMES, HostConfig, PositionConfig, slot_registry
 from ..errors import VitposError
 from ..models.factory import create_model
 from ..spec import SlotSpec
@@ -41,7 +41,7 @@ class Family:
     head: str | None = None
     """The model's head, ``cls`` or ``gap``, where the family needs another than the study model's."""
     host: str | None = None
-    """A study host (:data:`~.hosts.STUDY_HOSTS`: ``pvt``, ``swin``) to train instead of the study's
+    """A study host (:data:`~.hosts.STUDY_HOSTS`: ``pvt``, ``swin``, ``cct``) to train instead of the study's
     ViT; its last stage has the ViT's grid. None: the study's model."""
     options: dict[str, Any] = field(default_factory=dict)
     """Fields of the host's config to change (``depths=(2, 1)``, ``window_size=2``, ...)."""
@@ -49,8 +49,8 @@ class Family:
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_.+-]+", self.label):
             raise ValueError(f"family label {self.label!r} may only use letters, digits and _ . + -")
-        if self.head not in (None, "cls", "gap"):
-            raise ValueError(f"family {self.label!r}: head must be 'cls' or 'gap', got {self.head!r}")
+        if self.head not in (None, *HEADS):
+            raise ValueError(f"family {self.label!r}: head must be one of {', '.join(HEADS)}, got {self.head!r}")
         if self.host is not None and self.host not in STUDY_HOSTS:
             raise ValueError(
                 f"family {self.label!r}: unknown host {self.host!r}; study hosts: {', '.join(STUDY_HOSTS)}"

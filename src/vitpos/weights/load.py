@@ -19,6 +19,8 @@ from torch import nn
 
 from ..config import HostConfig
 from ..errors import CheckpointError
+from .ceit import CeiTLayout
+from .compact import CompactTransformers
 from .files import WeightsFile, read_weights
 from .irpe import IRPEZoo
 from .lape import LapeViT, released_join
@@ -28,6 +30,7 @@ from .pvt import PVTv1
 from .resize import RESIZES, Resize
 from .run_folder import FORMATS
 from .swin import MicrosoftSwin, TimmSwin
+from .t2t import T2TViTLayout
 from .vit import TimmViT
 
 LOG = logging.getLogger("vitpos.weights")
@@ -48,7 +51,18 @@ Source = str | Path | Mapping[str, torch.Tensor] | WeightsFile
 """A checkpoint file or folder, a state dict already in memory, or a file already read."""
 
 NATIVE = Native()
-LAYOUTS: tuple[Layout, ...] = (NATIVE, IRPEZoo(), LapeViT(), TimmViT(), MicrosoftSwin(), TimmSwin(), PVTv1())
+LAYOUTS: tuple[Layout, ...] = (
+    NATIVE,
+    IRPEZoo(),
+    LapeViT(),
+    TimmViT(),
+    MicrosoftSwin(),
+    TimmSwin(),
+    PVTv1(),
+    CompactTransformers(),
+    T2TViTLayout(),
+    CeiTLayout(),
+)
 """Every layout, most specific first: the first that matches a state dict is used."""
 
 SHOWN = 8
@@ -128,9 +142,9 @@ def convert_for(
     ):
         LOG.info(
             f"checkpoint {source}: its classifier has {weights['head.weight'].shape[0]} outputs, the model's "
-            f"{own['head.weight'].shape[0]}; the head is re-initialised"
+            f"{own['head.weight'].shape[0]}; the head (and a distillation head) is re-initialised"
         )
-        drop.append("head")
+        drop += ["head", "head_dist"]
     dropped = sorted(k for k in own if _matches(drop, k))
     weights = {k: v for k, v in weights.items() if not _matches(drop, k)}
     left = {k: v for k, v in left.items() if not _matches(drop, k)}
