@@ -28,7 +28,7 @@ from .model_args import (
     add_model_arguments,
     add_output_argument,
     add_stage_argument,
-    build_model,
+    build_host,
     figure_path,
     sample_images,
 )
@@ -71,7 +71,7 @@ def _figures(args: argparse.Namespace, model, stage: int, maps: list[AttentionMa
 
 
 def run(args: argparse.Namespace) -> int:
-    model = build_model(args)
+    model = build_host(args)
     images = sample_images(model, args)
     chosen = stage_indices(model, args.stage)
     everything = [m for m in attention_maps(model, images) if m.stage in chosen]

@@ -9,12 +9,12 @@ from ..analysis.plots import save_curves
 from ..analysis.stages import stage_blocks, stage_count, stage_grid, stage_index, stage_name
 from ..files import write_json
 from ..spec import positive_int
-from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images
+from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_host, sample_images
 from .options import option_type
 
 
 def run(args: argparse.Namespace) -> int:
-    model = build_model(args)
+    model = build_host(args)
     images = sample_images(model, args)
     stage = stage_index(model, args.stage)
     last = stage == stage_count(model) - 1

@@ -14,7 +14,7 @@ from ..analysis.plots import save_curves
 from ..analysis.stages import as_host, stage_grid
 from ..files import write_json
 from ..spec import non_negative_int
-from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images
+from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_host, sample_images
 from .options import option_type
 
 
@@ -28,7 +28,7 @@ def parse_shift(text: str) -> tuple[int, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    model = build_model(args)
+    model = build_host(args)
     images = sample_images(model, args)
     result = equivariance_error(model, images, args.shift, mode=args.mode, margin=args.margin)
     stride = as_host(model).cfg.stride

@@ -16,6 +16,7 @@ from ..data.catalog import open_data
 from ..data.transforms import normalize, to_float
 from ..errors import ConfigError
 from ..models.factory import create_model, get_config
+from ..models.host import host_of
 from ..spec import non_negative_int, positive_int
 from ..weights import load_model
 from .options import option_type
@@ -23,6 +24,7 @@ from .options import option_type
 __all__ = [
     "add_model_arguments",
     "build_model",
+    "build_host",
     "add_input_arguments",
     "sample_images",
     "add_output_argument",
@@ -111,6 +113,17 @@ def build_model(args: argparse.Namespace) -> nn.Module:
         )
     torch.manual_seed(args.seed)
     return create_model(base, **overrides).eval()
+
+
+def build_host(args: argparse.Namespace) -> nn.Module:
+    """The host :func:`build_model` holds, for the analyses that read stages: the model itself, or the
+    pyramid host a Semantic FPN is built on (said in one line)."""
+    model = build_model(args)
+    host = host_of(model)
+    assert isinstance(host, nn.Module), "a host is a torch module"
+    if host is not model:
+        print(f"analysing the {host.cfg.arch} host of this {type(model).__name__} (its backbone: stages and tables)")
+    return host
 
 
 def add_input_arguments(p: argparse.ArgumentParser) -> None:

@@ -10,12 +10,12 @@ from ..analysis.stages import native_grid, stage_indices, stage_name
 from ..analysis.tables import layer_position_encodings
 from ..files import write_json
 from ..spec import positive_int
-from .model_args import add_model_arguments, add_output_argument, add_stage_argument, build_model
+from .model_args import add_model_arguments, add_output_argument, add_stage_argument, build_host
 from .options import option_type
 
 
 def run(args: argparse.Namespace) -> int:
-    model = build_model(args)
+    model = build_host(args)
     print(
         f"{'table':20s} {'grid':>6s} {'left/right':>10s} {'up/down':>8s} {'(dx,dy) R2':>10s}   "
         f"{args.folds or 'default'} folds over {args.split}"

@@ -23,7 +23,7 @@ from .model_args import (
     add_model_arguments,
     add_output_argument,
     add_stage_argument,
-    build_model,
+    build_host,
     sample_images,
 )
 from .options import option_type
@@ -44,7 +44,7 @@ def _layers(model: nn.Module, args: argparse.Namespace) -> list[tuple[int, Relat
 
 
 def run(args: argparse.Namespace) -> int:
-    model = build_model(args)
+    model = build_host(args)
     images = sample_images(model, args)
     summary = {}
     for index, layer in _layers(model, args):

@@ -14,11 +14,11 @@ from ..analysis.similarity import default_references, locality, parse_references
 from ..analysis.stages import native_grid, stage_indices, stage_name
 from ..analysis.tables import layer_position_encodings
 from ..files import write_json
-from .model_args import add_model_arguments, add_output_argument, add_stage_argument, build_model, figure_path
+from .model_args import add_model_arguments, add_output_argument, add_stage_argument, build_host, figure_path
 
 
 def run(args: argparse.Namespace) -> int:
-    model = build_model(args)
+    model = build_host(args)
     print(f"{'table':20s} {'locality':>8s}   (neighbour minus mean cosine similarity)")
     stages, paths = [], []
     for stage in stage_indices(model, args.stage):
