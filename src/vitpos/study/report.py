@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ..analysis.plots import save_curves, save_heatmaps
+from ..analysis.probes import SCORES as PROBE_SCORES
 from ..files import write_json
 from .cells import Cell
 from .claims import LEARNS, evaluate_claims, fmt_value
@@ -61,7 +62,7 @@ def summarise(config: StudyConfig, results: dict[Cell, dict[str, Any]]) -> dict[
             if cell.train_size == config.train_size:
                 for stage, scores in result.get("probes", {}).items():
                     for key, value in scores.items():
-                        if key != "test_pairs":
+                        if key in PROBE_SCORES:
                             probes[f"{cell.task}/{stage}/{key}"].append(value)
                 for size, value in result.get("resolution", {}).items():
                     resolution[int(size)].append(value)
