@@ -70,8 +70,17 @@ def save_heatmaps(
     xlabel: str = "column",
     ylabel: str = "row",
     colorbar_label: str = "",
+    diverging: bool = False,
+    panel_titles: Sequence[Sequence[str]] = (),
+    extent: tuple[int, int] | None = None,
 ) -> Path:
     """A grid of heatmaps from ``maps`` of shape (rows, cols, H, W) with one shared colour scale.
+
+    ``diverging``: a signed quantity (a bias, a difference) in a red-blue map centred on 0 (white),
+    its scale symmetric around 0. ``panel_titles[r][c]`` titles every panel (instead of
+    ``col_labels`` over the top row); NaN panels are left empty. ``extent = (rows, cols)`` labels
+    the axes in those units when the maps were pooled from a larger matrix, and draws each map to
+    fill a square panel whatever its aspect (attention matrices of 3136 x 49 tokens).
 
     ``markers[c] = (row, col)`` puts a star on that cell of every map in column ``c`` (the
     reference patch); ``markers[r][c]`` gives one per map instead. ``categorical`` draws integer
@@ -89,8 +98,12 @@ def save_heatmaps(
         colormap, colours = BUCKET_COLOURS, BUCKET_COLOURS.N
     vmin = float(np.nanmin(data)) if vmin is None else vmin
     vmax = float(np.nanmax(data)) if vmax is None else vmax
-    size = min(1.8 + 0.06 * max(h, w), 3.0)
+    if diverging:
+        colormap, bound = "RdBu_r", max(abs(vmin), abs(vmax), 1e-12)
+        vmin, vmax = -bound, bound
+    size = min(1.8 + 0.06 * max(h, w), 3.0) if extent is None else 2.4
     fig = Figure(figsize=(cols * size + 1.2, rows * size + (0.5 if title else 0.1)), layout="constrained")
+    placement: dict = {} if extent is None else dict(extent=(0, extent[1], extent[0], 0), aspect="auto")
     axes = fig.subplots(rows, cols, squeeze=False)
     image = None
     for r in range(rows):
@@ -101,14 +114,18 @@ def save_heatmaps(
                     data[r, c] % colours, cmap=colormap, vmin=0, vmax=colours - 1, interpolation="nearest"
                 )
             else:
-                image = ax.imshow(data[r, c], cmap=colormap, vmin=vmin, vmax=vmax, interpolation="nearest")
+                image = ax.imshow(data[r, c], cmap=colormap, vmin=vmin, vmax=vmax, interpolation="nearest", **placement)
             ax.xaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
             ax.yaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
             ax.tick_params(labelsize=7, length=2, labelbottom=r == rows - 1, labelleft=c == 0)
             marker = _marker(markers, r, c)
             if marker is not None:
                 ax.plot(marker[1], marker[0], marker="*", color="red", markersize=9, markeredgecolor="white")
-            if r == 0 and c < len(col_labels):
+            if panel_titles:
+                ax.set_title(panel_titles[r][c] if c < len(panel_titles[r]) else "", fontsize=8)
+                if np.isnan(data[r, c]).all():
+                    ax.set_axis_off()
+            elif r == 0 and c < len(col_labels):
                 ax.set_title(col_labels[c], fontsize=9)
             if c == 0:
                 row_label = row_labels[r] if r < len(row_labels) else ""
@@ -132,6 +149,7 @@ def save_heatmap_pages(
     rows_per_page: int = 4,
     row_labels: Sequence[str] = (),
     markers: Sequence = (),
+    panel_titles: Sequence[Sequence[str]] = (),
     **options,
 ) -> list[Path]:
     """:func:`save_heatmaps` split into files of at most ``rows_per_page`` rows, so each stays readable.
@@ -152,6 +170,7 @@ def save_heatmap_pages(
                 maps[start:stop],
                 row_labels=list(row_labels)[start:stop],
                 markers=list(markers)[start:stop] if nested else markers,
+                panel_titles=list(panel_titles)[start:stop],
                 **options,
             )
         )
