@@ -120,7 +120,8 @@ def save_heatmaps(
             ax.tick_params(labelsize=7, length=2, labelbottom=r == rows - 1, labelleft=c == 0)
             marker = _marker(markers, r, c)
             if marker is not None:
-                ax.plot(marker[1], marker[0], marker="*", color="red", markersize=9, markeredgecolor="white")
+                star = "black" if diverging else "red"
+                ax.plot(marker[1], marker[0], marker="*", color=star, markersize=9, markeredgecolor="white")
             if panel_titles:
                 ax.set_title(panel_titles[r][c] if c < len(panel_titles[r]) else "", fontsize=8)
                 if np.isnan(data[r, c]).all():
@@ -186,21 +187,33 @@ def save_bars(
     ylabel: str,
     title: str = "",
     ylim: tuple[float, float] | None = None,
+    lines: Mapping[str, float] | None = None,
 ) -> Path:
-    """Grouped bars: one group per entry of ``groups``, one bar per ``series`` (name -> one value per group)."""
+    """Grouped bars: one group per entry of ``groups``, one bar per ``series`` (name -> one value per group).
+
+    ``lines`` draws labelled horizontal reference lines (name -> y, e.g. chance). The legend sits
+    outside the axes and long group names are slanted, so neither covers a bar. A value below
+    ``ylim`` is written at the foot of its cut-off bar.
+    """
     names = list(series)
     width = 0.8 / max(len(names), 1)
-    fig = Figure(figsize=(max(4.0, 1.0 + 0.25 * len(groups) * len(names)), 3.4), layout="constrained")
+    fig = Figure(figsize=(max(4.5, 1.5 + 0.22 * len(groups) * len(names)), 3.6), layout="constrained")
     ax = fig.subplots()
     xs = np.arange(len(groups))
     for k, name in enumerate(names):
         values = np.asarray(series[name], dtype=float)
         if len(values) != len(groups):
             raise ValueError(f"series {name!r} has {len(values)} values for {len(groups)} groups")
-        ax.bar(xs + (k - (len(names) - 1) / 2) * width, values, width, label=name)
-    ax.set_xticks(
-        xs, list(groups), rotation=30 if len(groups) > 4 else 0, ha="right" if len(groups) > 4 else "center", fontsize=8
-    )
+        where = xs + (k - (len(names) - 1) / 2) * width
+        ax.bar(where, values, width, label=name)
+        for x_k, value in zip(where, values, strict=True):
+            if ylim is not None and value < ylim[0]:  # a bar cut off by the axis: its value at the bottom
+                ax.annotate(f"{value:.2g}", (x_k, ylim[0]), xytext=(0, 3), textcoords="offset points", fontsize=6,
+                            ha="center", rotation=90)  # fmt: skip
+    for (name, y), style in zip((lines or {}).items(), ("--", ":", "-."), strict=False):
+        ax.axhline(y, color="black", linestyle=style, linewidth=1, label=name)
+    slanted = len(groups) > 3 or max((len(g) for g in groups), default=0) > 12
+    ax.set_xticks(xs, list(groups), rotation=35 if slanted else 0, ha="right" if slanted else "center", fontsize=8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if ylim is not None:
@@ -208,7 +221,7 @@ def save_bars(
     if title:
         ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return _save(fig, path)
 
 
@@ -223,13 +236,16 @@ def save_curves(
     logx: bool = False,
     xticklabels: Sequence[str] | None = None,
     ylim: tuple[float, float] | None = None,
+    floor: float | None = None,
 ) -> Path:
     """Lines of mean values with ± std bands, one per entry of ``series`` (name -> (means, stds)).
 
     NaN means (a value that does not apply) leave a gap in the line. ``xticklabels`` names
     each x value (a tick per point) instead of numbering the axis. ``ylim`` fixes the y axis
     (e.g. (0, 100) for accuracy in %) and clips the bands to it; the legend sits outside the axes,
-    so it never covers data.
+    so it never covers data. ``floor``: values below it (an R² of -4.7 beside scores in [0, 1]) are
+    drawn at the floor as a downward triangle labelled with their value, so one outlier does not
+    flatten the others.
     """
     fig = Figure(figsize=(6.4, 3.6), layout="constrained")
     ax = fig.subplots()
@@ -240,9 +256,18 @@ def save_curves(
         plotted = plotted or bool(np.isfinite(m).any())
         if len(m) != len(xs) or len(s) != len(xs):
             raise ValueError(f"series {name!r} has {len(m)} means and {len(s)} stds for {len(xs)} x values")
-        (line,) = ax.plot(xs, m, marker="o", markersize=3, label=name)
-        low, high = (m - s, m + s) if ylim is None else (np.clip(m - s, *ylim), np.clip(m + s, *ylim))
+        bottom = -np.inf if floor is None else floor
+        clipped = m < bottom
+        shown = np.where(clipped, bottom, m)
+        (line,) = ax.plot(xs, shown, marker="o", markersize=3, label=name)
+        low, high = (shown - s, shown + s) if ylim is None else (np.clip(m - s, *ylim), np.clip(m + s, *ylim))
+        low, high = np.maximum(low, bottom), np.maximum(high, bottom)
         ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
+        for x_k, value in zip(xs[clipped], m[clipped], strict=True):
+            ax.plot(x_k, bottom, marker="v", markersize=7, color=line.get_color())
+            ax.annotate(
+                f"{value:.2g}", (x_k, bottom), textcoords="offset points", xytext=(0, 6), fontsize=7, ha="center"
+            )
     if logx and plotted and (xs > 0).all():  # a log axis needs at least one positive point to show
         ax.set_xscale("log")
     if xticklabels is not None:
@@ -253,6 +278,8 @@ def save_curves(
         ax.set_title(title, fontsize=10)
     if ylim is not None:
         ax.set_ylim(*ylim)
+    elif floor is not None and plotted:
+        ax.set_ylim(bottom=floor - 0.05 * (ax.get_ylim()[1] - floor))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return _save(fig, path)

@@ -30,6 +30,7 @@ __all__ = [
     "add_output_argument",
     "add_stage_argument",
     "figure_path",
+    "model_label",
 ]
 
 _MODEL_OPTIONS = (
@@ -124,6 +125,15 @@ def build_host(args: argparse.Namespace) -> nn.Module:
     if host is not model:
         print(f"analysing the {host.cfg.arch} host of this {type(model).__name__} (its backbone: stages and tables)")
     return host
+
+
+def model_label(args: argparse.Namespace) -> str:
+    """The analysed model in a few words, for figure titles: the run, or the preset and its overrides."""
+    if args.checkpoint:
+        return f"run {Path(args.checkpoint).name or args.checkpoint}"
+    overrides = [f"{s}={getattr(args, s)}" for s in SLOT_NAMES if getattr(args, s)]
+    overrides += [f"{n}={getattr(args, n)}" for n in _MODEL_OPTIONS if getattr(args, n, None) is not None]
+    return args.model + (f" ({', '.join(overrides)})" if overrides else "")
 
 
 def add_input_arguments(p: argparse.ArgumentParser) -> None:

@@ -10,7 +10,7 @@ from ..analysis.stages import native_grid, stage_indices, stage_name
 from ..analysis.tables import layer_position_encodings
 from ..files import write_json
 from ..spec import positive_int
-from .model_args import add_model_arguments, add_output_argument, add_stage_argument, build_host
+from .model_args import add_model_arguments, add_output_argument, add_stage_argument, build_host, model_label
 from .options import option_type
 
 
@@ -47,9 +47,10 @@ def run(args: argparse.Namespace) -> int:
             "(dx, dy) R²": [r.distance_r2 for r in results.values()],
         },
         xlabel="position table",
-        ylabel="probe score (accuracy: chance 0.5)",
-        title=f"linear probes for relative location, folds over {args.split}",
-        ylim=(min(0.0, *(r.distance_r2 for r in results.values())), 1.0),
+        ylabel="accuracy, or R²",
+        title=f"linear probes for relative location: {model_label(args)}, folds over {args.split}",
+        ylim=(max(-1.0, min(0.0, *(r.distance_r2 for r in results.values()))), 1.02),
+        lines={"chance accuracy (0.5)": 0.5, "R² of the mean (0)": 0.0},
     )
     print(f"wrote {write_json(args.out / 'probe.json', records)} and {figure}")
     return 0

@@ -270,7 +270,7 @@ def similarity_figure(config: StudyConfig, summary: dict, folder: Path) -> Path 
         row_labels=labels,
         col_labels=[f"cell {r},{c}" for r, c in refs],
         markers=refs,
-        cmap="RdBu_r",
+        diverging=True,
         vmin=-1.0,
         vmax=1.0,
         colorbar_label="change / the row's largest change",
