@@ -95,6 +95,11 @@ def test_eval_prints_a_resolution_table(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "| Model | Params | 16(%) | 24(%) | 16x32(%) |"
     assert lines[2].startswith("| run | 53.4K | ")
+    saved = json.loads((run_dir / "eval.json").read_text())
+    assert list(saved["results"]) == ["16x16", "24x24", "16x32"] and saved["units"] == {"acc1": "%"}
+    printed = [float(cell) for cell in lines[2].strip("| ").split(" | ")[2:]]
+    assert printed == [round(r["acc1"], 1) for r in saved["results"].values()]
+    assert (run_dir / "eval.md").read_text() == "\n".join(lines[:3]) + "\n"
     assert main(["eval", f"--checkpoint={run_dir}", "--data=synthetic:direction4:img=16"]) == 2
     assert "num_classes=2 but synthetic:direction4:img=16:square=4 has 4 classes" in capsys.readouterr().err
 
