@@ -35,6 +35,7 @@ from ..models.factory import create_model
 from ..models.saved_encoding import load_position_encoding
 from ..tasks import loss_precision, task_for
 from ..weights import WeightsFile, load_weights
+from .board import log_epoch
 from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_training_checkpoint, save_checkpoint
 from .config import TrainConfig
 from .distributed import Dist, epoch_batches, setup, steps_per_epoch, teardown
@@ -330,6 +331,7 @@ class _Trainer:
         self.running = self.task.metrics(device)
         if self.run_dir is not None and ctx.is_main:
             write_history(self.run_dir, self.history)
+            log_epoch(self.run_dir, row, cfg.log)
         self._save(lr)
         self._log(
             f"epoch {row['epoch']}/{cfg.epochs}  "
