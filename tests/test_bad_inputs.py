@@ -448,7 +448,11 @@ CLI_CASES = [
         ["train", *MODEL, f"--data={DATA}", *FAST, "--resume", "--run-dir=TMP/typo"],
         r"run folder .*typo holds no checkpoint to resume.*--resume-if-present",
     ),
-    ("train --resume, no folder", ["train", *MODEL, f"--data={DATA}", "--resume"], r"--resume needs --run-dir"),
+    (
+        "train --resume, no folder",
+        ["train", *MODEL, f"--data={DATA}", "--resume"],
+        r"run folder runs/thesis_vit-.* holds no checkpoint to resume",
+    ),
     (
         "train --resume --epochs 1",
         ["train", "--run-dir=RUN2", "--resume", "--epochs=1"],
