@@ -450,7 +450,7 @@ CLI_CASES = [
     ),
     (
         "train --resume, no folder",
-        ["train", *MODEL, f"--data={DATA}", "--resume"],
+        ["train", *MODEL, f"--data={DATA}", *FAST, "--resume"],
         r"run folder runs/thesis_vit-.* holds no checkpoint to resume",
     ),
     (
