@@ -103,3 +103,11 @@ def test_convert_fits_the_position_table_as_resize_says(tmp_path):
         assert tables[resize].shape == (1, 12 * 12, 64)
         assert torch.equal(tables[resize], direct.stages[0].absolute.table)
     assert not torch.allclose(tables["timm"], tables["model"])
+
+
+def test_convert_says_which_preset_it_picked(tmp_path, capsys):
+    src = released_thesis_vit(tmp_path)
+    assert main(["convert", str(src), str(tmp_path / "out")]) == 0
+    assert f"{src} fits preset thesis_vit (name another with --model)" in capsys.readouterr().out
+    assert main(["convert", str(tmp_path / "out"), str(tmp_path / "again")]) == 0  # a vitpos folder: its own config
+    assert "fits preset" not in capsys.readouterr().out

@@ -129,6 +129,10 @@ class _Trainer:
         self.augment = build_augment(cfg, self.info)
         size = model_cfg.image_hw
         self.train_set, self.val_set, self.test_set = (data.split(s).at_size(size) for s in ("train", "val", "test"))
+        if data.image_size is None:  # folders and masks: files of any size, fitted to the model's
+            self._log(
+                f"{self.info.spec}: every image (and mask) is resized to {size[0]}x{size[1]}, the model's img_size"
+            )
         steps = self.steps_per_epoch = steps_per_epoch(len(self.train_set), cfg.batch_size, ctx)
         self.schedule = WarmupCosine(cfg.lr, cfg.min_lr, round(cfg.warmup_epochs * steps), cfg.epochs * steps)
 
