@@ -25,6 +25,7 @@ from .model_args import (
     add_output_argument,
     add_stage_argument,
     build_host,
+    model_label,
     sample_images,
 )
 from .options import option_type
@@ -84,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
             markers=[[(r, c) for c in cols] for r in rows],
             row_labels=[f"row {r}" for r in rows],
             col_labels=[f"col {c}" for c in cols],
-            title=f"relative logit bias, {name} ({grid[0]}x{grid[1]} {'window' if layer.windowed else 'grid'}), "
+            title=f"relative logit bias: {model_label(args)}, {name} "
+            f"({grid[0]}x{grid[1]} {'window' if layer.windowed else 'grid'}), "
             + ("mean over heads" if args.attention_head is None else f"head {args.attention_head}"),
             xlabel="key column",
             ylabel="key row",
