@@ -5,10 +5,13 @@ All subclass :class:`ValueError`, so ``except ValueError`` keeps catching them.
 
 from __future__ import annotations
 
+import contextvars
 import reprlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["VitposError", "ConfigError", "CheckpointError", "quote"]
+__all__ = ["VitposError", "ConfigError", "CheckpointError", "quote", "command_line", "on_command_line", "setting"]
 
 
 class VitposError(ValueError):
@@ -31,3 +34,27 @@ _QUOTE.maxlist = _QUOTE.maxtuple = _QUOTE.maxdict = _QUOTE.maxset = 6
 def quote(value: Any) -> str:
     """``repr(value)`` cut short for an error message (never built in full, so a huge value stays cheap)."""
     return _QUOTE.repr(value)
+
+
+_ON_COMMAND_LINE = contextvars.ContextVar("vitpos_on_command_line", default=False)
+
+
+@contextmanager
+def command_line() -> Iterator[None]:
+    """Within the block (a ``vitpos`` command), :func:`setting` words options as command-line flags."""
+    token = _ON_COMMAND_LINE.set(True)
+    try:
+        yield
+    finally:
+        _ON_COMMAND_LINE.reset(token)
+
+
+def on_command_line() -> bool:
+    """Whether the running code was called by a ``vitpos`` command (not from Python)."""
+    return _ON_COMMAND_LINE.get()
+
+
+def setting(name: str, value: str) -> str:
+    """How the reader of a message sets option ``name``: ``--num-classes 4`` to a command-line user,
+    ``num_classes=4`` to a Python caller."""
+    return f"--{name.replace('_', '-')} {value}" if on_command_line() else f"{name}={value}"
