@@ -37,6 +37,7 @@ COMMANDS = (
     "awareness",
     "buckets",
     "relative-bias",
+    "shard",
 )
 """Subcommands; each is the module ``vitpos.commands.<name with - as _>`` and defines ``add_parser(subparsers)``."""
 

@@ -13,8 +13,10 @@ import argparse
 from pathlib import Path
 
 from ..data.catalog import open_data
+from ..engine.config import TrainConfig
 from ..engine.distributed import pick_device
 from ..engine.evaluate import evaluate_resolutions, resolution_table
+from ..engine.pipeline import for_evaluation
 from ..engine.setup import check_model_fits_data
 from ..files import write_atomic, write_json
 from ..spec import non_negative_int, positive_int
@@ -38,13 +40,19 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("all checkpoints in one table must share a task (classification or regression)")
         task = data.info.task
         sizes = args.resolutions or [cfg.image_hw]
+        trained = ckpt.train_config
+        crop = args.eval_crop or trained.get("eval_crop", TrainConfig.eval_crop)
+        if not 0 < crop <= 1:
+            raise ValueError(f"--eval-crop {crop} must lie in (0, 1]: the fraction of the resized image kept")
+        split = for_evaluation(data.split(args.split), crop, trained.get("interpolation", TrainConfig.interpolation))
         results = evaluate_resolutions(
-            model, data.split(args.split), sizes, batch_size=args.batch_size, device=device, workers=args.workers
+            model, split, sizes, batch_size=args.batch_size, device=device, workers=args.workers
         )
         name = ckpt.path.parent.parent.name if ckpt.path.parent.name == "checkpoints" else ckpt.path.name
         rows.append((name + (" (EMA)" if args.ema else ""), sum(p.numel() for p in model.parameters()), results))
         run_dir = ckpt.path.parent.parent if ckpt.path.parent.name == "checkpoints" else ckpt.path.parent
-        records.append((run_dir, _record(ckpt.path, spec, args, rows[-1][1], results, task_kind(task))))
+        record = _record(ckpt.path, spec, args, rows[-1][1], results, task_kind(task))
+        records.append((run_dir, record | {"eval_crop": crop}))
     assert task is not None, "--checkpoint takes one run or more"
     table = resolution_table(rows, task)
     print(table)
@@ -105,6 +113,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=parse_size_list,
         metavar="SIZES",
         help="input sizes, e.g. 32,48,64 or 32x48; default: the training size",
+    )
+    p.add_argument(
+        "--eval-crop",
+        type=float,
+        metavar="X",
+        help="photographs from files: resize the shorter side to size / X, then centre-crop "
+        "(default: the run's eval_crop, 0.875 as DeiT)",
     )
     p.add_argument("--batch-size", type=option_type(positive_int), default=256, help="images per batch (default: 256)")
     p.add_argument("--ema", action="store_true", help="use the EMA weights")
