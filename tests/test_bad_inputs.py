@@ -558,8 +558,8 @@ CLI_CASES = [
     ("equivariance --shift 1", ["equivariance", "--shift", "1"], r"shift '1' must look like 'rows,cols'"),
     (
         "relative-bias --attention-head 99",
-        ["relative-bias", *TINY_ANALYSIS, "--attention-head", "99", "--out=TMP/o"],
-        r"--attention-head 99 does not exist: the model has 3 heads; use 0 to 2",
+        ["relative-bias", *TINY_ANALYSIS, "--relative=swin", "--attention-head", "99", "--out=TMP/o"],
+        r"--attention-head 99 does not exist: the model has 4 heads; use 0 to 3",
     ),
     (
         "relative-bias --per-side 0",
@@ -568,7 +568,7 @@ CLI_CASES = [
     ),
     (
         "relative-bias --block 7",
-        ["relative-bias", *TINY_ANALYSIS, "--block", "7", "--out=TMP/o"],
+        ["relative-bias", *TINY_ANALYSIS, "--relative=swin", "--block", "7", "--out=TMP/o"],
         r"block 7 does not exist; the model has 1 layers",
     ),
     (
