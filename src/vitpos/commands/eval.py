@@ -21,6 +21,7 @@ from ..engine.setup import check_model_fits_data
 from ..files import write_atomic, write_json
 from ..spec import non_negative_int, positive_int
 from ..tasks import TaskKind, task_kind
+from ..tasks.detection.coco_eval import coco_summary
 from ..weights import load_model
 from .options import option_type, parse_size_list
 
@@ -56,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
     assert task is not None, "--checkpoint takes one run or more"
     table = resolution_table(rows, task)
     print(table)
+    if task == "detection":  # DETR's evaluation: every COCO number
+        for name, _, results in rows:
+            print("\n".join(f"{name} at {h}x{w}: {coco_summary(m)}" for (h, w), m in results.items()))
     written = _write(records, table, args.out)
     print("wrote " + ", ".join(map(str, written)))
     return 0

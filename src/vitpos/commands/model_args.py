@@ -13,7 +13,8 @@ from torch import nn
 from ..analysis.stages import as_host, stage_count
 from ..config import SLOT_NAMES
 from ..data.catalog import open_data
-from ..data.transforms import normalize, to_float
+from ..data.padded import PaddedTargets
+from ..data.transforms import normalize, resize, to_float
 from ..errors import ConfigError
 from ..models.factory import create_model, get_config
 from ..models.host import host_of
@@ -148,8 +149,8 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def sample_images(model: nn.Module, args: argparse.Namespace) -> torch.Tensor:
-    """``--images`` inputs at the model's native size: from ``--data``, or standard-normal noise seeded by
-    ``--seed``."""
+    """``--images`` inputs at the model's native size: from ``--data`` (images of varied sizes, as the dense
+    tasks draw them, resized to it), or standard-normal noise seeded by ``--seed``."""
     if args.images < 1:
         raise ValueError(f"--images must be at least 1, got {args.images}")
     cfg = as_host(model).cfg
@@ -157,7 +158,10 @@ def sample_images(model: nn.Module, args: argparse.Namespace) -> torch.Tensor:
     if args.data:
         test = open_data(args.data, patch_size=cfg.patch_size).test.at_size((h, w))
         count = min(args.images, len(test))
-        images, _ = test[torch.arange(count)]
+        images, targets = test[torch.arange(count)]
+        if isinstance(targets, PaddedTargets):  # each image's own region, at the model's size
+            valid = zip(images, targets.valid_sizes.tolist(), strict=True)
+            images = torch.cat([resize(image[None, :, :vh, :vw], (h, w)) for image, (vh, vw) in valid])
         return normalize(to_float(images), test.info.mean, test.info.std)
     generator = torch.Generator().manual_seed(args.seed)
     return torch.randn(args.images, cfg.in_chans, h, w, generator=generator)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..errors import ConfigError
+from ..memory import batch_bytes, check_fits, model_bytes
 from ..registry import ARCHITECTURES
 from ..validation import bounded, check_fields
 from .position import SLOT_NAMES, PositionConfig, SlotContext
@@ -158,6 +159,13 @@ class HostConfig:
 
     def build(self) -> nn.Module:
         """The model this config describes, with freshly initialised weights (the host registered as ``arch``)."""
+        widths = "; ".join(f"depth {s.context.depth}, width {s.context.embed_dim}" for s in self.stages)
+        h, w = self.image_hw
+        check_fits(
+            f"this {self.arch} ({widths}; {h}x{w} images), its weights and one image's tokens,",
+            model_bytes(self.stages) + batch_bytes(self.stages, self.in_chans, 1, self.image_hw),
+            "check embed_dim, depth and img_size",
+        )
         return ARCHITECTURES.get(self.arch)(self)
 
     @classmethod

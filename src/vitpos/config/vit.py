@@ -34,9 +34,11 @@ class ViTConfig(HostConfig):
     def __post_init__(self) -> None:
         self._check_common()
         if self.embed_dim % self.num_heads:
+            divisors = [d for d in range(1, min(self.embed_dim, 64) + 1) if self.embed_dim % d == 0][:6]
             raise ConfigError(
-                f"embed_dim={self.embed_dim} is not divisible by num_heads={self.num_heads}; "
-                "choose a head count that divides the width"
+                f"embed_dim={self.embed_dim} is not divisible by num_heads={self.num_heads}; choose a head count "
+                f"that divides the width (num_heads {', '.join(map(str, divisors))}, ...) or a multiple of "
+                f"{self.num_heads} as embed_dim"
             )
         h, w = self.image_hw
         if not self.pad_to_patch and (h % self.patch_size or w % self.patch_size):

@@ -61,6 +61,13 @@ class PatchEmbed(nn.Module):
                 f"expected floating-point images, got {x.dtype}; convert with x.float() "
                 "(and scale 0-255 pixels to the range the model was trained on)"
             )
+        if x.shape[0] == 0:
+            raise VitposError(f"the batch is empty: images of shape {tuple(x.shape)}; pass at least one image")
+        if x.device != self.proj.weight.device:
+            raise VitposError(
+                f"the images are on device {x.device} but the model is on {self.proj.weight.device}; "
+                f"move them with x.to({str(self.proj.weight.device)!r})"
+            )
         weight = self.proj.weight.dtype
         if x.dtype != weight and not torch.is_autocast_enabled(x.device.type):
             raise VitposError(

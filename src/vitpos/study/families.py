@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import SLOT_NAMES, HostConfig, PositionConfig, slot_registry
+from ..errors import VitposError
 from ..models.factory import create_model
 from ..spec import SlotSpec
 from .hosts import STUDY_HOSTS, study_host
@@ -23,7 +24,7 @@ __all__ = [
 ]
 
 
-class FamilyError(ValueError):
+class FamilyError(VitposError):
     """A family that names an unknown slot value or a combination that cannot be built."""
 
 
@@ -238,11 +239,15 @@ def parse_family(text: str) -> Family:
     slots: dict[str, str] = {}
     options: dict[str, Any] = {}
     pretrained, head, host = False, None, None
+    seen: set[str] = set()
     for word in rest.split():
+        key, eq, value = word.partition("=")
+        if key in seen:
+            raise FamilyError(f"family {label!r}: {key!r} is given twice; give it once")
+        seen.add(key)
         if word == "pretrained":
             pretrained = True
             continue
-        key, eq, value = word.partition("=")
         if not eq or not value:
             raise FamilyError(f"family {label!r}: {word!r} must look like slot=spec, e.g. relative=swin")
         if key == "head":

@@ -9,6 +9,7 @@ says what to do. Only then are the weights copied, so a failed load changes noth
 from __future__ import annotations
 
 import fnmatch
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,9 @@ from .resize import RESIZES, Resize
 from .run_folder import FORMATS
 from .swin import MicrosoftSwin, TimmSwin
 from .vit import TimmViT
+
+LOG = logging.getLogger("vitpos.weights")
+"""One line when a checkpoint's classifier is replaced by a fresh one of the model's size."""
 
 __all__ = [
     "LAYOUTS",
@@ -107,12 +111,25 @@ def convert_for(
     weights = layout.convert(left, Target(model, source, resample, resize or layout.resize))
     own = model.state_dict()
     drop = list(drop)
+    # "head" may match nothing: callers drop the classifier of headless hosts and files alike
+    unmatched = [p for p in drop if p != "head" and not any(_matches([p], k) for k in (*own, *weights, *left))]
+    if unmatched:
+        tops = sorted({k.split(".")[0] for k in own})
+        raise CheckpointError(
+            f"drop pattern(s) {', '.join(map(repr, unmatched))} match no parameter of the model and no key of "
+            f"checkpoint {source}; the model's parameters start with {', '.join(tops)} (a name, a prefix such as "
+            "'head', or a shell pattern such as '*.relative.*')"
+        )
     if (
         resize_head
         and "head.weight" in weights
         and "head.weight" in own
         and weights["head.weight"].shape != own["head.weight"].shape
     ):
+        LOG.info(
+            f"checkpoint {source}: its classifier has {weights['head.weight'].shape[0]} outputs, the model's "
+            f"{own['head.weight'].shape[0]}; the head is re-initialised"
+        )
         drop.append("head")
     dropped = sorted(k for k in own if _matches(drop, k))
     weights = {k: v for k, v in weights.items() if not _matches(drop, k)}

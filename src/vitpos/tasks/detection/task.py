@@ -1,7 +1,10 @@
 """The detection task: DETR's set loss (:mod:`.criterion`) and COCO's AP on the predictions (:mod:`.coco_eval`).
 
-A detector's output is DETR's dict; its targets are padded object rows (:mod:`vitpos.data.objects`).
-The loss is the model's own criterion (its loss weights are part of its config).
+A detector's output is DETR's dict; its targets are padded object rows (:mod:`vitpos.data.objects`),
+for batches of images of different sizes inside :class:`~vitpos.data.padded.PaddedTargets`: the
+boxes are then normalised by each image's own size (the loss is DETR's as it is), and AP is
+computed in each image's original pixels. The loss is the model's own criterion (its loss weights
+are part of its config).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from torch import nn
 
 from ...data.dataset import DataInfo
 from ...data.objects import ObjectTargets, unpad_objects
+from ...data.padded import PaddedTargets, plain_targets
 from ...errors import VitposError
 from ..base import Processes, TaskKind, register_task
 from .coco_eval import coco_metrics
@@ -35,14 +39,19 @@ class DetectionMetrics:
         self.sums[0] += n
         self.sums[1] += loss.detach().double() * n
 
-    def add_predictions(self, outputs: dict, targets: torch.Tensor) -> None:
-        """Keep the batch's targets and detections for AP (only where the image size was given)."""
-        image_hw = self.image_hw
-        if image_hw is None:
+    def add_predictions(self, outputs: dict, targets: torch.Tensor | PaddedTargets) -> None:
+        """Keep the batch's targets and detections for AP (only in evaluation, where the image size was given),
+        at each image's original size where the batch carries them."""
+        if self.image_hw is None:
             return
+        if isinstance(targets, PaddedTargets):
+            sizes = [(int(h), int(w)) for h, w in targets.sizes.tolist()]
+        else:
+            sizes = [self.image_hw] * len(targets)
         cpu = lambda d: Detections(d.scores.cpu(), d.labels.cpu(), d.boxes.cpu())  # noqa: E731
-        objects = [ObjectTargets(t.labels.cpu(), t.boxes.cpu()) for t in unpad_objects(targets)]
-        self.images += [(t, cpu(d), image_hw) for t, d in zip(objects, postprocess(outputs, image_hw), strict=True)]
+        objects = [ObjectTargets(t.labels.cpu(), t.boxes.cpu()) for t in unpad_objects(plain_targets(targets))]
+        detections = postprocess(outputs, torch.tensor(sizes))
+        self.images += [(t, cpu(d), hw) for t, d, hw in zip(objects, detections, sizes, strict=True)]
 
     def reduced(self, processes: Processes) -> DetectionMetrics:
         out = DetectionMetrics(self.num_classes, self.sums.device, self.image_hw)
@@ -86,8 +95,9 @@ class DetectionTask:
         self.num_classes = info.num_outputs
         self.criterion = model.criterion()
 
-    def loss(self, outputs: Any, targets: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
-        return self.criterion.to(targets.device)(outputs, targets)
+    def loss(self, outputs: Any, targets: torch.Tensor | PaddedTargets, label_smoothing: float = 0.0) -> torch.Tensor:
+        rows = plain_targets(targets)
+        return self.criterion.to(rows.device)(outputs, rows)
 
     def metrics(self, device: torch.device | str, image_hw: tuple[int, int] | None = None) -> DetectionMetrics:
         return DetectionMetrics(self.num_classes, device, image_hw)
