@@ -106,8 +106,8 @@ def test_export_of_a_segmenter_names_the_smallest_size_it_can_take(runs, tmp_pat
     assert "grid of one cell" in (err := capsys.readouterr().err) and "use --min-size 64" in err
 
 
-@pytest.mark.parametrize("same_inputs", [True, False])
-def test_batch_first_attention_is_multihead_attention(same_inputs):
+@pytest.mark.parametrize(("same_inputs", "padded"), [(True, False), (False, False), (False, True)])
+def test_batch_first_attention_is_multihead_attention(same_inputs, padded):
     torch.manual_seed(0)
     layer = nn.MultiheadAttention(16, 4, batch_first=True).eval()
     with torch.no_grad():
@@ -116,21 +116,7 @@ def test_batch_first_attention_is_multihead_attention(same_inputs):
     query = torch.randn(3, 5, 16)
     key = query if same_inputs else torch.randn(3, 7, 16)
     value = query if same_inputs else torch.randn(3, 7, 16)
-    want = layer(query, key, value, need_weights=False)[0]
-    torch.testing.assert_close(batch_first_attention(layer, query, key, value), want, rtol=1e-5, atol=1e-6)
-
-
-def test_eval_of_a_detector_shows_and_writes_every_ap_in_percent(runs, tmp_path, capsys):
-    assert main(["eval", "--checkpoint", str(runs["detr"]), "--resolutions", "32,48"]) == 0
-    header = capsys.readouterr().out.splitlines()[0]
-    for size in ("32", "48"):
-        assert all(f"{size}({name}, %)" in header for name in ("AP", "AP50", "AP75", "APs", "APm", "APl"))
-    saved = json.loads((runs["detr"] / "eval.json").read_text())
-    assert saved["task"] == "detection" and saved["units"]["AP75"] == "AP75, %"
-    assert {"AP", "AP50", "AP75"} <= set(saved["results"]["48x48"])
-    out = tmp_path / "both.json"
-    assert main(["eval", "--checkpoint", str(runs["detr"]), str(runs["fpn"]), "--out", str(out)]) == 2  # two tasks
-    assert main(["eval", "--checkpoint", str(runs["fpn"]), "--out", str(out)]) == 0
-    (run,) = json.loads(out.read_text())["runs"]
-    assert run["task"] == "segmentation" and "miou" in run["results"]["64x64"]
-    assert out.with_suffix(".md").read_text().startswith("| Model | Params | 64(mIoU, %) |")
+    padding = torch.arange(key.shape[1]) >= torch.tensor([[7], [4], [1]]) if padded else None  # True: ignored
+    want = layer(query, key, value, key_padding_mask=padding, need_weights=False)[0]
+    got = batch_first_attention(layer, query, key, value, key_padding_mask=padding)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
