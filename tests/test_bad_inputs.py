@@ -678,7 +678,11 @@ CLI_CASES = [
         ["train", *MODEL, f"--data={DATA}", *FAST, "--resume", "--run-dir=TMP/typo"],
         r"run folder .*typo holds no checkpoint to resume.*--resume-if-present",
     ),
-    ("train --resume, no folder", ["train", *MODEL, f"--data={DATA}", "--resume"], r"--resume needs --run-dir"),
+    (
+        "train --resume, no folder",
+        ["train", *MODEL, f"--data={DATA}", *FAST, "--resume"],
+        r"run folder runs/thesis_vit-.* holds no checkpoint to resume",
+    ),
     (
         "train --resume --epochs 1",
         ["train", "--run-dir=RUN2", "--resume", "--epochs=1"],
@@ -784,8 +788,8 @@ CLI_CASES = [
     ("equivariance --shift 1", ["equivariance", "--shift", "1"], r"shift '1' must look like 'rows,cols'"),
     (
         "relative-bias --attention-head 99",
-        ["relative-bias", *TINY_ANALYSIS, "--attention-head", "99", "--out=TMP/o"],
-        r"--attention-head 99 does not exist: the model has 3 heads; use 0 to 2",
+        ["relative-bias", *TINY_ANALYSIS, "--relative=swin", "--attention-head", "99", "--out=TMP/o"],
+        r"--attention-head 99 does not exist: the model has 4 heads; use 0 to 3",
     ),
     (
         "relative-bias --per-side 0",
@@ -794,7 +798,7 @@ CLI_CASES = [
     ),
     (
         "relative-bias --block 7",
-        ["relative-bias", *TINY_ANALYSIS, "--block", "7", "--out=TMP/o"],
+        ["relative-bias", *TINY_ANALYSIS, "--relative=swin", "--block", "7", "--out=TMP/o"],
         r"block 7 does not exist; the model has 1 layers",
     ),
     (
@@ -1075,7 +1079,8 @@ def test_a_bare_word_matches_model_names_containing_it(capsys):
     assert main(["models", "deit"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]]
     assert names and all("deit" in n for n in names) and "deit_tiny_patch16_224" in names
-    assert names == [n for n in vitpos.list_models("*deit*")]
+    assert names == vitpos.list_models("*deit*") == vitpos.list_models("deit")  # the API agrees with the CLI
+    assert "cpvt_ti_gap" not in vitpos.list_models("deit") and "cpvt_ti_gap" in vitpos.list_models("cpvt")
     assert main(["models", "deit*"]) == 0
     assert all(line.startswith("deit") for line in capsys.readouterr().out.splitlines()[1:])
 

@@ -18,6 +18,8 @@ import warnings
 from collections.abc import Sequence
 from typing import NoReturn
 
+from .errors import command_line
+
 __all__ = ["main", "build_parser"]
 
 COMMANDS = (
@@ -129,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:  # the subcommand's usage, not the top level's
         sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), command_line():
             warnings.showwarning = lambda message, *_, **__: print(
                 f"vitpos {args.command}: warning: {message}", file=sys.stderr
             )

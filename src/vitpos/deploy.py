@@ -27,7 +27,7 @@ from .encodings.lape import NormalisedBias
 from .errors import VitposError, quote
 from .files import check_destination, replacing, write_atomic
 from .models.factory import config_from_dict
-from .models.host import Host, as_host
+from .models.host import Host, host_of
 from .models.windows import WindowAttention
 from .pt2_archive import load_program
 from .yaml_io import read_yaml
@@ -91,10 +91,11 @@ def export_program(model: nn.Module, span: ExportRange) -> torch.export.Exported
     own message. Size-oblivious reasoning (``backed_size_oblivious``) keeps the tracer from
     specialising on whether a symbolic size (windows per row, say) is 1.
     """
-    host = as_host(model)
+    host = host_of(model)
     model = model.eval()
     host.cfg.stage_grids((span.min_size, span.min_size))  # the eager model's error for a size it cannot take
     _check_normalised_window_bias(host, span)
+    _check_dense_head(model, host, span)
     with torch.no_grad():
         try:
             model(torch.zeros(1, host.cfg.in_chans, span.min_size, span.min_size))
@@ -103,6 +104,17 @@ def export_program(model: nn.Module, span: ExportRange) -> torch.export.Exported
         # patch is added to the module at import by torch's install_config_module, which mypy does not see
         with fx_config.patch(backed_size_oblivious=True):  # type: ignore[attr-defined]
             return torch.export.export(model, (_example(host, span),), dynamic_shapes=span.dynamic_shapes())
+
+
+def _check_dense_head(model: nn.Module, host: Host, span: ExportRange) -> None:
+    """Raise if a task model built on ``host`` (a Semantic FPN) would see a last-stage grid of one cell:
+    its upsampling then traces for that one size, and the graph would take no other."""
+    if model is host or min(host.cfg.stage_grids((span.min_size, span.min_size))[-1]) > 1:
+        return
+    raise VitposError(
+        f"at --min-size {span.min_size} the last stage of {type(model).__name__}'s host has a grid of one cell, "
+        f"and torch.export fixes the image size of its upsampling there; use --min-size {2 * span.stride} or more"
+    )
 
 
 def _check_normalised_window_bias(model: Host, span: ExportRange) -> None:
@@ -145,7 +157,8 @@ def export_model(model: nn.Module, path: str | Path, *, fmt: str, min_size: int,
     """Export ``model`` to ``path`` (``.pt2`` program or ONNX file) and its config beside it; returns that YAML path."""
     if fmt not in FORMATS:
         raise VitposError(f"unknown export format {fmt!r}; valid values: {', '.join(FORMATS)}")
-    cfg = as_host(model).cfg
+    host = host_of(model)  # a task model (Semantic FPN) exports whole, its host says which sizes fit
+    cfg: HostConfig = getattr(model, "cfg", host.cfg)
     path = Path(path)
     span = ExportRange(min_size, max_size, cfg.stride)
     for target in (path, metadata_path(path)):

@@ -5,11 +5,23 @@ All subclass :class:`ValueError`, so ``except ValueError`` keeps catching them.
 
 from __future__ import annotations
 
+import contextvars
 import re
 import reprlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["VitposError", "ConfigError", "CheckpointError", "quote", "plain_text"]
+__all__ = [
+    "VitposError",
+    "ConfigError",
+    "CheckpointError",
+    "quote",
+    "plain_text",
+    "command_line",
+    "on_command_line",
+    "setting",
+]
 
 
 class VitposError(ValueError):
@@ -41,3 +53,27 @@ def plain_text(err: BaseException, limit: int = 300) -> str:
     """A library's error message for quoting in ours: colour codes stripped, whitespace joined, cut short."""
     text = " ".join(_ANSI.sub("", str(err)).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_ON_COMMAND_LINE = contextvars.ContextVar("vitpos_on_command_line", default=False)
+
+
+@contextmanager
+def command_line() -> Iterator[None]:
+    """Within the block (a ``vitpos`` command), :func:`setting` words options as command-line flags."""
+    token = _ON_COMMAND_LINE.set(True)
+    try:
+        yield
+    finally:
+        _ON_COMMAND_LINE.reset(token)
+
+
+def on_command_line() -> bool:
+    """Whether the running code was called by a ``vitpos`` command (not from Python)."""
+    return _ON_COMMAND_LINE.get()
+
+
+def setting(name: str, value: str) -> str:
+    """How the reader of a message sets option ``name``: ``--num-classes 4`` to a command-line user,
+    ``num_classes=4`` to a Python caller."""
+    return f"--{name.replace('_', '-')} {value}" if on_command_line() else f"{name}={value}"

@@ -13,6 +13,7 @@ from vitpos.analysis.attention import (
     query_maps,
     uniform_attention_distance,
 )
+from vitpos.analysis.attention_summary import attention_summaries, pooled_matrix
 from vitpos.models.layers import Attention
 
 from .families import tiny_model, tiny_pyramid
@@ -118,3 +119,35 @@ def test_query_maps_and_patch_renormalisation():
 def test_model_without_vitpos_attention_is_a_clear_error():
     with pytest.raises(ValueError, match="no vitpos Attention layers"), explicit_attention(torch.nn.Linear(2, 2)):
         pass
+
+
+@pytest.mark.parametrize("arch", ["vit", "pvt", "swin"])
+def test_streamed_summaries_equal_the_dense_maps(arch):
+    model = (
+        tiny_model({"absolute": "learned"}, head="cls") if arch == "vit" else tiny_pyramid(arch, depths=(2, 1, 1, 1))
+    )
+    x = torch.randn(5, 3, 32, 32)
+    maps = attention_maps(model, x)
+    stages = sorted({m.stage for m in maps})
+
+    def queries(grid):
+        return [(0, 0), (grid[0] // 2, grid[1] - 1)]
+
+    summaries = attention_summaries(model, x, stages, queries, images_per_pass=2)  # passes of 2, 2 and 1 images
+    assert [(s.stage, s.block) for s in summaries] == [(m.stage, m.block) for m in maps]
+    for s, m in zip(summaries, maps, strict=True):
+        assert s.grid == m.grid and s.key_stride == m.key_stride
+        torch.testing.assert_close(
+            s.distance, mean_attention_distance(m.weights, m.grid, m.num_prefix_tokens, m.key_stride)
+        )
+        want = query_maps(m.weights.mean(dim=(0, 1)), m.grid, queries(m.grid), m.num_prefix_tokens, m.key_stride)
+        torch.testing.assert_close(s.queries, want.float(), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(s.matrix, patch_attention(m.weights[0], m.num_prefix_tokens))
+
+
+def test_a_large_matrix_is_pooled_to_a_figure_sized_mean():
+    weights = torch.rand(2, 1000, 49)
+    pooled = pooled_matrix(weights, side=100)
+    assert pooled.shape == (2, 100, 49)
+    torch.testing.assert_close(pooled[:, 0], weights[:, :10].mean(dim=1))
+    assert pooled_matrix(weights, side=1000) is weights

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from vitpos.analysis.probes import pair_features, probe_table
+from vitpos.analysis.probes import pair_features, probe_table, sample_pairs
 from vitpos.analysis.tables import absolute_table
 from vitpos.encodings.sincos import sincos_2d
 from vitpos.grid import grid_coords
@@ -87,3 +87,23 @@ def test_bad_input_is_a_clear_error(kwargs, message):
     table = torch.randn(16 if grid != (1, 5) else 5, 8)
     with pytest.raises(ValueError, match=message):
         probe_table(table, grid, **kwargs)
+
+
+def test_sampled_pairs_are_distinct_ordered_pairs_of_distinct_cells():
+    rng = np.random.default_rng(1)
+    first, second = sample_pairs(3136, 5000, rng)
+    assert len(first) == 5000 and (first != second).all()
+    assert len(set(zip(first.tolist(), second.tolist(), strict=True))) == 5000
+    assert first.min() >= 0 and max(first.max(), second.max()) < 3136
+    all_first, all_second = sample_pairs(5, None, rng)  # every pair, in row-major order
+    assert list(zip(all_first.tolist(), all_second.tolist(), strict=True)) == [
+        (i, j) for i in range(5) for j in range(5) if i != j
+    ]
+
+
+def test_a_large_grid_is_probed_on_a_bounded_sample_of_pairs():
+    grid = (40, 40)  # 2.5 million ordered pairs
+    table = sincos_2d(grid, 64).float()
+    result = probe_table(table, grid, max_pairs=20_000, folds=3)
+    assert result.pairs == 20_000 and result.all_pairs == 1600 * 1599
+    assert result.left_right > 0.95 and result.up_down > 0.95 and result.distance_r2 > 0.9

@@ -45,3 +45,16 @@ def test_references():
         parse_references("4,0", (4, 4))
     with pytest.raises(ValueError, match="must look like 'row,col'"):
         parse_references("a", (4, 4))
+
+
+@pytest.mark.parametrize("grid", [(5, 7), (1, 6), (9, 2)])
+def test_locality_equals_the_literal_mean_over_the_similarity_matrix(grid):
+    h, w = grid
+    table = torch.randn(h * w, 12, generator=torch.Generator().manual_seed(h * w), dtype=torch.float64)
+    unit = torch.nn.functional.normalize(table, dim=-1)
+    sim = unit @ unit.t()
+    pairs = [(a, b) for a in range(h * w) for b in range(h * w) if a != b]
+    neighbours = [sim[r * w + c, r * w + c + 1] for r in range(h) for c in range(w - 1)]
+    neighbours += [sim[r * w + c, (r + 1) * w + c] for r in range(h - 1) for c in range(w)]
+    want = torch.stack(neighbours).mean() - torch.stack([sim[a, b] for a, b in pairs]).mean()
+    assert locality(table, grid) == pytest.approx(float(want), abs=1e-12)

@@ -287,3 +287,22 @@ def test_relative_bias_on_swin_windows(tmp_path, capsys):
         "block 1 of stage 1 does not exist; the model has 4 layers with a relative encoding: stage 0 block 0,"
         in capsys.readouterr().err
     )
+
+
+def test_relative_bias_says_when_its_tables_are_untrained(tmp_path, capsys):
+    args = ["relative-bias", *TINY_ARGS, "--relative", "irpe:product:ctx:k", "--images", "2", "--per-side", "3"]
+    assert main([*args, "--out", str(tmp_path)]) == 0
+    assert "are all zero" in (out := capsys.readouterr().out) and "--checkpoint RUN" in out
+    assert main(["relative-bias", "--out", str(tmp_path)]) == 2  # the documented default, thesis_vit, has none
+    assert "--checkpoint RUN" in (err := capsys.readouterr().err) and "--relative" in err
+
+
+def test_a_message_names_the_option_as_its_reader_sets_it(tmp_path, capsys):
+    import vitpos
+    from vitpos.analysis.tables import NoPositionTableError, absolute_table
+
+    with pytest.raises(NoPositionTableError) as python_side:
+        absolute_table(vitpos.create_model("thesis_vit", absolute="none"))
+    assert "(absolute=NAME)" in str(python_side.value) and "--absolute" not in str(python_side.value)
+    assert main(["probe", *TINY_ARGS, "--absolute", "none", "--out", str(tmp_path)]) == 2
+    assert "(--absolute NAME)" in (err := capsys.readouterr().err) and "absolute=NAME" not in err

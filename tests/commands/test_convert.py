@@ -117,3 +117,11 @@ def test_released_cct_converts_and_evaluates_from_the_command_line(tmp_path, cap
     assert torch.equal(model.attention_pool.score.weight, sd["classifier.attention_pool.weight"].float())
     assert main(["eval", f"--checkpoint={dst}", DATA]) == 0
     assert "| cct |" in capsys.readouterr().out
+
+
+def test_convert_says_which_preset_it_picked(tmp_path, capsys):
+    src = released_thesis_vit(tmp_path)
+    assert main(["convert", str(src), str(tmp_path / "out")]) == 0
+    assert f"{src} fits preset thesis_vit (name another with --model)" in capsys.readouterr().out
+    assert main(["convert", str(tmp_path / "out"), str(tmp_path / "again")]) == 0  # a vitpos folder: its own config
+    assert "fits preset" not in capsys.readouterr().out

@@ -61,6 +61,29 @@ def test_default_run_folder_names_model_and_data():
     assert build_request(args).train["run_dir"] == "runs/thesis_vit-synthetic-distance-img-48"
 
 
+def _default_folder(*options: str) -> str:
+    return build_request(build_parser().parse_args(["train", "--model=thesis_vit", *options])).train["run_dir"]
+
+
+def test_default_run_folders_differ_per_configuration_and_are_found_again():
+    ablation = [_default_folder(f"--absolute={a}") for a in ("learned", "sincos2d", "fourier")]
+    ablation += [_default_folder("--absolute=fourier", f"--lr={lr}") for lr in ("1e-3", "3e-3")]
+    assert len(set(ablation)) == 5 and all(f.startswith("runs/thesis_vit-synthetic-direction-") for f in ablation)
+    assert _default_folder("--absolute=fourier") == ablation[2]  # the same command finds its folder
+    assert _default_folder("--absolute=fourier", "--resume") == ablation[2]  # so --resume needs no --run-dir
+    assert _default_folder("--absolute=fourier", "--no-progress") == ablation[2]  # display options do not count
+    assert _default_folder("--run-dir=none") is None  # keep nothing on disk
+
+
+def test_the_collision_hint_is_a_command_that_works(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    command = ["train", *MODEL, f"--data={DATA}", *FAST]
+    assert main(command) == 0
+    assert main(command) == 2
+    assert "pass --resume to continue it" in capsys.readouterr().err
+    assert main([*command, "--resume"]) == 0
+
+
 def test_yaml_config_with_command_line_overrides(tmp_path, capsys):
     config = tmp_path / "run.yaml"
     config.write_text(
@@ -95,6 +118,11 @@ def test_eval_prints_a_resolution_table(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "| Model | Params | 16(%) | 24(%) | 16x32(%) |"
     assert lines[2].startswith("| run | 53.4K | ")
+    saved = json.loads((run_dir / "eval.json").read_text())
+    assert list(saved["results"]) == ["16x16", "24x24", "16x32"] and saved["units"] == {"acc1": "%"}
+    printed = [float(cell) for cell in lines[2].strip("| ").split(" | ")[2:]]
+    assert printed == [round(r["acc1"], 1) for r in saved["results"].values()]
+    assert (run_dir / "eval.md").read_text() == "\n".join(lines[:3]) + "\n"
     assert main(["eval", f"--checkpoint={run_dir}", "--data=synthetic:direction4:img=16"]) == 2
     assert "num_classes=2 but synthetic:direction4:img=16:square=4 has 4 classes" in capsys.readouterr().err
 
@@ -108,7 +136,7 @@ def _fails(args, capsys) -> str:
 
 
 def test_bad_input_is_one_clear_line(tmp_path, capsys):
-    assert "--resume needs --run-dir" in _fails(["train", *MODEL, f"--data={DATA}", "--resume"], capsys)
+    assert "holds no checkpoint to resume" in _fails(["train", *MODEL, f"--data={DATA}", "--resume"], capsys)
     assert "no model chosen" in _fails(["train", f"--data={DATA}", *FAST], capsys)
     bad_yaml = tmp_path / "bad.yaml"
     bad_yaml.write_text("model: thesis_vit\ntrain: {epoch: 3}\n")

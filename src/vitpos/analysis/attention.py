@@ -15,6 +15,7 @@ them to a forward hook. They are laid out on the stage's token grid as one dense
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,7 +30,10 @@ from .stages import stage_blocks, stage_count
 
 __all__ = [
     "AttentionMap",
+    "captured_calls",
+    "dense_image",
     "key_grid_of",
+    "key_stride_of",
     "explicit_attention",
     "attention_maps",
     "patch_attention",
@@ -60,7 +64,7 @@ class AttentionMap:
 
 
 @dataclass
-class _Call:
+class CapturedCall:
     """What one attention layer saw and returned in one forward."""
 
     layer: Attention
@@ -70,9 +74,9 @@ class _Call:
 
 
 @contextmanager
-def _captured(layers: list[Attention]) -> Iterator[list[_Call]]:
+def captured_calls(layers: list[Attention]) -> Iterator[list[CapturedCall]]:
     """Within the block, every forward of ``layers`` appends its input grid and weights."""
-    calls: list[_Call] = []
+    calls: list[CapturedCall] = []
     pending: dict[int, tuple[Grid, int]] = {}
 
     def ask(module, args, kwargs):
@@ -83,7 +87,7 @@ def _captured(layers: list[Attention]) -> Iterator[list[_Call]]:
 
     def keep(module, _args, _kwargs, output):
         out, weights = output
-        calls.append(_Call(module, *pending.pop(id(module)), weights.detach()))
+        calls.append(CapturedCall(module, *pending.pop(id(module)), weights.detach()))
         return out
 
     handles = [layer.register_forward_pre_hook(ask, with_kwargs=True) for layer in layers]
@@ -103,7 +107,7 @@ def explicit_attention(model: nn.Module) -> Iterator[list[torch.Tensor]]:
     if not layers:
         raise ValueError(f"{type(model).__name__} has no vitpos Attention layers to read weights from")
     weights: list[torch.Tensor] = []
-    with _captured(layers) as calls:
+    with captured_calls(layers) as calls:
         yield weights
         weights.extend(call.weights for call in calls)
 
@@ -121,17 +125,29 @@ def key_grid_of(grid: Grid, key_stride: int = 1) -> Grid:
     return (grid[0] // key_stride, grid[1] // key_stride)
 
 
-def _dense(call: _Call, batch: int) -> tuple[torch.Tensor, int]:
-    """The call's weights as (B, heads, queries, keys) on the grid, and the key stride."""
+def key_stride_of(layer: Attention) -> int:
+    """Query cells per key cell along each axis: PVT's spatial-reduction ratio, else 1."""
+    return 1 if isinstance(layer, WindowAttention) else getattr(layer, "sr_ratio", 1)
+
+
+def dense_image(call: CapturedCall, batch: int, index: int) -> torch.Tensor:
+    """Image ``index``'s weights of one call as (heads, queries, keys) on the grid (windows put in place)."""
     weights, (h, w) = call.weights, call.grid
+    if not isinstance(call.layer, WindowAttention):
+        return weights[index]
+    tokens = _window_tokens(call.layer, call.grid).to(weights.device)  # windows, n
+    windows, n = tokens.shape
+    own = weights.reshape(batch, windows, weights.shape[1], n, n)[index].transpose(0, 1)  # heads, windows, n, n
+    dense = weights.new_zeros(weights.shape[1], h * w + 1, h * w + 1)
+    dense[:, tokens[:, :, None], tokens[:, None, :]] = own
+    return dense[..., : h * w, : h * w]
+
+
+def _dense(call: CapturedCall, batch: int) -> tuple[torch.Tensor, int]:
+    """The call's weights as (B, heads, queries, keys) on the grid, and the key stride."""
     if isinstance(call.layer, WindowAttention):
-        tokens = _window_tokens(call.layer, call.grid).to(weights.device)  # windows, n
-        windows, n = tokens.shape
-        per_image = weights.reshape(batch, windows, weights.shape[1], n, n).transpose(1, 2)  # B, heads, windows, n, n
-        dense = weights.new_zeros(batch, weights.shape[1], h * w + 1, h * w + 1)
-        dense[:, :, tokens[:, :, None], tokens[:, None, :]] = per_image
-        return dense[..., : h * w, : h * w], 1
-    return weights, getattr(call.layer, "sr_ratio", 1)
+        return torch.stack([dense_image(call, batch, i) for i in range(batch)]), 1
+    return call.weights, key_stride_of(call.layer)
 
 
 @torch.no_grad()
@@ -139,7 +155,8 @@ def attention_maps(model: nn.Module, images: torch.Tensor) -> list[AttentionMap]
     """Softmax attention weights of every block of every stage, in forward order.
 
     Rows of real queries sum to one. The model is put in eval mode (no attention dropout) and
-    restored afterwards.
+    restored afterwards. Every layer's dense matrix for every image is held at once: for large
+    grids (a 56x56 first stage) use :func:`~.attention_summary.attention_summaries`, which streams.
     """
     blocks = {(s, i): block for s in range(stage_count(model)) for i, block in enumerate(stage_blocks(model, s))}
     owners = {id(block.attn): where for where, block in blocks.items()}
@@ -147,7 +164,7 @@ def attention_maps(model: nn.Module, images: torch.Tensor) -> list[AttentionMap]
     was_training = model.training
     model.eval()
     try:
-        with _captured(layers) as calls:
+        with captured_calls(layers) as calls:
             model(images)
     finally:
         model.train(was_training)
@@ -179,6 +196,7 @@ def query_maps(
     return patches[..., rows, :].reshape(*patches.shape[:-2], len(queries), kh, kw)
 
 
+@functools.lru_cache(maxsize=2)  # a layer after layer of one stage asks for the same (H*W)^2 table
 def _cell_distances(grid: Grid, key_stride: int = 1, device=None) -> torch.Tensor:
     """(H*W, h*w) distances, in query cells, from each query cell to the centre of each key cell
     (a key cell covers ``key_stride`` x ``key_stride`` query cells)."""
@@ -192,7 +210,7 @@ def _cell_distances(grid: Grid, key_stride: int = 1, device=None) -> torch.Tenso
 
 def uniform_attention_distance(grid: Grid, key_stride: int = 1) -> float:
     """The mean attention distance of uniform attention: the mean distance from a query cell to a key cell."""
-    return float(_cell_distances(grid, key_stride).mean())
+    return float(_cell_distances(tuple(grid), key_stride).mean())
 
 
 def mean_attention_distance(
@@ -204,7 +222,7 @@ def mean_attention_distance(
     every leading dimension (images). Uniform attention gives :func:`uniform_attention_distance`;
     smaller is more local.
     """
-    distance = _cell_distances(grid, key_stride, weights.device)
+    distance = _cell_distances(tuple(grid), key_stride, weights.device)
     patches = patch_attention(weights.double(), num_prefix_tokens)
     per_query = (patches * distance).sum(dim=-1).mean(dim=-1)  # …, heads
     return per_query.reshape(-1, per_query.shape[-1]).mean(dim=0).float()

@@ -79,8 +79,9 @@ class EquivarianceResult:
     feature_error: float
     """||f(Tx) - T f(x)|| / ||T f(x)|| over interior patch tokens of the last stage; 0 for an equivariant model."""
     logit_change: float | None
-    """||g(Tx) - g(x)|| / ||g(x)|| of the head's output; 0 for a translation-invariant model.
-    None for a model without a head."""
+    """||g(Tx) - g(x)|| / ||g(x)|| of the classifier's logits; 0 for a translation-invariant model.
+    None for a model without a classifier (a segmenter's host) or whose head is not one vector per
+    image (a detector's set of boxes, which should move with the image rather than stay)."""
     interior_cells: int
     """Number of last-stage cells the feature error is measured on."""
     stage_errors: tuple[float, ...] = ()
@@ -93,7 +94,7 @@ class EquivarianceResult:
         return {**asdict(self), "stage_errors": list(self.stage_errors)}
 
 
-def _stage_maps(model: nn.Module, images: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+def _stage_maps(model: nn.Module, images: torch.Tensor) -> tuple[list[torch.Tensor], Any]:
     """Every stage's feature map (B, C_s, H_s, W_s), the last one of normalised patch tokens, and the head output."""
     host = as_host(model)
     tokens = host.forward_tokens(images)
@@ -157,7 +158,7 @@ def equivariance_error(
         stage_shift = (shift[0] * factor[0], shift[1] * factor[1])
         errors.append(_relative_error(shifted, original, stage_shift, mode, margin * max(factor)))
     logit_change = None
-    if host.num_classes:
+    if host.num_classes and isinstance(logits, torch.Tensor):
         logit_change = float((shifted_logits - logits).norm() / logits.norm().clamp_min(1e-12))
     feature_error, interior_cells = errors[-1]
     return EquivarianceResult(feature_error, logit_change, interior_cells, tuple(e for e, _ in errors))

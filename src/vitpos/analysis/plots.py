@@ -70,8 +70,17 @@ def save_heatmaps(
     xlabel: str = "column",
     ylabel: str = "row",
     colorbar_label: str = "",
+    diverging: bool = False,
+    panel_titles: Sequence[Sequence[str]] = (),
+    extent: tuple[int, int] | None = None,
 ) -> Path:
     """A grid of heatmaps from ``maps`` of shape (rows, cols, H, W) with one shared colour scale.
+
+    ``diverging``: a signed quantity (a bias, a difference) in a red-blue map centred on 0 (white),
+    its scale symmetric around 0. ``panel_titles[r][c]`` titles every panel (instead of
+    ``col_labels`` over the top row); NaN panels are left empty. ``extent = (rows, cols)`` labels
+    the axes in those units when the maps were pooled from a larger matrix, and draws each map to
+    fill a square panel whatever its aspect (attention matrices of 3136 x 49 tokens).
 
     ``markers[c] = (row, col)`` puts a star on that cell of every map in column ``c`` (the
     reference patch); ``markers[r][c]`` gives one per map instead. ``categorical`` draws integer
@@ -89,8 +98,12 @@ def save_heatmaps(
         colormap, colours = BUCKET_COLOURS, BUCKET_COLOURS.N
     vmin = float(np.nanmin(data)) if vmin is None else vmin
     vmax = float(np.nanmax(data)) if vmax is None else vmax
-    size = min(1.8 + 0.06 * max(h, w), 3.0)
+    if diverging:
+        colormap, bound = "RdBu_r", max(abs(vmin), abs(vmax), 1e-12)
+        vmin, vmax = -bound, bound
+    size = min(1.8 + 0.06 * max(h, w), 3.0) if extent is None else 2.4
     fig = Figure(figsize=(cols * size + 1.2, rows * size + (0.5 if title else 0.1)), layout="constrained")
+    placement: dict = {} if extent is None else dict(extent=(0, extent[1], extent[0], 0), aspect="auto")
     axes = fig.subplots(rows, cols, squeeze=False)
     image = None
     for r in range(rows):
@@ -101,14 +114,19 @@ def save_heatmaps(
                     data[r, c] % colours, cmap=colormap, vmin=0, vmax=colours - 1, interpolation="nearest"
                 )
             else:
-                image = ax.imshow(data[r, c], cmap=colormap, vmin=vmin, vmax=vmax, interpolation="nearest")
+                image = ax.imshow(data[r, c], cmap=colormap, vmin=vmin, vmax=vmax, interpolation="nearest", **placement)
             ax.xaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
             ax.yaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
             ax.tick_params(labelsize=7, length=2, labelbottom=r == rows - 1, labelleft=c == 0)
             marker = _marker(markers, r, c)
             if marker is not None:
-                ax.plot(marker[1], marker[0], marker="*", color="red", markersize=9, markeredgecolor="white")
-            if r == 0 and c < len(col_labels):
+                star = "black" if diverging else "red"
+                ax.plot(marker[1], marker[0], marker="*", color=star, markersize=9, markeredgecolor="white")
+            if panel_titles:
+                ax.set_title(panel_titles[r][c] if c < len(panel_titles[r]) else "", fontsize=8)
+                if np.isnan(data[r, c]).all():
+                    ax.set_axis_off()
+            elif r == 0 and c < len(col_labels):
                 ax.set_title(col_labels[c], fontsize=9)
             if c == 0:
                 row_label = row_labels[r] if r < len(row_labels) else ""
@@ -132,6 +150,7 @@ def save_heatmap_pages(
     rows_per_page: int = 4,
     row_labels: Sequence[str] = (),
     markers: Sequence = (),
+    panel_titles: Sequence[Sequence[str]] = (),
     **options,
 ) -> list[Path]:
     """:func:`save_heatmaps` split into files of at most ``rows_per_page`` rows, so each stays readable.
@@ -152,6 +171,7 @@ def save_heatmap_pages(
                 maps[start:stop],
                 row_labels=list(row_labels)[start:stop],
                 markers=list(markers)[start:stop] if nested else markers,
+                panel_titles=list(panel_titles)[start:stop],
                 **options,
             )
         )
@@ -167,21 +187,33 @@ def save_bars(
     ylabel: str,
     title: str = "",
     ylim: tuple[float, float] | None = None,
+    lines: Mapping[str, float] | None = None,
 ) -> Path:
-    """Grouped bars: one group per entry of ``groups``, one bar per ``series`` (name -> one value per group)."""
+    """Grouped bars: one group per entry of ``groups``, one bar per ``series`` (name -> one value per group).
+
+    ``lines`` draws labelled horizontal reference lines (name -> y, e.g. chance). The legend sits
+    outside the axes and long group names are slanted, so neither covers a bar. A value below
+    ``ylim`` is written at the foot of its cut-off bar.
+    """
     names = list(series)
     width = 0.8 / max(len(names), 1)
-    fig = Figure(figsize=(max(4.0, 1.0 + 0.25 * len(groups) * len(names)), 3.4), layout="constrained")
+    fig = Figure(figsize=(max(4.5, 1.5 + 0.22 * len(groups) * len(names)), 3.6), layout="constrained")
     ax = fig.subplots()
     xs = np.arange(len(groups))
     for k, name in enumerate(names):
         values = np.asarray(series[name], dtype=float)
         if len(values) != len(groups):
             raise ValueError(f"series {name!r} has {len(values)} values for {len(groups)} groups")
-        ax.bar(xs + (k - (len(names) - 1) / 2) * width, values, width, label=name)
-    ax.set_xticks(
-        xs, list(groups), rotation=30 if len(groups) > 4 else 0, ha="right" if len(groups) > 4 else "center", fontsize=8
-    )
+        where = xs + (k - (len(names) - 1) / 2) * width
+        ax.bar(where, values, width, label=name)
+        for x_k, value in zip(where, values, strict=True):
+            if ylim is not None and value < ylim[0]:  # a bar cut off by the axis: its value at the bottom
+                ax.annotate(f"{value:.2g}", (x_k, ylim[0]), xytext=(0, 3), textcoords="offset points", fontsize=6,
+                            ha="center", rotation=90)  # fmt: skip
+    for (name, y), style in zip((lines or {}).items(), ("--", ":", "-."), strict=False):
+        ax.axhline(y, color="black", linestyle=style, linewidth=1, label=name)
+    slanted = len(groups) > 3 or max((len(g) for g in groups), default=0) > 12
+    ax.set_xticks(xs, list(groups), rotation=35 if slanted else 0, ha="right" if slanted else "center", fontsize=8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if ylim is not None:
@@ -189,7 +221,7 @@ def save_bars(
     if title:
         ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return _save(fig, path)
 
 
@@ -204,13 +236,16 @@ def save_curves(
     logx: bool = False,
     xticklabels: Sequence[str] | None = None,
     ylim: tuple[float, float] | None = None,
+    floor: float | None = None,
 ) -> Path:
     """Lines of mean values with ± std bands, one per entry of ``series`` (name -> (means, stds)).
 
     NaN means (a value that does not apply) leave a gap in the line. ``xticklabels`` names
     each x value (a tick per point) instead of numbering the axis. ``ylim`` fixes the y axis
     (e.g. (0, 100) for accuracy in %) and clips the bands to it; the legend sits outside the axes,
-    so it never covers data.
+    so it never covers data. ``floor``: values below it (an R² of -4.7 beside scores in [0, 1]) are
+    drawn at the floor as a downward triangle labelled with their value, so one outlier does not
+    flatten the others.
     """
     fig = Figure(figsize=(6.4, 3.6), layout="constrained")
     ax = fig.subplots()
@@ -221,9 +256,18 @@ def save_curves(
         plotted = plotted or bool(np.isfinite(m).any())
         if len(m) != len(xs) or len(s) != len(xs):
             raise ValueError(f"series {name!r} has {len(m)} means and {len(s)} stds for {len(xs)} x values")
-        (line,) = ax.plot(xs, m, marker="o", markersize=3, label=name)
-        low, high = (m - s, m + s) if ylim is None else (np.clip(m - s, *ylim), np.clip(m + s, *ylim))
+        bottom = -np.inf if floor is None else floor
+        clipped = m < bottom
+        shown = np.where(clipped, bottom, m)
+        (line,) = ax.plot(xs, shown, marker="o", markersize=3, label=name)
+        low, high = (shown - s, shown + s) if ylim is None else (np.clip(m - s, *ylim), np.clip(m + s, *ylim))
+        low, high = np.maximum(low, bottom), np.maximum(high, bottom)
         ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
+        for x_k, value in zip(xs[clipped], m[clipped], strict=True):
+            ax.plot(x_k, bottom, marker="v", markersize=7, color=line.get_color())
+            ax.annotate(
+                f"{value:.2g}", (x_k, bottom), textcoords="offset points", xytext=(0, 6), fontsize=7, ha="center"
+            )
     if logx and plotted and (xs > 0).all():  # a log axis needs at least one positive point to show
         ax.set_xscale("log")
     if xticklabels is not None:
@@ -234,6 +278,8 @@ def save_curves(
         ax.set_title(title, fontsize=10)
     if ylim is not None:
         ax.set_ylim(*ylim)
+    elif floor is not None and plotted:
+        ax.set_ylim(bottom=floor - 0.05 * (ax.get_ylim()[1] - floor))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return _save(fig, path)

@@ -15,6 +15,11 @@ over to cells it never saw — the "bias" the thesis asks about. ``split="pairs"
 literal alternative. Pairs in the same column (row) have no left/right (up/down) label and
 are left out of that probe. Scores are pooled over the out-of-fold predictions of all folds.
 
+A grid of N cells has N(N - 1) ordered pairs (9.8 million on PVT's 56x56 first stage); above
+``max_pairs`` (default 200,000) a uniform random sample of that many distinct pairs is drawn
+(seeded) and the features are built for those pairs only, so memory stays bounded by
+``max_pairs`` x D whatever the grid. :attr:`ProbeResult.pairs` says how many pairs were used.
+
 The classifier is scikit-learn's logistic regression with its defaults (L2, C = 1) on the raw
 differences, as the thesis uses it: the penalty is then relative to the scale of the table, so
 a pattern too faint for the model to use (a fresh learned table has std 0.02) does not count,
@@ -42,13 +47,17 @@ from ..errors import ConfigError
 from ..grid import Grid, grid_coords
 from .fitting import linear_classifier, ridge_predictions, single_threaded
 
-__all__ = ["ProbeResult", "pair_features", "probe_table", "SPLITS", "REGRESSIONS"]
+__all__ = ["ProbeResult", "SCORES", "pair_features", "sample_pairs", "probe_table", "SPLITS", "REGRESSIONS"]
 
 SPLITS = ("cells", "pairs")
 REGRESSIONS = ("ridge", "ols")
 RIDGE_PENALTIES = (1e-2, 1.0, 1e2, 1e4, 1e6)
 """Candidate ridge penalties (on standardised features, summed squared error)."""
 INNER_FOLDS = 3
+SCORES = ("left_right", "up_down", "distance_r2")
+"""The fields of :class:`ProbeResult` that are scores (the others count pairs)."""
+MAX_PAIRS = 200_000
+"""Ordered pairs of cells a probe draws at most (a 56x56 grid has 9.8 million)."""
 
 
 @dataclass(frozen=True)
@@ -63,21 +72,39 @@ class ProbeResult:
     """R² of the (dx, dy) linear regression (mean over the two outputs); 1 is perfect, 0 is the mean."""
     test_pairs: int
     """Number of out-of-fold pairs the scores are computed on."""
+    pairs: int = 0
+    """Number of ordered pairs drawn (all N(N - 1) of them, or ``max_pairs`` sampled at random)."""
+    all_pairs: int = 0
+    """Number of ordered pairs of the grid, N(N - 1)."""
 
     def to_dict(self) -> dict[str, float]:
         """Plain dict, for JSON."""
         return asdict(self)
 
 
-def pair_features(table: torch.Tensor, grid: Grid) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """All ordered pairs i != j: features x_i - x_j (P, D), offsets (P, 2) as (dx, dy), and i, j."""
+def sample_pairs(n: int, limit: int | None, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Cells (i, j) of the ordered pairs i != j of ``n`` cells: all of them in row-major order, or
+    ``limit`` distinct ones drawn uniformly (sorted) when there are more; never an N x N array."""
+    total = n * (n - 1)
+    flat = (
+        np.arange(total) if limit is None or total <= limit else np.sort(rng.choice(total, size=limit, replace=False))
+    )
+    first, rest = np.divmod(flat, n - 1)
+    return first, rest + (rest >= first)
+
+
+def pair_features(
+    table: torch.Tensor, grid: Grid, max_pairs: int | None = None, rng: np.random.Generator | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Ordered pairs i != j (all, or ``max_pairs`` drawn with ``rng``): features x_i - x_j (P, D),
+    offsets (P, 2) as (dx, dy), and i, j."""
     h, w = grid
     n = h * w
     if table.ndim != 2 or table.shape[0] != n:
         raise ValueError(f"expected a ({n}, D) table for grid {h}x{w}, got shape {tuple(table.shape)}")
     x = table.detach().double().cpu().numpy()
     coords = grid_coords(grid, dtype=torch.float64).numpy()  # (x, y) = (column, row)
-    first, second = np.nonzero(~np.eye(n, dtype=bool))
+    first, second = sample_pairs(n, max_pairs, rng if rng is not None else np.random.default_rng(0))
     return x[first] - x[second], coords[first] - coords[second], first, second
 
 
@@ -146,6 +173,7 @@ def probe_table(
     split: str = "cells",
     regression: str = "ridge",
     max_train_pairs: int = 6000,
+    max_pairs: int = MAX_PAIRS,
     seed: int = 0,
 ) -> ProbeResult:
     """Cross-validated left/right, up/down and (dx, dy) probes on a (H*W, D) position table.
@@ -153,7 +181,8 @@ def probe_table(
     With ``split="cells"`` each fold holds out at least three cells, so a grid of N cells allows
     at most N // 3 folds; ``folds=None`` takes 10 (the thesis) or that maximum if lower, more
     than the maximum is an error. ``max_train_pairs`` caps the pairs each fold is fitted on (large
-    grids have ~N² pairs); the cap is drawn at random with ``seed``.
+    grids have ~N² pairs); the cap is drawn at random with ``seed``. ``max_pairs`` bounds the pairs
+    the features are built for at all (see the module's docstring).
     """
     if split not in SPLITS:
         raise ValueError(f"unknown probe split {split!r}; valid values: {', '.join(SPLITS)}")
@@ -172,9 +201,9 @@ def probe_table(
             f"folds = {folds} is more than the {most} a {grid[0]}x{grid[1]} grid allows ({what}); "
             f"use at most {most} folds"
         )
-    features, offsets, first, second = pair_features(table, grid)
-    targets = {"left_right": offsets[:, 0], "up_down": offsets[:, 1]}
     rng = np.random.default_rng(seed)
+    features, offsets, first, second = pair_features(table, grid, max_pairs, rng)
+    targets = {"left_right": offsets[:, 0], "up_down": offsets[:, 1]}
     predicted = {name: np.zeros(len(features), dtype=bool) for name in targets}
     predicted_offsets = np.zeros_like(offsets)
     tested = np.zeros(len(features), dtype=bool)
@@ -204,4 +233,4 @@ def probe_table(
         scored = tested & (delta != 0)
         scores[name] = float(np.mean(predicted[name][scored] == (delta[scored] > 0)))
     r2 = float(r2_score(offsets[tested], predicted_offsets[tested]))
-    return ProbeResult(scores["left_right"], scores["up_down"], r2, int(tested.sum()))
+    return ProbeResult(scores["left_right"], scores["up_down"], r2, int(tested.sum()), len(first), n * (n - 1))

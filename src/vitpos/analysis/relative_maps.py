@@ -78,6 +78,10 @@ class RelativeLayer:
         return grid, host_stage(model, self.stage).num_prefix_tokens
 
 
+class NoRelativeEncodingError(ValueError):
+    """The model has no attention layer with a relative encoding."""
+
+
 def relative_attention_layers(model: nn.Module) -> list[RelativeLayer]:
     """The blocks of ``model`` whose attention carries a relative encoding, stage by stage; raises if none."""
     layers = [
@@ -87,9 +91,9 @@ def relative_attention_layers(model: nn.Module) -> list[RelativeLayer]:
         if block.attn.relative is not None
     ]
     if not layers:
-        raise ValueError(
+        raise NoRelativeEncodingError(
             f"this model has no relative encoding (relative={as_host(model).cfg.position.relative!r}); "
-            "set the relative slot (--relative), e.g. to swin or irpe:product:ctx:k"
+            "build it with a relative slot, e.g. vitpos.create_model(name, relative='irpe:product:ctx:k')"
         )
     return layers
 

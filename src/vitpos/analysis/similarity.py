@@ -59,16 +59,17 @@ def locality(table: torch.Tensor, grid: Grid) -> float:
     """Mean cosine similarity of 4-neighbours minus that of all pairs of distinct cells.
 
     Positive when nearby cells have more similar encodings than cells in general (a
-    relative-location bias); about 0 for a random table. In [-2, 2].
+    relative-location bias); about 0 for a random table. In [-2, 2]. Memory is O(H*W*D): the mean
+    over all pairs comes from the sum of the unit vectors, never from the N x N similarity matrix.
     """
     h, w = grid
     if h * w < 2:
         raise ValueError("a 1x1 grid has no neighbouring cells")
     unit = F.normalize(table.double(), dim=-1)
-    sim = unit @ unit.t()
     n = h * w
-    all_pairs = (sim.sum() - sim.diagonal().sum()) / (n * (n - 1))
-    cells = torch.arange(n).reshape(h, w)
-    right = sim[cells[:, :-1].reshape(-1), cells[:, 1:].reshape(-1)]
-    below = sim[cells[:-1, :].reshape(-1), cells[1:, :].reshape(-1)]
+    # sum over i != j of u_i . u_j is |sum u|^2 minus the n self-similarities: no N x N matrix
+    all_pairs = (unit.sum(dim=0).square().sum() - unit.square().sum()) / (n * (n - 1))
+    cells = unit.reshape(h, w, -1)
+    right = (cells[:, :-1] * cells[:, 1:]).sum(dim=-1).reshape(-1)
+    below = (cells[:-1, :] * cells[1:, :]).sum(dim=-1).reshape(-1)
     return float(torch.cat([right, below]).mean() - all_pairs)

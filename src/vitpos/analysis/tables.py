@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..errors import VitposError
+from ..errors import VitposError, setting
 from ..grid import Grid
 from .stages import as_host, host_stage, native_grid, stage_index
 
@@ -32,7 +32,7 @@ def _sequence_pe(model: nn.Module, grid: Grid, stage: int) -> torch.Tensor:
         absolute = as_host(model).cfg.position.absolute
         raise NoPositionTableError(
             f"this model has no absolute position table (absolute={absolute!r}); table analyses need an absolute "
-            f"encoding: set the absolute slot (--absolute) to one of {', '.join(TABLE_ENCODINGS)}"
+            f"encoding: set the absolute slot ({setting('absolute', 'NAME')}) to one of {', '.join(TABLE_ENCODINGS)}"
         )
     return pe
 

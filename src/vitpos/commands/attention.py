@@ -11,14 +11,8 @@ import argparse
 
 import torch
 
-from ..analysis.attention import (
-    AttentionMap,
-    attention_maps,
-    mean_attention_distance,
-    patch_attention,
-    query_maps,
-    uniform_attention_distance,
-)
+from ..analysis.attention import uniform_attention_distance
+from ..analysis.attention_summary import AttentionSummary, attention_summaries
 from ..analysis.plots import save_heatmap_pages
 from ..analysis.similarity import default_references, parse_references
 from ..analysis.stages import stage_grid, stage_indices, stage_name
@@ -28,40 +22,57 @@ from .model_args import (
     add_model_arguments,
     add_output_argument,
     add_stage_argument,
-    build_model,
+    build_host,
     figure_path,
     sample_images,
 )
 
+HEADS_PER_ROW = 6
+"""Heads side by side in the matrix figure; more wrap onto further rows (Swin's 24 heads: 4 rows)."""
 
-def _figures(args: argparse.Namespace, model, stage: int, maps: list[AttentionMap]) -> list:
+
+def _head_rows(summaries: list[AttentionSummary]) -> tuple[torch.Tensor, list[str], list[list[str]]]:
+    """The matrices (rows, HEADS_PER_ROW, n, m), NaN-padded, with a label per row and a title per panel."""
+    heads = summaries[0].matrix.shape[0]
+    per_row = min(heads, HEADS_PER_ROW)
+    rows, labels, titles = [], [], []
+    for m in summaries:
+        for first in range(0, heads, per_row):
+            row = m.matrix[first : first + per_row]
+            padding = row.new_full((per_row - row.shape[0], *row.shape[1:]), float("nan"))
+            rows.append(torch.cat([row, padding]))
+            labels.append(f"block {m.block}")
+            titles.append([f"head {h}" for h in range(first, min(first + per_row, heads))])
+    return torch.stack(rows), labels, titles
+
+
+def _figures(args: argparse.Namespace, model, stage: int, summaries: list[AttentionSummary], queries) -> list:
     """The attention matrices (first image) and query maps (mean over heads and images) of one stage's blocks."""
-    grid, prefix, stride = maps[0].grid, maps[0].num_prefix_tokens, maps[0].key_stride
-    queries = parse_references(args.queries, grid) if args.queries else default_references(grid)
-    blocks = [f"block {m.block}" for m in maps]
+    grid, stride = summaries[0].grid, summaries[0].key_stride
     name = stage_name(model, stage, f"{grid[0]}x{grid[1]} grid")
+    tokens = summaries[0].matrix_tokens
+    pooled = tuple(summaries[0].matrix.shape[-2:]) != tokens
+    matrices, labels, titles = _head_rows(summaries)
     # the first image, as CPVT Fig. 5 shows one input sequence
-    matrices = torch.stack([patch_attention(m.weights[0], prefix) for m in maps])  # blocks, heads, N, M
     paths = save_heatmap_pages(
         figure_path(args.out, "attention_matrix", model, stage),
         matrices,
-        row_labels=blocks,
-        col_labels=[f"head {h}" for h in range(matrices.shape[1])],
-        title=f"attention weights of patch tokens (first image), {name}",
+        row_labels=labels,
+        panel_titles=titles,
+        title=f"attention weights of patch tokens (first image), {name}"
+        + (f": {tokens[0]} queries x {tokens[1]} keys, mean over blocks of tokens" if pooled else ""),
         vmin=0.0,
         xlabel="key token",
         ylabel="query token",
         colorbar_label="attention weight",
+        extent=tokens,
     )
-    where = torch.stack(
-        [query_maps(m.weights.mean(dim=(0, 1)), grid, queries, prefix, stride) for m in maps]
-    )  # blocks, Q, h, w
     paths += save_heatmap_pages(
         figure_path(args.out, "attention_queries", model, stage),
-        where,
-        row_labels=blocks,
-        col_labels=[f"query {r},{c}" for r, c in queries],
-        markers=[(r // stride, c // stride) for r, c in queries],
+        torch.stack([m.queries for m in summaries]),
+        row_labels=[f"block {m.block}" for m in summaries],
+        col_labels=[f"query {r},{c}" for r, c in queries(grid)],
+        markers=[(r // stride, c // stride) for r, c in queries(grid)],
         title=f"where each query (star) attends, mean over heads and images, {name}"
         + (f" (keys reduced {stride}x{stride})" if stride > 1 else ""),
         vmin=0.0,
@@ -71,21 +82,25 @@ def _figures(args: argparse.Namespace, model, stage: int, maps: list[AttentionMa
 
 
 def run(args: argparse.Namespace) -> int:
-    model = build_model(args)
+    model = build_host(args)
     images = sample_images(model, args)
     chosen = stage_indices(model, args.stage)
-    everything = [m for m in attention_maps(model, images) if m.stage in chosen]
+
+    def queries(grid):
+        return parse_references(args.queries, grid) if args.queries else default_references(grid)
+
+    everything = attention_summaries(model, images, chosen, queries)
     print("mean attention distance in cells of the stage's grid")
     stages, paths = [], []
     for stage in chosen:
-        maps = [m for m in everything if m.stage == stage]
-        grid, stride = stage_grid(model, (images.shape[-2], images.shape[-1]), stage), maps[0].key_stride
+        summaries = [m for m in everything if m.stage == stage]
+        grid, stride = stage_grid(model, (images.shape[-2], images.shape[-1]), stage), summaries[0].key_stride
         uniform = uniform_attention_distance(grid, stride)
-        distances = [mean_attention_distance(m.weights, grid, m.num_prefix_tokens, m.key_stride).tolist() for m in maps]
+        distances = [m.distance.tolist() for m in summaries]
         print(f"{stage_name(model, stage, f'{grid[0]}x{grid[1]} grid')} (uniform attention: {uniform:.2f})")
-        for m, per_head in zip(maps, distances, strict=True):
+        for m, per_head in zip(summaries, distances, strict=True):
             print(f"  block {m.block:2d}  " + "  ".join(f"head {h}: {d:5.2f}" for h, d in enumerate(per_head)))
-        paths += _figures(args, model, stage, maps)
+        paths += _figures(args, model, stage, summaries, queries)
         stages.append(
             {
                 "stage": stage,

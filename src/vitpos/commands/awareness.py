@@ -9,12 +9,19 @@ from ..analysis.plots import save_curves
 from ..analysis.stages import stage_blocks, stage_count, stage_grid, stage_index, stage_name
 from ..files import write_json
 from ..spec import positive_int
-from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images
+from .model_args import (
+    add_input_arguments,
+    add_model_arguments,
+    add_output_argument,
+    build_host,
+    model_label,
+    sample_images,
+)
 from .options import option_type
 
 
 def run(args: argparse.Namespace) -> int:
-    model = build_model(args)
+    model = build_host(args)
     images = sample_images(model, args)
     stage = stage_index(model, args.stage)
     last = stage == stage_count(model) - 1
@@ -29,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
         results[name] = result.to_dict()
         print(f"{name:10s} {result.r2:7.3f} {result.cell_accuracy:8.3f}")
     names = list(results)
+    where = model_label(args) + (f", {stage_name(model, stage, '')}".rstrip() if stage_count(model) > 1 else "")
     figure = save_curves(
         args.out / "awareness.png",
         list(range(len(names))),
@@ -39,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
         xlabel="features after block (final: after the last norm)",
         ylabel="probe score",
         xticklabels=[n.replace("block ", "") for n in names],
-        title=f"can a linear probe read each token's own cell? {stage_name(model, stage, '')}".strip(),
+        title=f"can a linear probe read each token's own cell? {where}",
+        floor=-1.0,
     )
     print(f"wrote {write_json(args.out / 'awareness.json', results)} and {figure}")
     return 0

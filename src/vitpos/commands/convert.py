@@ -13,16 +13,24 @@ import argparse
 
 from ..analysis.stages import as_host
 from ..files import check_destination
-from ..weights import create_model, detect_layout, read_state_dict, write_checkpoint
+from ..weights import create_model, detect_layout, guess_preset, read_state_dict, read_weights, write_checkpoint
+from ..weights.load import layout_of
 from ..weights.resize import RESIZES
+from ..weights.run_folder import saved_config
 from .options import add_model_options, given_options
 
 
 def run(args: argparse.Namespace) -> int:
     check_destination(args.dst, folder=True, force=args.force)
     overrides = given_options(args, args.option_names)
+    name = args.model
+    if name is None:
+        file = read_weights(args.src, args.entry)
+        if saved_config(file.metadata, file.path) is None:  # a released file: the preset its parameters fit
+            name = guess_preset(file, layout_of(file))
+            print(f"{args.src} fits preset {name} (name another with --model)")
     model = create_model(
-        args.model, checkpoint=args.src, keep_grid=args.keep_grid, entry=args.entry, resize=args.resize, **overrides
+        name, checkpoint=args.src, keep_grid=args.keep_grid, entry=args.entry, resize=args.resize, **overrides
     )
     layout = detect_layout(read_state_dict(args.src, args.entry), args.src).name
     write_checkpoint(model, args.dst, source=str(args.src), layout=layout)

@@ -14,7 +14,14 @@ from ..analysis.plots import save_curves
 from ..analysis.stages import as_host, stage_grid
 from ..files import write_json
 from ..spec import non_negative_int
-from .model_args import add_input_arguments, add_model_arguments, add_output_argument, build_model, sample_images
+from .model_args import (
+    add_input_arguments,
+    add_model_arguments,
+    add_output_argument,
+    build_host,
+    model_label,
+    sample_images,
+)
 from .options import option_type
 
 
@@ -28,7 +35,7 @@ def parse_shift(text: str) -> tuple[int, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    model = build_model(args)
+    model = build_host(args)
     images = sample_images(model, args)
     result = equivariance_error(model, images, args.shift, mode=args.mode, margin=args.margin)
     stride = as_host(model).cfg.stride
@@ -55,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         series,
         xlabel=f"shift (last-stage tokens of {stride} pixels)",
         ylabel="relative error (0 = equivariant)",
-        title=f"{args.mode} shifts on the {grid[0]}x{grid[1]} grid",
+        title=f"{args.mode} shifts on the {grid[0]}x{grid[1]} grid: {model_label(args)}",
         xticklabels=[str(k) for k in range(1, steps + 1)],
     )
     sweep_json = {d: [None if r is None else r.to_dict() for r in rs] for d, rs in sweep.items()}

@@ -1,12 +1,16 @@
 """``vitpos eval``: evaluate checkpoints, optionally at several resolutions without fine-tuning.
 
-Prints a table like CPVT's Table 2: one row per checkpoint, one column per input size;
-rows after the first show their difference to the first.
+Prints a table like CPVT's Table 2: one row per checkpoint, one column per input size (and per
+metric: a detector's AP, AP50, AP75, APs, APm, APl, in %); rows after the first show their
+difference to the first. Writes the results beside each run: ``RUN/eval.json`` (every metric at
+every size, with the data, split and checkpoint) and ``RUN/eval.md`` (the table); ``--out FILE``
+writes one JSON of every run there instead, and the table beside it (``FILE`` with ``.md``).
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from ..data.catalog import open_data
 from ..engine.config import TrainConfig
@@ -14,7 +18,9 @@ from ..engine.distributed import pick_device
 from ..engine.evaluate import evaluate_resolutions, resolution_table
 from ..engine.pipeline import for_evaluation
 from ..engine.setup import check_model_fits_data
+from ..files import write_atomic, write_json
 from ..spec import non_negative_int, positive_int
+from ..tasks import TaskKind, task_kind
 from ..tasks.detection.coco_eval import coco_summary
 from ..weights import load_model
 from .options import option_type, parse_size_list
@@ -22,7 +28,7 @@ from .options import option_type, parse_size_list
 
 def run(args: argparse.Namespace) -> int:
     device = pick_device(args.device)
-    rows, task = [], None
+    rows, task, records = [], None, []
     for path in args.checkpoint:
         model, ckpt = load_model(path, ema=args.ema, device=device)
         cfg = ckpt.model_config
@@ -45,12 +51,45 @@ def run(args: argparse.Namespace) -> int:
         )
         name = ckpt.path.parent.parent.name if ckpt.path.parent.name == "checkpoints" else ckpt.path.name
         rows.append((name + (" (EMA)" if args.ema else ""), sum(p.numel() for p in model.parameters()), results))
+        run_dir = ckpt.path.parent.parent if ckpt.path.parent.name == "checkpoints" else ckpt.path.parent
+        record = _record(ckpt.path, spec, args, rows[-1][1], results, task_kind(task))
+        records.append((run_dir, record | {"eval_crop": crop}))
     assert task is not None, "--checkpoint takes one run or more"
-    print(resolution_table(rows, task))
+    table = resolution_table(rows, task)
+    print(table)
     if task == "detection":  # DETR's evaluation: every COCO number
         for name, _, results in rows:
             print("\n".join(f"{name} at {h}x{w}: {coco_summary(m)}" for (h, w), m in results.items()))
+    written = _write(records, table, args.out)
+    print("wrote " + ", ".join(map(str, written)))
     return 0
+
+
+def _record(checkpoint: Path, spec: str, args: argparse.Namespace, params: int, results: dict, kind: TaskKind) -> dict:
+    """One checkpoint's results for JSON: every metric at every size, their units, and what was evaluated."""
+    return {
+        "task": kind.name,
+        "headline": kind.headline,
+        "units": dict([(kind.headline, kind.unit), *kind.details]),
+        "checkpoint": str(checkpoint),
+        "data": spec,
+        "split": args.split,
+        "ema": args.ema,
+        "params": params,
+        "results": {f"{h}x{w}": metrics for (h, w), metrics in results.items()},
+    }
+
+
+def _write(records: list[tuple[Path, dict]], table: str, out: Path | None) -> list[Path]:
+    """``out`` and its ``.md`` table, or ``eval.json`` and ``eval.md`` in every run folder."""
+    if out is not None:
+        write_atomic(out.with_suffix(".md"), table + "\n")
+        return [write_json(out, {"runs": [record for _, record in records]}), out.with_suffix(".md")]
+    written = []
+    for run_dir, record in records:
+        write_atomic(run_dir / "eval.md", table + "\n")
+        written += [write_json(run_dir / "eval.json", record), run_dir / "eval.md"]
+    return written
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -91,5 +130,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: auto)")
     p.add_argument(
         "--workers", type=option_type(non_negative_int), default=0, help="data-loading worker processes (default: 0)"
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="FILE",
+        help="write every run's results to this JSON file and the table beside it "
+        "(default: RUN/eval.json and RUN/eval.md)",
     )
     p.set_defaults(func=run)

@@ -17,6 +17,7 @@ from ..data.padded import PaddedTargets
 from ..data.transforms import normalize, resize, to_float
 from ..errors import ConfigError
 from ..models.factory import create_model, get_config
+from ..models.host import host_of
 from ..spec import non_negative_int, positive_int
 from ..weights import load_model
 from .options import option_type
@@ -24,11 +25,13 @@ from .options import option_type
 __all__ = [
     "add_model_arguments",
     "build_model",
+    "build_host",
     "add_input_arguments",
     "sample_images",
     "add_output_argument",
     "add_stage_argument",
     "figure_path",
+    "model_label",
 ]
 
 _MODEL_OPTIONS = (
@@ -112,6 +115,26 @@ def build_model(args: argparse.Namespace) -> nn.Module:
         )
     torch.manual_seed(args.seed)
     return create_model(base, **overrides).eval()
+
+
+def build_host(args: argparse.Namespace) -> nn.Module:
+    """The host :func:`build_model` holds, for the analyses that read stages: the model itself, or the
+    pyramid host a Semantic FPN is built on (said in one line)."""
+    model = build_model(args)
+    host = host_of(model)
+    assert isinstance(host, nn.Module), "a host is a torch module"
+    if host is not model:
+        print(f"analysing the {host.cfg.arch} host of this {type(model).__name__} (its backbone: stages and tables)")
+    return host
+
+
+def model_label(args: argparse.Namespace) -> str:
+    """The analysed model in a few words, for figure titles: the run, or the preset and its overrides."""
+    if args.checkpoint:
+        return f"run {Path(args.checkpoint).name or args.checkpoint}"
+    overrides = [f"{s}={getattr(args, s)}" for s in SLOT_NAMES if getattr(args, s)]
+    overrides += [f"{n}={getattr(args, n)}" for n in _MODEL_OPTIONS if getattr(args, n, None) is not None]
+    return args.model + (f" ({', '.join(overrides)})" if overrides else "")
 
 
 def add_input_arguments(p: argparse.ArgumentParser) -> None:

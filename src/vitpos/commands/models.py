@@ -19,8 +19,7 @@ def count_parameters(name: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    pattern = args.pattern if any(c in args.pattern for c in "*?[") else f"*{args.pattern}*"  # a bare word: a part
-    names = [n for n in list_models(pattern, task=args.task) if not args.pretrained or n in RELEASES]
+    names = [n for n in list_models(args.pattern, task=args.task) if not args.pretrained or n in RELEASES]
     if not names:
         kind = "model with released weights" if args.pretrained else "model"
         raise ValueError(f"no {kind} matches {args.pattern!r}; run 'vitpos models' for the full list")

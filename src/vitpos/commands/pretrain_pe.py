@@ -24,7 +24,12 @@ def run(args: argparse.Namespace) -> int:
     for path in (out, out.with_suffix(".json")):
         check_destination(path, folder=False, force=args.force)
     train_cfg = TrainConfig(
-        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed, device=args.device, progress=False
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        device=args.device,
+        progress=args.progress,
     )
     print(f"pretraining {model_cfg.position.absolute} on {' then '.join(PRETRAIN_TASKS)}, {args.size} images each ...")
     start = time.perf_counter()
@@ -66,4 +71,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default auto)")
     p.add_argument("--force", action="store_true", help="replace the output file (and its .json) if they exist")
     p.add_argument("--out", type=Path, help="output file (default runs/pretrain-pe/<encoding>.safetensors)")
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="show the training progress bar of each task (default: on)",
+    )
     p.set_defaults(func=run)

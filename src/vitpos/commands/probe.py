@@ -5,19 +5,19 @@ from __future__ import annotations
 import argparse
 
 from ..analysis.plots import save_bars
-from ..analysis.probes import REGRESSIONS, SPLITS, ProbeResult, probe_table
+from ..analysis.probes import MAX_PAIRS, REGRESSIONS, SPLITS, ProbeResult, probe_table
 from ..analysis.stages import native_grid, stage_indices, stage_name
 from ..analysis.tables import layer_position_encodings
 from ..files import write_json
 from ..spec import positive_int
-from .model_args import add_model_arguments, add_output_argument, add_stage_argument, build_model
+from .model_args import add_model_arguments, add_output_argument, add_stage_argument, build_host, model_label
 from .options import option_type
 
 
 def run(args: argparse.Namespace) -> int:
-    model = build_model(args)
+    model = build_host(args)
     print(
-        f"{'table':20s} {'grid':>6s} {'left/right':>10s} {'up/down':>8s} {'(dx,dy) R2':>10s}   "
+        f"{'table':20s} {'grid':>6s} {'left/right':>10s} {'up/down':>8s} {'(dx,dy) R2':>10s} {'pairs':>19s}   "
         f"{args.folds or 'default'} folds over {args.split}"
     )
     results: dict[str, ProbeResult] = {}
@@ -33,8 +33,11 @@ def run(args: argparse.Namespace) -> int:
             records[label] = result.to_dict() | {"grid": list(grid)}
             print(
                 f"{label:20s} {grid[0]:>3d}x{grid[1]:<2d} "
-                f"{result.left_right:10.3f} {result.up_down:8.3f} {result.distance_r2:10.3f}"
+                f"{result.left_right:10.3f} {result.up_down:8.3f} {result.distance_r2:10.3f} "
+                f"{result.pairs:>9,d}/{result.all_pairs:<9,d}"
             )
+    if any(r.pairs < r.all_pairs for r in results.values()):
+        print(f"a table with more pairs of cells than {MAX_PAIRS:,d} is probed on that many, drawn at random (--seed)")
     figure = save_bars(
         args.out / "probe.png",
         list(results),
@@ -44,9 +47,10 @@ def run(args: argparse.Namespace) -> int:
             "(dx, dy) R²": [r.distance_r2 for r in results.values()],
         },
         xlabel="position table",
-        ylabel="probe score (accuracy: chance 0.5)",
-        title=f"linear probes for relative location, folds over {args.split}",
-        ylim=(min(0.0, *(r.distance_r2 for r in results.values())), 1.0),
+        ylabel="accuracy, or R²",
+        title=f"linear probes for relative location: {model_label(args)}, folds over {args.split}",
+        ylim=(max(-1.0, min(0.0, *(r.distance_r2 for r in results.values()))), 1.02),
+        lines={"chance accuracy (0.5)": 0.5, "R² of the mean (0)": 0.0},
     )
     print(f"wrote {write_json(args.out / 'probe.json', records)} and {figure}")
     return 0

@@ -8,13 +8,14 @@ from torch import nn
 
 from ..analysis.plots import save_heatmaps
 from ..analysis.relative_maps import (
+    NoRelativeEncodingError,
     RelativeLayer,
     bias_maps,
     reference_lattice,
     relative_attention_layers,
     relative_logit_bias,
 )
-from ..analysis.stages import stage_count, stage_indices, stage_name
+from ..analysis.stages import as_host, stage_count, stage_indices, stage_name
 from ..errors import ConfigError
 from ..files import write_json
 from ..spec import non_negative_int, positive_int
@@ -23,7 +24,8 @@ from .model_args import (
     add_model_arguments,
     add_output_argument,
     add_stage_argument,
-    build_model,
+    build_host,
+    model_label,
     sample_images,
 )
 from .options import option_type
@@ -31,7 +33,14 @@ from .options import option_type
 
 def _layers(model: nn.Module, args: argparse.Namespace) -> list[tuple[int, RelativeLayer]]:
     """(index among the relative layers, layer) of the chosen stage(s) and block."""
-    layers = list(enumerate(relative_attention_layers(model)))
+    try:
+        layers = list(enumerate(relative_attention_layers(model)))
+    except NoRelativeEncodingError:
+        relative = as_host(model).cfg.position.relative
+        raise ConfigError(
+            f"this model has no relative encoding (relative={relative!r}); analyse a trained run with one "
+            "(--checkpoint RUN) or build one: --relative irpe:product:ctx:k (or swin, ...)"
+        ) from None
     stages = stage_indices(model, args.stage)
     chosen = [(i, layer) for i, layer in layers if layer.stage in stages and args.block in (None, layer.block)]
     if not chosen:
@@ -44,9 +53,10 @@ def _layers(model: nn.Module, args: argparse.Namespace) -> list[tuple[int, Relat
 
 
 def run(args: argparse.Namespace) -> int:
-    model = build_model(args)
+    model = build_host(args)
     images = sample_images(model, args)
     summary = {}
+    untrained = []
     for index, layer in _layers(model, args):
         heads = layer.attn.num_heads
         if args.attention_head is not None and args.attention_head >= heads:
@@ -75,21 +85,30 @@ def run(args: argparse.Namespace) -> int:
             markers=[[(r, c) for c in cols] for r in rows],
             row_labels=[f"row {r}" for r in rows],
             col_labels=[f"col {c}" for c in cols],
-            title=f"relative logit bias, {name} ({grid[0]}x{grid[1]} {'window' if layer.windowed else 'grid'}), "
+            title=f"relative logit bias: {model_label(args)}, {name} "
+            f"({grid[0]}x{grid[1]} {'window' if layer.windowed else 'grid'}), "
             + ("mean over heads" if args.attention_head is None else f"head {args.attention_head}"),
             xlabel="key column",
             ylabel="key row",
             colorbar_label="logit added to query (star) -> key",
+            diverging=True,
         )
         summary[name] = {"grid": list(grid), "references": refs, "min": float(maps.min()), "max": float(maps.max())}
         print(f"{name}: bias in [{maps.min():.3f}, {maps.max():.3f}] on a {grid[0]}x{grid[1]} grid  wrote {path}")
+        if not bool(bias.any()):
+            untrained.append(name)
+    if untrained:
+        print(
+            f"the relative tables of {', '.join(untrained)} are all zero (iRPE's start at zero, so this model is "
+            "untrained there) and add nothing yet; analyse a trained run: --checkpoint RUN"
+        )
     write_json(args.out / "relative_bias.json", {"blocks": summary})
     return 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("relative-bias", help="maps of the logits a relative encoding adds", description=__doc__)
-    add_model_arguments(p, default_model="deit_tiny_patch16_224_ctx_product_50_shared_k")
+    add_model_arguments(p)
     add_input_arguments(p)
     add_stage_argument(p, "all", "blocks' relative encodings")
     p.add_argument(

@@ -9,16 +9,23 @@ import argparse
 
 import torch
 
-from ..analysis.plots import save_heatmaps
+from ..analysis.plots import save_heatmap_pages
 from ..analysis.similarity import default_references, locality, parse_references, similarity_maps
 from ..analysis.stages import native_grid, stage_indices, stage_name
 from ..analysis.tables import layer_position_encodings
 from ..files import write_json
-from .model_args import add_model_arguments, add_output_argument, add_stage_argument, build_model, figure_path
+from .model_args import (
+    add_model_arguments,
+    add_output_argument,
+    add_stage_argument,
+    build_host,
+    figure_path,
+    model_label,
+)
 
 
 def run(args: argparse.Namespace) -> int:
-    model = build_model(args)
+    model = build_host(args)
     print(f"{'table':20s} {'locality':>8s}   (neighbour minus mean cosine similarity)")
     stages, paths = [], []
     for stage in stage_indices(model, args.stage):
@@ -30,16 +37,18 @@ def run(args: argparse.Namespace) -> int:
         for name, table in tables.items():
             scores[name] = locality(table, grid)
             print(f"{stage_name(model, stage, name):20s} {scores[name]:8.3f}")
-        paths.append(
-            save_heatmaps(
-                figure_path(args.out, "similarity", model, stage),
-                torch.stack([similarity_maps(table, grid, refs) for table in tables.values()]),
-                row_labels=list(tables),
-                col_labels=[f"cell {r},{c}" for r, c in refs],
-                markers=refs,
-                title=f"cosine similarity of each cell's position encoding to the reference cell (star), {where}",
-                colorbar_label="cosine similarity",
-            )
+        paths += save_heatmap_pages(
+            figure_path(args.out, "similarity", model, stage),
+            torch.stack([similarity_maps(table, grid, refs) for table in tables.values()]),
+            row_labels=list(tables),
+            col_labels=[f"cell {r},{c}" for r, c in refs],
+            markers=refs,
+            title=f"cosine similarity of each cell's position encoding to the reference cell (star): "
+            f"{model_label(args)}, {where}",
+            colorbar_label="cosine similarity",
+            diverging=True,
+            vmin=-1.0,
+            vmax=1.0,
         )
         stages.append({"stage": stage, "grid": list(grid), "references": refs, "locality": scores})
     write_json(args.out / "similarity.json", {"stages": stages})

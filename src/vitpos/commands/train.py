@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
+import json
 import logging
 import os
 import re
@@ -25,18 +27,25 @@ from ..engine.interrupt import TrainingInterrupted
 from ..engine.recipes import RECIPES, get_recipe
 from ..engine.setup import RunRequest
 from ..engine.train import Resume, train
-from ..errors import ConfigError
 from ..weights.run_folder import CONFIG_FILE
 from .options import add_dataclass_options, add_model_options, given_options
 
+_NOT_HASHED = ("data", "run_dir", "progress", "device", "workers")
+"""Training options that do not change what a run computes, or are in its folder's name already."""
 _RESUME_FLAGS: dict[str, Resume] = {"resume": True, "resume_if_present": "if_present"}
 """What --resume and --resume-if-present ask of :func:`~vitpos.engine.train.train`."""
 
 
 def default_run_dir(request: RunRequest) -> str:
-    """``runs/<preset>-<data>`` with the data spec made file-name safe."""
+    """``runs/<preset>-<data>`` with the data spec made file-name safe, and ``-<hash>`` when any other
+    model or training option is set: 8 hex digits of a hash of those options, so each configuration
+    of an ablation gets its own folder and the same command finds its folder again (``--resume``)."""
     data = request.train.get("data", TrainConfig.data)
     slug = re.sub(r"[^A-Za-z0-9_.]+", "-", f"{request.preset or 'model'}-{data}").strip("-")
+    options = {"model": request.model, "train": {k: v for k, v in request.train.items() if k not in _NOT_HASHED}}
+    if request.model or options["train"]:
+        text = json.dumps(options, sort_keys=True, default=str)
+        slug += "-" + hashlib.sha256(text.encode()).hexdigest()[:8]
     return str(Path("runs") / slug)
 
 
@@ -47,21 +56,22 @@ def build_request(args: argparse.Namespace) -> RunRequest:
         args.model, given_options(args, names["model"] + names["slots"]), given_options(args, names["train"])
     )
     request = (RunRequest.from_yaml(args.config) if args.config else RunRequest()).merged(cli)
-    run_dir = request.train.get("run_dir")
-    if args.resume:
-        if not run_dir:
-            raise ConfigError(f"--{args.resume.replace('_', '-')} needs --run-dir (the folder of the run to continue)")
+    recipe = None
+    if args.recipe:
+        chosen = get_recipe(args.recipe)
+        recipe = RunRequest(model=dict(chosen.model), train=dict(chosen.train))
+    if "run_dir" not in request.train:  # --run-dir none (None) keeps nothing on disk
+        request.train["run_dir"] = default_run_dir(request if recipe is None else recipe.merged(request))
+    run_dir = request.train["run_dir"]
+    if args.resume and run_dir:
         saved = Path(run_dir) / CONFIG_FILE
         if saved.is_file():
             base = RunRequest.from_yaml(saved)
             if request.preset:  # a model named anew is checked against the checkpoint, not merged into it
                 base = RunRequest(train=base.train)
             request = base.merged(request)
-    if args.recipe:  # the lowest layer: a resumed run keeps the values it was saved with
-        recipe = get_recipe(args.recipe)
-        request = RunRequest(model=dict(recipe.model), train=dict(recipe.train)).merged(request)
-    if not args.resume and not run_dir:
-        request.train["run_dir"] = default_run_dir(request)
+    if recipe is not None:  # the lowest layer: a resumed run keeps the values it was saved with
+        request = recipe.merged(request)
     return request
 
 
@@ -149,7 +159,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         const="resume_if_present",
         help="like --resume, but start a new run when --run-dir holds no checkpoint",
     )
-    run_dir_help = "Folder for the config, metrics and checkpoints (default: runs/<model>-<data>)."
+    run_dir_help = (
+        "Folder for the config, metrics and checkpoints (default: runs/<model>-<data>, plus -<hash of the other "
+        "options> when any is given, so each configuration has its own)."
+    )
     names = {
         "train": add_dataclass_options(
             p.add_argument_group("training options"), TrainConfig, help_overrides={"run_dir": run_dir_help}

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..validation import Allowed, bounded, check_fields
+from .board import LOGS, tensorboard_missing
 
 __all__ = ["TrainConfig", "DEVICES"]
 
@@ -111,6 +112,9 @@ class TrainConfig:
     """Evaluate on the validation split every N epochs (and always after the last)."""
     progress: bool = True
     """Show progress bars and per-epoch summaries."""
+    log: str = bounded("csv", choices=LOGS)
+    """Where the per-epoch metrics go besides metrics.csv and metrics.jsonl: csv (nowhere else) or
+    tensorboard (RUN/tensorboard/, needs the tensorboard package)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.init_drop, str):
@@ -120,6 +124,11 @@ class TrainConfig:
             raise ConfigError(
                 f"TrainConfig.init_drop = {','.join(self.init_drop)} needs init (the weights to start from): "
                 "set init or leave init_drop empty"
+            )
+        if self.log == "tensorboard" and tensorboard_missing():
+            raise ConfigError(
+                "TrainConfig.log = tensorboard needs the tensorboard package: pip install tensorboard "
+                "(or keep the default log, csv: metrics.csv and metrics.jsonl)"
             )
         if self.min_lr > self.lr:
             raise ConfigError(

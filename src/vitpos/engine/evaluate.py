@@ -101,23 +101,25 @@ def resolution_table(rows: list[tuple[str, int, dict[tuple[int, int], dict[str, 
     """A markdown table like CPVT's Table 2: one row per model, one column per resolution.
 
     ``rows`` holds (name, parameter count, results of :func:`evaluate_resolutions`). Rows after
-    the first show their difference to the first row in parentheses, as CPVT does.
+    the first show their difference to the first row in parentheses, as CPVT does. A task with
+    further metrics (detection: AP50, AP75, APs, APm, APl) gets a column for each beside its headline.
     """
     kind = task_kind(task)
-    metric, unit = kind.headline, f"({kind.unit})"
+    columns = [(kind.headline, kind.unit), *kind.details]
     sizes = list(dict.fromkeys(hw for _, _, results in rows for hw in results))
-    header = ["Model", "Params", *(f"{_size_label(hw)}{unit}" for hw in sizes)]
+    header = ["Model", "Params", *(f"{_size_label(hw)}({unit})" for hw in sizes for _, unit in columns)]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     base = rows[0][2] if rows else {}
     fmt = f"{{:.{kind.decimals}f}}"
     for i, (name, params, results) in enumerate(rows):
         cells = [name, _params(params)]
         for hw in sizes:
-            value = results.get(hw, {}).get(metric)
-            cell = "—" if value is None else fmt.format(value)
-            ref = base.get(hw, {}).get(metric)
-            if i > 0 and value is not None and ref is not None:
-                cell += f"({'+' if value >= ref else ''}{fmt.format(value - ref)})"
-            cells.append(cell)
+            for metric, _ in columns:
+                value = results.get(hw, {}).get(metric)
+                cell = "—" if value is None else fmt.format(value)
+                ref = base.get(hw, {}).get(metric)
+                if i > 0 and value is not None and ref is not None:
+                    cell += f"({'+' if value >= ref else ''}{fmt.format(value - ref)})"
+                cells.append(cell)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

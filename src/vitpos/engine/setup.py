@@ -29,7 +29,7 @@ import yaml
 from ..config import SLOT_NAMES, HostConfig
 from ..data.catalog import open_data
 from ..data.dataset import DataInfo, DataSplits
-from ..errors import VitposError, quote
+from ..errors import VitposError, quote, setting
 from ..models.factory import config_from_dict, get_config
 from ..registry import ARCHITECTURES
 from ..yaml_io import read_yaml
@@ -195,7 +195,7 @@ def check_model_fits_data(cfg: HostConfig, info: DataInfo, trained_on: dict[str,
         )
         raise ValueError(
             f"the model has num_classes={cfg.num_classes} but {info.spec} has {what}; "
-            f"set num_classes={info.num_outputs}"
+            f"set {setting('num_classes', str(info.num_outputs))}"
         )
     if cfg.in_chans != info.channels:
         raise ValueError(f"the model takes in_chans={cfg.in_chans} but {info.spec} has {info.channels}-channel images")

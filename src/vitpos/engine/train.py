@@ -35,6 +35,7 @@ from ..models.factory import create_model
 from ..models.saved_encoding import load_position_encoding
 from ..tasks import loss_precision, task_for
 from ..weights import WeightsFile, load_weights
+from .board import log_epoch
 from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_training_checkpoint, save_checkpoint
 from .config import TrainConfig
 from .distillation import Distiller, load_teacher, training_loss
@@ -113,6 +114,8 @@ class _Trainer:
         steps = self.steps_per_epoch = self.train_data.steps_per_epoch
         cosine_end = (cfg.epochs - cfg.cooldown_epochs) * steps
         self.schedule = WarmupCosine(cfg.peak_lr, cfg.min_lr, round(cfg.warmup_epochs * steps), cosine_end)
+        if data.image_size is None and self.info.task == "segmentation":  # masks: files of any size
+            self._log(f"{self.info.spec}: images and masks are resized to {size[0]}x{size[1]}, the model's img_size")
 
         torch.manual_seed(cfg.seed)
         self.model = create_model(model_cfg)
@@ -322,6 +325,7 @@ class _Trainer:
         self.running = self.task.metrics(device)
         if self.run_dir is not None and ctx.is_main:
             write_history(self.run_dir, self.history)
+            log_epoch(self.run_dir, row, cfg.log)
         self._save(lr)
         self._log(
             f"epoch {row['epoch']}/{cfg.epochs}  "

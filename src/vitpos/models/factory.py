@@ -49,11 +49,14 @@ def preset_task(name: str) -> str:
 
 
 def list_models(pattern: str = "*", task: str | None = None) -> list[str]:
-    """Preset names matching a shell-style ``pattern``; ``task`` keeps those of one task (:data:`TASKS`)."""
+    """Preset names matching ``pattern``: a shell-style filter (``"deit*"``), or a bare word as a part of
+    the name (``"deit"``, as ``vitpos models deit``); ``task`` keeps those of one task (:data:`TASKS`)."""
     if not isinstance(pattern, str):
         raise VitposError(f"list_models: pattern must be a string such as 'deit*', got {quote(pattern)}")
     if task is not None and task not in TASKS:
         raise ValueError(f"unknown task {task!r}; valid tasks: {', '.join(TASKS)}")
+    if not any(c in pattern for c in "*?["):
+        pattern = f"*{pattern}*"
     return [n for n in MODELS.names() if fnmatch.fnmatch(n, pattern) and task in (None, preset_task(n))]
 
 

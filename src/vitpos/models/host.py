@@ -18,7 +18,7 @@ from ..grid import Grid
 if TYPE_CHECKING:
     from ..config import HostConfig
 
-__all__ = ["Host", "is_host", "as_host"]
+__all__ = ["Host", "is_host", "as_host", "host_of"]
 
 
 @runtime_checkable
@@ -95,7 +95,14 @@ def as_host(model: object) -> Host:
         missing = ", ".join(name for name in HOST_MEMBERS if not hasattr(model, name))
         raise VitposError(
             f"{type(model).__name__} is not a host (ViT, PVT, Swin, DETR) with the stages these tools read "
-            f"(it has no {missing}); pass a model from vitpos.create_model (checkpoint=... for trained weights) "
-            "(of a segmentation model, its .backbone)"
+            f"(it has no {missing}); pass a model from vitpos.create_model "
+            "or vitpos.load_model (a trained run)"
         )
     return model
+
+
+def host_of(model: object) -> Host:
+    """The host that holds ``model``'s position slots: ``model`` itself (a ViT, PVT, Swin or DETR), or the
+    host a task model is built on (``model.pretrained_host``, a Semantic FPN's backbone)."""
+    inner = getattr(model, "pretrained_host", None)
+    return as_host(model if inner is None or is_host(model) else inner)

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ..analysis.plots import save_curves, save_heatmaps
+from ..analysis.probes import SCORES as PROBE_SCORES
 from ..errors import VitposError, quote
 from ..files import write_json
 from .cells import Cell
@@ -62,7 +63,7 @@ def summarise(config: StudyConfig, results: dict[Cell, dict[str, Any]]) -> dict[
             if cell.train_size == config.train_size:
                 for stage, scores in result.get("probes", {}).items():
                     for key, value in scores.items():
-                        if key != "test_pairs":
+                        if key in PROBE_SCORES:
                             probes[f"{cell.task}/{stage}/{key}"].append(value)
                 for size, value in result.get("resolution", {}).items():
                     resolution[int(size)].append(value)
@@ -270,7 +271,7 @@ def similarity_figure(config: StudyConfig, summary: dict, folder: Path) -> Path 
         row_labels=labels,
         col_labels=[f"cell {r},{c}" for r, c in refs],
         markers=refs,
-        cmap="RdBu_r",
+        diverging=True,
         vmin=-1.0,
         vmax=1.0,
         colorbar_label="change / the row's largest change",

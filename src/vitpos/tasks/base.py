@@ -121,6 +121,8 @@ class TaskKind:
     """The task for data of this kind and a model."""
     recognises: Callable[[nn.Module], bool] = lambda model: False
     """Whether a model without a config predicts ``predicts`` (a detector: by its ``criterion()``)."""
+    details: tuple[tuple[str, str], ...] = ()
+    """Further metrics a results table shows beside the headline: (key of :meth:`Metrics.compute`, unit)."""
 
 
 def register_task(kind: TaskKind) -> TaskKind:

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from ..config import HostConfig
-from ..errors import CheckpointError
+from ..errors import CheckpointError, on_command_line, setting
 from .ceit import CeiTLayout
 from .compact import CompactTransformers
 from .files import WeightsFile, read_weights
@@ -142,7 +142,7 @@ def convert_for(
     ):
         LOG.info(
             f"checkpoint {source}: its classifier has {weights['head.weight'].shape[0]} outputs, the model's "
-            f"{own['head.weight'].shape[0]}; the head (and a distillation head) is re-initialised"
+            f"{own['head.weight'].shape[0]}; the head is re-initialised"
         )
         drop += ["head", "head_dist"]
     dropped = sorted(k for k in own if _matches(drop, k))
@@ -184,7 +184,8 @@ def check_arch(arch: str, layout: Layout, source: Path | str) -> None:
 
 def _advice(shapes: list[str]) -> str:
     if any(s.startswith("head.") for s in shapes):
-        return "The classifier differs: pass num_classes=N to create_model (or drop=('head',)) to re-initialise it"
+        how = setting("num_classes", "N") + ("" if on_command_line() else " to create_model (or drop=('head',))")
+        return f"The classifier differs: pass {how} to re-initialise it"
     return (
         "Create the preset that matches the checkpoint (`vitpos convert SRC DST` without --model finds it), "
         "or name the parameters to keep at their initialisation with drop=(...)"

@@ -119,6 +119,36 @@ def grid_padding(padding_mask: torch.Tensor, grid: Grid, batch: int) -> Padding:
     return Padding.from_mask(padding_mask, batch).at(grid)
 
 
+def batch_first_attention(
+    layer: nn.MultiheadAttention,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_padding_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``layer(query, key, value, key_padding_mask=...)[0]`` for (B, L, D) inputs, computed batch-first
+    from the layer's own weights; ``key_padding_mask`` (B, S) is True at keys to ignore.
+
+    The same numbers as :class:`torch.nn.MultiheadAttention`; its forward goes through (L, B, D)
+    views whose strides ``torch.export`` can only trace for a batch other than 1.
+    """
+    w_q, w_k, w_v = layer.in_proj_weight.chunk(3)
+    b_q, b_k, b_v = layer.in_proj_bias.chunk(3) if layer.in_proj_bias is not None else (None, None, None)
+    heads = layer.num_heads
+
+    def split(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        return F.linear(x, weight, bias).unflatten(-1, (heads, -1)).transpose(1, 2)  # B, heads, L, d
+
+    out = F.scaled_dot_product_attention(
+        split(query, w_q, b_q),
+        split(key, w_k, b_k),
+        split(value, w_v, b_v),
+        attn_mask=None if key_padding_mask is None else ~key_padding_mask[:, None, None, :],
+        dropout_p=layer.dropout if layer.training else 0.0,
+    )
+    return layer.out_proj(out.transpose(1, 2).flatten(2))
+
+
 class DecoderLayer(nn.Module):
     """DETR's pre-norm decoder layer: self-attention of the queries, cross-attention to the encoder's
     output, feed-forward (ReLU). ``query_pos`` goes into queries and keys of the self-attention and
@@ -147,11 +177,11 @@ class DecoderLayer(nn.Module):
         """``memory_padding`` (B, H*W) bool: memory cells the cross-attention ignores (padding)."""
         h = self.norm1(tgt)
         q = h + query_pos
-        tgt = tgt + self.drop(self.self_attn(q, q, h, need_weights=False)[0])
+        tgt = tgt + self.drop(batch_first_attention(self.self_attn, q, q, h))
         h = self.norm2(tgt)
         keys = memory if pos is None else memory + pos
-        attended = self.cross_attn(h + query_pos, keys, memory, key_padding_mask=memory_padding, need_weights=False)
-        tgt = tgt + self.drop(attended[0])
+        attended = batch_first_attention(self.cross_attn, h + query_pos, keys, memory, key_padding_mask=memory_padding)
+        tgt = tgt + self.drop(attended)
         return tgt + self.drop(self.mlp(self.norm3(tgt)))
 
 

@@ -115,5 +115,6 @@ register_task(
         data="detection data (synthetic:detect, coco:PATH)",
         build=DetectionTask,
         recognises=lambda model: isinstance(model, Detector),
+        details=tuple((key, f"{key}, %") for key in ("AP50", "AP75", "APs", "APm", "APl")),
     )
 )
