@@ -41,6 +41,7 @@ def attention(
     *,
     scale: float,
     mask: torch.Tensor | None = None,
+    key_padding: torch.Tensor | None = None,
     dropout_p: float = 0.0,
     return_weights: bool = False,
     path: str | None = None,
@@ -48,7 +49,9 @@ def attention(
     """Attention of q (B, heads, N, d) over k, v (B, heads, M, d) with the relative ``terms``.
 
     ``mask``: an additive logit term broadcastable to (B, heads, N, M), without gradient (e.g.
-    Swin's shifted-window mask). ``return_weights``: also return the softmax weights
+    Swin's shifted-window mask). ``key_padding``: (B, M) bool, True at the keys of a padded batch
+    that are padding; they get no weight on any path (an additive -inf column joins ``mask``, which
+    every path reads). ``return_weights``: also return the softmax weights
     (B, heads, N, M) (the explicit path). ``path``: one of :data:`.policy.PATHS` instead of the
     policy's choice; a path that cannot compute the call falls back, with a warning.
     """
@@ -57,6 +60,8 @@ def attention(
         terms = terms.to(dtype)
         if terms.rotation is not None:
             q, k = terms.rotation.apply(q, k)
+    if key_padding is not None:
+        mask = _with_key_padding(mask, key_padding, q)
     if mask is not None:
         mask = mask.to(dtype)
     request = Request(
@@ -79,6 +84,18 @@ def attention(
                 f"attention path {path!r} cannot compute this call ({reason}); using {chosen!r}", stacklevel=2
             )
     return _PATHS[chosen](q, k, v, terms, scale, mask, dropout_p, return_weights, chosen)
+
+
+def _with_key_padding(mask: torch.Tensor | None, key_padding: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """``mask`` plus -inf at every padded key: (B, 1, 1, M) broadcast over heads and queries."""
+    if key_padding.dtype != torch.bool or key_padding.ndim != 2 or key_padding.shape[0] not in (1, q.shape[0]):
+        raise ValueError(
+            f"key_padding must be a bool tensor (B, M) = ({q.shape[0]}, M), True at padded keys; "
+            f"got {key_padding.dtype} of shape {tuple(key_padding.shape)}"
+        )
+    column = torch.zeros(key_padding.shape, dtype=q.dtype, device=q.device).masked_fill(key_padding, float("-inf"))
+    column = column[:, None, None, :]
+    return column if mask is None else mask + column
 
 
 def _logit_mask(q, k, terms: RelativeTerms | None, scale: float, mask: torch.Tensor | None) -> torch.Tensor | None:

@@ -17,6 +17,7 @@ from torch import nn
 
 from ..errors import quote
 from ..grid import Grid
+from ..padding import Padding
 from ..registry import CONDITIONAL
 from ..spec import SpecError
 from .base import SlotContext, SlotEntry
@@ -95,13 +96,16 @@ def check_depth(value: str, positions: tuple[int, ...], depth: int) -> None:
 class ConditionalEncoding(SlotEntry, nn.Module):
     """Base class: applied at each of ``positions`` (-1 = before block 0, i = after block i).
 
-    ``forward(position, x, grid, num_prefix_tokens)`` returns the new token sequence; prefix
-    tokens pass through untouched.
+    ``forward(position, x, grid, num_prefix_tokens, padding=None)`` returns the new token sequence;
+    prefix tokens pass through untouched. With ``padding`` (a padded batch) each image's valid
+    cells get what they would get if the image ran alone.
     """
 
     positions: tuple[int, ...] = ()
 
-    def forward(self, position: int, x: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:
+    def forward(
+        self, position: int, x: torch.Tensor, grid: Grid, num_prefix_tokens: int, padding: Padding | None = None
+    ) -> torch.Tensor:
         raise NotImplementedError
 
 

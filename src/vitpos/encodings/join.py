@@ -25,6 +25,7 @@ block's relative encoding through :meth:`Join.adapt_relative` (LaPE wraps a bias
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -32,6 +33,7 @@ import torch
 from torch import nn
 
 from ..grid import Grid, GridCache, resample_table, tracing
+from ..padding import Padding
 from ..registry import ABSOLUTE, JOIN
 from .base import SlotContext, SlotEntry
 from .relative.base import RelativePosition
@@ -39,7 +41,7 @@ from .relative.base import RelativePosition
 if TYPE_CHECKING:
     from ..config import PositionConfig
 
-__all__ = ["JoinAdditions", "Join", "InputJoin", "SharedJoin", "UnsharedJoin", "require_absolute"]
+__all__ = ["JoinAdditions", "Join", "InputJoin", "SharedJoin", "UnsharedJoin", "require_absolute", "padded_additions"]
 
 PerBlock = tuple[torch.Tensor | None, ...]
 """One entry per block, from block 0; blocks past the end get nothing."""
@@ -68,6 +70,35 @@ class JoinAdditions:
     def query_key_at(self, index: int) -> torch.Tensor | None:
         """The term added to block ``index``'s query and key inputs only (not its values), or None."""
         return self.query_key[index] if index < len(self.query_key) else None
+
+
+def padded_additions(
+    join: Join, encode: Callable[[Grid], torch.Tensor | None], padding: Padding, num_prefix_tokens: int
+) -> JoinAdditions:
+    """What ``join`` adds to a padded batch: each image gets the additions of its own valid grid,
+    computed from ``encode(valid grid)`` (the absolute encoding there) and placed at its prefix and
+    top-left cells, so every encoding and join treats it as that image alone (tables resampled to
+    its valid grid, DETR's sine normalised over it); padded cells get nothing."""
+    made = {size: join.additions(encode(size), size) for size in dict.fromkeys(padding.sizes())}
+    first = next(iter(made.values()))
+
+    def place(pick: Callable[[JoinAdditions], torch.Tensor | None]) -> torch.Tensor | None:
+        if pick(first) is None:
+            return None
+        return padding.place(lambda size: _present(pick(made[size])), num_prefix_tokens)
+
+    def per_block(field: str) -> PerBlock:
+        count = len(getattr(first, field))
+        return tuple(place(lambda a, i=i: getattr(a, field)[i]) for i in range(count))
+
+    return JoinAdditions(
+        place(lambda a: a.entry), per_block("residual"), per_block("attention"), per_block("query_key")
+    )
+
+
+def _present(t: torch.Tensor | None) -> torch.Tensor:
+    assert t is not None  # every valid grid gets the same kinds of additions
+    return t
 
 
 class Join(SlotEntry, nn.Module):

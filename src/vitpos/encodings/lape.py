@@ -17,7 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..attention.terms import RelativeTerms
 from ..grid import Grid
+from ..padding import Padding
 from ..registry import JOIN
 from ..spec import SlotSpec, one_of, positive_int
 from .base import OptionSchema, SlotContext
@@ -189,6 +191,12 @@ class NormalisedBias(RelativeBias):
         super().__init__()
         self.encoding = encoding
         self.norm = PositionNorm(form, 1, num_heads, BIAS_EPS, channel_axis=-3)
+
+    def padded_terms(
+        self, grid: Grid, num_prefix_tokens: int, padding: Padding, device: torch.device | str | None = None
+    ) -> tuple[RelativeTerms | None, torch.Tensor | None]:
+        """No shared terms: each image's bias normalised over its own valid keys (B, heads, N, N)."""
+        return None, padding.place_pairs(lambda size: self.position_bias(size, num_prefix_tokens), num_prefix_tokens)
 
     def position_bias(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # heads, N, N
         p = num_prefix_tokens

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..grid import Grid, map_to_tokens, tokens_to_map
+from ..padding import Padding
 from ..registry import CONDITIONAL
 from ..spec import SlotSpec, SpecError, one_of
 from .base import SlotContext
@@ -109,7 +110,13 @@ def _build_function(dim: int, form: PegForm) -> nn.Sequential:
 
 
 class PEG(nn.Module):
-    """One position encoding generator: ``x + F(x)`` on the patch grid; prefix tokens untouched."""
+    """One position encoding generator: ``x + F(x)`` on the patch grid; prefix tokens untouched.
+
+    In a padded batch (``padding``) F sees each image's valid cells and, beyond them, the padding
+    it would see alone: zeros for one zero-padded convolution (the padded tokens are zeroed), each
+    image's valid crop run alone for the other forms (its own circular, reflect or replicate
+    border; zeros again between stacked layers).
+    """
 
     def __init__(self, dim: int, form: PegForm = PegForm()) -> None:
         super().__init__()
@@ -123,12 +130,21 @@ class PEG(nn.Module):
         """Switch mode; a frozen PEG stays in eval mode so BatchNorm statistics stay fixed too."""
         return super().train(mode and not self.form.frozen)
 
-    def forward(self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # B, P + H*W, C
-        self._check_padding(grid)
+    def forward(
+        self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int, padding: Padding | None = None
+    ) -> torch.Tensor:  # B, P + H*W, C
         # tokens_to_map / map_to_tokens are views (channels-last strides); prefix tokens get zero
         # rows instead of being split off and concatenated back, so the residual's gradient
         # reaches x as it is
-        pos = map_to_tokens(self.proj(tokens_to_map(x[:, num_prefix_tokens:], grid)))
+        if padding is None:
+            self._check_padding(grid)
+            pos = map_to_tokens(self.proj(tokens_to_map(x[:, num_prefix_tokens:], grid)))
+        elif self.form.pad == "zeros" and self.form.stacked == 0:
+            pos = map_to_tokens(self.proj(tokens_to_map(padding.zero(x[:, num_prefix_tokens:]), grid)))
+        else:
+            for size in dict.fromkeys(padding.sizes()):
+                self._check_padding(size)
+            pos = map_to_tokens(padding.crops(tokens_to_map(x[:, num_prefix_tokens:], grid), self.proj))
         return x + (F.pad(pos, (0, 0, num_prefix_tokens, 0)) if num_prefix_tokens else pos)
 
     def _check_padding(self, grid: Grid) -> None:
@@ -171,8 +187,10 @@ class ConditionalPEG(ConditionalEncoding):
         check_depth(f"peg@{format_positions(positions)}", positions, ctx.depth)
         return cls(ctx.embed_dim, positions, options["form"])
 
-    def forward(self, position: int, x: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:
-        return self.generators[str(position)](x, grid, num_prefix_tokens)
+    def forward(
+        self, position: int, x: torch.Tensor, grid: Grid, num_prefix_tokens: int, padding: Padding | None = None
+    ) -> torch.Tensor:
+        return self.generators[str(position)](x, grid, num_prefix_tokens, padding)
 
     def extra_repr(self) -> str:
         return f"positions={format_positions(self.positions)}"

@@ -13,6 +13,7 @@ from ..attention import attention
 from ..encodings.relative.base import RelativePosition
 from ..errors import VitposError
 from ..grid import Grid, patch_grid, tracing
+from ..padding import Padding
 
 __all__ = ["PatchEmbed", "Partition", "Attention", "Mlp", "DropPath", "Block", "init_linear"]
 
@@ -92,6 +93,10 @@ class Partition:
     """Added to the query and key inputs only, cut like the tokens, or None."""
     layout: Any = None
     """What the attention variant's :meth:`Attention.merge` needs (Swin: the window layout)."""
+    key_padding: torch.Tensor | None = None
+    """(B', M) bool, True at keys that are padding of a padded batch, or None."""
+    padding: Padding | None = None
+    """The padding of ``grid`` where the groups are the whole images (relative terms read it), or None."""
 
 
 class Attention(nn.Module):
@@ -102,9 +107,11 @@ class Attention(nn.Module):
     device and call (:mod:`vitpos.attention.policy`). :attr:`path` names a path instead (tests,
     benchmarks); ``return_weights=True`` also returns the softmax weights (B, heads, N, M).
 
-    Variants override two hooks, not :meth:`forward`: :meth:`key_value_source` (where keys and
-    values come from: PVT's spatial reduction) and :meth:`partition` / :meth:`merge` (which
-    tokens attend together: Swin's windows).
+    Variants override hooks, not :meth:`forward`: :meth:`key_value_source` and
+    :meth:`key_padding` (where keys and values come from, and which of them are padding: PVT's
+    spatial reduction) and :meth:`partition` / :meth:`merge` (which tokens attend together:
+    Swin's windows). ``padding`` (:class:`~vitpos.padding.Padding` of ``grid``) marks the padded
+    tokens of a padded batch: no query attends to them.
     """
 
     def __init__(
@@ -136,12 +143,15 @@ class Attention(nn.Module):
         mask: torch.Tensor | None = None,
         return_weights: bool = False,
         qk_pos: torch.Tensor | None = None,
+        padding: Padding | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """``qk_pos`` (broadcastable to x) is added to the query and key inputs only: q, k from
         ``x + qk_pos``, v from ``x`` (DETR's encoder)."""
-        part = self.partition(x, grid, num_prefix_tokens, mask, qk_pos)
+        part = self.partition(x, grid, num_prefix_tokens, mask, qk_pos, padding)
         q, k, v = self.project_qkv(part)
-        result = self.attend(q, k, v, part.grid, part.num_prefix_tokens, part.mask, return_weights)
+        result = self.attend(
+            q, k, v, part.grid, part.num_prefix_tokens, part.mask, return_weights, part.key_padding, part.padding
+        )
         out, weights = result if isinstance(result, tuple) else (result, None)
         out = self.merge(self.project(out), part)
         return out if weights is None else (out, weights)
@@ -153,9 +163,11 @@ class Attention(nn.Module):
         num_prefix_tokens: int,
         mask: torch.Tensor | None,
         qk_pos: torch.Tensor | None,
+        padding: Padding | None = None,
     ) -> Partition:
         """The groups of tokens that attend among themselves: here one, the whole sequence."""
-        return Partition(x, grid, num_prefix_tokens, mask, qk_pos)
+        keys = None if padding is None else self.key_padding(padding, num_prefix_tokens)
+        return Partition(x, grid, num_prefix_tokens, mask, qk_pos, key_padding=keys, padding=padding)
 
     def merge(self, out: torch.Tensor, part: Partition) -> torch.Tensor:  # B, N, C
         """The inverse of :meth:`partition` on the projected outputs."""
@@ -164,6 +176,10 @@ class Attention(nn.Module):
     def key_value_source(self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor | None:
         """The tokens keys and values are projected from; None: the query tokens ``x`` themselves."""
         return None
+
+    def key_padding(self, padding: Padding, num_prefix_tokens: int) -> torch.Tensor:
+        """(B, M) bool: which keys of :meth:`key_value_source` are padding (here the tokens' own)."""
+        return padding.tokens(num_prefix_tokens)
 
     def project_qkv(self, part: Partition) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q (B, heads, N, d) from the tokens, k and v (B, heads, M, d) from :meth:`key_value_source`;
@@ -209,13 +225,22 @@ class Attention(nn.Module):
         num_prefix_tokens: int,
         mask: torch.Tensor | None = None,
         return_weights: bool = False,
+        key_padding: torch.Tensor | None = None,
+        padding: Padding | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:  # B, heads, N, head_dim
         """Attention of q over (k, v) with the relative terms; ``mask`` is an additive logit term
-        broadcastable to (B, heads, N, M) (e.g. Swin's shifted-window mask)."""
-        terms = None if self.relative is None else self.relative.relative_terms(grid, num_prefix_tokens, q.device)
+        broadcastable to (B, heads, N, M) (e.g. Swin's shifted-window mask), ``key_padding`` (B, M)
+        marks padded keys; ``padding`` (of ``grid``) gives the relative encoding each image's extent."""
+        terms = None
+        if self.relative is not None and padding is None:
+            terms = self.relative.relative_terms(grid, num_prefix_tokens, q.device)
+        elif self.relative is not None:
+            terms, per_image = self.relative.padded_terms(grid, num_prefix_tokens, padding, q.device)
+            if per_image is not None:
+                mask = per_image if mask is None else mask + per_image
         return attention(
-            q, k, v, terms, scale=self.scale, mask=mask, dropout_p=self.attn_drop.p if self.training else 0.0,
-            return_weights=return_weights, path=self.path,
+            q, k, v, terms, scale=self.scale, mask=mask, key_padding=key_padding,
+            dropout_p=self.attn_drop.p if self.training else 0.0, return_weights=return_weights, path=self.path,
         )  # fmt: skip
 
 
@@ -253,7 +278,7 @@ class DropPath(nn.Module):
 
 class Block(nn.Module):
     """Pre-norm transformer block; ``pos`` (if given) is added to the normalised attention input,
-    ``qk_pos`` to its query and key inputs only."""
+    ``qk_pos`` to its query and key inputs only; ``padding`` marks a padded batch's padded tokens."""
 
     def __init__(
         self,
@@ -286,14 +311,14 @@ class Block(nn.Module):
         num_prefix_tokens: int,
         pos: torch.Tensor | None = None,
         qk_pos: torch.Tensor | None = None,
+        padding: Padding | None = None,
     ) -> torch.Tensor:
         h = self.norm1(x)
         if pos is not None:
             h = h + pos
-        out = (
-            self.attn(h, grid, num_prefix_tokens)
-            if qk_pos is None
-            else self.attn(h, grid, num_prefix_tokens, qk_pos=qk_pos)
-        )
+        if qk_pos is None and padding is None:
+            out = self.attn(h, grid, num_prefix_tokens)
+        else:
+            out = self.attn(h, grid, num_prefix_tokens, qk_pos=qk_pos, padding=padding)
         x = x + self.drop_path1(out)
         return x + self.drop_path2(self.mlp(self.norm2(x)))

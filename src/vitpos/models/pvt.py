@@ -17,6 +17,7 @@ from torch import nn
 from ..config import PVTConfig
 from ..encodings.relative.base import RelativePosition
 from ..grid import Grid, map_to_tokens, tokens_to_map
+from ..padding import Padding
 from ..registry import ARCHITECTURES
 from .layers import Attention
 from .pyramid import NormedPatchEmbed, PyramidTransformer
@@ -59,6 +60,12 @@ class SpatialReductionAttention(Attention):
         patches = tokens_to_map(x[:, num_prefix_tokens:], grid)
         reduced = self.norm(map_to_tokens(self.sr(patches)))
         return torch.cat([x[:, :num_prefix_tokens], reduced], dim=1) if num_prefix_tokens else reduced
+
+    def key_padding(self, padding: Padding, num_prefix_tokens: int) -> torch.Tensor:
+        """The padded keys of :meth:`key_value_source`: a reduced cell is padding if all the cells it
+        reduces are (exact where the valid grid is a multiple of the ratio, as for images whose
+        sides are multiples of the stride)."""
+        return padding.reduce((self.sr_ratio, self.sr_ratio)).tokens(num_prefix_tokens)
 
     def extra_repr(self) -> str:
         return f"sr_ratio={self.sr_ratio}"

@@ -15,7 +15,9 @@ from torch import nn
 
 from ..config import HostConfig
 from ..encodings.relative.base import RelativePosition
+from ..errors import VitposError
 from ..grid import Grid, tokens_to_map
+from ..padding import Padding
 from .layers import Attention, Block, PatchEmbed, init_linear
 from .stage import Stage
 
@@ -37,6 +39,16 @@ class NormedPatchEmbed(PatchEmbed):
         return self.norm(tokens), grid
 
 
+def pixel_padding(padding_mask: torch.Tensor, images: torch.Tensor) -> Padding:
+    """The :class:`~vitpos.padding.Padding` of a pixel mask (B, H, W) that matches ``images`` (B, C, H, W)."""
+    if isinstance(padding_mask, torch.Tensor) and tuple(padding_mask.shape[-2:]) != tuple(images.shape[-2:]):
+        raise VitposError(
+            f"padding_mask is {tuple(padding_mask.shape)}, the images {tuple(images.shape)}; pass one (B, H, W) "
+            "bool mask of the images' size, True where a pixel is padding"
+        )
+    return Padding.from_mask(padding_mask.to(images.device), images.shape[0])
+
+
 class PyramidTransformer(nn.Module):
     """Base of every host: S stages, each a downsampling step (``downsamples[s]``) then a :class:`Stage`.
 
@@ -52,6 +64,13 @@ class PyramidTransformer(nn.Module):
     which is what timm's ViT ``forward_features`` returns; ``forward`` pools them (class token
     or mean of the patch tokens) and classifies. Any input whose sides are multiples of
     ``cfg.stride`` works.
+
+    Every forward takes an optional ``padding_mask`` (B, H, W), True where a pixel is padding
+    (DETR's mask; images at the top left, padded at the bottom and right to a multiple of
+    ``cfg.stride``): each stage derives its token padding from it (:mod:`vitpos.padding`) and
+    every slot treats each image as if it ran alone, so the outputs on its valid cells are that
+    image's own. Padded cells of the feature maps are zero; a mean-pooling head averages the
+    valid tokens. None (the default) runs as before, at no cost.
     """
 
     config_class: type[HostConfig]
@@ -114,41 +133,59 @@ class PyramidTransformer(nn.Module):
         prefix = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.reg_token) if t is not None]
         return torch.cat([*prefix, x], dim=1) if prefix else x
 
-    def forward_stages(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor, Grid]:
+    def forward_stages(
+        self, x: torch.Tensor, padding_mask: torch.Tensor | None = None
+    ) -> tuple[list[torch.Tensor], torch.Tensor, Grid, Padding | None]:
         """Images -> (the maps (B, C, H, W) of every stage but the last, the last stage's
-        normalised tokens (B, P + H*W, C), its grid)."""
+        normalised tokens (B, P + H*W, C), its grid, its padding or None)."""
         stem = self.downsamples[0]
         assert isinstance(stem, PatchEmbed)  # make_downsample(0) is the patch embedding
         stem.check_input(x)
         self.stage_grids((x.shape[-2], x.shape[-1]))  # raises for sizes the stages cannot divide
+        padding = None if padding_mask is None else pixel_padding(padding_mask, x)
         maps: list[torch.Tensor] = []
         feature, last = x, len(self.stages) - 1
         for s, (down, stage) in enumerate(zip(self.downsamples, self.stages, strict=True)):
             tokens, grid = down(feature)
             prefix = stage.num_prefix_tokens
-            tokens = stage(self._prepend_prefix(tokens) if prefix else tokens, grid, prefix)
+            tokens = self._prepend_prefix(tokens) if prefix else tokens
+            if padding is None:
+                tokens = stage(tokens, grid, prefix)
+            else:
+                padding = padding.at(grid)
+                tokens = padding.zero(stage(tokens, grid, prefix, padding), prefix)
             if s < last:
                 feature = tokens_to_map(tokens[:, prefix:], grid)
                 maps.append(feature)
-        return maps, self.norm(tokens), grid
+        tokens = self.norm(tokens)
+        return maps, tokens if padding is None else padding.zero(tokens, self.num_prefix_tokens), grid, padding
 
-    def forward_features(self, x: torch.Tensor) -> list[torch.Tensor]:
+    def forward_features(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> list[torch.Tensor]:
         """Images (B, C, H, W) -> one feature map (B, C_s, H_s, W_s) per stage (the last one normalised)."""
-        maps, tokens, grid = self.forward_stages(x)
+        maps, tokens, grid, _ = self.forward_stages(x, padding_mask)
         return [*maps, tokens_to_map(tokens[:, self.num_prefix_tokens :], grid)]
 
-    def forward_tokens(self, x: torch.Tensor) -> torch.Tensor:
+    def forward_tokens(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Images (B, C, H, W) -> the last stage's normalised tokens (B, P + H*W, C), prefix tokens first."""
-        return self.forward_stages(x)[1]
+        return self.forward_stages(x, padding_mask)[1]
 
-    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        """Pool the last stage's tokens (class token or mean of patch tokens) and classify."""
-        x = x[:, 0] if self.cfg.head == "cls" else x[:, self.num_prefix_tokens :].mean(dim=1)
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False, padding: Padding | None = None) -> torch.Tensor:
+        """Pool the last stage's tokens (class token or mean of patch tokens; of the valid ones with
+        the last stage's ``padding``) and classify."""
+        if self.cfg.head == "cls":
+            x = x[:, 0]
+        elif padding is None:
+            x = x[:, self.num_prefix_tokens :].mean(dim=1)
+        else:  # padded tokens are zero
+            x = x[:, self.num_prefix_tokens :].sum(dim=1) / padding.valid.prod(dim=1, keepdim=True).to(x.dtype)
         x = self.head_drop(x)
         return x if pre_logits else self.head(x)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_tokens(x))
+    def forward(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        if padding_mask is None:
+            return self.forward_head(self.forward_tokens(x))
+        _, tokens, _, padding = self.forward_stages(x, padding_mask)
+        return self.forward_head(tokens, padding=padding)
 
     def position_parameters(self) -> dict[str, nn.Parameter]:
         """Every parameter of the four position slots of every stage, by name."""

@@ -8,8 +8,10 @@ import torch
 from torch import nn
 
 from ..config import PositionConfig, SlotContext
+from ..encodings.join import padded_additions
 from ..encodings.relative.base import RelativePosition
 from ..grid import Grid
+from ..padding import Padding
 from .layers import Block
 
 __all__ = ["Stage"]
@@ -54,24 +56,36 @@ class Stage(nn.Module):
             raise ValueError(f"stage {index} (width {ctx.embed_dim}, depth {ctx.depth}): {err}") from None
         self.pos_drop = nn.Dropout(drop_rate)
 
-    def position_encoding(self, grid: Grid) -> torch.Tensor | None:
-        """The stage's absolute encoding of its whole sequence at ``grid``, or None."""
-        return None if self.absolute is None else self.absolute.with_prefix(grid)
+    def position_encoding(self, grid: Grid, padding: Padding | None = None) -> torch.Tensor | None:
+        """The stage's absolute encoding of its whole sequence at ``grid`` (1, P + H*W, D), or None;
+        with ``padding``, each image's at its own valid grid (B, P + H*W, D), zero on padded cells."""
+        if self.absolute is None:
+            return None
+        if padding is None:
+            return self.absolute.with_prefix(grid)
+        return padding.place(self.absolute.with_prefix, self.num_prefix_tokens)
 
-    def forward(self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:  # B, P + H*W, C
+    def forward(
+        self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int, padding: Padding | None = None
+    ) -> torch.Tensor:  # B, P + H*W, C
         """Run the blocks with the slots: the join's additions (computed once from the absolute
         encoding and ``grid``) and the conditional generators at their positions (-1 = before
-        block 0, i = after block i)."""
-        additions = self.join.additions(self.position_encoding(grid), grid)
+        block 0, i = after block i). ``padding`` (of ``grid``) marks a padded batch: every slot
+        then treats each image as if it ran alone on its valid cells (:mod:`vitpos.padding`)."""
+        if padding is None:
+            additions = self.join.additions(self.position_encoding(grid), grid)
+        else:
+            additions = padded_additions(self.join, self.position_encoding, padding, num_prefix_tokens)
+        extra = {} if padding is None else {"padding": padding}
         x = self.pos_drop(x if additions.entry is None else x + additions.entry)
         conditional = self.conditional
         if conditional is not None and -1 in conditional.positions:
-            x = conditional(-1, x, grid, num_prefix_tokens)
+            x = conditional(-1, x, grid, num_prefix_tokens, **extra)
         for i, block in enumerate(self.blocks):
             residual = additions.residual_at(i)
             if residual is not None:
                 x = x + residual
-            x = block(x, grid, num_prefix_tokens, additions.attention_at(i), additions.query_key_at(i))
+            x = block(x, grid, num_prefix_tokens, additions.attention_at(i), additions.query_key_at(i), **extra)
             if conditional is not None and i in conditional.positions:
-                x = conditional(i, x, grid, num_prefix_tokens)
+                x = conditional(i, x, grid, num_prefix_tokens, **extra)
         return x

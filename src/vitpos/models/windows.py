@@ -37,6 +37,7 @@ import torch.nn.functional as F
 
 from ..encodings.relative.base import RelativePosition
 from ..grid import Grid, GridCache, tracing
+from ..padding import Padding
 from .layers import Attention, Partition
 
 __all__ = ["WindowLayout", "partition_windows", "merge_windows", "window_mask", "WindowAttention"]
@@ -188,6 +189,14 @@ def window_mask(layout: WindowLayout, device=None) -> torch.Tensor | None:
     return torch.zeros(blocked.shape, device=device).masked_fill(blocked, float("-inf"))
 
 
+def _padding_mask(padding: Padding, layout: WindowLayout) -> torch.Tensor:
+    """Additive mask (B * windows, 1, N, N): -inf where the key is a padded cell of a padded batch and
+    the query is not (a padded query keeps its keys, so that no row of logits is empty)."""
+    cells = partition_windows(padding.tokens()[..., None].float(), layout)[..., 0] > 0.5  # B * windows, N
+    blocked = cells[:, None, :] & ~cells[:, :, None]
+    return torch.zeros(blocked.shape, device=blocked.device).masked_fill(blocked, float("-inf")).unsqueeze(1)
+
+
 class WindowAttention(Attention):
     """Multi-head attention within (shifted) windows; the relative term sees the window grid.
 
@@ -224,10 +233,12 @@ class WindowAttention(Attention):
         num_prefix_tokens: int,
         mask: torch.Tensor | None,
         qk_pos: torch.Tensor | None,
+        padding: Padding | None = None,
     ) -> Partition:
         """The windows of ``grid`` as a batch (B * windows, N, C) with their mask; the weights, if
         asked, are per window: (B * windows, heads, N, N). ``qk_pos`` (1 or B, H*W, C) is cut into
-        the same windows as the tokens."""
+        the same windows as the tokens. With ``padding`` (a padded batch) the mask also hides each
+        image's padded cells from its other cells, combined with the shift and layout masks."""
         if num_prefix_tokens:
             raise ValueError(
                 f"window attention has no place for prefix tokens, got num_prefix_tokens={num_prefix_tokens}"
@@ -239,6 +250,9 @@ class WindowAttention(Attention):
         if mask is not None:
             # one copy of each image's masks per window batch entry: B * windows, 1, N, N
             mask = mask.repeat(x.shape[0], 1, 1).unsqueeze(1)
+        if padding is not None:
+            hidden = _padding_mask(padding, layout).to(x.dtype)
+            mask = hidden if mask is None else mask + hidden
         if qk_pos is not None:
             qk_pos = partition_windows(qk_pos.expand(x.shape[0], -1, -1), layout)
         return Partition(partition_windows(x, layout), layout.window, 0, mask, qk_pos, layout)

@@ -15,6 +15,7 @@ from torch import nn
 
 from ...attention.terms import RelativeTerms
 from ...grid import Grid, GridCache
+from ...padding import Padding
 from ...registry import RELATIVE
 from ..base import SlotContext, SlotEntry
 
@@ -38,6 +39,18 @@ class RelativePosition(SlotEntry, nn.Module):
     ) -> RelativeTerms:
         """This encoding's terms for ``grid`` with ``num_prefix_tokens`` prefix tokens, on ``device``."""
         raise NotImplementedError
+
+    def padded_terms(
+        self, grid: Grid, num_prefix_tokens: int, padding: Padding, device: torch.device | str | None = None
+    ) -> tuple[RelativeTerms | None, torch.Tensor | None]:
+        """The terms for a padded batch on ``grid`` and a per-image logit bias (B, heads, N, N) or None.
+
+        Terms read from the offsets of cells (bucket ids, tables, rotations) are the same for a
+        cell pair of the padded grid as for that pair of the image alone, as padding sits after the
+        valid rows and columns: by default the terms of ``grid``. An encoding whose terms depend on
+        the grid's extent (a bias normalised over the keys) gives each image its own.
+        """
+        return self.relative_terms(grid, num_prefix_tokens, device), None
 
 
 class RelativeBias(RelativePosition):
