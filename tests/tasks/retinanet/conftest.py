@@ -29,7 +29,9 @@ def square_images(n: int, size: int = 64, seed: int = 0) -> tuple[torch.Tensor, 
             x0 = int(torch.randint(k * half, k * half + half - side, (1,), generator=g))
             y0 = int(torch.randint(0, size - side, (1,), generator=g))
             label = int(torch.randint(0, 2, (1,), generator=g))
-            images[i, :, y0 : y0 + side, x0 : x0 + side] = torch.tensor([1.0, 0.0, 0.0] if label == 0 else [0.0, 1.0, 0.0])[:, None, None]
+            images[i, :, y0 : y0 + side, x0 : x0 + side] = torch.tensor(
+                [1.0, 0.0, 0.0] if label == 0 else [0.0, 1.0, 0.0]
+            )[:, None, None]
             labels.append(label)
             boxes.append([(x0 + side / 2) / size, (y0 + side / 2) / size, side / size, side / size])
         objects.append(ObjectTargets(torch.tensor(labels), torch.tensor(boxes)))

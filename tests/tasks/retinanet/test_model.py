@@ -29,11 +29,34 @@ def test_outputs_cover_every_anchor_of_every_level(slots: str, size: tuple[int, 
     counts = [gh * gw * 9 for gh, gw in grids]
     assert out["level_anchors"].tolist() == counts
     assert out["pred_logits"].shape == (2, sum(counts), 2) and out["pred_deltas"].shape == (2, sum(counts), 4)
-    assert out["anchors"].shape == (sum(counts), 4) and out["image_size"].tolist() == [h, w]
+    assert out["anchors"].shape == (sum(counts), 4) and out["image_sizes"].tolist() == [[h, w]] * 2
     first = out["anchors"][: counts[0]].view(*grids[0], 9, 4)
     torch.testing.assert_close(first[1, 2] - first[0, 0], torch.tensor([8.0, 4.0, 8.0, 4.0]).expand(9, 4))
     one = model(torch.randn(1, 3, *size))  # each image's outputs are its own
     assert one["pred_logits"].shape[1] == sum(counts)
+
+
+@pytest.mark.parametrize("slots", SLOTS)
+def test_a_padded_image_is_read_in_its_own_pixels(slots: str, one_thread) -> None:
+    """With a padding mask the host sees each image alone (its maps on the valid cells are the image's
+    own, float64), ``image_sizes`` are the valid sizes, and detections stay inside each image."""
+    torch.manual_seed(0)
+    model = create_model(tiny_retinanet(**SLOTS[slots], score_threshold=0.0)).double().eval()
+    small, large = torch.randn(1, 3, 32, 48, dtype=torch.float64), torch.randn(1, 3, 64, 64, dtype=torch.float64)
+    batch = torch.zeros(2, 3, 64, 64, dtype=torch.float64)
+    batch[0, :, :32, :48], batch[1] = small[0], large[0]
+    mask = torch.ones(2, 64, 64, dtype=torch.bool)
+    mask[0, :32, :48], mask[1] = False, False
+    padded = model.backbone.forward_features(batch, mask)[-3:]
+    for alone, inside in zip(model.backbone.forward_features(small)[-3:], padded, strict=True):
+        h, w = alone.shape[-2:]
+        torch.testing.assert_close(inside[:1, :, :h, :w], alone)
+    out = model(batch, padding_mask=mask)
+    assert out["image_sizes"].tolist() == [[32, 48], [64, 64]]
+    found = model.postprocess(out, torch.tensor([[32, 48], [64, 64]]))
+    assert bool((found[0].boxes[:, 0::2] <= 48).all()) and bool((found[0].boxes[:, 1::2] <= 32).all())
+    original = model.postprocess(out, torch.tensor([[64, 96], [64, 64]]))  # the small image was shrunk 2x
+    torch.testing.assert_close(original[0].boxes, found[0].boxes * 2)
 
 
 def test_the_class_prior_starts_every_anchor_at_one_percent(one_thread) -> None:
@@ -91,14 +114,17 @@ def test_the_host_inside_is_the_classification_preset_without_its_classifier() -
     assert isinstance(det, RetinaNet) and det.pretrained_host is det.backbone
     inner = {k[len("backbone.") :]: v.shape for k, v in det.state_dict().items() if k.startswith("backbone.")}
     assert inner == {k: v.shape for k, v in host.state_dict().items()}
-    assert set(vitpos.list_models("retinanet_*", task="detection")) >= {"retinanet_pvt_tiny_peg", "retinanet_pvt_medium"}
+    assert set(vitpos.list_models("retinanet_*", task="detection")) >= {
+        "retinanet_pvt_tiny_peg",
+        "retinanet_pvt_medium",
+    }
 
 
 def test_config_round_trips_and_checks_itself() -> None:
     cfg = tiny_retinanet(relu_before_p7=False, box_loss="l1", p6_from="p5")
     again = config_from_dict(cfg.to_dict())
     assert isinstance(again, RetinaNetConfig) and again == cfg and again.task == "detection"
-    with pytest.raises(ConfigError, match="negative_iou=0.6 is above positive_iou=0.5"):
+    with pytest.raises(ConfigError, match=r"negative_iou=0\.6 is above positive_iou=0\.5"):
         tiny_retinanet(negative_iou=0.6)
     with pytest.raises(ConfigError, match="last 3 stages"):
         tiny_retinanet(embed_dims=(8, 16), depths=(1, 1), num_heads=(1, 2), mlp_ratios=(2.0, 2.0), sr_ratios=(2, 1))

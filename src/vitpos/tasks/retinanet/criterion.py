@@ -1,9 +1,9 @@
 """RetinaNet's loss (Lin et al. 2017, §4.1): focal loss over every non-ignored anchor and class, plus
 box regression over the positive anchors, each summed and divided by the number of positives.
 
-Targets are the detection task's padded rows (B, M, 5) of [class, cx, cy, w, h] normalised by the
-image size (:mod:`vitpos.data.objects`); they are scaled to the pixels of the input the anchors
-live on (the output's ``image_size``). A batch without any positive anchor divides by 1.
+Targets are the detection task's padded rows (B, M, 5) of [class, cx, cy, w, h] normalised by
+each image's size without its padding (:mod:`vitpos.data.objects`); they are scaled to the pixels
+the anchors live on by the output's ``image_sizes``. A batch without any positive anchor divides by 1.
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ class RetinaNetLoss(nn.Module):
         cfg = self.cfg
         logits, deltas = outputs["pred_logits"], outputs["pred_deltas"]
         anchors = outputs["anchors"].to(deltas)
-        h, w = outputs["image_size"].tolist()
-        scale = deltas.new_tensor([w, h, w, h])
+        sizes = outputs["image_sizes"].to(deltas)
         cls_total, box_total, positives = logits.new_zeros(()), deltas.new_zeros(()), 0
         for b, objects in enumerate(unpad_objects(targets)):
-            boxes = box_cxcywh_to_xyxy(objects.boxes.to(deltas)) * scale
+            h, w = sizes[b]
+            boxes = box_cxcywh_to_xyxy(objects.boxes.to(deltas)) * torch.stack([w, h, w, h])
             assigned = assign_anchors(anchors, boxes, cfg.positive_iou, cfg.negative_iou)
             positive = assigned >= 0
             counted = assigned != IGNORED

@@ -1,6 +1,7 @@
 """RetinaNet's detections (Lin et al. 2017, §4.1 "Inference"): per level the best-scoring
 anchor-class pairs above a score threshold, decoded, then NMS per class over all levels and the
-best ``max_detections`` kept; boxes are clipped to the input and scaled to the evaluated size."""
+best ``max_detections`` kept; boxes are clipped to the image's valid region and scaled to the
+size it is evaluated at (its original size, where a batch carries it)."""
 
 from __future__ import annotations
 
@@ -27,23 +28,23 @@ def _level_candidates(
 
 
 @torch.no_grad()
-def detect(outputs: dict, image_hw: tuple[int, int], cfg: RetinaNetConfig) -> list[Detections]:
-    """Every image's detections, boxes (x0, y0, x1, y1) in the pixels of an image of ``image_hw``."""
+def detect(outputs: dict, sizes: tuple[int, int] | torch.Tensor, cfg: RetinaNetConfig) -> list[Detections]:
+    """Every image's detections, boxes (x0, y0, x1, y1) in the pixels of an image of ``sizes``: one
+    (H, W) for every image, or (B, 2) of each image's own."""
     logits, deltas = outputs["pred_logits"].float(), outputs["pred_deltas"].float()
     anchors = outputs["anchors"].float()
     counts = [int(n) for n in outputs["level_anchors"].tolist()]
-    in_h, in_w = outputs["image_size"].tolist()
-    h, w = image_hw
-    limit = deltas.new_tensor([in_w, in_h, in_w, in_h])
-    scale = deltas.new_tensor([w / in_w, h / in_h, w / in_w, h / in_h])
+    valid = outputs["image_sizes"].float()
+    wanted = torch.as_tensor(sizes, dtype=torch.float32, device=valid.device).reshape(-1, 2).expand_as(valid)
     out = []
-    for image_logits, image_deltas in zip(logits, deltas, strict=True):
+    for image_logits, image_deltas, (h, w), (to_h, to_w) in zip(logits, deltas, valid, wanted, strict=True):
         parts = [
             _level_candidates(*level, cfg)
             for level in zip(image_logits.split(counts), image_deltas.split(counts), anchors.split(counts), strict=True)
         ]
         scores, labels, boxes = (torch.cat(part) for part in zip(*parts, strict=True))
-        boxes = torch.minimum(boxes.clamp(min=0), limit)
+        boxes = torch.minimum(boxes.clamp(min=0), torch.stack([w, h, w, h]))
         keep = batched_nms(boxes, scores, labels, cfg.nms_iou)[: cfg.max_detections]
+        scale = torch.stack([to_w / w, to_h / h, to_w / w, to_h / h])
         out.append(Detections(scores[keep], labels[keep], boxes[keep] * scale))
     return out

@@ -5,12 +5,19 @@ and a box subnet shared by the levels (:mod:`.head`) score A = 9 anchors per cel
 (:mod:`.anchors`); the loss is the focal loss plus box regression (:mod:`.criterion`), the
 detections come from per-class NMS (:mod:`.inference`). Any input whose sides are multiples of
 the host's stride works.
+
+A padded batch (``padding_mask`` (B, H, W), True on padding, images at the top left) runs the
+host on each image's valid region (:mod:`vitpos.padding`); the pyramid and the heads then run on
+the padded maps as in mmdet (their convolutions see the host's zeroed padded cells, plus the
+laterals' biases there), anchors cover the padded grid, and each image's boxes are read in its
+own valid pixels (``image_sizes``).
 """
 
 from __future__ import annotations
 
 import torch
 
+from ...padding import Padding
 from ...registry import ARCHITECTURES
 from ..detection.postprocess import Detections
 from ..pyramid_head import PyramidHeadModel
@@ -30,7 +37,8 @@ class RetinaNet(PyramidHeadModel):
 
     ``forward(images)`` returns a dict: ``pred_logits`` (B, N, K) class logits and ``pred_deltas``
     (B, N, 4) box deltas of all N anchors over P3-P7, the ``anchors`` (N, 4; corner pixels of the
-    input), ``level_anchors`` (5,) anchors per level and the input's ``image_size`` (2,) as (H, W).
+    input), ``level_anchors`` (5,) anchors per level and ``image_sizes`` (B, 2): each image's (H, W)
+    in the input, without its padding.
     """
 
     config_class = RetinaNetConfig
@@ -54,22 +62,27 @@ class RetinaNet(PyramidHeadModel):
         ]
         return torch.cat(per_level).to(device=device, dtype=torch.float32)
 
-    def forward(self, x: torch.Tensor) -> dict:
-        levels = self.neck(self.backbone.forward_features(x)[-PYRAMID_LEVELS:])
+    def forward(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> dict:
+        levels = self.neck(self.backbone.forward_features(x, padding_mask)[-PYRAMID_LEVELS:])
         logits, deltas = self.head(levels)
         grids = [(level.shape[-2], level.shape[-1]) for level in levels]
+        if padding_mask is None:
+            sizes = torch.tensor(x.shape[-2:], device=x.device).expand(x.shape[0], 2)
+        else:
+            sizes = Padding.from_mask(padding_mask.to(x.device), x.shape[0]).valid
         return {
             "pred_logits": logits,
             "pred_deltas": deltas,
             "anchors": self.anchors(grids, x.device),
             "level_anchors": torch.tensor([h * w * self.cfg.num_anchors for h, w in grids], device=x.device),
-            "image_size": torch.tensor(x.shape[-2:], device=x.device),
+            "image_sizes": sizes,
         }
 
     def criterion(self) -> RetinaNetLoss:
         """Focal loss plus box regression with this model's settings."""
         return RetinaNetLoss(self.cfg)
 
-    def postprocess(self, outputs: dict, image_hw: tuple[int, int]) -> list[Detections]:
-        """Each image's detections (score threshold, top candidates per level, NMS), in pixels of ``image_hw``."""
-        return detect(outputs, image_hw, self.cfg)
+    def postprocess(self, outputs: dict, sizes: tuple[int, int] | torch.Tensor) -> list[Detections]:
+        """Each image's detections (score threshold, top candidates per level, NMS), in the pixels of an
+        image of ``sizes``: one (H, W) for all, or (B, 2), each image's own (e.g. its original size)."""
+        return detect(outputs, sizes, self.cfg)
