@@ -9,6 +9,7 @@ from ...data.masks import IGNORE_INDEX
 from ...errors import ConfigError
 from ...validation import bounded
 from ..pyramid_head import PyramidHeadConfig
+from .fpn import CONV_PADDINGS
 
 __all__ = ["SemanticFPNConfig", "IGNORE_INDEX"]
 
@@ -34,6 +35,9 @@ class SemanticFPNConfig(PyramidHeadConfig):
     head_dropout: float = bounded(0.1, ge=0, lt=1)
     """Channel dropout before the classifier: 0.1 in the released PVT/CPVT configs (mmseg's FPNHead);
     the paper has none (set 0)."""
+    conv_padding: str = bounded("zeros", choices=CONV_PADDINGS)
+    """How the neck's and head's 3x3 convolutions pad: 'zeros' (the papers'), 'replicate' or 'circular'
+    (no zero frame to read the border from)."""
 
     @property
     def task(self) -> str:

@@ -25,10 +25,11 @@ class SemanticFPN(PyramidHeadModel):
 
     def __init__(self, cfg: SemanticFPNConfig) -> None:
         super().__init__(cfg)
-        self.neck = FeaturePyramid(cfg.embed_dims, cfg.fpn_dim)
+        self.neck = FeaturePyramid(cfg.embed_dims, cfg.fpn_dim, cfg.conv_padding)
         self.head = SemanticFPNHead(
-            cfg.num_stages, cfg.fpn_dim, cfg.head_dim, cfg.num_classes, cfg.norm_groups, cfg.head_dropout
-        )
+            cfg.num_stages, cfg.fpn_dim, cfg.head_dim, cfg.num_classes, cfg.norm_groups, cfg.head_dropout,
+            cfg.conv_padding,
+        )  # fmt: skip
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.neck(self.backbone.forward_features(x)), tuple(x.shape[-2:]))
