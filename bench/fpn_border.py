@@ -39,7 +39,8 @@ def run(encoding: str, padding: str, seed: int, args: argparse.Namespace) -> flo
     data = f"synthetic:segment_absolute:{sizes}:seed={seed}"
     options = {"data": data, "epochs": args.epochs, "batch_size": 32, "lr": 2e-3, "seed": seed,
                "progress": False, "device": "cpu", "run_dir": None}  # fmt: skip
-    request = RunRequest(preset, {**SMALL, **slots, "conv_padding": padding}, options)
+    host = {"patch_size": args.patch_size} | ({"sr_ratios": None} if args.full_attention else {})
+    request = RunRequest(preset, {**SMALL, **host, **slots, "conv_padding": padding}, options)
     return train(*request.resolve()).test["miou"]
 
 
@@ -53,10 +54,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--test", type=int, default=500)
     p.add_argument("--paddings", default="zeros,circular")
     p.add_argument("--encodings", default=",".join(ENCODINGS))
+    p.add_argument("--patch-size", type=int, default=4, help="the host's first stride (2: no map shrinks to 1 cell)")
+    p.add_argument("--full-attention", action="store_true", help="no spatial reduction of keys (sr_ratios=None)")
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    print(f"{args.img}x{args.img} px, {args.train} training images, {args.epochs} epochs")
+    attention = "full attention" if args.full_attention else "spatial reduction 8-4-2-1"
+    print(f"{args.img}x{args.img} px, patch {args.patch_size}, {attention}, {args.train} images, {args.epochs} epochs")
     print("| encoding | conv_padding | test mIoU per seed | mean |\n|---|---|---|---|")
     start = time.process_time()
     for padding in args.paddings.split(","):
