@@ -3,10 +3,10 @@
 ``pvt_tiny``/``pvt_small`` are PVT v1: patch 4 then 2, widths 64-128-320-512, heads 1-2-5-8,
 MLP ratios 8-8-4-4, spatial-reduction ratios 8-4-2-1, depths 2-2-2-2 (tiny) and 3-4-6-3
 (small), a learned position table per stage and a class token in the last stage (13.2M and
-24.5M parameters). ``PVT_MEDIUM`` (depths 3-4-18-3, 44.2M) is the host of the RetinaNet presets'
-medium rows only (no classification preset: each has a legacy checkpoint fixture). ``*_peg_gap`` remove the tables and the
-class token and put one PEG after the first block of every stage (``peg@0``, per stage), pooling
-by GAP (CPVT's PVT+PEG+GAP).
+24.5M parameters). ``*_peg_gap`` remove the tables and the class token and put one PEG after
+the first block of every stage (``peg@0``, per stage), pooling by GAP (CPVT's PVT+PEG+GAP).
+``PVT_MEDIUM`` (depths 3-4-18-3, 44.2M) is only the host of the RetinaNet presets' medium rows
+(a classification preset would need a legacy checkpoint fixture, as each has).
 """
 
 from ...config import PVTConfig
