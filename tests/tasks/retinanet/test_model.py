@@ -130,3 +130,26 @@ def test_config_round_trips_and_checks_itself() -> None:
         tiny_retinanet(embed_dims=(8, 16), depths=(1, 1), num_heads=(1, 2), mlp_ratios=(2.0, 2.0), sr_ratios=(2, 1))
     with pytest.raises(ConfigError, match="box_loss"):
         tiny_retinanet(box_loss="giou")
+
+
+def test_the_loss_reads_boxes_in_each_images_own_pixels() -> None:
+    """Rows normalised by a padded image's own size (32 x 48 inside 64 x 64) give the loss of the same
+    pixel boxes normalised by the full input: the criterion scales by ``image_sizes``, not the input."""
+    torch.manual_seed(0)
+    model = create_model(tiny_retinanet()).eval()
+    with torch.no_grad():
+        out = model(torch.randn(1, 3, 64, 64))
+    pixels = torch.tensor([[10.0, 6.0, 30.0, 26.0], [24.0, 2.0, 46.0, 20.0]])  # x0, y0, x1, y1 inside 48 x 32
+
+    def rows(h: int, w: int) -> torch.Tensor:
+        cx, cy = (pixels[:, 0] + pixels[:, 2]) / 2 / w, (pixels[:, 1] + pixels[:, 3]) / 2 / h
+        bw, bh = (pixels[:, 2] - pixels[:, 0]) / w, (pixels[:, 3] - pixels[:, 1]) / h
+        return torch.stack([torch.tensor([0.0, 1.0]), cx, cy, bw, bh], dim=-1)[None]
+
+    criterion = model.criterion()
+    own = criterion.components({**out, "image_sizes": torch.tensor([[32, 48]])}, rows(32, 48))
+    full = criterion.components(out, rows(64, 64))
+    for name in ("cls", "box"):
+        torch.testing.assert_close(own[name], full[name])
+    stretched = criterion.components(out, rows(32, 48))  # the same rows read against the whole input
+    assert not torch.allclose(stretched["box"], full["box"])
