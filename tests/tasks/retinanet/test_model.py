@@ -8,6 +8,7 @@ import torch
 import vitpos
 from vitpos.errors import ConfigError
 from vitpos.models.factory import config_from_dict, create_model
+from vitpos.tasks import loss_precision
 from vitpos.tasks.retinanet import RetinaNet, RetinaNetConfig
 
 from .conftest import square_images, tiny_retinanet
@@ -153,3 +154,17 @@ def test_the_loss_reads_boxes_in_each_images_own_pixels() -> None:
         torch.testing.assert_close(own[name], full[name])
     stretched = criterion.components(out, rows(32, 48))  # the same rows read against the whole input
     assert not torch.allclose(stretched["box"], full["box"])
+
+
+def test_bf16_autocast_gives_a_finite_loss_and_detections(one_thread) -> None:
+    model = create_model(tiny_retinanet(score_threshold=0.0))
+    images, targets = square_images(2)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(images)
+    assert out["pred_logits"].dtype == torch.bfloat16
+    out = loss_precision(out)
+    loss = model.criterion()(out, targets)
+    loss.backward()
+    assert torch.isfinite(loss) and all(p.grad is not None for p in model.head.parameters())
+    found = model.postprocess(out, (64, 64))
+    assert all(len(d.scores) == model.cfg.max_detections for d in found)
