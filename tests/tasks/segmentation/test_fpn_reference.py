@@ -92,3 +92,21 @@ def test_an_unknown_padding_is_refused() -> None:
         tiny_fpn("pvt", conv_padding="reflect")
     with pytest.raises(ValueError, match="padding='reflect': choose one of zeros, replicate, circular"):
         FeaturePyramid((8, 16), 16, "reflect")
+
+
+def test_the_heads_bilinear_upsampling_still_sees_the_border(one_thread) -> None:
+    """Even with circular padding the head does not commute with cyclic shifts: its bilinear 2x
+    upsampling clamps at the border (replicate padding in effect), a position cue left to a model
+    with no encoding (README, "Why no encoding solves it")."""
+    torch.manual_seed(0)
+    levels = [torch.randn(1, 16, 16 // 2**s, 16 // 2**s, dtype=torch.float64) for s in range(4)]
+    head = SemanticFPNHead(4, 16, 16, 3, groups=4, dropout=0.0, padding="circular").double().eval()
+    randomise(head)
+    shifted = [torch.roll(m, shifts=(2 ** (3 - s),) * 2, dims=(-2, -1)) for s, m in enumerate(levels)]
+    out, out_shifted = head(levels, (16, 16)), head(shifted, (16, 16))
+    assert not torch.allclose(torch.roll(out, shifts=(8, 8), dims=(-2, -1)), out_shifted)
+    finest_only = SemanticFPNHead(1, 16, 16, 3, groups=4, dropout=0.0, padding="circular").double().eval()
+    randomise(finest_only)  # no upsampling: it commutes
+    torch.testing.assert_close(
+        torch.roll(finest_only(levels[:1], (16, 16)), shifts=(8, 8), dims=(-2, -1)), finest_only(shifted[:1], (16, 16))
+    )
