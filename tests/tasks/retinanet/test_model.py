@@ -157,7 +157,7 @@ def test_the_loss_reads_boxes_in_each_images_own_pixels() -> None:
 
 
 def test_bf16_autocast_gives_a_finite_loss_and_detections(one_thread) -> None:
-    model = create_model(tiny_retinanet(score_threshold=0.0))
+    model = create_model(tiny_retinanet(score_threshold=0.0, candidates_per_level=100))
     images, targets = square_images(2)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = model(images)
