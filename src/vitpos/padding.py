@@ -70,6 +70,12 @@ class Padding:
     def batch(self) -> int:
         return self.valid.shape[0]
 
+    def or_none(self) -> Padding | None:
+        """None where no cell is padding (outside tracing): the batch then runs as one without a mask."""
+        if torch.compiler.is_compiling():
+            return self
+        return None if bool((self.valid == torch.tensor(self.grid, device=self.valid.device)).all()) else self
+
     @property
     def mask(self) -> torch.Tensor:
         """(B, H, W) bool, True where a cell is padding."""

@@ -74,8 +74,8 @@ class _LogitInputs:
             s.add_(lookup(row, self.index.rows(rows, per_query), n))
         if self.col is not None:
             s.add_(lookup(self.col, self.index.columns(rows), n))
-        if self.bias is not None:
-            s.add_(self.bias[..., rows, :])
+        if self.bias is not None:  # a bias with one query row (a key mask) holds for every chunk
+            s.add_(self.bias if self.bias.shape[-2] == 1 else self.bias[..., rows, :])
         return s
 
 

@@ -48,11 +48,12 @@ def attention(
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Attention of q (B, heads, N, d) over k, v (B, heads, M, d) with the relative ``terms``.
 
-    ``mask``: an additive logit term broadcastable to (B, heads, N, M), without gradient (e.g.
-    Swin's shifted-window mask). ``key_padding``: (B, M) bool, True at the keys of a padded batch
-    that are padding; they get no weight on any path (an additive -inf column joins ``mask``, which
-    every path reads). ``return_weights``: also return the softmax weights
-    (B, heads, N, M) (the explicit path). ``path``: one of :data:`.policy.PATHS` instead of the
+    ``mask``: an additive logit term broadcastable to (B, heads, N, M) (e.g. Swin's
+    shifted-window mask; LaPE's bias normalised per image of a padded batch, with its gradient).
+    ``key_padding``: (B, M) bool, True at the keys of a padded batch that are padding; they get no
+    weight on any path (an additive -inf column joins ``mask``, which every path reads).
+    ``return_weights``: also return the softmax weights (B, heads, N, M) (the explicit path).
+    ``path``: one of :data:`.policy.PATHS` instead of the
     policy's choice; a path that cannot compute the call falls back, with a warning.
     """
     dtype = _check_dtypes(q, k, v)

@@ -3,6 +3,12 @@
 Prefix (class/register) tokens are never part of the grid; an encoding may own a separate
 learned vector per prefix token (DeiT's class-token position embedding), exposed by
 :meth:`AbsoluteEncoding.prefix`.
+
+In a padded batch every encoding is evaluated at each image's own valid grid and placed at its
+top left (:func:`vitpos.encodings.join.padded_additions`): DETR's sine is then normalised over
+the valid region, as DETR's code does; a learned table is resampled to the valid grid, which is
+vitpos's choice (PVT's detection code resamples it to the padded batch's grid, so an image's
+encoding there depends on its batch), made so that a padded image equals the image alone.
 """
 
 from __future__ import annotations

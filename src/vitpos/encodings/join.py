@@ -88,8 +88,10 @@ def padded_additions(
         return padding.place(lambda size: _present(pick(made[size])), num_prefix_tokens)
 
     def per_block(field: str) -> PerBlock:
-        count = len(getattr(first, field))
-        return tuple(place(lambda a, i=i: getattr(a, field)[i]) for i in range(count))
+        def pick(index: int) -> Callable[[JoinAdditions], torch.Tensor | None]:
+            return lambda additions: getattr(additions, field)[index]
+
+        return tuple(place(pick(i)) for i in range(len(getattr(first, field))))
 
     return JoinAdditions(
         place(lambda a: a.entry), per_block("residual"), per_block("attention"), per_block("query_key")

@@ -3,8 +3,9 @@
 Row and column indices are normalised to (0, 2 pi]: y = 2 pi (i + 1) / H, x = 2 pi (j + 1) / W,
 so the encoding spans the same range at every image size. The first D/2 channels encode y, the
 last D/2 encode x; within each half channel 2k is sin(t / 10000^(2k / (D/2))) and 2k + 1 the
-cosine at the same frequency. (DETR computes the indices from its padding mask; vitpos images
-carry no padding, where the two agree.)
+cosine at the same frequency. DETR computes the indices from its padding mask, normalised over
+each image's valid region; in a padded batch vitpos evaluates the encoding at each image's valid
+grid (:meth:`vitpos.models.stage.Stage.position_encoding`), which is the same.
 """
 
 from __future__ import annotations

@@ -44,11 +44,14 @@ class Host(Protocol):
         """The token grid of every stage for an image of size ``image_hw``; raises if it does not fit."""
         ...
 
-    def forward_features(self, x: torch.Tensor) -> list[torch.Tensor]:
-        """Images -> one map (B, C_s, H_s, W_s) per stage; the last one after the final norm."""
+    def forward_features(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """Images -> one map (B, C_s, H_s, W_s) per stage; the last one after the final norm.
+
+        ``padding_mask`` (B, H, W), True at padded pixels: a padded batch (:mod:`vitpos.padding`);
+        each image's valid cells get what the image alone gets, padded cells are zero."""
         ...
 
-    def forward_tokens(self, x: torch.Tensor) -> torch.Tensor:
+    def forward_tokens(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Images -> the last stage's normalised tokens (B, P + H*W, C), prefix tokens first."""
         ...
 

@@ -234,7 +234,7 @@ class Attention(nn.Module):
         terms = None
         if self.relative is not None and padding is None:
             terms = self.relative.relative_terms(grid, num_prefix_tokens, q.device)
-        elif self.relative is not None:
+        elif self.relative is not None and padding is not None:
             terms, per_image = self.relative.padded_terms(grid, num_prefix_tokens, padding, q.device)
             if per_image is not None:
                 mask = per_image if mask is None else mask + per_image

@@ -142,11 +142,12 @@ class PyramidTransformer(nn.Module):
         assert isinstance(stem, PatchEmbed)  # make_downsample(0) is the patch embedding
         stem.check_input(x)
         self.stage_grids((x.shape[-2], x.shape[-1]))  # raises for sizes the stages cannot divide
-        padding = None if padding_mask is None else pixel_padding(padding_mask, x)
+        padding = None if padding_mask is None else pixel_padding(padding_mask, x).or_none()
         maps: list[torch.Tensor] = []
         feature, last = x, len(self.stages) - 1
         for s, (down, stage) in enumerate(zip(self.downsamples, self.stages, strict=True)):
             tokens, grid = down(feature)
+            assert isinstance(stage, Stage)
             prefix = stage.num_prefix_tokens
             tokens = self._prepend_prefix(tokens) if prefix else tokens
             if padding is None:

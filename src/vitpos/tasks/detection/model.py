@@ -11,9 +11,16 @@ h) each, after every layer for the auxiliary losses.
 
 Differences from DETR's code, by design: pre-norm layers with a final encoder and decoder norm
 (DETR's ``--pre_norm``; its default is post-norm), GELU in the encoder's feed-forward (the
-blocks every host shares; the decoder keeps DETR's ReLU), no padding masks (every image in a
-batch has one size), and the cross-attention keys get the absolute encoding the encoder used
-(none when ``absolute='none'``).
+blocks every host shares; the decoder keeps DETR's ReLU), and the cross-attention keys get the
+absolute encoding the encoder used (none when ``absolute='none'``).
+
+Padded batches: every forward takes DETR's ``padding_mask`` (B, H, W), True at padded pixels
+(images at the top left, padded to a multiple of the stride). The encoder's slots treat each
+image as if it ran alone on its valid cells (:mod:`vitpos.padding`; the sine encoding is
+normalised over the valid region, as DETR's cumulative sum of the mask does), the decoder's
+cross-attention ignores padded memory, as DETR's ``memory_key_padding_mask`` does. The CNN stem's
+GroupNorm pools over the whole padded map, so the stem, unlike the encoder and decoder, is not
+the same for an image padded and alone.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from ...encodings.relative.base import RelativePosition
 from ...grid import Grid, tokens_to_map
 from ...models.layers import Block
 from ...models.stage import Stage
+from ...padding import Padding
 from ...registry import ARCHITECTURES
 from .config import DetrConfig
 from .criterion import LossWeights, SetCriterion
@@ -77,8 +85,20 @@ class DetrEncoder(nn.Module):
         self.stages = nn.ModuleList([Stage(0, cfg.position, ctx, ctx, make_block, cfg.drop_rate)])
         self.norm = nn.LayerNorm(cfg.embed_dim)
 
-    def forward(self, tokens: torch.Tensor, grid: Grid) -> torch.Tensor:  # B, H*W, D
-        return self.norm(self.stages[0](tokens, grid, 0))
+    def forward(
+        self, tokens: torch.Tensor, grid: Grid, padding_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:  # B, H*W, D
+        """Tokens (B, H*W, D) on ``grid`` -> memory; ``padding_mask`` (B, H', W'), True at padding, at the
+        grid's or the image's resolution (a multiple of it): padded cells of the memory are zero."""
+        if padding_mask is None:
+            return self.norm(self.stages[0](tokens, grid, 0))
+        padding = grid_padding(padding_mask, grid, tokens.shape[0])
+        return padding.zero(self.norm(self.stages[0](tokens, grid, 0, padding)))
+
+
+def grid_padding(padding_mask: torch.Tensor, grid: Grid, batch: int) -> Padding:
+    """The :class:`~vitpos.padding.Padding` of ``grid`` from a pixel (or cell) mask (B, H', W')."""
+    return Padding.from_mask(padding_mask, batch).at(grid)
 
 
 class DecoderLayer(nn.Module):
@@ -99,14 +119,21 @@ class DecoderLayer(nn.Module):
         self.drop = nn.Dropout(drop)
 
     def forward(
-        self, tgt: torch.Tensor, query_pos: torch.Tensor, memory: torch.Tensor, pos: torch.Tensor | None
+        self,
+        tgt: torch.Tensor,
+        query_pos: torch.Tensor,
+        memory: torch.Tensor,
+        pos: torch.Tensor | None,
+        memory_padding: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """``memory_padding`` (B, H*W) bool: memory cells the cross-attention ignores (padding)."""
         h = self.norm1(tgt)
         q = h + query_pos
         tgt = tgt + self.drop(self.self_attn(q, q, h, need_weights=False)[0])
         h = self.norm2(tgt)
         keys = memory if pos is None else memory + pos
-        tgt = tgt + self.drop(self.cross_attn(h + query_pos, keys, memory, need_weights=False)[0])
+        attended = self.cross_attn(h + query_pos, keys, memory, key_padding_mask=memory_padding, need_weights=False)
+        tgt = tgt + self.drop(attended[0])
         return tgt + self.drop(self.mlp(self.norm3(tgt)))
 
 
@@ -122,13 +149,16 @@ class DetrDecoder(nn.Module):
         )
         self.norm = nn.LayerNorm(cfg.embed_dim)
 
-    def forward(self, memory: torch.Tensor, pos: torch.Tensor | None) -> torch.Tensor:  # layers, B, Q, D
-        """Every layer's output after the shared final norm (DETR's ``return_intermediate``)."""
+    def forward(
+        self, memory: torch.Tensor, pos: torch.Tensor | None, memory_padding: torch.Tensor | None = None
+    ) -> torch.Tensor:  # layers, B, Q, D
+        """Every layer's output after the shared final norm (DETR's ``return_intermediate``);
+        ``memory_padding`` (B, H*W) marks padded memory cells."""
         query_pos = self.query_embed.weight[None].expand(memory.shape[0], -1, -1).to(memory.dtype)
         tgt = torch.zeros_like(query_pos)
         outputs = []
         for layer in self.layers:
-            tgt = layer(tgt, query_pos, memory, pos)
+            tgt = layer(tgt, query_pos, memory, pos, memory_padding)
             outputs.append(self.norm(tgt))
         return torch.stack(outputs)
 
@@ -197,25 +227,33 @@ class DETR(nn.Module):
             raise ValueError(f"DETR takes images (B, {self.cfg.in_chans}, H, W), got {shape}")
         self.stage_grids((x.shape[-2], x.shape[-1]))
 
-    def forward_tokens(self, x: torch.Tensor) -> torch.Tensor:  # B, H*W, D
+    def forward_tokens(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:  # B, H*W, D
         """The encoder's output tokens (its memory)."""
-        return self._encode(x)[0]
+        return self._encode(x, padding_mask)[0]
 
-    def forward_features(self, x: torch.Tensor) -> list[torch.Tensor]:
+    def forward_features(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> list[torch.Tensor]:
         """The encoder's output as one map (B, D, H/s, W/s), in a list as every host gives it."""
-        return [tokens_to_map(*self._encode(x))]
+        tokens, grid, _ = self._encode(x, padding_mask)
+        return [tokens_to_map(tokens, grid)]
 
-    def _encode(self, x: torch.Tensor) -> tuple[torch.Tensor, Grid]:
+    def _encode(self, x: torch.Tensor, padding_mask: torch.Tensor | None) -> tuple[torch.Tensor, Grid, Padding | None]:
         self._check_input(x)
         features = self.input_proj(self.backbone(x))
         grid = (features.shape[-2], features.shape[-1])
-        return self.encoder(features.flatten(2).transpose(1, 2), grid), grid
+        tokens = features.flatten(2).transpose(1, 2)
+        if padding_mask is None:
+            return self.encoder(tokens, grid), grid, None
+        padding = grid_padding(padding_mask.to(x.device), grid, x.shape[0]).or_none()
+        if padding is None:
+            return self.encoder(tokens, grid), grid, None
+        return self.encoder(tokens, grid, padding.mask), grid, padding
 
     def forward_head(
-        self, tokens: torch.Tensor, pre_logits: bool = False, grid: Grid | None = None
+        self, tokens: torch.Tensor, pre_logits: bool = False, grid: Grid | None = None, padding: Padding | None = None
     ) -> dict | torch.Tensor:
         """The encoder's tokens (B, H*W, D) on ``grid`` (default: the training grid) -> the output dict
-        (the last decoder layer's, plus ``aux_outputs``); ``pre_logits``: the last layer's query features (B, Q, D)."""
+        (the last decoder layer's, plus ``aux_outputs``); ``pre_logits``: the last layer's query features (B, Q, D).
+        ``padding`` (of ``grid``): a padded batch's padding, which the decoder does not attend to."""
         h, w = self.cfg.grid if grid is None else grid
         grid = (h, w)
         if tokens.shape[1] != grid[0] * grid[1]:
@@ -224,8 +262,9 @@ class DETR(nn.Module):
             )
         stage = self.stages[0]
         assert isinstance(stage, Stage)
-        pos = stage.position_encoding(grid)
-        hidden = self.decoder(tokens, None if pos is None else pos.to(tokens.dtype))
+        pos = stage.position_encoding(grid, padding)
+        memory_padding = None if padding is None else padding.tokens()
+        hidden = self.decoder(tokens, None if pos is None else pos.to(tokens.dtype), memory_padding)
         if pre_logits:
             return hidden[-1]
         logits, boxes = self.class_embed(hidden), self.bbox_embed(hidden)
@@ -236,9 +275,10 @@ class DETR(nn.Module):
             ]
         return out
 
-    def forward(self, x: torch.Tensor) -> dict:
-        tokens, grid = self._encode(x)
-        out = self.forward_head(tokens, grid=grid)
+    def forward(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> dict:
+        """Images (B, C, H, W) and DETR's ``padding_mask`` (B, H, W), True at padded pixels, or None."""
+        tokens, grid, padding = self._encode(x, padding_mask)
+        out = self.forward_head(tokens, grid=grid, padding=padding)
         assert isinstance(out, dict)  # the output dict, as pre_logits is False
         return out
 
