@@ -35,6 +35,7 @@ COMMANDS = (
     "awareness",
     "buckets",
     "relative-bias",
+    "shard",
 )
 """Subcommands; each is the module ``vitpos.commands.<name with - as _>`` and defines ``add_parser(subparsers)``."""
 

@@ -9,6 +9,7 @@ from vitpos.data.transforms import (
     cutmix,
     mixup,
     normalize,
+    random_erasing,
     random_hflip,
     random_resized_crop,
     resize,
@@ -103,3 +104,32 @@ def test_augment_without_mixing_keeps_hard_labels():
     mixing = Augment((0.0,) * 3, (1.0,) * 3, num_classes=3, mixup_alpha=0.2, cutmix_alpha=1.0, label_smoothing=0.1)
     _, soft = mixing(torch.zeros(4, 3, 8, 8, dtype=torch.uint8), torch.tensor([0, 1, 2, 0]))
     assert soft.shape == (4, 3) and torch.allclose(soft.sum(-1), torch.ones(4))
+
+
+def test_random_erasing_fills_one_box_per_image_with_noise():
+    torch.manual_seed(0)
+    x = torch.zeros(400, 3, 20, 30)
+    out = random_erasing(x, p=1.0)
+    erased = out[:, 0] != 0
+    area = erased.float().mean(dim=(1, 2))
+    assert (area > 0).float().mean() > 0.9  # nearly every draw finds a box that fits in ten tries
+    hit = area > 0
+    assert area[hit].min() >= 0.015 and area[hit].max() <= 0.36  # 2% .. 1/3 of the image, up to rounding
+    rows, cols = erased.any(2).sum(1), erased.any(1).sum(1)
+    assert torch.equal((rows * cols)[hit], erased.sum(dim=(1, 2))[hit])  # one axis-aligned box
+    noise = out[erased.unsqueeze(1).expand_as(out)]
+    assert torch.equal(out[:, 1] != 0, erased) and 0.95 < noise.std() < 1.05  # every channel, normal noise
+    assert torch.equal(random_erasing(x, p=0.0), x)
+    kept = random_erasing(x, p=0.25)
+    assert 0.15 < (kept != 0).flatten(1).any(1).float().mean() < 0.35
+
+
+@pytest.mark.parametrize("switch,expect_cutmix", [(1.0, True), (0.0, False)])
+def test_mixup_switch_picks_cutmix_or_mixup(switch, expect_cutmix):
+    aug = Augment((0.0,) * 3, (1.0,) * 3, num_classes=4, mixup_alpha=0.8, cutmix_alpha=1.0, mixup_switch=switch)
+    images = (torch.arange(4) * 60).view(4, 1, 1, 1).expand(4, 3, 16, 16).to(torch.uint8)
+    for seed in range(5):
+        torch.manual_seed(seed)
+        x, _ = aug(images, torch.arange(4))
+        pure = torch.isin(x[0], images.float().div(255).unique()).all()  # cutmix only moves whole pixels
+        assert bool(pure) == expect_cutmix

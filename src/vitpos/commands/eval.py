@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 
 from ..data.catalog import open_data
+from ..engine.config import TrainConfig
 from ..engine.distributed import pick_device
 from ..engine.evaluate import evaluate_resolutions, resolution_table
+from ..engine.pipeline import for_evaluation
 from ..engine.setup import check_model_fits_data
 from ..spec import non_negative_int, positive_int
 from ..weights import load_model
@@ -32,8 +34,13 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("all checkpoints in one table must share a task (classification or regression)")
         task = data.info.task
         sizes = args.resolutions or [cfg.image_hw]
+        trained = ckpt.train_config
+        crop = args.eval_crop or trained.get("eval_crop", TrainConfig.eval_crop)
+        if not 0 < crop <= 1:
+            raise ValueError(f"--eval-crop {crop} must lie in (0, 1]: the fraction of the resized image kept")
+        split = for_evaluation(data.split(args.split), crop, trained.get("interpolation", TrainConfig.interpolation))
         results = evaluate_resolutions(
-            model, data.split(args.split), sizes, batch_size=args.batch_size, device=device, workers=args.workers
+            model, split, sizes, batch_size=args.batch_size, device=device, workers=args.workers
         )
         name = ckpt.path.parent.parent.name if ckpt.path.parent.name == "checkpoints" else ckpt.path.name
         rows.append((name + (" (EMA)" if args.ema else ""), sum(p.numel() for p in model.parameters()), results))
@@ -67,6 +74,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=parse_size_list,
         metavar="SIZES",
         help="input sizes, e.g. 32,48,64 or 32x48; default: the training size",
+    )
+    p.add_argument(
+        "--eval-crop",
+        type=float,
+        metavar="X",
+        help="photographs from files: resize the shorter side to size / X, then centre-crop "
+        "(default: the run's eval_crop, 0.875 as DeiT)",
     )
     p.add_argument("--batch-size", type=option_type(positive_int), default=256, help="images per batch (default: 256)")
     p.add_argument("--ema", action="store_true", help="use the EMA weights")

@@ -1,7 +1,9 @@
 """``vitpos train``: train a model on a data set; runs as is under ``torchrun``.
 
-Settings come in layers, later ones winning: the dataclass defaults, the run's saved
-``config.yaml`` (with ``--resume``), a ``--config`` YAML file, then the options given here.
+Settings come in layers, later ones winning: the dataclass defaults, a ``--recipe`` (a paper's
+training recipe, see :mod:`vitpos.engine.recipes`), the run's saved ``config.yaml`` (with
+``--resume``), a ``--config`` YAML file, then the options given here. ``--print-config`` prints
+the resolved settings as a YAML config (which ``--config`` reads back) and exits.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import yaml
+
 from ..engine.config import TrainConfig
+from ..engine.recipes import RECIPES, get_recipe
 from ..engine.setup import RunRequest
 from ..engine.train import Resume, train
 from ..errors import ConfigError
@@ -34,7 +39,7 @@ def default_run_dir(request: RunRequest) -> str:
 
 
 def build_request(args: argparse.Namespace) -> RunRequest:
-    """Stack the saved run config (on resume), the config file and the command-line options."""
+    """Stack the recipe, the saved run config (on resume), the config file and the command-line options."""
     names = args.option_names
     cli = RunRequest(
         args.model, given_options(args, names["model"] + names["slots"]), given_options(args, names["train"])
@@ -50,7 +55,10 @@ def build_request(args: argparse.Namespace) -> RunRequest:
             if request.preset:  # a model named anew is checked against the checkpoint, not merged into it
                 base = RunRequest(train=base.train)
             request = base.merged(request)
-    elif not run_dir:
+    if args.recipe:  # the lowest layer: a resumed run keeps the values it was saved with
+        recipe = get_recipe(args.recipe)
+        request = RunRequest(model=dict(recipe.model), train=dict(recipe.train)).merged(request)
+    if not args.resume and not run_dir:
         request.train["run_dir"] = default_run_dir(request)
     return request
 
@@ -70,8 +78,21 @@ def _epoch_lines() -> Iterator[None]:
         logger.setLevel(level)
 
 
+def resolved_settings(request: RunRequest) -> dict:
+    """The settings a run would use, as a ``--config`` YAML mapping (the model: preset plus overrides)."""
+    train_cfg = TrainConfig.from_dict(request.train)
+    model = {"preset": request.preset, **request.model} if request.preset else dict(request.model)
+    return {"model": model, "train": train_cfg.to_dict()}
+
+
 def run(args: argparse.Namespace) -> int:
-    model_cfg, train_cfg, data = build_request(args).resolve()
+    request = build_request(args)
+    if args.print_config:
+        cfg = TrainConfig.from_dict(request.train)
+        print(f"# recipe: {args.recipe or 'none'}; peak learning rate after warm-up: {cfg.peak_lr:g}")
+        print(yaml.safe_dump(resolved_settings(request), sort_keys=False), end="")
+        return 0
+    model_cfg, train_cfg, data = request.resolve()
     with _epoch_lines():
         result = train(
             model_cfg,
@@ -94,6 +115,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--config", metavar="FILE", help="YAML file with 'model' and 'train' sections")
     p.add_argument("--model", metavar="NAME", help="model preset to start from (see `vitpos models`)")
+    p.add_argument(
+        "--recipe",
+        choices=tuple(RECIPES),
+        help="a paper's training recipe as the base of every option: "
+        + "; ".join(f"{r.name} ({r.source})" for r in RECIPES.values()),
+    )
+    p.add_argument("--print-config", action="store_true", help="print the resolved settings as YAML and exit")
     resume = p.add_mutually_exclusive_group()
     resume.add_argument(
         "--resume",

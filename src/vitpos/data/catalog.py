@@ -11,6 +11,7 @@ from .dataset import DataSplits
 from .digits import load_digits_splits
 from .folders import load_folder_splits
 from .masks import load_mask_splits
+from .shards import load_shard_splits
 from .synthetic import TASKS, SyntheticTask
 from .synthetic_detect import SyntheticDetection
 from .synthetic_segment import SEGMENT_TASKS, SyntheticSegmentation
@@ -21,6 +22,7 @@ DATA_FORMS = {
     "synthetic": "synthetic:TASK[:img=32|HxW][:square=PATCH][:train=5000][:val=1000][:test=1000][:seed=0][:free]",
     "detect": "synthetic:detect[:img=32|HxW][:objects=3][:min=4][:max=10][:train=800][:val=100][:test=200][:seed=0]",
     "folder": "folder:PATH",
+    "wds": "wds:PATTERN[:val=PATTERN] (WebDataset tar shards, e.g. wds:/data/train-{000000..000099}.tar)",
     "coco": "coco:PATH",
     "masks": "masks:PATH[:classes=N][:reduce_zero]",
     "cifar10": "cifar10:PATH",
@@ -75,6 +77,8 @@ def open_data(spec: str, *, patch_size: int | None = None) -> DataSplits:
         return load_folder_splits(rest) if kind == "folder" else load_cifar_splits(kind, rest)
     if kind == "masks":
         return _masks(spec, rest)
+    if kind == "wds":
+        return load_shard_splits(spec)
     if kind not in ("synthetic", "digits"):
         raise SpecError(f"unknown data source {kind!r} in {spec!r}; valid forms: {_forms()}")
     parsed = SlotSpec.parse(spec)

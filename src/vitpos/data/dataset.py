@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
+from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from .transforms import resize
@@ -65,6 +66,9 @@ class DataInfo:
 class ImageDataset(Dataset):
     """Base class: a split of a data set, indexed by a 1-D tensor of sample indices."""
 
+    per_image = False
+    """Whether :meth:`open_sample` hands out whole images for the per-image transforms (:mod:`.crops`)."""
+
     def __init__(self, info: DataInfo, image_size: Size | None) -> None:
         self.info = info
         self.image_size = image_size
@@ -80,11 +84,16 @@ class ImageDataset(Dataset):
         """This split handing out images of ``size`` (resized; synthetic tasks re-render)."""
         raise NotImplementedError
 
+    def open_sample(self, index: int) -> tuple[Image.Image, torch.Tensor]:
+        """Sample ``index`` whole: its image opened lazily (not decoded yet) and its target."""
+        raise NotImplementedError(f"{type(self).__name__} hands out whole batches only")
+
 
 class TensorImages(ImageDataset):
     """A split held in memory as a uint8 tensor; other sizes are resized batch by batch."""
 
     image_size: Size  # always known: the stored size unless another is given
+    per_image = True
 
     def __init__(self, images: torch.Tensor, targets: torch.Tensor, info: DataInfo, size: Size | None = None) -> None:
         if images.dtype != torch.uint8 or images.ndim != 4:
@@ -105,6 +114,10 @@ class TensorImages(ImageDataset):
         if self.image_size != self._native:
             images = resize(images, self.image_size)
         return images, self.targets[index]
+
+    def open_sample(self, index: int) -> tuple[Image.Image, torch.Tensor]:
+        pixels = self.images[index].permute(1, 2, 0).numpy()
+        return Image.fromarray(pixels[..., 0] if pixels.shape[-1] == 1 else pixels), self.targets[index]
 
     def at_size(self, size: int | tuple[int, int]) -> TensorImages:
         size = as_size(size)
@@ -145,7 +158,7 @@ class DataSplits:
 
 
 def iterate_batches(
-    dataset: ImageDataset, batches: list[torch.Tensor], workers: int = 0, pin_memory: bool = False
+    dataset: Dataset, batches: Sequence[Any], workers: int = 0, pin_memory: bool = False
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Yield ``dataset[b]`` for each index batch ``b``, decoded in ``workers`` processes if > 0."""
     if workers == 0:

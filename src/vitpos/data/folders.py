@@ -2,8 +2,9 @@
 
 ``ROOT`` either holds ``train/`` plus ``val/`` and/or ``test/`` (each with the same class
 folders, the ImageNet layout), or the class folders themselves, which are then split
-80 / 10 / 10 at random with a fixed seed. Each image is resized on its shorter side and
-centre-cropped to the requested size.
+80 / 10 / 10 at random with a fixed seed. Training takes each whole image through the
+per-image transforms (:class:`~.crops.TrainCrop`); a batch at a size (evaluation) is each image
+resized on its shorter side to ``size / eval_crop`` and centre-cropped (:class:`~.crops.EvalCrop`).
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
+from .crops import EvalCrop
 from .dataset import DataInfo, DataSplits, ImageDataset, Size, as_size
+from .decode import READ_ERRORS, open_image, unreadable
 
 __all__ = [
     "ImageFiles",
@@ -29,16 +32,27 @@ __all__ = [
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-READ_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError)
-"""What Pillow raises for a file it cannot decode."""
+EVAL_CROP = 0.875
+"""The evaluation crop fraction of DeiT's released code (resize to 256, centre-crop 224)."""
 
 
 class ImageFiles(ImageDataset):
     """Labelled image files; :meth:`at_size` must set the size before batches are drawn."""
 
-    def __init__(self, samples: list[tuple[Path, int]], info: DataInfo, size: Size | None = None) -> None:
+    per_image = True
+
+    def __init__(
+        self,
+        samples: list[tuple[Path, int]],
+        info: DataInfo,
+        size: Size | None = None,
+        eval_crop: float = EVAL_CROP,
+        interpolation: str = "bicubic",
+    ) -> None:
         super().__init__(info, size)
         self.samples = samples
+        self.eval_crop = eval_crop
+        self.interpolation = interpolation
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -46,12 +60,24 @@ class ImageFiles(ImageDataset):
     def __getitem__(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.image_size is None:
             raise RuntimeError("image folders have no native size; call at_size(size) first")
+        crop = EvalCrop(self.image_size, "RGB", self.eval_crop, self.interpolation)
         picked = [self.samples[i] for i in index.tolist()]
-        images = torch.stack([decode_image(path, self.image_size) for path, _ in picked])
-        return images, torch.tensor([label for _, label in picked], dtype=torch.int64)
+        images = []
+        for path, _ in picked:
+            with open_image(path) as img:
+                images.append(crop(img))
+        return torch.stack(images), torch.tensor([label for _, label in picked], dtype=torch.int64)
+
+    def open_sample(self, index: int) -> tuple[Image.Image, torch.Tensor]:
+        path, label = self.samples[index]
+        return open_image(path), torch.tensor(label)
 
     def at_size(self, size: int | tuple[int, int]) -> ImageFiles:
-        return ImageFiles(self.samples, self.info, as_size(size))
+        return ImageFiles(self.samples, self.info, as_size(size), self.eval_crop, self.interpolation)
+
+    def evaluated_with(self, eval_crop: float, interpolation: str) -> ImageFiles:
+        """These files evaluated with another crop fraction and resampling."""
+        return ImageFiles(self.samples, self.info, self.image_size, eval_crop, interpolation)
 
 
 def fit_to_size(img: Image.Image, size: Size, resample: Image.Resampling = Image.Resampling.BICUBIC) -> Image.Image:
@@ -70,7 +96,7 @@ def decode_image(path: Path, size: Size) -> torch.Tensor:
         with Image.open(path) as img:
             pixels = np.asarray(fit_to_size(img.convert("RGB"), size), dtype=np.uint8)
     except READ_ERRORS as err:
-        raise ValueError(f"cannot read image {path} ({err}); remove or replace the file") from None
+        raise unreadable(path, err) from None
     return torch.from_numpy(pixels.copy()).permute(2, 0, 1)
 
 

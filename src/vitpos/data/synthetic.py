@@ -171,6 +171,8 @@ class SyntheticImages(TensorImages):
     """A rendered split; :meth:`at_size` draws the split anew at the other size. ``task`` is any
     generator with ``info`` and ``render(split, size)`` (the red-green tasks, ``synthetic:detect``)."""
 
+    per_image = False  # re-rendered at each size; crops would falsify the labels
+
     def __init__(self, images: torch.Tensor, targets: torch.Tensor, task: SceneGenerator, split: str) -> None:
         super().__init__(images, targets, task.info)
         self.task = task

@@ -1,5 +1,6 @@
 """Batch transforms in plain torch, run on the training device: resize, random resized crop,
-horizontal flip, normalisation, mixup / cutmix and label smoothing.
+horizontal flip, RandAugment (:mod:`.randaugment`), normalisation, random erasing, mixup / cutmix
+and label smoothing.
 
 Each random transform draws a separate value per sample from torch's global generator, which
 the trainer reseeds every step, so a resumed run sees the same augmentations.
@@ -8,6 +9,7 @@ the trainer reseeds every step, so a resumed run sees the same augmentations.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -21,6 +23,7 @@ __all__ = [
     "random_hflip",
     "mixup",
     "cutmix",
+    "random_erasing",
     "smooth_one_hot",
     "soft_cross_entropy",
     "Augment",
@@ -118,9 +121,40 @@ def cutmix(images: torch.Tensor, targets: torch.Tensor, alpha: float) -> tuple[t
     return mixed, targets.mul(lam).add_(targets.flip(0), alpha=1.0 - lam), lam
 
 
+def random_erasing(
+    images: torch.Tensor,
+    p: float,
+    area: tuple[float, float] = (0.02, 1 / 3),
+    ratio: tuple[float, float] = (0.3, 1 / 0.3),
+    attempts: int = 10,
+) -> torch.Tensor:
+    """Erase one box per image with probability ``p``, filled with per-pixel normal noise (Zhong et al. 2020).
+
+    timm's ``RandomErasing(mode="pixel")`` as DeiT uses it on normalised images: up to ``attempts``
+    draws of an area fraction in ``area`` and a log-uniform aspect in ``ratio``; the first box that
+    fits strictly inside the image is erased, and none if none fits.
+    """
+    b, _, h, w = images.shape
+    dev = images.device
+    frac = torch.empty(b, attempts, device=dev).uniform_(*area)
+    aspect = torch.empty(b, attempts, device=dev).uniform_(math.log(ratio[0]), math.log(ratio[1])).exp()
+    bh, bw = (frac * h * w * aspect).sqrt().round(), (frac * h * w / aspect).sqrt().round()
+    fits = (bh < h) & (bw < w)
+    first = fits.float().argmax(dim=1, keepdim=True)  # the first attempt that fits
+    bh, bw = bh.gather(1, first).squeeze(1), bw.gather(1, first).squeeze(1)
+    erase = fits.any(dim=1) & (torch.rand(b, device=dev) < p)
+    top = (torch.rand(b, device=dev) * (h - bh + 1)).floor()
+    left = (torch.rand(b, device=dev) * (w - bw + 1)).floor()
+    ys, xs = torch.arange(h, device=dev).view(1, h, 1), torch.arange(w, device=dev).view(1, 1, w)
+    inside = (ys >= top.view(-1, 1, 1)) & (ys < (top + bh).view(-1, 1, 1))
+    inside = inside & (xs >= left.view(-1, 1, 1)) & (xs < (left + bw).view(-1, 1, 1))
+    mask = (inside & erase.view(-1, 1, 1)).unsqueeze(1)
+    return torch.where(mask, torch.randn_like(images), images)
+
+
 @dataclass
 class Augment:
-    """The training-time pipeline: crop, flip, normalise, then mixup or cutmix with soft targets.
+    """The training-time pipeline: crop, flip, RandAugment, normalise, erase, then mixup or cutmix with soft targets.
 
     Called with uint8 images on the device and hard labels (or regression targets); returns
     float images and either the targets unchanged or soft class targets when mixing or
@@ -137,6 +171,12 @@ class Augment:
     mixup_alpha: float = 0.0
     cutmix_alpha: float = 0.0
     label_smoothing: float = 0.0
+    randaugment: Callable[[torch.Tensor], torch.Tensor] | None = None
+    """RandAugment on float images in [0, 1] (:class:`~.randaugment.RandAugment`)."""
+    erasing: float = 0.0
+    """Random-erasing probability per image."""
+    mixup_switch: float = 0.5
+    """With mixup and cutmix both on: the probability of cutmix for a batch."""
 
     @property
     def mixes(self) -> bool:
@@ -149,11 +189,15 @@ class Augment:
             x = random_resized_crop(x, (x.shape[-2], x.shape[-1]), scale=(self.crop_scale, 1.0))
         if self.hflip > 0:
             x = random_hflip(x, self.hflip)
+        if self.randaugment is not None:
+            x = self.randaugment(x)
         x = normalize(x, self.mean, self.std)
+        if self.erasing > 0:
+            x = random_erasing(x, self.erasing)
         if not self.mixes:
             return x, targets
         soft = smooth_one_hot(targets, self.num_classes, self.label_smoothing)
-        # with both on, pick one per batch with equal odds (as DeiT / timm do)
-        use_cutmix = self.cutmix_alpha > 0 and (self.mixup_alpha <= 0 or bool(torch.rand(()) < 0.5))
+        # with both on, pick one per batch (DeiT / timm: cutmix with probability 0.5)
+        use_cutmix = self.cutmix_alpha > 0 and (self.mixup_alpha <= 0 or bool(torch.rand(()) < self.mixup_switch))
         x, soft, _ = cutmix(x, soft, self.cutmix_alpha) if use_cutmix else mixup(x, soft, self.mixup_alpha)
         return x, soft

@@ -20,18 +20,23 @@ class TrainConfig:
     """Everything about a training run except the model."""
 
     data: str = "synthetic:direction"
-    """Data set: synthetic:TASK[:opt=val...], folder:PATH, masks:PATH (segmentation), cifar10:PATH,
-    cifar100:PATH or digits."""
+    """Data set: synthetic:TASK[:opt=val...], folder:PATH, wds:PATTERN (tar shards), masks:PATH (segmentation),
+    cifar10:PATH, cifar100:PATH or digits."""
     epochs: int = bounded(30, ge=1)
     """Passes over the training split."""
     batch_size: int = bounded(128, ge=1)
     """Global batch size, split evenly over the processes of a distributed run."""
     lr: float = bounded(1e-3, ge=0)
-    """Peak learning rate, reached at the end of warm-up (not scaled with the batch size)."""
+    """Peak learning rate, reached at the end of warm-up (scaled with the batch size only when lr_batch is set)."""
+    lr_batch: int | None = bounded(None, ge=1)
+    """The global batch size lr is stated for: the peak rate is lr * batch_size / lr_batch (DeiT: 512);
+    none = lr as given."""
     min_lr: float = bounded(1e-5, ge=0)
     """Learning rate at the end of the cosine decay (at most lr)."""
     warmup_epochs: float = bounded(1.0, ge=0)
     """Linear warm-up from zero, in epochs (fractions allowed)."""
+    cooldown_epochs: int = bounded(0, ge=0)
+    """The last epochs of the run stay at min_lr after the cosine has decayed (timm's cool-down)."""
     weight_decay: float = bounded(0.05, ge=0)
     """AdamW's decoupled weight decay; norms, biases, prefix tokens and position parameters get none."""
     betas: tuple[float, float] = bounded((0.9, 0.999), ge=0, lt=1)
@@ -49,7 +54,24 @@ class TrainConfig:
     hflip: float | None = bounded(None, ge=0, le=1)
     """Horizontal-flip probability; default 0.5 for folders and CIFAR, 0 elsewhere."""
     crop_scale: float | None = bounded(None, gt=0, le=1)
-    """Smallest area fraction of the random resized crop; default 0.08 for folders and CIFAR, no crop elsewhere."""
+    """Smallest area fraction of the random resized crop of the whole image; default 0.08 for photographs
+    (folders, shards, CIFAR), no crop elsewhere."""
+    interpolation: str = bounded("bicubic", choices=("bicubic", "bilinear"))
+    """How crops and resizes of photographs are resampled (Pillow's, antialiased)."""
+    randaugment: str | None = None
+    """RandAugment on the training device in timm's notation, e.g. rand-m9-mstd0.5-inc1 (DeiT); none = off."""
+    random_erasing: float = bounded(0.0, ge=0, le=1)
+    """Probability of erasing a random box of each image with per-pixel normal noise (Zhong et al. 2020)."""
+    mixup_switch: float = bounded(0.5, ge=0, le=1)
+    """With mixup and cutmix both on: the probability that a batch gets cutmix rather than mixup."""
+    repeated_aug: int = bounded(1, ge=1)
+    """Repeated augmentation: each image this many times per epoch, differently augmented, the copies on
+    different processes; the epoch keeps the length of one pass (DeiT: 3)."""
+    shuffle_buffer: int = bounded(1000, ge=1)
+    """Samples each loading worker holds to shuffle WebDataset shards (wds:) as it streams them."""
+    eval_crop: float = bounded(0.875, gt=0, le=1)
+    """Evaluation of photographs read from files: resize the shorter side to size / eval_crop, then
+    centre-crop to size (DeiT: 0.875, i.e. 256 -> 224)."""
     amp: bool = True
     """Mixed precision: autocast in amp_dtype on CUDA (on CPU only with cpu_amp)."""
     amp_dtype: str = bounded("bfloat16", choices=("bfloat16", "float16"))
@@ -101,6 +123,23 @@ class TrainConfig:
                 f"TrainConfig.min_lr = {self.min_lr} is above lr = {self.lr}: the cosine schedule decays from lr "
                 "down to min_lr; set min_lr <= lr"
             )
+        if self.randaugment is not None:
+            from ..data.randaugment import RandAugment  # kornia: imported only when asked for
+
+            try:
+                RandAugment.from_spec(self.randaugment)
+            except ValueError as err:
+                raise ConfigError(f"TrainConfig.randaugment: {err}") from None
+        if self.cooldown_epochs >= self.epochs:
+            raise ConfigError(
+                f"TrainConfig.cooldown_epochs = {self.cooldown_epochs} leaves no epoch of the {self.epochs} for the "
+                "warm-up and cosine; set cooldown_epochs below epochs"
+            )
+
+    @property
+    def peak_lr(self) -> float:
+        """The learning rate at the end of warm-up: lr, scaled linearly to batch_size when lr_batch is set."""
+        return self.lr * self.batch_size / self.lr_batch if self.lr_batch else self.lr
 
     def replace(self, **overrides: Any) -> TrainConfig:
         """A copy with fields replaced; unknown names are an error."""

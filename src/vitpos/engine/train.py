@@ -28,8 +28,7 @@ from tqdm.auto import tqdm
 
 from ..config import HostConfig
 from ..data.catalog import open_data
-from ..data.dataset import DataInfo, DataSplits, iterate_batches
-from ..data.transforms import Augment
+from ..data.dataset import DataSplits
 from ..errors import VitposError
 from ..models.factory import create_model
 from ..models.saved_encoding import load_position_encoding
@@ -37,9 +36,10 @@ from ..tasks import loss_precision, task_for
 from ..weights import WeightsFile, load_weights
 from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_training_checkpoint, save_checkpoint
 from .config import TrainConfig
-from .distributed import Dist, epoch_batches, setup, steps_per_epoch, teardown
+from .distributed import Dist, setup, teardown
 from .evaluate import evaluate, input_dtype
 from .optim import ModelEma, WarmupCosine, build_optimizer
+from .pipeline import TrainData, build_augment, eval_split
 from .precision import Precision
 from .records import write_history, write_run_config, write_summary
 from .run_lock import locked_run_folder
@@ -87,30 +87,6 @@ class TrainResult:
     checkpoint: Path | None
 
 
-def build_augment(cfg: TrainConfig, info: DataInfo) -> Augment:
-    """The training augmentation for ``info``; refuses ones that would falsify its labels."""
-    if info.position_sensitive:
-        moving = [n for n in ("crop_scale", "hflip", "cutmix") if getattr(cfg, n)]
-        if moving:
-            raise ValueError(
-                f"{', '.join(moving)} move things within the image and would change the labels of "
-                f"{info.spec}; leave them off for synthetic tasks"
-            )
-    if info.task != "classification" and (cfg.mixup or cfg.cutmix or cfg.label_smoothing):
-        raise ValueError(f"mixup, cutmix and label_smoothing need a classification task; {info.spec} is {info.task}")
-    default_on = info.photographic
-    return Augment(
-        info.mean,
-        info.std,
-        num_classes=info.num_outputs if info.task == "classification" else 0,
-        crop_scale=cfg.crop_scale if cfg.crop_scale is not None else (0.08 if default_on else None),
-        hflip=cfg.hflip if cfg.hflip is not None else (0.5 if default_on else 0.0),
-        mixup_alpha=cfg.mixup,
-        cutmix_alpha=cfg.cutmix,
-        label_smoothing=cfg.label_smoothing,
-    )
-
-
 def step_seed(seed: int, step: int, rank: int) -> int:
     """The generator seed of optimiser step ``step`` on process ``rank`` (augmentation, dropout)."""
     return (seed * 1_000_003 + step) * 4096 + rank
@@ -125,11 +101,13 @@ class _Trainer:
         self.cfg, self.model_cfg, self.ctx, self.device = cfg, model_cfg, ctx, device
         self.info = data.info
         check_model_fits_data(model_cfg, self.info)
-        self.augment = build_augment(cfg, self.info)
         size = model_cfg.image_hw
-        self.train_set, self.val_set, self.test_set = (data.split(s).at_size(size) for s in ("train", "val", "test"))
-        steps = self.steps_per_epoch = steps_per_epoch(len(self.train_set), cfg.batch_size, ctx)
-        self.schedule = WarmupCosine(cfg.lr, cfg.min_lr, round(cfg.warmup_epochs * steps), cfg.epochs * steps)
+        self.train_data = TrainData(data, cfg, size, ctx, pin_memory=device.type == "cuda")
+        self.augment = self.train_data.augment
+        self.val_set, self.test_set = (eval_split(data, s, size, cfg) for s in ("val", "test"))
+        steps = self.steps_per_epoch = self.train_data.steps_per_epoch
+        cosine_end = (cfg.epochs - cfg.cooldown_epochs) * steps
+        self.schedule = WarmupCosine(cfg.peak_lr, cfg.min_lr, round(cfg.warmup_epochs * steps), cosine_end)
 
         torch.manual_seed(cfg.seed)
         self.model = create_model(model_cfg)
@@ -283,14 +261,12 @@ class _Trainer:
 
     def _train_epoch(self) -> None:
         cfg, ctx, device = self.cfg, self.ctx, self.device
-        batches = epoch_batches(len(self.train_set), cfg.batch_size, cfg.seed, self.epoch, ctx)
         self.model.train()
         dtype = input_dtype(self.model)
         bar = self.bar
         bar.set_description(f"epoch {self.epoch + 1}/{cfg.epochs}", refresh=False)
         began, first = time.perf_counter(), self.batch
-        loader = iterate_batches(self.train_set, batches[self.batch :], cfg.workers, pin_memory=device.type == "cuda")
-        for images, targets in loader:
+        for images, targets in self.train_data.batches(self.epoch, self.batch):
             torch.manual_seed(step_seed(cfg.seed, self.step, ctx.rank))
             images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
             x, y = self.augment(images, targets)
@@ -314,10 +290,10 @@ class _Trainer:
             self.step += 1
             self.batch += 1
             bar.update(1)
-            if self.batch % 10 == 0 or self.batch == len(batches):
+            if self.batch % 10 == 0 or self.batch == self.steps_per_epoch:
                 seen = (self.batch - first) * cfg.batch_size
                 bar.set_postfix(self.running.compute() | {"img/s": seen / (time.perf_counter() - began)}, refresh=False)
-            if cfg.save_every and self.step % cfg.save_every == 0 and self.batch < len(batches):
+            if cfg.save_every and self.step % cfg.save_every == 0 and self.batch < self.steps_per_epoch:
                 self._save(lr)
         elapsed = time.perf_counter() - began
         row = {"epoch": self.epoch + 1, "step": self.step, "lr": lr}
