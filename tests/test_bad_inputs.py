@@ -9,10 +9,13 @@ print exactly one error line. Nothing may be silently accepted.
 from __future__ import annotations
 
 import fcntl
+import json
+import logging
 import os
 import pickle
 import re
 import shutil
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -30,9 +33,14 @@ from vitpos.cli import main
 from vitpos.config import ModelConfig, PositionConfig, PyramidConfig
 from vitpos.data.catalog import open_data
 from vitpos.data.synthetic import SyntheticTask
-from vitpos.engine import TrainConfig, load_training_checkpoint, run_lock, train
+from vitpos.deploy import export_model
+from vitpos.encodings.relative.buckets import relative_buckets
+from vitpos.engine import RunRequest, TrainConfig, evaluate_resolutions, load_training_checkpoint, run_lock, train
 from vitpos.engine.train import RunChangedWarning
 from vitpos.errors import VitposError
+from vitpos.models.saved_encoding import load_position_encoding, save_position_encoding
+from vitpos.study import StudyConfig, parse_family, run_study
+from vitpos.study.report import report_from_results
 
 from .engine.conftest import TINY_MODEL, tiny_request
 
@@ -70,11 +78,18 @@ def _with_metadata(run: Path, key: str, text: str) -> Path:
     return file
 
 
+_FORBIDDEN = re.compile(r"weights_only|\x1b|inline_container|SafetensorError")
+"""What no message may contain: torch's advice to unpickle anything, colour codes, C++ or Rust internals."""
+
+MARKER = Path(tempfile.gettempdir()) / f"vitpos-bad-inputs-ran-code-{os.getpid()}"
+"""The file a hostile pickle writes if anything unpickles it without weights_only."""
+
+
 class _RunsCode:
-    """A pickle that would run a command if unpickled without weights_only."""
+    """A pickle that would run a command (writing :data:`MARKER`) if unpickled without weights_only."""
 
     def __reduce__(self):
-        return (os.system, ("echo owned > /dev/null",))
+        return (os.system, (f"touch '{MARKER}'",))
 
 
 def _tamper_state(run: Path) -> Path:
@@ -85,6 +100,86 @@ def _tamper_state(run: Path) -> Path:
 
 def _thesis(**overrides):
     return vitpos.create_model("thesis_vit", **overrides).eval()
+
+
+def _tiny_model():
+    return vitpos.create_model("thesis_vit", **TINY_MODEL, num_classes=2).eval()
+
+
+def _random_bytes(folder: Path, name: str = "random.pth") -> Path:
+    path = folder / name
+    path.write_bytes(bytes(range(256)) * 8)  # no pickle, no zip: 2 KiB of every byte value
+    return path
+
+
+def _hostile_pickle(folder: Path) -> Path:
+    path = folder / "hostile.pth"
+    torch.save({"model": _RunsCode()}, path)
+    return path
+
+
+def _huge_config(run: Path, tmp_path: Path) -> Path:
+    """A copy of ``run`` whose checkpoint says embed_dim=2**20."""
+    copy = _copy(run, tmp_path)
+    config = load_training_checkpoint(run, with_state=False).model_config.to_dict() | {"embed_dim": 2**20}
+    _with_metadata(copy, "model_config", json.dumps(config))
+    return copy
+
+
+def _position_file(folder: Path, **metadata: str | None) -> Path:
+    """A saved learned position table with ``metadata`` entries replaced (None: removed)."""
+    path = save_position_encoding(_thesis(absolute="learned"), folder / "pe.safetensors")
+    with safe_open(str(path), framework="pt") as f:
+        meta = dict(f.metadata())
+    meta = {k: v for k, v in (meta | metadata).items() if v is not None}
+    save_file(load_file(str(path)), str(path), metadata=meta)
+    return path
+
+
+def _results_json(folder: Path, text: str) -> Path:
+    folder.joinpath("results.json").write_text(text)
+    return folder
+
+
+def _coco(folder: Path, image: dict | None = None, annotation: dict | None = None) -> Path:
+    """A COCO folder of one 32x32 image with one box, its fields updated (a value None removes the field)."""
+    img = {"id": 1, "file_name": "a.png", "width": 32, "height": 32} | (image or {})
+    ann = {"id": 7, "image_id": 1, "category_id": 1, "bbox": [1, 2, 8, 8], "iscrowd": 0} | (annotation or {})
+    data = {
+        "images": [{k: v for k, v in img.items() if v is not None}],
+        "annotations": [{k: v for k, v in ann.items() if v is not None}],
+        "categories": [{"id": 1, "name": "square"}],
+    }
+    root = folder / "coco"
+    (root / "annotations").mkdir(parents=True, exist_ok=True)
+    for split in ("train", "val"):
+        (root / "annotations" / f"instances_{split}.json").write_text(json.dumps(data))
+    return root
+
+
+COCO_BAD = [
+    (
+        "bbox as strings",
+        None,
+        {"bbox": ["1", "2", "8", "8"]},
+        r"annotation 7 \(image 1\) has bbox \['1', '2', '8', '8'\] with",
+    ),
+    (
+        "bbox missing",
+        None,
+        {"bbox": None},
+        r"annotation 7 \(image 1\) has no bbox; write it as \[x, y, width, height\]",
+    ),
+    ("bbox of 3", None, {"bbox": [1, 2, 8]}, r"annotation 7 \(image 1\) has bbox \[1, 2, 8\], not a list of 4 numbers"),
+    (
+        "bbox NaN",
+        None,
+        {"bbox": [1, 2, float("nan"), 8]},
+        r"annotation 7 .*bbox \[1, 2, nan, 8\] with a value that is not a finite",
+    ),
+    ("width missing", {"width": None}, None, r"image 1 \(a.png\): its width is missing; give the image's width"),
+    ("width 'wide'", {"width": "wide"}, None, r"image 1 \(a.png\): its width is 'wide'; give the image's width"),
+]
 
 
 # ---- Python API: (id, call taking (tmp_path, finished_run), pattern) ----------------------------
@@ -333,6 +428,126 @@ API_CASES = [
         lambda t, r: _train_read_only(t),
         r"run folder .* is not writable \(permission denied\); make it writable",
     ),
+    (
+        "img_size=160000",
+        lambda t, r: _thesis(img_size=160_000),
+        r"this vit \(depth \d+, width \d+; 160000x160000 images\), its weights and one image's tokens, would need",
+    ),
+    (
+        "batch of 0 images",
+        lambda t, r: _thesis()(torch.zeros(0, 3, 32, 32)),
+        r"the batch is empty: images of shape \(0,",
+    ),
+    (
+        "images on meta",
+        lambda t, r: _thesis()(torch.zeros(1, 3, 32, 32, device="meta")),
+        r"images are on device meta but the model is on cpu; move them with x.to\('cpu'\)",
+    ),
+    (
+        "train('thesis_vit', ...)",
+        lambda t, r: train("thesis_vit", TrainConfig()),
+        r"train: model_cfg must be a model config, got 'thesis_vit' \(str\); build one with vitpos.get_config",
+    ),
+    ("open_data(None)", lambda t, r: open_data(None), r"open_data: spec must be a data spec string .*got None"),
+    (
+        "from_mapping train: [1, 2]",
+        lambda t, r: RunRequest.from_mapping({"train": [1, 2]}),
+        r"section 'train' must be a mapping of option: value, not \[1, 2\]",
+    ),
+    (
+        "lape:chained:chained",
+        lambda t, r: PositionConfig(join="lape:chained:chained"),
+        r"flag 'chained' is given twice in 'lape:chained:chained'; give each flag once",
+    ),
+    (
+        "peg:frozen:frozen",
+        lambda t, r: PositionConfig(conditional="peg:frozen:frozen"),
+        r"flag 'frozen' is given twice in 'peg:frozen:frozen'",
+    ),
+    (
+        "family absolute= twice",
+        lambda t, r: parse_family("mine: absolute=none absolute=learned"),
+        r"family 'mine': 'absolute' is given twice; give it once",
+    ),
+    (
+        "drop=('haed',)",
+        lambda t, r: vitpos.load_weights(_tiny_model(), r, drop=("haed",)),
+        r"drop pattern\(s\) 'haed' match no parameter of the model .*parameters start with .*head",
+    ),
+    (
+        "run_study(workers=0)",
+        lambda t, r: run_study(StudyConfig(seeds=1), t / "study", workers=0),
+        r"run_study: workers = 0; expected an integer >= 1",
+    ),
+    (
+        "embed_dim=2**20",
+        lambda t, r: _thesis(embed_dim=2**20, num_heads=1),
+        r"this vit \(depth \d+, width 1048576; 32x32 images\), its weights and one image's tokens, would need at least "
+        r"[\d.]+ TiB, more than the .* of memory on this machine; check embed_dim, depth and img_size",
+    ),
+    (
+        "checkpoint embed_dim=2**20",
+        lambda t, r: vitpos.load_model(_huge_config(r, t)),
+        r"checkpoint .*step-\d+: the model its config describes cannot be built here: .*width 1048576.* would need",
+    ),
+    (
+        "evaluate at 50000 pixels",
+        lambda t, r: evaluate_resolutions(_tiny_model(), open_data(DATA).test, [50000]),
+        r"evaluating at 50000x50000 in batches of 256 would need at least [\d.]+ TiB, more than",
+    ),
+    (
+        "bucket table of a huge grid",
+        lambda t, r: relative_buckets("product", (100_000, 100_000)),
+        r"iRPE bucket ids for a 100000x100000 grid \(10000000000 tokens.* would need at least .*; use a smaller grid",
+    ),
+    (
+        "position file without 'absolute'",
+        lambda t, r: load_position_encoding(_thesis(absolute="learned"), _position_file(t, absolute=None)),
+        r"position-encoding file .*pe.safetensors lacks the 'absolute' entry of its metadata; write it again",
+    ),
+    (
+        "position file grid not JSON",
+        lambda t, r: load_position_encoding(_thesis(absolute="learned"), _position_file(t, grid="{8, 8")),
+        r"pe.safetensors: its 'grid' metadata '\{8, 8' is malformed",
+    ),
+    (
+        "position file embed_dim 'wide'",
+        lambda t, r: load_position_encoding(_thesis(absolute="learned"), _position_file(t, embed_dim="wide")),
+        r"pe.safetensors: its 'embed_dim' metadata 'wide' is malformed",
+    ),
+    (
+        "results.json not JSON",
+        lambda t, r: report_from_results(_results_json(t, "{not json")),
+        r"results.json is not valid JSON \(Expecting property name .*line 1 column 2",
+    ),
+    (
+        "results.json without cells",
+        lambda t, r: report_from_results(_results_json(t, '{"config": {}}')),
+        r"results.json: entry 'cells' is missing or of the wrong type \(None\)",
+    ),
+    (
+        "random-bytes .pth",
+        lambda t, r: vitpos.load_weights(_tiny_model(), _random_bytes(t)),
+        r"random.pth is truncated, corrupt or not a PyTorch checkpoint \(it does not unpickle as one\)",
+    ),
+    (
+        "hostile pickle .pth",
+        lambda t, r: vitpos.load_weights(_tiny_model(), _hostile_pickle(t)),
+        r"hostile.pth holds objects other than tensors and plain containers \(posix.system\); vitpos never unpickles",
+    ),
+    (
+        "export into /proc",
+        lambda t, r: export_model(_tiny_model(), "/proc/vitpos-model.pt2", fmt="pt2", min_size=16, max_size=32),
+        r"cannot write /proc/vitpos-model.pt2: folder /proc does not accept new files",
+    ),
+    *(
+        (
+            f"COCO {name}",
+            lambda t, r, i=image, a=ann: open_data(f"coco:{_coco(t, i, a)}"),
+            r"instances_train.json: " + p,
+        )
+        for name, image, ann, p in COCO_BAD
+    ),
 ]
 
 
@@ -371,12 +586,27 @@ def _train_read_only(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("call,pattern", [c[1:] for c in API_CASES], ids=[c[0] for c in API_CASES])
-def test_python_api_bad_input_is_a_clear_error(call, pattern, tmp_path, finished_run):
-    with pytest.raises(VitposError) as caught:
+def test_python_api_bad_input_is_a_clear_error(call, pattern, tmp_path, finished_run, record_property):
+    try:
         call(tmp_path, finished_run)
-    message = str(caught.value.args[0]) if isinstance(caught.value, KeyError) else str(caught.value)
-    assert re.search(pattern, message), message
-    assert "weights_only=False" not in message
+        outcome, message = "silent", "accepted without an error"
+    except VitposError as err:
+        message = str(err.args[0]) if isinstance(err, KeyError) else str(err)
+        outcome = "clear" if re.search(pattern, message) and not _FORBIDDEN.search(message) else "unclear"
+    except Exception as err:  # anything but vitpos's own error reaches the user as a traceback
+        outcome, message = "traceback", f"{type(err).__name__}: {err}"
+    record_property("outcome", outcome)  # read by tests/hostile_census.py
+    assert outcome == "clear", message
+    assert not MARKER.exists(), "a hostile pickle ran"
+
+
+def test_init_with_another_head_says_it_starts_the_head_afresh(tmp_path, finished_run, caplog):
+    with caplog.at_level(logging.INFO, logger="vitpos.weights"):
+        train(*tiny_request("direction4", n=64, epochs=1, init=str(finished_run)).resolve())
+    lines = [r.getMessage() for r in caplog.records if r.name == "vitpos.weights"]
+    assert len(lines) == 1 and re.search(
+        r"its classifier has 2 outputs, the model's 4; the head is re-initialised", lines[0]
+    )
 
 
 def test_changed_schedule_on_resume_warns(tmp_path, finished_run):
@@ -632,6 +862,101 @@ CLI_CASES = [
         r"--methods ',,,' names no method; give one or more of euclidean, quant, cross, product",
     ),
     ("unknown command", ["trian"], r"invalid choice: 'trian'"),
+    (
+        "train --lr 1e6 diverges",
+        ["train", *MODEL, f"--data={DATA}", *FAST, "--epochs=3", "--lr=1e6", "--run-dir=TMP/diverged"],
+        r"training diverged: the training loss was nan at step \d+; the run stopped and the last finite checkpoint "
+        r"is kept: .*diverged/checkpoints/step-\d+\. Lower --lr \(now 1e\+06\), tighten --grad-clip",
+    ),
+    (
+        "eval --resolutions 50000",
+        ["eval", "--checkpoint=RUN", "--resolutions", "50000"],
+        r"evaluating at 50000x50000 in batches of 256 would need at least [\d.]+ TiB, more than the .* of memory on "
+        r"this machine; evaluate at smaller sizes \(--resolutions\)",
+    ),
+    (
+        "buckets --grid 100000x100000",
+        ["buckets", "--grid", "100000x100000", "--out=TMP/o"],
+        r"iRPE bucket ids for a 100000x100000 grid .* would need at least .*; use a smaller grid",
+    ),
+    (
+        "eval a checkpoint of embed_dim 2**20",
+        ["eval", "--checkpoint=HUGE"],
+        r"checkpoint .*huge_run/checkpoints/step-\d+: the model its config describes cannot be built here: "
+        r"this vit \(depth 1, width 1048576; 16x16 images\), its weights .* would need at least 48 TiB",
+    ),
+    (
+        "train --init-drop haed",
+        ["train", *MODEL, f"--data={DATA}", *FAST, "--init=RUN", "--init-drop=haed", "--run-dir=TMP/drop"],
+        r"drop pattern\(s\) 'haed' match no parameter of the model and no key of checkpoint .*; the model's "
+        r"parameters start with .*head",
+    ),
+    (
+        "train --join lape:chained:chained",
+        ["train", *MODEL, f"--data={DATA}", "--join=lape:chained:chained"],
+        r"flag 'chained' is given twice in 'lape:chained:chained'",
+    ),
+    (
+        "train --conditional peg:frozen:frozen",
+        ["train", *MODEL, f"--data={DATA}", "--conditional=peg:frozen:frozen"],
+        r"flag 'frozen' is given twice in 'peg:frozen:frozen'",
+    ),
+    (
+        "study --family with absolute= twice",
+        ["study", "--family", "mine: absolute=none absolute=learned", "--out=TMP/study"],
+        r"family 'mine': 'absolute' is given twice; give it once",
+    ),
+    (
+        "probe --img-size 160000",
+        ["probe", "--img-size", "160000", "--depth", "1", "--out=TMP/o"],
+        r"this vit \(depth 1, width \d+; 160000x160000 images\), .* would need at least [\d.]+ GiB",
+    ),
+    ("study --workers 0", ["study", "--workers", "0"], r"argument --workers: must be a positive integer, got '0'"),
+    ("study --workers=-1", ["study", "--workers=-1"], r"argument --workers: must be a positive integer, got '-1'"),
+    (
+        "study --report-only, corrupt results.json",
+        ["study", "--report-only", "--out=TMP/corrupt_study"],
+        r"corrupt_study/results.json is not valid JSON \(Expecting property name",
+    ),
+    (
+        "train --embed-dim 100 --num-heads 3",
+        ["train", "--model=thesis_vit", f"--data={DATA}", "--embed-dim=100", "--num-heads=3"],
+        r"embed_dim=100 is not divisible by num_heads=3; choose a head count that divides the width "
+        r"\(num_heads 1, 2, 4, 5, 10, 20, \.\.\.\) or a multiple of 3 as embed_dim$",
+    ),
+    (
+        "train --init random bytes",
+        ["train", *MODEL, f"--data={DATA}", *FAST, "--init=TMP/random.pth", "--run-dir=TMP/init_random"],
+        r"random.pth is truncated, corrupt or not a PyTorch checkpoint \(it does not unpickle as one\); download",
+    ),
+    (
+        "train --init hostile pickle",
+        ["train", *MODEL, f"--data={DATA}", *FAST, "--init=TMP/hostile.pth", "--run-dir=TMP/init_hostile"],
+        r"hostile.pth holds objects other than tensors and plain containers \(posix.system\)",
+    ),
+    (
+        "train --init-pe without 'absolute'",
+        ["train", *MODEL, f"--data={DATA}", *FAST, "--init-pe=TMP/pe.safetensors", "--run-dir=TMP/init_pe"],
+        r"position-encoding file .*pe.safetensors lacks the 'absolute' entry of its metadata",
+    ),
+    *(
+        (
+            f"train --data coco, {name}",
+            ["train", "--model=thesis_vit", f"--data=coco:TMP/coco_{i}"],
+            r"coco_\d/annotations/instances_train.json: " + pattern,
+        )
+        for i, (name, _, _, pattern) in enumerate(COCO_BAD)
+    ),
+    (
+        "export into /proc",
+        ["export", "--model=thesis_vit", "/proc/vitpos-model.pt2"],
+        r"cannot write /proc/vitpos-model.pt2: folder /proc does not accept new files \(No such file or directory\)",
+    ),
+    (
+        "convert into /proc",
+        ["convert", "TMP/random.pth", "/proc/vitpos-run"],
+        r"cannot write /proc/vitpos-run: folder /proc does not accept new files",
+    ),
 ]
 
 
@@ -663,24 +988,46 @@ def cli_files(tmp_path_factory, finished_run) -> dict[str, Path]:
     shutil.copytree(finished_run, run2)
     with pytest.warns(RunChangedWarning, match="epochs 1 -> 2"):
         train(*tiny_request(n=64, epochs=2, run_dir=str(run2)).resolve(), resume=True)
-    return {"TMP": root, "RUN2": run2, "RUN": finished_run, "BROKEN": broken, "TAMPERED": tampered}
+    huge = _huge_config(finished_run, root)
+    huge.rename(root / "huge_run")
+    _random_bytes(root)
+    _hostile_pickle(root)
+    _position_file(root, absolute=None)
+    (root / "corrupt_study").mkdir()
+    _results_json(root / "corrupt_study", "{not json")
+    for i, (_, image, annotation, _) in enumerate(COCO_BAD):
+        _coco(root, image, annotation).rename(root / f"coco_{i}")
+    return {
+        "TMP": root,
+        "RUN2": run2,
+        "RUN": finished_run,
+        "BROKEN": broken,
+        "TAMPERED": tampered,
+        "HUGE": root / "huge_run",
+    }
 
 
 @pytest.mark.parametrize("argv,pattern", [c[1:] for c in CLI_CASES], ids=[c[0] for c in CLI_CASES])
-def test_command_line_bad_input_is_one_clear_line(argv, pattern, cli_files, capsys):
-    for name in ("RUN2", "RUN", "BROKEN", "TAMPERED", "TMP"):  # RUN2 before RUN, which it starts with
+def test_command_line_bad_input_is_one_clear_line(argv, pattern, cli_files, capsys, record_property):
+    for name in ("RUN2", "RUN", "BROKEN", "TAMPERED", "HUGE", "TMP"):  # RUN2 before RUN, which it starts with
         argv = [arg.replace(name, str(cli_files[name])) for arg in argv]
     try:
         status = main(argv)
     except SystemExit as stop:  # argparse: usage line, then the error
         status = stop.code
     err = capsys.readouterr().err
-    assert status == 2, err
     lines = [line for line in err.splitlines() if ": warning: " not in line]
-    assert "Traceback" not in err and "weights_only=False" not in err
     text = " ".join(lines)
-    assert re.search(pattern, text), text
-    assert lines[-1].startswith(("vitpos", "usage")) and ": error: " in lines[-1], lines
+    if status == 0:
+        outcome = "silent"
+    elif status != 2 or "Traceback" in err:
+        outcome = "traceback"
+    else:
+        one_line = bool(lines) and lines[-1].startswith(("vitpos", "usage")) and ": error: " in lines[-1]
+        outcome = "clear" if one_line and re.search(pattern, text) and not _FORBIDDEN.search(err) else "unclear"
+    record_property("outcome", outcome)  # read by tests/hostile_census.py
+    assert outcome == "clear", f"status {status}: {err}"
+    assert not MARKER.exists(), "a hostile pickle ran"
 
 
 def test_an_unexpected_error_keeps_its_traceback_and_is_called_a_bug(monkeypatch, capsys):
@@ -700,6 +1047,15 @@ def test_a_value_error_from_inside_a_library_is_a_bug(monkeypatch, capsys):
     monkeypatch.setattr("vitpos.commands.models.add_parser", _parser_with(broken))
     assert main(["models"]) == 1
     assert "this is a bug in vitpos" in capsys.readouterr().err
+
+
+def test_ctrl_c_outside_training_prints_one_line(monkeypatch, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("vitpos.commands.models.add_parser", _parser_with(interrupted))
+    assert main(["models"]) == 130
+    assert capsys.readouterr().err.splitlines() == ["vitpos models: interrupted"]
 
 
 def _parser_with(func):

@@ -134,6 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"vitpos {args.command}: warning: {message}", file=sys.stderr
             )
             return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print(f"vitpos {args.command}: interrupted", file=sys.stderr)
+        return 130
     except Exception as err:
         if is_user_error(err):
             print(f"vitpos {args.command}: error: {_message(err)}", file=sys.stderr)

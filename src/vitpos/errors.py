@@ -5,10 +5,11 @@ All subclass :class:`ValueError`, so ``except ValueError`` keeps catching them.
 
 from __future__ import annotations
 
+import re
 import reprlib
 from typing import Any
 
-__all__ = ["VitposError", "ConfigError", "CheckpointError", "quote"]
+__all__ = ["VitposError", "ConfigError", "CheckpointError", "quote", "plain_text"]
 
 
 class VitposError(ValueError):
@@ -31,3 +32,12 @@ _QUOTE.maxlist = _QUOTE.maxtuple = _QUOTE.maxdict = _QUOTE.maxset = 6
 def quote(value: Any) -> str:
     """``repr(value)`` cut short for an error message (never built in full, so a huge value stays cheap)."""
     return _QUOTE.repr(value)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def plain_text(err: BaseException, limit: int = 300) -> str:
+    """A library's error message for quoting in ours: colour codes stripped, whitespace joined, cut short."""
+    text = " ".join(_ANSI.sub("", str(err)).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

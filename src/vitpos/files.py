@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -65,8 +66,17 @@ def check_destination(path: Path, *, folder: bool, force: bool, option: str = "-
     place = path if path.is_dir() else path.parent
     while not place.exists() and place != place.parent:
         place = place.parent
-    if not place.is_dir() or not os.access(place, os.W_OK | os.X_OK):
-        raise VitposError(f"cannot write {path}: {place} is not a writable folder; choose another destination")
+    if not place.is_dir():
+        raise VitposError(f"cannot write {path}: {place} is a file, not a folder; choose another destination")
+    try:  # try it: permissions, read-only mounts and special file systems all answer here
+        fd, probe = tempfile.mkstemp(prefix=".vitpos-write-test-", dir=place)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise VitposError(
+            f"cannot write {path}: folder {place} does not accept new files ({err.strerror or err}); "
+            "choose another destination"
+        ) from None
 
 
 def _holds(path: Path) -> str:

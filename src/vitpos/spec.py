@@ -113,6 +113,8 @@ class SlotSpec:
                 if any(key == seen for seen, _ in options):
                     raise SpecError(f"option {key!r} is given twice in {text!r}; give each option once")
                 options.append((key, value))
+            elif part in flags:
+                raise SpecError(f"flag {part!r} is given twice in {text!r}; give each flag once")
             else:
                 flags.append(part)
         return cls(name.lower(), at or None, tuple(flags), tuple(options))

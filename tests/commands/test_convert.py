@@ -103,3 +103,17 @@ def test_convert_fits_the_position_table_as_resize_says(tmp_path):
         assert tables[resize].shape == (1, 12 * 12, 64)
         assert torch.equal(tables[resize], direct.stages[0].absolute.table)
     assert not torch.allclose(tables["timm"], tables["model"])
+
+
+def test_released_cct_converts_and_evaluates_from_the_command_line(tmp_path, capsys):
+    # a small CCT in Compact Transformers' layout: width 16, one layer, 16x16 tokens on 32 px, two classes
+    sd = layouts.compact(layouts.Filler(52), dim=16, depth=1, classes=2, tokens=256, conv=(3,))
+    src, dst = save_pth({k: v.float() for k, v in sd.items()}, tmp_path / "cct.pth"), tmp_path / "cct"
+    flags = ["--model=cct_7_3x1", "--embed-dim=16", "--depth=1", "--num-heads=2", "--num-classes=2"]
+    assert main(["convert", str(src), str(dst), *flags]) == 0
+    assert "(compact layout) ->" in capsys.readouterr().out
+    model, _ = load_model(dst)
+    assert model.cfg.arch == "compact" and model.cfg.head == "seq"
+    assert torch.equal(model.attention_pool.score.weight, sd["classifier.attention_pool.weight"].float())
+    assert main(["eval", f"--checkpoint={dst}", DATA]) == 0
+    assert "| cct |" in capsys.readouterr().out

@@ -17,10 +17,9 @@ LEGACY = Path(__file__).parent.parent / "fixtures" / "legacy"
 COUNTS = json.loads((LEGACY / "param_counts.json").read_text())
 
 
-def test_every_classification_preset_has_a_legacy_fixture() -> None:
-    # the detectors and segmenters came after the fixtures were written
-    assert sorted(COUNTS) == sorted(vitpos.list_models(task="classification"))
-    assert set(COUNTS) <= set(vitpos.list_models())
+def test_every_legacy_fixture_has_its_preset() -> None:
+    # the detectors, segmenters and later hosts (compact, ...) came after the fixtures were written
+    assert set(COUNTS) <= set(vitpos.list_models(task="classification"))
 
 
 @pytest.mark.parametrize("name", sorted(COUNTS))

@@ -127,3 +127,13 @@ def test_layer_norms_use_each_papers_epsilon(name, eps):
     block_norms = [m for n, m in model.named_modules() if n.endswith(("norm1", "norm2"))]
     assert block_norms and all(m.eps == eps for m in block_norms)
     assert model.norm.eps == eps and len(norms) > len(block_norms)
+
+
+def test_swin_small_has_the_published_size():
+    # Swin Table 1: Swin-S, 50M parameters; LaPE Table 1 normalises its window bias per block
+    with torch.device("meta"):
+        small, lape = vitpos.create_model("swin_small"), vitpos.create_model("swin_small_lape")
+    assert sum(p.numel() for p in small.parameters()) == 49_606_258
+    assert round(sum(p.numel() for p in small.parameters()) / 1e6) == 50
+    assert small.cfg.depths == (2, 2, 18, 2) and small.cfg.drop_path_rate == 0.3
+    assert sum(p.numel() for p in lape.parameters()) > sum(p.numel() for p in small.parameters())

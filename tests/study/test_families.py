@@ -6,6 +6,7 @@ import torch
 from vitpos import create_model
 from vitpos.analysis.tables import absolute_table
 from vitpos.study.families import DEFAULT_FAMILIES, PYRAMID_FAMILIES, Family, FamilyError, parse_family, split_available
+from vitpos.study.hosts import study_host
 from vitpos.study.protocol import study_model
 
 
@@ -37,7 +38,7 @@ def test_text_form():
     gap = parse_family("rel: absolute=none relative=swin head=gap")
     assert gap.head == "gap" and gap.model_overrides == {"absolute": "none", "relative": "swin", "head": "gap"}
     assert gap.describe() == "absolute=none, relative=swin, head=gap"
-    with pytest.raises(ValueError, match="head must be 'cls' or 'gap'"):
+    with pytest.raises(ValueError, match="head must be one of cls, gap, seq"):
         parse_family("rel: relative=swin head=mean")
 
 
@@ -132,7 +133,7 @@ def test_pyramid_hosts_end_on_the_study_models_grid(img_size):
 @pytest.mark.parametrize(
     "text,message",
     [
-        ("x: host=deit absolute=none", "unknown host 'deit'; study hosts: vit, pvt, swin"),
+        ("x: host=deit absolute=none", "unknown host 'deit'; study hosts: vit, pvt, swin, cct"),
         (
             "x: host=swin windows=3",
             "unknown slot\\(s\\) or host option\\(s\\) windows.*options of the swin host: .*window_size",
@@ -164,3 +165,11 @@ def test_fourier_scale_multiplies_the_output():
     scaled = create_model(study_model().replace(absolute="fourier:gamma=2:scale=10", num_classes=2))
     torch.testing.assert_close(absolute_table(scaled), 10 * absolute_table(plain))
     assert absolute_table(plain).std(dim=0).mean() < 0.02  # the faint default the study lifts
+
+
+def test_the_cct_host_puts_its_tokens_on_the_study_models_grid():
+    family = parse_family("cct_lape: host=cct join=lape")
+    family.check_builds(study_model())
+    for size in (24, 32):
+        assert study_host("cct", size).stage_grids((size, size)) == study_model(size).stage_grids((size, size))
+    assert study_host("cct").head == "seq" and study_host("cct").arch == "compact"

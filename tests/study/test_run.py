@@ -174,3 +174,13 @@ def test_pyramid_families_end_to_end(tmp_path):
     )
     (tmp_path / "report.md").unlink()
     assert report_from_results(tmp_path).read_text() == report  # the families come back from results.json
+
+
+def test_cct_family_end_to_end(tmp_path):
+    family = parse_family("cct_lape: host=cct join=lape embed_dim=32 num_heads=2 mlp_ratio=2")
+    run_study(tiny(families=(family,), efficiency_sizes=()), tmp_path, log=lambda _: None)
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["finished_cells"] == results["total_cells"] == 4
+    summary = results["summary"]["cct_lape"]
+    assert set(summary["resolution"]) == {"24", "32"}  # the convolutional tokenizer takes both sizes
+    assert summary["probes"]  # the learned table on the study model's grid is probed

@@ -178,3 +178,123 @@ def pvt(
     _norm(sd, fill, "norm", dims[-1])
     _linear(sd, fill, "head", classes, dims[-1])
     return sd
+
+
+def compact(
+    fill: Filler, dim: int, depth: int, classes: int, tokens: int, conv: tuple[int, ...] | None, patch: int = 4
+) -> dict:
+    """Compact Transformers' CCT (``conv``: each tokenizer layer's kernel; every layer ``dim`` wide) or CVT
+    (``conv`` None: ``patch`` x ``patch`` patches) with ``tokens`` position rows; MLP ratio 2, no q/k/v biases."""
+    sd: dict = {}
+    if conv is None:
+        sd["tokenizer.conv_layers.0.0.weight"] = fill(dim, 3, patch, patch)
+        sd["tokenizer.conv_layers.0.0.bias"] = fill(dim, scale=0.05)
+    else:
+        widths = [3] + [dim] * len(conv)
+        for i, k in enumerate(conv):
+            sd[f"tokenizer.conv_layers.{i}.0.weight"] = fill(widths[i + 1], widths[i], k, k)
+    c = "classifier"
+    sd[f"{c}.positional_emb"] = fill(1, tokens, dim)
+    for i in range(depth):
+        p = f"{c}.blocks.{i}"
+        _norm(sd, fill, f"{p}.pre_norm", dim)
+        _linear(sd, fill, f"{p}.self_attn.qkv", 3 * dim, dim, bias=False)
+        _linear(sd, fill, f"{p}.self_attn.proj", dim, dim)
+        _norm(sd, fill, f"{p}.norm1", dim)
+        _linear(sd, fill, f"{p}.linear1", 2 * dim, dim)
+        _linear(sd, fill, f"{p}.linear2", dim, 2 * dim)
+    _norm(sd, fill, f"{c}.norm", dim)
+    _linear(sd, fill, f"{c}.attention_pool", 1, dim)
+    _linear(sd, fill, f"{c}.fc", classes, dim)
+    return sd
+
+
+def compact_vit_lite(fill: Filler, dim: int, depth: int, classes: int, grid: int, patch: int = 4) -> dict:
+    """Compact Transformers' ViT-Lite: CVT's layout with ``class_emb``, a position row for it, no pooling."""
+    sd = compact(fill, dim, depth, classes, 1 + grid * grid, None, patch)
+    sd["classifier.class_emb"] = fill(1, 1, dim)
+    del sd["classifier.attention_pool.weight"], sd["classifier.attention_pool.bias"]
+    return sd
+
+
+def deit_distilled(fill: Filler, dim: int, depth: int, patch: int, grid: int, classes: int) -> dict:
+    """DeiT's DistilledVisionTransformer: timm's ViT plus ``dist_token``, a second position row and ``head_dist``."""
+    sd = timm_vit(fill, dim, depth, patch, grid, classes)
+    sd["dist_token"] = fill(1, 1, dim)
+    sd["pos_embed"] = fill(1, 2 + grid * grid, dim)
+    _linear(sd, fill, "head_dist", classes, dim)
+    return sd
+
+
+def t2t_vit(fill: Filler, dim: int, depth: int, token_dim: int, tokens: int, classes: int, layer: str) -> dict:
+    """T2T-ViT: ``tokens_to_token`` with two performer (``w``: orthogonal random features) or transformer
+    layers and ``project``, then timm's blocks without q/k/v biases (MLP ratio 2) and the fixed ``pos_embed``."""
+    sd: dict = {}
+    for name, width in (("attention1", 3 * 49), ("attention2", token_dim * 9)):
+        p = f"tokens_to_token.{name}"
+        _norm(sd, fill, f"{p}.norm1", width)
+        _norm(sd, fill, f"{p}.norm2", token_dim)
+        if layer == "performer":
+            _linear(sd, fill, f"{p}.kqv", 3 * token_dim, width)
+            _linear(sd, fill, f"{p}.proj", token_dim, token_dim)
+            _linear(sd, fill, f"{p}.mlp.0", token_dim, token_dim)
+            _linear(sd, fill, f"{p}.mlp.2", token_dim, token_dim)
+            m = token_dim // 2
+            sd[f"{p}.w"] = torch.linalg.qr(fill(token_dim, m, scale=1.0))[0].T.contiguous() * m**0.5
+        else:
+            _linear(sd, fill, f"{p}.attn.qkv", 3 * token_dim, width, bias=False)
+            _linear(sd, fill, f"{p}.attn.proj", token_dim, token_dim)
+            _linear(sd, fill, f"{p}.mlp.fc1", token_dim, token_dim)
+            _linear(sd, fill, f"{p}.mlp.fc2", token_dim, token_dim)
+    _linear(sd, fill, "tokens_to_token.project", dim, token_dim * 9)
+    sd["cls_token"] = fill(1, 1, dim)
+    sd["pos_embed"] = fill(1, 1 + tokens, dim)  # a fixed table in the release: the model recomputes it
+    for i in range(depth):
+        _norm(sd, fill, f"blocks.{i}.norm1", dim)
+        _linear(sd, fill, f"blocks.{i}.attn.qkv", 3 * dim, dim, bias=False)
+        _linear(sd, fill, f"blocks.{i}.attn.proj", dim, dim)
+        _mlp_block(sd, fill, f"blocks.{i}", dim, 2 * dim)
+    _norm(sd, fill, "norm", dim)
+    _linear(sd, fill, "head", classes, dim)
+    return sd
+
+
+def _batch_norm(sd: dict, fill: Filler, name: str, channels: int) -> None:
+    _norm(sd, fill, name, channels)
+    sd[f"{name}.running_mean"] = fill(channels, scale=0.1)
+    sd[f"{name}.running_var"] = fill(channels, scale=0.1, offset=1.0).abs()
+    sd[f"{name}.num_batches_tracked"] = torch.tensor(7)
+
+
+def ceit(fill: Filler, dim: int, depth: int, patch: int, grid: int, classes: int, stem: int = 8) -> dict:
+    """coeusguo/ceit's CeIT: Image2Tokens (conv, bn) and its patch proj, LeFF blocks, the LCA block, MLP ratio 4."""
+    hidden = 4 * dim
+    sd: dict = {"i2t.backbone.conv.weight": fill(stem, 3, 7, 7)}
+    _batch_norm(sd, fill, "i2t.backbone.bn", stem)
+    sd["i2t.proj.weight"] = fill(dim, stem, patch, patch)
+    sd["i2t.proj.bias"] = fill(dim, scale=0.05)
+    sd["cls_token"] = fill(1, 1, dim)
+    sd["pos_embed"] = fill(1, 1 + grid * grid, dim)
+    for i in range(depth):
+        p = f"blocks.{i}"
+        _norm(sd, fill, f"{p}.norm1", dim)
+        _linear(sd, fill, f"{p}.attn.qkv", 3 * dim, dim)
+        _linear(sd, fill, f"{p}.attn.proj", dim, dim)
+        _norm(sd, fill, f"{p}.norm2", dim)
+        for conv, (out, inp, k, groups) in {
+            "conv1": (hidden, dim, 1, 1), "conv2": (hidden, hidden, 3, hidden), "conv3": (dim, hidden, 1, 1)
+        }.items():  # fmt: skip
+            sd[f"{p}.leff.{conv}.weight"] = fill(out, inp // groups, k, k)
+            sd[f"{p}.leff.{conv}.bias"] = fill(out, scale=0.05)
+        for bn, channels in (("bn1", hidden), ("bn2", hidden), ("bn3", dim)):
+            _batch_norm(sd, fill, f"{p}.leff.{bn}", channels)
+    _norm(sd, fill, "lca.norm1", dim)
+    _linear(sd, fill, "lca.attn.qkv", 3 * dim, dim)
+    _linear(sd, fill, "lca.attn.proj", dim, dim)
+    _norm(sd, fill, "lca.norm2", dim)
+    _linear(sd, fill, "lca.feedforward.fc1", hidden, dim)
+    _linear(sd, fill, "lca.feedforward.fc2", dim, hidden)
+    sd["pos_layer_embed"] = fill(1, depth, dim)
+    _norm(sd, fill, "norm", dim)
+    _linear(sd, fill, "head", classes, dim)
+    return sd

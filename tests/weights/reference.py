@@ -318,3 +318,167 @@ def timm_resize_bias_table(table: torch.Tensor, new_window: int) -> torch.Tensor
                 for ix, wx in weights(float(x - half)):
                     out[y * dst + x] += wy * wx * table[iy * src + ix].double()
     return out
+
+
+def compact(sd: dict, x: torch.Tensor, heads: int, conv: tuple[int, ...] | None) -> torch.Tensor:
+    """Compact Transformers' CCT (Tokenizer with ReLU and max-pool; ``conv``: the kernels) or ViT-Lite /
+    CVT (``conv`` None: a patch convolution), then TransformerClassifier: the learned embedding, the
+    encoder layers (norm1 on the residual stream), the final norm, sequence pooling or the class token."""
+    if conv is None:
+        w = sd["tokenizer.conv_layers.0.0.weight"]
+        x = F.conv2d(x, w, sd["tokenizer.conv_layers.0.0.bias"], stride=w.shape[-1])
+    else:
+        for i, k in enumerate(conv):
+            stride, padding = max(1, k // 2 - 1), max(1, k // 2)
+            x = F.conv2d(x, sd[f"tokenizer.conv_layers.{i}.0.weight"], None, stride=stride, padding=padding)
+            x = F.max_pool2d(F.relu(x), 3, 2, 1)
+    x = x.flatten(2).transpose(-2, -1)
+    c = "classifier"
+    seq_pool = f"{c}.class_emb" not in sd
+    if not seq_pool:
+        x = torch.cat([sd[f"{c}.class_emb"].expand(x.shape[0], -1, -1), x], dim=1)
+    x = x + sd[f"{c}.positional_emb"]
+    depth = len({k.split(".")[2] for k in sd if k.startswith(f"{c}.blocks.")})
+    for i in range(depth):
+        p = f"{c}.blocks.{i}"
+        h = ln(x, sd, f"{p}.pre_norm", 1e-5)
+        b, n, d = h.shape
+        qkv = linear(h, sd, f"{p}.self_attn.qkv").reshape(b, n, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+        attn = (qkv[0] @ qkv[1].transpose(-2, -1)) * (d // heads) ** -0.5
+        out = (attn.softmax(dim=-1) @ qkv[2]).transpose(1, 2).reshape(b, n, d)
+        x = ln(x + linear(out, sd, f"{p}.self_attn.proj"), sd, f"{p}.norm1", 1e-5)
+        x = x + linear(F.gelu(linear(x, sd, f"{p}.linear1")), sd, f"{p}.linear2")
+    x = ln(x, sd, f"{c}.norm", 1e-5)
+    if seq_pool:
+        x = (F.softmax(linear(x, sd, f"{c}.attention_pool"), dim=1).transpose(-1, -2) @ x).squeeze(-2)
+    else:
+        x = x[:, 0]
+    return linear(x, sd, f"{c}.fc")
+
+
+def deit_distilled(sd: dict, x: torch.Tensor, heads: int, training: bool = False):
+    """DeiT's DistilledVisionTransformer: class and distillation tokens, the position table over both;
+    (head, head_dist) logits in training, their mean at inference."""
+    w = sd["patch_embed.proj.weight"]
+    x = F.conv2d(x, w, sd["patch_embed.proj.bias"], stride=w.shape[-1]).flatten(2).transpose(1, 2)
+    prefix = [sd[k].expand(x.shape[0], -1, -1) for k in ("cls_token", "dist_token")]
+    x = torch.cat([*prefix, x], dim=1) + sd["pos_embed"]
+    depth = len({k.split(".")[1] for k in sd if k.startswith("blocks.")})
+    for i in range(depth):
+        p = f"blocks.{i}"
+        x = x + cream_attention(ln(x, sd, f"{p}.norm1", 1e-6), sd, p, heads, None)
+        x = x + mlp(ln(x, sd, f"{p}.norm2", 1e-6), sd, p)
+    x = ln(x, sd, "norm", 1e-6)
+    logits, dist_logits = linear(x[:, 0], sd, "head"), linear(x[:, 1], sd, "head_dist")
+    return (logits, dist_logits) if training else (logits + dist_logits) / 2
+
+
+def _t2t_sinusoid(n_position: int, d_hid: int) -> torch.Tensor:
+    """T2T-ViT's get_sinusoid_encoding: position / 10000^(2 (j // 2) / d), sin on even j, cos on odd."""
+    angles = torch.tensor(
+        [[pos / math.pow(10000, 2 * (j // 2) / d_hid) for j in range(d_hid)] for pos in range(n_position)],
+        dtype=torch.float64,
+    )
+    angles[:, 0::2] = torch.sin(angles[:, 0::2])
+    angles[:, 1::2] = torch.cos(angles[:, 1::2])
+    return angles[None]
+
+
+def _token_performer(x: torch.Tensor, sd: dict, p: str) -> torch.Tensor:
+    """Token_performer.forward (its float32 casts left out: float64 throughout)."""
+    x = ln(x, sd, f"{p}.norm1", 1e-5)
+    emb = sd[f"{p}.proj.weight"].shape[0]
+    k, q, v = torch.split(linear(x, sd, f"{p}.kqv"), emb, dim=-1)
+    w = sd[f"{p}.w"]
+    m = w.shape[0]
+
+    def prm_exp(t: torch.Tensor) -> torch.Tensor:
+        xd = ((t * t).sum(dim=-1, keepdim=True)).repeat(1, 1, m) / 2
+        return torch.exp(torch.einsum("bti,mi->btm", t, w) - xd) / math.sqrt(m)
+
+    kp, qp = prm_exp(k), prm_exp(q)
+    d = torch.einsum("bti,bi->bt", qp, kp.sum(dim=1)).unsqueeze(dim=2)
+    kptv = torch.einsum("bin,bim->bnm", v, kp)
+    y = torch.einsum("bti,bni->btn", qp, kptv) / (d.repeat(1, 1, emb) + 1e-8)
+    y = v + linear(y, sd, f"{p}.proj")
+    return y + linear(F.gelu(linear(ln(y, sd, f"{p}.norm2", 1e-5), sd, f"{p}.mlp.0")), sd, f"{p}.mlp.2")
+
+
+def _token_transformer(x: torch.Tensor, sd: dict, p: str) -> torch.Tensor:
+    """Token_transformer.forward: one head, logits scaled by the input width, v as the skip connection."""
+    b, n, c = x.shape
+    h = ln(x, sd, f"{p}.norm1", 1e-5)
+    in_dim = sd[f"{p}.attn.proj.weight"].shape[0]
+    qkv = linear(h, sd, f"{p}.attn.qkv").reshape(b, n, 3, 1, in_dim).permute(2, 0, 3, 1, 4)
+    q, k, v = qkv[0], qkv[1], qkv[2]
+    attn = ((q * c**-0.5) @ k.transpose(-2, -1)).softmax(dim=-1)
+    out = (attn @ v).transpose(1, 2).reshape(b, n, in_dim)
+    y = v.squeeze(1) + linear(out, sd, f"{p}.attn.proj")
+    return y + mlp(ln(y, sd, f"{p}.norm2", 1e-5), sd, p)
+
+
+def t2t_vit(sd: dict, x: torch.Tensor, heads: int) -> torch.Tensor:
+    """T2T_ViT.forward: T2T_module (soft splits, two token layers, re-structurisation by the square
+    root of the token count), the class token, the sinusoidal table over 1 + N positions, timm blocks."""
+    layer = _token_performer if "tokens_to_token.attention1.w" in sd else _token_transformer
+    x = F.unfold(x, (7, 7), stride=(4, 4), padding=(2, 2)).transpose(1, 2)
+    for name in ("attention1", "attention2"):
+        x = layer(x, sd, f"tokens_to_token.{name}")
+        b, hw, c = x.shape
+        side = int(math.sqrt(hw))
+        x = F.unfold(x.transpose(1, 2).reshape(b, c, side, side), (3, 3), stride=(2, 2), padding=(1, 1)).transpose(1, 2)
+    x = linear(x, sd, "tokens_to_token.project")
+    x = torch.cat([sd["cls_token"].expand(x.shape[0], -1, -1), x], dim=1)
+    x = x + _t2t_sinusoid(x.shape[1], x.shape[2])
+    depth = len({k.split(".")[1] for k in sd if k.startswith("blocks.")})
+    for i in range(depth):
+        p = f"blocks.{i}"
+        x = x + cream_attention(ln(x, sd, f"{p}.norm1", 1e-5), sd, p, heads, None)
+        x = x + mlp(ln(x, sd, f"{p}.norm2", 1e-5), sd, p)
+    return linear(ln(x, sd, "norm", 1e-5)[:, 0], sd, "head")
+
+
+def _bn(x: torch.Tensor, sd: dict, name: str) -> torch.Tensor:
+    return F.batch_norm(
+        x, sd[f"{name}.running_mean"], sd[f"{name}.running_var"], sd[f"{name}.weight"], sd[f"{name}.bias"], False
+    )
+
+
+def ceit(sd: dict, x: torch.Tensor, heads: int) -> torch.Tensor:
+    """coeusguo/ceit's CeIT.forward in eval mode: Image2Tokens and HybridEmbed's proj, LeFF blocks (the class
+    token bypasses LeFF; the patch map is the square root of the token count), LCA over the blocks' class tokens."""
+    x = _bn(F.conv2d(x, sd["i2t.backbone.conv.weight"], None, stride=2, padding=3), sd, "i2t.backbone.bn")
+    x = F.max_pool2d(x, 3, 2, 1)
+    w = sd["i2t.proj.weight"]
+    x = F.conv2d(x, w, sd["i2t.proj.bias"], stride=w.shape[-1]).flatten(2).transpose(1, 2)
+    x = torch.cat([sd["cls_token"].expand(x.shape[0], -1, -1), x], dim=1) + sd["pos_embed"]
+    depth = sd["pos_layer_embed"].shape[1]
+    cls_tokens = []
+    for i in range(depth):
+        p = f"blocks.{i}"
+        x = x + cream_attention(ln(x, sd, f"{p}.norm1", 1e-6), sd, p, heads, None)
+        h = ln(x, sd, f"{p}.norm2", 1e-6)
+        b, n, k = h.shape
+        cls, tokens = torch.split(h, [1, n - 1], dim=1)
+        side = int(math.sqrt(n - 1))
+        y = tokens.reshape(b, side, side, k).permute(0, 3, 1, 2)
+        y = F.gelu(_bn(F.conv2d(y, sd[f"{p}.leff.conv1.weight"], sd[f"{p}.leff.conv1.bias"]), sd, f"{p}.leff.bn1"))
+        hidden = y.shape[1]
+        y = F.conv2d(y, sd[f"{p}.leff.conv2.weight"], sd[f"{p}.leff.conv2.bias"], padding=1, groups=hidden)
+        y = F.gelu(_bn(y, sd, f"{p}.leff.bn2"))
+        y = _bn(F.conv2d(y, sd[f"{p}.leff.conv3.weight"], sd[f"{p}.leff.conv3.bias"]), sd, f"{p}.leff.bn3")
+        x = x + torch.cat([cls, y.flatten(2).permute(0, 2, 1)], dim=1)
+        cls_tokens.append(x[:, 0])
+    layers = torch.stack(cls_tokens, dim=1) + sd["pos_layer_embed"]
+    b, n, c = layers.shape
+    h = ln(layers, sd, "lca.norm1", 1e-6)
+    wq, wkv = sd["lca.attn.qkv.weight"][:c], sd["lca.attn.qkv.weight"][c:]
+    bq, bkv = sd["lca.attn.qkv.bias"][:c], sd["lca.attn.qkv.bias"][c:]
+    q = F.linear(h[:, -1:], wq, bq).reshape(b, 1, heads, c // heads).permute(0, 2, 1, 3)
+    kv = F.linear(h, wkv, bkv).reshape(b, n, 2, heads, c // heads).permute(2, 0, 3, 1, 4)
+    attn = ((q @ kv[0].transpose(-2, -1)) * (c // heads) ** -0.5).softmax(dim=-1)
+    out = linear((attn @ kv[1]).transpose(1, 2).reshape(b, 1, c), sd, "lca.attn.proj")
+    y = layers[:, -1:] + out
+    h2 = ln(y, sd, "lca.norm2", 1e-6)
+    y = y + linear(F.gelu(linear(h2, sd, "lca.feedforward.fc1")), sd, "lca.feedforward.fc2")
+    return linear(ln(y, sd, "norm", 1e-6).view(b, -1), sd, "head")

@@ -15,6 +15,7 @@ from ..engine.evaluate import evaluate_resolutions, resolution_table
 from ..engine.pipeline import for_evaluation
 from ..engine.setup import check_model_fits_data
 from ..spec import non_negative_int, positive_int
+from ..tasks.detection.coco_eval import coco_summary
 from ..weights import load_model
 from .options import option_type, parse_size_list
 
@@ -46,6 +47,9 @@ def run(args: argparse.Namespace) -> int:
         rows.append((name + (" (EMA)" if args.ema else ""), sum(p.numel() for p in model.parameters()), results))
     assert task is not None, "--checkpoint takes one run or more"
     print(resolution_table(rows, task))
+    if task == "detection":  # DETR's evaluation: every COCO number
+        for name, _, results in rows:
+            print("\n".join(f"{name} at {h}x{w}: {coco_summary(m)}" for (h, w), m in results.items()))
     return 0
 
 

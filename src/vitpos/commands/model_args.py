@@ -11,9 +11,10 @@ import torch
 from torch import nn
 
 from ..analysis.stages import as_host, stage_count
-from ..config import SLOT_NAMES
+from ..config import HEADS, SLOT_NAMES
 from ..data.catalog import open_data
-from ..data.transforms import normalize, to_float
+from ..data.padded import PaddedTargets
+from ..data.transforms import normalize, resize, to_float
 from ..errors import ConfigError
 from ..models.factory import create_model, get_config
 from ..spec import non_negative_int, positive_int
@@ -59,7 +60,7 @@ def add_model_arguments(p: argparse.ArgumentParser, default_model: str = "thesis
         )
     g.add_argument("--img-size", type=option_type(positive_int), help="training image size (sets the native grid)")
     g.add_argument("--depth", type=option_type(positive_int), help="number of encoder blocks")
-    g.add_argument("--head", choices=("cls", "gap"), help="class token or global average pooling")
+    g.add_argument("--head", choices=HEADS, help="class token, global average pooling or sequence pooling")
     g.add_argument(
         "--patch-size", type=option_type(positive_int), help="pixels per patch (pyramids: of the first stage)"
     )
@@ -125,8 +126,8 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def sample_images(model: nn.Module, args: argparse.Namespace) -> torch.Tensor:
-    """``--images`` inputs at the model's native size: from ``--data``, or standard-normal noise seeded by
-    ``--seed``."""
+    """``--images`` inputs at the model's native size: from ``--data`` (images of varied sizes, as the dense
+    tasks draw them, resized to it), or standard-normal noise seeded by ``--seed``."""
     if args.images < 1:
         raise ValueError(f"--images must be at least 1, got {args.images}")
     cfg = as_host(model).cfg
@@ -134,7 +135,10 @@ def sample_images(model: nn.Module, args: argparse.Namespace) -> torch.Tensor:
     if args.data:
         test = open_data(args.data, patch_size=cfg.patch_size).test.at_size((h, w))
         count = min(args.images, len(test))
-        images, _ = test[torch.arange(count)]
+        images, targets = test[torch.arange(count)]
+        if isinstance(targets, PaddedTargets):  # each image's own region, at the model's size
+            valid = zip(images, targets.valid_sizes.tolist(), strict=True)
+            images = torch.cat([resize(image[None, :, :vh, :vw], (h, w)) for image, (vh, vw) in valid])
         return normalize(to_float(images), test.info.mean, test.info.std)
     generator = torch.Generator().manual_seed(args.seed)
     return torch.randn(args.images, cfg.in_chans, h, w, generator=generator)

@@ -16,10 +16,12 @@ import shlex
 import shutil
 from pathlib import Path
 
+from ..spec import positive_int
 from ..study import BUILT_IN_FAMILIES, DEFAULT_FAMILIES, StudyConfig, parse_family, run_study
 from ..study.detect import DETECT_FAMILIES, DetectStudyConfig
 from ..study.report import report_from_results
 from ..study.run import SETTINGS_FILE, resolve_device
+from .options import option_type
 
 
 def _rate_list(text: str) -> tuple[float, ...]:
@@ -169,7 +171,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--workers",
-        type=int,
+        type=option_type(positive_int),
         help="training jobs at once, one process each (default: 2 on a CPU, or 1 on a single core; 1 on CUDA)",
     )
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: cuda where present, else cpu)")

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import re
+import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from ..engine.config import TrainConfig
+from ..engine.interrupt import TrainingInterrupted
 from ..engine.recipes import RECIPES, get_recipe
 from ..engine.setup import RunRequest
 from ..engine.train import Resume, train
@@ -93,17 +95,25 @@ def run(args: argparse.Namespace) -> int:
         print(yaml.safe_dump(resolved_settings(request), sort_keys=False), end="")
         return 0
     model_cfg, train_cfg, data = request.resolve()
-    with _epoch_lines():
-        result = train(
-            model_cfg,
-            train_cfg,
-            data,
-            resume=_RESUME_FLAGS.get(args.resume, False),
-        )
+    try:
+        with _epoch_lines():
+            result = train(model_cfg, train_cfg, data, resume=_RESUME_FLAGS.get(args.resume, False))
+    except TrainingInterrupted as stop:
+        print(f"vitpos train: {_continue_line(stop)}", file=sys.stderr)
+        return 130
     if int(os.environ.get("RANK", "0")) == 0:
         metrics = "  ".join(f"{k} {v:.4g}" for k, v in result.test.items())
         print(f"run folder {result.run_dir}: test {metrics}")
     return 0
+
+
+def _continue_line(stop: TrainingInterrupted) -> str:
+    """The one line printed on Ctrl-C: where the run stopped and the command that continues it."""
+    if stop.checkpoint is None or stop.run_dir is None:
+        return f"interrupted at step {stop.step}; nothing was saved"
+    return (
+        f"interrupted at step {stop.step}; `vitpos train --run-dir {shlex.quote(str(stop.run_dir))} --resume` continues"
+    )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

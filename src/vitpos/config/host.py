@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..errors import ConfigError
+from ..memory import batch_bytes, check_fits, model_bytes
 from ..registry import ARCHITECTURES
 from ..validation import bounded, check_fields
 from .position import SLOT_NAMES, PositionConfig, SlotContext
@@ -20,7 +21,10 @@ from .position import SLOT_NAMES, PositionConfig, SlotContext
 if TYPE_CHECKING:
     from torch import nn
 
-__all__ = ["HostConfig", "StageGeometry"]
+__all__ = ["HostConfig", "StageGeometry", "HEADS"]
+
+HEADS = ("cls", "gap", "seq")
+"""How a host pools its last stage's tokens: class token, global average, sequence pooling."""
 
 _Config = TypeVar("_Config", bound="HostConfig")
 
@@ -62,8 +66,9 @@ class HostConfig:
     """Output classes (or regression targets); 0 gives features only."""
     qkv_bias: bool = True
     """Biases on the query, key and value projections."""
-    head: str = bounded("cls", choices=("cls", "gap"))
-    """'cls': classify from the class token; 'gap': average the last stage's patch tokens."""
+    head: str = bounded("cls", choices=HEADS)
+    """'cls': classify from the class token; 'gap': average the last stage's patch tokens; 'seq': their
+    attention-weighted mean (Compact Transformers' sequence pooling)."""
     class_token: bool | None = None
     """Prepend a class token (to the last stage); defaults to True for head='cls' and False for head='gap'."""
     drop_rate: float = bounded(0.0, ge=0, lt=1)
@@ -106,6 +111,16 @@ class HostConfig:
         """The training image size as (height, width)."""
         size = self.img_size
         return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
+
+    @property
+    def size_multiple(self) -> int:
+        """Image sides the stem takes are multiples of this (its patch size; 1 for a stem that takes any size)."""
+        return self.patch_size
+
+    @property
+    def distillation_tokens(self) -> int:
+        """Distillation tokens (DeiT's) among the last stage's prefix tokens: none unless the host has them."""
+        return 0
 
     @property
     def num_stages(self) -> int:
@@ -158,6 +173,13 @@ class HostConfig:
 
     def build(self) -> nn.Module:
         """The model this config describes, with freshly initialised weights (the host registered as ``arch``)."""
+        widths = "; ".join(f"depth {s.context.depth}, width {s.context.embed_dim}" for s in self.stages)
+        h, w = self.image_hw
+        check_fits(
+            f"this {self.arch} ({widths}; {h}x{w} images), its weights and one image's tokens,",
+            model_bytes(self.stages) + batch_bytes(self.stages, self.in_chans, 1, self.image_hw),
+            "check embed_dim, depth and img_size",
+        )
         return ARCHITECTURES.get(self.arch)(self)
 
     @classmethod

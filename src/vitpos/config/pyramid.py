@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from ..errors import ConfigError
 from ..validation import Allowed, bounded, check_value
-from .host import HostConfig, StageGeometry
+from .host import HEADS, HostConfig, StageGeometry
 from .position import SlotContext
 
 __all__ = ["PyramidConfig", "PVTConfig", "SwinConfig", "PYRAMID_ARCHS", "PYRAMID_CONFIGS"]
@@ -56,8 +56,9 @@ class PyramidConfig(HostConfig, metaclass=_PickedByArch):
     """Attention heads per block, per stage."""
     mlp_ratios: tuple[float, ...] = bounded((8.0, 8.0, 4.0, 4.0), gt=0)
     """MLP hidden width as a multiple of the token width, per stage."""
-    head: str = bounded("gap", choices=("cls", "gap"))
-    """'gap': average the last stage's patch tokens; 'cls' (PVT only): a class token joins the last stage."""
+    head: str = bounded("gap", choices=HEADS)
+    """'gap': average the last stage's patch tokens; 'seq': their attention-weighted mean; 'cls' (PVT
+    only): a class token joins the last stage."""
 
     def __post_init__(self) -> None:
         self._check_common()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..errors import quote
 from ..spec import SlotSpec, SpecError
 from .cifar import load_cifar_splits
 from .coco import load_coco_splits
@@ -19,8 +20,14 @@ from .synthetic_segment import SEGMENT_TASKS, SyntheticSegmentation
 __all__ = ["open_data", "DATA_FORMS"]
 
 DATA_FORMS = {
-    "synthetic": "synthetic:TASK[:img=32|HxW][:square=PATCH][:train=5000][:val=1000][:test=1000][:seed=0][:free]",
-    "detect": "synthetic:detect[:img=32|HxW][:objects=3][:min=4][:max=10][:train=800][:val=100][:test=200][:seed=0]",
+    "synthetic": (
+        "synthetic:TASK[:img=32|HxW][:square=PATCH][:train=5000][:val=1000][:test=1000][:seed=0][:free]"
+        "[:vary=0.25 (segmentation)]"
+    ),
+    "detect": (
+        "synthetic:detect[:img=32|HxW][:vary=0.25][:objects=3][:min=4][:max=10][:train=800][:val=100][:test=200]"
+        "[:seed=0]"
+    ),
     "folder": "folder:PATH",
     "wds": "wds:PATTERN[:val=PATTERN] (WebDataset tar shards, e.g. wds:/data/train-{000000..000099}.tar)",
     "coco": "coco:PATH",
@@ -40,6 +47,7 @@ def _image_size(text: str) -> int | tuple[int, int]:
 
 _SYNTHETIC_OPTIONS: dict[str, Callable[[str], object]] = {
     "img": _image_size,
+    "vary": float,
     "square": int,
     "train": int,
     "val": int,
@@ -48,6 +56,7 @@ _SYNTHETIC_OPTIONS: dict[str, Callable[[str], object]] = {
 }
 _DETECT_OPTIONS: dict[str, Callable[[str], object]] = {
     "img": _image_size,
+    "vary": float,
     "objects": int,
     "min": int,
     "max": int,
@@ -68,6 +77,8 @@ def open_data(spec: str, *, patch_size: int | None = None) -> DataSplits:
     ``patch_size`` is the model's: synthetic squares are one patch wide unless ``square=`` says
     otherwise.
     """
+    if not isinstance(spec, str):
+        raise SpecError(f"open_data: spec must be a data spec string such as 'synthetic:direction', got {quote(spec)}")
     kind, _, rest = spec.partition(":")
     if kind in ("folder", "cifar10", "cifar100", "coco"):
         if not rest:
@@ -107,6 +118,8 @@ def _synthetic(parsed: SlotSpec, patch_size: int | None) -> SyntheticTask:
         raise SpecError(f"'{parsed}' must name exactly one synthetic task: {', '.join(every)}")
     opts = parsed.typed_options(_SYNTHETIC_OPTIONS)
     kind = SyntheticSegmentation if tasks[0] in SEGMENT_TASKS else SyntheticTask
+    if "vary" in opts and kind is SyntheticTask:
+        raise SpecError(f"'{parsed}': vary= sets the image sizes of segmentation tasks; {tasks[0]} draws one size")
     return kind(
         task=tasks[0],
         img_size=opts.pop("img", 32),

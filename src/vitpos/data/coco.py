@@ -6,10 +6,12 @@ where ``<name>`` is the file name after ``instances_`` (``train2017/``), or in `
 The test split is the val split (COCO's test annotations are not public). Annotations are read
 with ``pycocotools``; categories become labels 0..C-1 in the order of their ids.
 
-Images are decoded with Pillow when a batch is drawn and resized to the model's size without
-cropping (boxes are normalised, so they stay exact; the aspect ratio is not kept, unlike DETR's
-resizing with padding). What the loader does with imperfect annotations, each counted in the
-log (``vitpos.data``):
+Images are decoded with Pillow when a batch is drawn, at their own size, and transformed as DETR
+does (:mod:`.dense_transforms`: aspect-preserving multi-scale resizes, random crops and flips in
+training, shorter side 800 / longer <= 1333 in evaluation; a model trained at another size scales
+every size by ``size / 800``), then padded per batch with a padding mask (:mod:`.padded`). The
+original size of every image travels with the batch: COCO AP is computed there. What the loader
+does with imperfect annotations, each counted in the log (``vitpos.data``):
 
 * an image whose file is missing: skipped;
 * an image without annotations: kept (every query learns "no object"), counted;
@@ -28,52 +30,42 @@ import logging
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
 from pycocotools.coco import COCO  # type: ignore[import-untyped]  # no stubs declared for pycocotools yet
 
 from ..errors import VitposError
-from .dataset import DataInfo, DataSplits, ImageDataset, Size, as_size
+from .coco_checks import check_coco_entries
+from .dataset import DataInfo, DataSplits, Size
+from .decode import READ_ERRORS, open_image, to_tensor, unreadable
+from .dense_transforms import DenseRecipe, DenseSample
 from .folders import IMAGENET_MEAN, IMAGENET_STD
-from .objects import ObjectTargets, pad_objects
+from .objects import ObjectTargets
+from .padded import PaddedImages
 
-__all__ = ["load_coco_splits", "read_coco_annotations", "CocoImages"]
+__all__ = ["load_coco_splits", "read_coco_annotations", "coco_images", "decode_image"]
 
 LOG = logging.getLogger("vitpos.data")
 
 
-class CocoImages(ImageDataset):
-    """Image files with their objects; :meth:`at_size` must set the size before batches are drawn."""
+def coco_images(
+    files: list[Path], objects: list[ObjectTargets], sizes: list[Size], info: DataInfo, slots: int, train: bool
+) -> PaddedImages:
+    """A split of image files decoded at their own size, transformed by DETR's recipe (:meth:`PaddedImages.at_size`
+    scales it) and padded per batch; its ``sizes`` (H, W) are the annotations' original sizes."""
 
-    def __init__(self, files: list[Path], targets: torch.Tensor, info: DataInfo, size: Size | None = None) -> None:
-        super().__init__(info, size)
-        self.files = files
-        self.targets = targets
+    def load(i: int) -> DenseSample:
+        return DenseSample.from_normalised(decode_image(files[i]), objects[i].labels, objects[i].boxes)
 
-    def __len__(self) -> int:
-        return len(self.files)
-
-    def __getitem__(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.image_size is None:
-            raise RuntimeError("COCO images have no common size; call at_size(size) first")
-        images = torch.stack([decode_resized(self.files[i], self.image_size) for i in index.tolist()])
-        return images, self.targets[index]
-
-    def at_size(self, size: int | tuple[int, int]) -> CocoImages:
-        return CocoImages(self.files, self.targets, self.info, as_size(size))
+    return PaddedImages(load, sizes, info, (800, 800), recipe=DenseRecipe(), train=train, slots=slots)
 
 
-def decode_resized(path: Path, size: Size) -> torch.Tensor:
-    """RGB uint8 (3, H, W), the whole image resized to ``size`` (no crop: boxes stay inside)."""
+def decode_image(path: Path) -> torch.Tensor:
+    """RGB uint8 (3, H, W) at the file's own size."""
+    img = open_image(path)
     try:
-        with Image.open(path) as img:
-            pixels = np.asarray(
-                img.convert("RGB").resize((size[1], size[0]), Image.Resampling.BILINEAR), dtype=np.uint8
-            )
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
-        raise VitposError(f"cannot read image {path} ({err}); remove or replace the file") from None
-    return torch.from_numpy(pixels.copy()).permute(2, 0, 1)
+        return to_tensor(img.convert("RGB"))
+    except READ_ERRORS as err:
+        raise unreadable(path, err) from None
 
 
 def _load_index(file: Path) -> COCO:
@@ -89,9 +81,11 @@ def _load_index(file: Path) -> COCO:
 
 def read_coco_annotations(
     file: Path, image_dir: Path, categories: list[int] | None = None
-) -> tuple[list[Path], list[ObjectTargets], dict[int, str], Counter]:
-    """Image paths, their objects (labels by ``categories`` order), category names and skip counts."""
+) -> tuple[list[Path], list[ObjectTargets], dict[int, str], Counter, list[Size]]:
+    """Image paths, their objects (labels by ``categories`` order), category names, skip counts and the
+    images' (H, W) as the annotations give them."""
     coco = _load_index(file)
+    check_coco_entries(file, coco.dataset)
     names = {c["id"]: c.get("name", str(c["id"])) for c in coco.dataset.get("categories", [])}
     if not names:
         raise VitposError(f"{file} lists no categories; add a 'categories' list of {{'id', 'name'}}")
@@ -109,7 +103,7 @@ def read_coco_annotations(
                 "which is not among the images"
             )
     counts: Counter = Counter()
-    files, objects = [], []
+    files, objects, sizes = [], [], []
     for image_id in sorted(coco.imgs):
         meta = coco.imgs[image_id]
         path = image_dir / meta["file_name"]
@@ -139,13 +133,14 @@ def read_coco_annotations(
             )
         )
         files.append(path)
+        sizes.append((int(h), int(w)))
     if not files:
         raise VitposError(
             f"{file}: none of its {len(coco.imgs)} images was found in {image_dir}; check the image folder"
         )
     for what, n in sorted(counts.items()):
         LOG.warning("%s: %d %s", file.name, n, what)
-    return files, objects, {cid: names[cid] for cid in order if cid in names}, counts
+    return files, objects, {cid: names[cid] for cid in order if cid in names}, counts, sizes
 
 
 def _annotation_file(root: Path, split: str) -> Path:
@@ -167,8 +162,8 @@ def load_coco_splits(path: str | Path) -> DataSplits:
     if not root.is_dir():
         raise FileNotFoundError(f"COCO folder {root} does not exist (or is not a folder)")
     train_file, val_file = _annotation_file(root, "train"), _annotation_file(root, "val")
-    train_files, train_objects, names, _ = read_coco_annotations(train_file, _image_dir(root, train_file))
-    val_files, val_objects, _, _ = read_coco_annotations(val_file, _image_dir(root, val_file), list(names))
+    train_files, train_objects, names, _, train_sizes = read_coco_annotations(train_file, _image_dir(root, train_file))
+    val_files, val_objects, _, _, val_sizes = read_coco_annotations(val_file, _image_dir(root, val_file), list(names))
     info = DataInfo(
         f"coco:{path}",
         "detection",
@@ -178,6 +173,6 @@ def load_coco_splits(path: str | Path) -> DataSplits:
         position_sensitive=True,
     )
     slots = max([len(o.labels) for o in train_objects + val_objects] + [1])
-    train = CocoImages(train_files, pad_objects(train_objects, slots), info)
-    val = CocoImages(val_files, pad_objects(val_objects, slots), info)
+    train = coco_images(train_files, train_objects, train_sizes, info, slots, train=True)
+    val = coco_images(val_files, val_objects, val_sizes, info, slots, train=False)
     return DataSplits(train, val, val)

@@ -169,7 +169,7 @@ class SceneGenerator(Protocol):
 
 class SyntheticImages(TensorImages):
     """A rendered split; :meth:`at_size` draws the split anew at the other size. ``task`` is any
-    generator with ``info`` and ``render(split, size)`` (the red-green tasks, ``synthetic:detect``)."""
+    generator with ``info`` and ``render(split, size)`` (the red-green classification tasks)."""
 
     per_image = False  # re-rendered at each size; crops would falsify the labels
 

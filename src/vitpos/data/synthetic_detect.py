@@ -2,16 +2,22 @@
 
 Every image holds 1 to ``objects`` squares (uniformly many) of random side (``min_size`` to
 ``max_size`` pixels), random position and random colour (red, green, blue or yellow: the four
-classes), never overlapping, on a black background. The targets are the squares' classes and
-boxes (normalised cx, cy, w, h), padded to ``objects`` rows (:mod:`vitpos.data.objects`).
-Like the red-green tasks, every split is a pure function of the fields and can be drawn at any
-image size (squares keep their pixel sizes), so a model trained at one size is evaluated at others.
-Spec: ``synthetic:detect[:img=32|HxW][:objects=3][:min=4][:max=10][:train=800][:val=100][:test=200][:seed=0]``.
+classes), never overlapping, on a black background. Images vary in size and aspect ratio: each
+one's height and width are drawn independently and uniformly between ``(1 - vary)`` times the
+task's size and the task's size, so batches are padded (:mod:`.padded`) and every slot meets a
+padding mask (``vary=0``: every image at the task's size). The targets are the squares' classes and
+boxes (cx, cy, w, h normalised by the image's own size), padded to ``objects`` rows
+(:mod:`vitpos.data.objects`). Like the red-green tasks, every split is a pure function of the
+fields and can be drawn around any image size (squares keep their pixel sizes), so a model
+trained at one size is evaluated at others.
+Spec: ``synthetic:detect[:img=32|HxW][:vary=0.25][:objects=3][:min=4][:max=10][:train=800][:val=100]``
+``[:test=200][:seed=0]``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,9 +25,9 @@ import torch
 
 from ..errors import ConfigError
 from ..validation import bounded, check_fields
-from .dataset import DataInfo, DataSplits, as_size
-from .objects import ObjectTargets, pad_objects
-from .synthetic import SyntheticImages
+from .dataset import DataInfo, DataSplits, Size, as_size
+from .dense_transforms import DenseSample
+from .padded import PaddedImages
 
 __all__ = ["SyntheticDetection", "DETECT_COLOURS"]
 
@@ -35,6 +41,9 @@ class SyntheticDetection:
     """The task; every split is a pure function of these fields."""
 
     img_size: int | tuple[int, int] = bounded(32, ge=1)
+    """The largest image size (H, W); the images are drawn up to it."""
+    vary: float = bounded(0.25, ge=0, lt=1)
+    """How much smaller than ``img_size`` an image may be, as a fraction of each side."""
     objects: int = bounded(3, ge=1)
     """The most squares in one image (each image holds 1 to ``objects``)."""
     min_size: int = bounded(4, ge=1)
@@ -48,14 +57,20 @@ class SyntheticDetection:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        h, w = as_size(self.img_size)
         if self.min_size > self.max_size:
             raise ConfigError(f"min={self.min_size} is larger than max={self.max_size}; give min <= max")
+        h, w = self.smallest
         if min(h, w) < 2 * self.max_size:
             raise ConfigError(
-                f"a {h}x{w} image is too small for squares of up to {self.max_size} pixels; "
-                f"use img >= {2 * self.max_size}"
+                f"a {h}x{w} image is too small for squares of up to {self.max_size} pixels; use a larger img "
+                f"(its smallest images are (1 - vary) = {1 - self.vary:g} of it) or a smaller vary"
             )
+
+    @property
+    def smallest(self) -> Size:
+        """The smallest image size drawn: ``(1 - vary)`` of each side, rounded up."""
+        h, w = (math.ceil((1 - self.vary) * side - 1e-9) for side in as_size(self.img_size))
+        return (h, w)
 
     @property
     def spec(self) -> str:
@@ -65,7 +80,7 @@ class SyntheticDetection:
         if (h, w) != (32, 32):
             parts.append(f"img={h}" if h == w else f"img={h}x{w}")
         defaults, names = SyntheticDetection(), {"min_size": "min", "max_size": "max"}
-        fields = ("objects", "min_size", "max_size", "train", "val", "test", "seed")
+        fields = ("vary", "objects", "min_size", "max_size", "train", "val", "test", "seed")
         parts += [f"{names.get(k, k)}={getattr(self, k)}" for k in fields if getattr(self, k) != getattr(defaults, k)]
         return ":".join(parts)
 
@@ -77,18 +92,28 @@ class SyntheticDetection:
         """Train, val and test splits at the task's image size."""
         return DataSplits(*(self.render(name) for name in ("train", "val", "test")))
 
-    def render(self, split: str, img_size: int | tuple[int, int] | None = None) -> SyntheticImages:
-        """Draw ``split`` at ``img_size`` (default: the task's); other sizes are drawn anew (:meth:`at_size`)."""
+    def render(self, split: str, img_size: int | tuple[int, int] | None = None) -> PaddedImages:
+        """Draw ``split`` around ``img_size`` (default: the task's); other sizes are drawn anew (:meth:`at_size`)."""
         size = as_size(self.img_size if img_size is None else img_size)
         task = dataclasses.replace(self, img_size=size)  # validates the new size
         rng = np.random.default_rng([self.seed, _SPLIT_STREAM[split]])
-        n = getattr(self, split)
-        images = torch.zeros(n, 3, *size, dtype=torch.uint8)
-        objects = [task._draw(rng, images[i]) for i in range(n)]
-        return SyntheticImages(images, pad_objects(objects, self.objects), self, split)
+        (low_h, low_w), samples = task.smallest, []
+        for _ in range(getattr(self, split)):
+            image_hw = (
+                (int(rng.integers(low_h, size[0] + 1)), int(rng.integers(low_w, size[1] + 1))) if self.vary else size
+            )
+            samples.append(task._draw(rng, torch.zeros(3, *image_hw, dtype=torch.uint8)))
+        return PaddedImages(
+            samples.__getitem__,
+            [s.size for s in samples],
+            self.info,
+            size,
+            slots=self.objects,
+            resized=lambda other: self.render(split, other),
+        )
 
-    def _draw(self, rng: np.random.Generator, image: torch.Tensor) -> ObjectTargets:
-        """Paint one image's squares in place; its targets."""
+    def _draw(self, rng: np.random.Generator, image: torch.Tensor) -> DenseSample:
+        """Paint one image's squares in place; the image with its objects."""
         h, w = image.shape[-2:]
         boxes: list[tuple[int, int, int, int]] = []
         labels: list[int] = []
@@ -105,7 +130,5 @@ class SyntheticDetection:
             image[:, y : y + side, x : x + side] = torch.tensor(colours[label], dtype=torch.uint8)[:, None, None]
             boxes.append((x, y, side, label))
             labels.append(label)
-        xywh = torch.tensor([[x + s / 2, y + s / 2, s, s] for x, y, s, _ in boxes], dtype=torch.float32).reshape(-1, 4)
-        return ObjectTargets(
-            torch.tensor(labels, dtype=torch.int64), xywh / torch.tensor([w, h, w, h], dtype=torch.float32)
-        )
+        corners = torch.tensor([[x, y, x + s, y + s] for x, y, s, _ in boxes], dtype=torch.float32).reshape(-1, 4)
+        return DenseSample(image, torch.tensor(labels, dtype=torch.int64), corners)

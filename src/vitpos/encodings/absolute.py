@@ -22,7 +22,7 @@ from torch import nn
 
 from ..grid import Grid, grid_coords, resample_table
 from ..registry import ABSOLUTE
-from ..spec import int_in, one_of, positive_float
+from ..spec import SlotSpec, int_in, one_of, positive_float
 from .base import OptionSchema, SlotContext, SlotEntry
 from .sincos import interleave_sin_cos, sincos_1d, sincos_2d, sincos_frequencies
 
@@ -129,10 +129,32 @@ class LearnedPosition(AbsoluteEncoding):
 
 @ABSOLUTE.register("sincos1d")
 class SinCos1dPosition(FixedTableEncoding):
-    """Vaswani et al.'s fixed 1-D encoding over the row-major patch index."""
+    """Vaswani et al.'s fixed 1-D encoding over the row-major patch index.
+
+    By default the cells are positions 0 .. H*W-1 and prefix tokens get no signal. ``prefix``
+    (``sincos1d:prefix``) counts the prefix tokens as the first positions, so the cells start at P:
+    the table T2T-ViT's released code adds (its class token at position 0).
+    """
+
+    def __init__(self, ctx: SlotContext, prefix: bool = False) -> None:
+        super().__init__(ctx)
+        self.offset = ctx.num_prefix_tokens if prefix else 0
+
+    @classmethod
+    def parse(cls, spec: SlotSpec) -> Mapping[str, Any]:
+        spec.check_no_placement()
+        spec.check_flags({"prefix"})
+        return {"prefix": "prefix" in spec.flags, **spec.typed_options(cls._schema)}
 
     def float64_table(self, grid: Grid, device=None) -> torch.Tensor:
-        return sincos_1d(torch.arange(grid[0] * grid[1], device=device), self.embed_dim)
+        positions = torch.arange(self.offset, self.offset + grid[0] * grid[1], device=device)
+        return sincos_1d(positions, self.embed_dim)
+
+    def prefix(self) -> torch.Tensor | None:
+        if not self.offset:
+            return None
+        table = sincos_1d(torch.arange(self.offset, device=self._anchor.device), self.embed_dim)
+        return table.to(self._anchor.dtype)[None]
 
 
 @ABSOLUTE.register("sincos2d")

@@ -92,6 +92,9 @@ class TrainConfig:
     init_drop: tuple[str, ...] = bounded((), min_items=0)
     """Parameters (names, prefixes or patterns such as '*.relative.*' or 'pos_embed,absolute.*') that
     --init leaves at their initialisation, e.g. to change the position encoding of a released model."""
+    teacher: str | None = None
+    """Hard distillation (DeiT) of a distilled student (distilled=True) from this teacher: a checkpoint
+    (a run, checkpoint or released file) or a preset with released weights; classification only."""
     deterministic: bool = False
     """Use only deterministic kernels (slower on GPU); CPU runs are reproducible either way."""
     device: str = bounded("auto", pattern=DEVICES.pattern, choices=DEVICES.choices)

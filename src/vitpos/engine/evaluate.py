@@ -13,7 +13,9 @@ import torch
 from torch import nn
 
 from ..data.dataset import ImageDataset, as_size, iterate_batches
+from ..data.padded import model_inputs, padded_for
 from ..data.transforms import normalize, to_float
+from ..memory import batch_bytes, check_fits
 from ..tasks import loss_precision, task_for, task_kind
 from .distributed import Dist, eval_batches
 from .precision import Precision
@@ -44,14 +46,16 @@ def evaluate(
     was_training = model.training
     model.eval()
     task = task_for(info, model)
+    dataset = padded_for(dataset, getattr(getattr(model, "cfg", None), "stride", 1))
     metrics = task.metrics(device, image_hw=dataset.image_size)
     dtype = input_dtype(model)
     batches = eval_batches(len(dataset), batch_size, ctx)
     for images, targets in iterate_batches(dataset, batches, workers, pin_memory=device.type == "cuda"):
         x = normalize(to_float(images.to(device, non_blocking=True)), info.mean, info.std).to(dtype)
         targets = targets.to(device, non_blocking=True)
+        x, padding = model_inputs(x, targets)
         with (precision or Precision(device.type)).autocast():
-            outputs = loss_precision(model(x))
+            outputs = loss_precision(model(x, **padding))
         metrics.add_loss(task.loss(outputs, targets), len(x))
         metrics.add_predictions(outputs, targets)
     model.train(was_training)
@@ -62,15 +66,25 @@ def evaluate_resolutions(
     model: nn.Module, dataset: ImageDataset, sizes: Sequence[int | tuple[int, int]], **kwargs
 ) -> dict[tuple[int, int], dict[str, float]]:
     """:func:`evaluate` at every image size in ``sizes`` (each a multiple of the patch size)."""
-    patch = getattr(getattr(model, "cfg", None), "patch_size", 1)
-    pad = getattr(getattr(model, "cfg", None), "pad_to_patch", False)
-    results = {}
-    for size in sizes:
-        hw = as_size(size)
+    cfg = getattr(model, "cfg", None)
+    patch = getattr(cfg, "size_multiple", 1)
+    pad = getattr(cfg, "pad_to_patch", False)
+    batch, device = kwargs.get("batch_size", 256), kwargs.get("device")
+    for hw in map(as_size, sizes):
         if not pad and (hw[0] % patch or hw[1] % patch):
             raise ValueError(
                 f"resolution {hw[0]}x{hw[1]} is not a multiple of the patch size {patch}; pick multiples of {patch}"
             )
+        if cfg is not None:
+            check_fits(
+                f"evaluating at {hw[0]}x{hw[1]} in batches of {batch}",
+                batch_bytes(cfg.stages, cfg.in_chans, batch, hw),
+                "evaluate at smaller sizes (--resolutions) or in smaller batches (--batch-size)",
+                device,
+            )
+    results = {}
+    for size in sizes:
+        hw = as_size(size)
         results[hw] = evaluate(model, dataset.at_size(hw), **kwargs)
     return results
 

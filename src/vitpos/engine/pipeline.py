@@ -6,7 +6,9 @@ are cropped and flipped image by image from the *whole* image in the workers
 mixup / cutmix then run batched on the training device (:class:`~vitpos.data.transforms.Augment`).
 WebDataset shards are streamed (:class:`~vitpos.data.shard_stream.ShardStream`).
 Sources that draw whole batches (the synthetic tasks, dense tasks) keep the batched path at the
-model size. Evaluation of photographs from files uses ``eval_crop`` (:class:`~vitpos.data.crops.EvalCrop`).
+model size; dense tasks' images keep their own sizes, padded per batch to a multiple of the model's
+stride (:mod:`~vitpos.data.padded`). Evaluation of photographs from files uses ``eval_crop``
+(:class:`~vitpos.data.crops.EvalCrop`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from torch.utils.data import DataLoader
 from ..data.crops import TrainCrop
 from ..data.dataset import DataInfo, DataSplits, ImageDataset, Size, iterate_batches
 from ..data.folders import ImageFiles
+from ..data.padded import fit_split
 from ..data.shard_stream import ShardStream
 from ..data.shards import ShardImages
 from ..data.transforms import Augment
@@ -68,15 +71,18 @@ def for_evaluation(split: ImageDataset, eval_crop: float, interpolation: str) ->
     return split.evaluated_with(eval_crop, interpolation) if isinstance(split, (ImageFiles, ShardImages)) else split
 
 
-def eval_split(data: DataSplits, name: str, size: Size, cfg: TrainConfig) -> ImageDataset:
-    """Split ``name`` at ``size`` for evaluation, with the run's crop fraction and resampling."""
-    return for_evaluation(data.split(name).at_size(size), cfg.eval_crop, cfg.interpolation)
+def eval_split(data: DataSplits, name: str, size: Size, cfg: TrainConfig, stride: int = 1) -> ImageDataset:
+    """Split ``name`` at ``size`` for evaluation, with the run's crop fraction and resampling; padded
+    batches pad to a multiple of ``stride`` (the model's)."""
+    return for_evaluation(fit_split(data.split(name), size, stride), cfg.eval_crop, cfg.interpolation)
 
 
 class TrainData:
     """The training split of a run: its steps per epoch, the device-side augmentation, and each epoch's batches."""
 
-    def __init__(self, data: DataSplits, cfg: TrainConfig, size: Size, ctx: Dist, pin_memory: bool = False) -> None:
+    def __init__(
+        self, data: DataSplits, cfg: TrainConfig, size: Size, ctx: Dist, pin_memory: bool = False, stride: int = 1
+    ) -> None:
         self.cfg, self.ctx, self.pin_memory = cfg, ctx, pin_memory
         augment = build_augment(cfg, data.info)
         split = data.train
@@ -96,7 +102,7 @@ class TrainData:
             )
             augment = dataclasses.replace(augment, crop_scale=None, hflip=0.0)  # done per image
         else:
-            split = split.at_size(size)
+            split = fit_split(split, size, stride)
         self.split, self.augment = split, augment
         self.steps_per_epoch = steps_per_epoch(len(split), cfg.batch_size, ctx)
 

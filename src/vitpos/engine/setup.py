@@ -29,13 +29,13 @@ import yaml
 from ..config import SLOT_NAMES, HostConfig
 from ..data.catalog import open_data
 from ..data.dataset import DataInfo, DataSplits
-from ..errors import VitposError
+from ..errors import VitposError, quote
 from ..models.factory import config_from_dict, get_config
 from ..registry import ARCHITECTURES
 from ..yaml_io import read_yaml
 from .config import TrainConfig
 
-__all__ = ["RunRequest", "fit_model_to_data", "check_model_fits_data", "model_keys"]
+__all__ = ["RunRequest", "fit_model_to_data", "check_model_fits_data", "check_train_arguments", "model_keys"]
 
 
 def model_keys() -> frozenset[str]:
@@ -77,17 +77,22 @@ class RunRequest:
     def from_mapping(cls, data: dict[str, Any], source: str = "config") -> RunRequest:
         """Parse the two-section mapping described in the module docstring."""
         if not isinstance(data, dict):
-            raise ValueError(f"{source} must be a mapping with 'model' and 'train' sections")
-        unknown = sorted(set(data) - {"model", "train"})
+            raise VitposError(f"{source} must be a mapping with 'model' and 'train' sections, not {quote(data)}")
+        unknown = sorted(map(str, set(data) - {"model", "train"}))
         if unknown:
-            raise ValueError(f"{source}: unknown section(s) {', '.join(unknown)}; expected 'model' and 'train'")
+            raise VitposError(f"{source}: unknown section(s) {', '.join(unknown)}; expected 'model' and 'train'")
+        train = data.get("train") or {}
+        if not isinstance(train, dict):
+            raise VitposError(f"{source}: section 'train' must be a mapping of option: value, not {quote(train)}")
         model = data.get("model") or {}
         if isinstance(model, str):
-            return cls(preset=model, train=dict(data.get("train") or {}))
+            return cls(preset=model, train=dict(train))
         if not isinstance(model, dict):
-            raise ValueError(f"{source}: 'model' must be a preset name or a mapping of model fields")
+            raise VitposError(
+                f"{source}: 'model' must be a preset name or a mapping of model fields, not {quote(model)}"
+            )
         model = dict(model)
-        return cls(preset=model.pop("preset", None), model=model, train=dict(data.get("train") or {}))
+        return cls(preset=model.pop("preset", None), model=model, train=dict(train))
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> RunRequest:
@@ -146,13 +151,28 @@ def fit_model_to_data(base: HostConfig | None, data: DataSplits, overrides: dict
     except TypeError as err:
         raise ValueError(str(err)) from None
     except ValueError as err:
-        if "img_size" in filled and "divisible" in str(err):
+        if "img_size" in filled and str(err).startswith(("img_size", "image size")):  # the data's size, not a width
             raise ValueError(
                 f"{err}; the data's images are {data.image_size}: pass --img-size to resize them"
             ) from None
         raise
     check_model_fits_data(cfg, info)
     return cfg
+
+
+def check_train_arguments(model_cfg: Any, cfg: Any, data: Any) -> None:
+    """Refuse arguments of :func:`~vitpos.engine.train` of the wrong kind, saying how to build the right one."""
+    if not isinstance(model_cfg, HostConfig):
+        raise VitposError(
+            f"train: model_cfg must be a model config, got {quote(model_cfg)} ({type(model_cfg).__name__}); "
+            "build one with vitpos.get_config(name, **fields), or use RunRequest(name, model, train).resolve()"
+        )
+    if not isinstance(cfg, TrainConfig):
+        raise VitposError(
+            f"train: cfg must be a TrainConfig, got {type(cfg).__name__}; build one with TrainConfig(...)"
+        )
+    if data is not None and not isinstance(data, DataSplits):
+        raise VitposError(f"train: data must be DataSplits (open_data(spec)) or None, got {type(data).__name__}")
 
 
 def check_model_fits_data(cfg: HostConfig, info: DataInfo, trained_on: dict[str, Any] | None = None) -> None:

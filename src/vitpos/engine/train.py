@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from ..config import HostConfig
 from ..data.catalog import open_data
 from ..data.dataset import DataSplits
+from ..data.padded import model_inputs
 from ..errors import VitposError
 from ..models.factory import create_model
 from ..models.saved_encoding import load_position_encoding
@@ -36,14 +37,17 @@ from ..tasks import loss_precision, task_for
 from ..weights import WeightsFile, load_weights
 from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_training_checkpoint, save_checkpoint
 from .config import TrainConfig
+from .distillation import Distiller, load_teacher, training_loss
 from .distributed import Dist, setup, teardown
+from .divergence import DivergenceGuard
 from .evaluate import evaluate, input_dtype
+from .interrupt import InterruptRequest, TrainingInterrupted
 from .optim import ModelEma, WarmupCosine, build_optimizer
 from .pipeline import TrainData, build_augment, eval_split
 from .precision import Precision
 from .records import write_history, write_run_config, write_summary
 from .run_lock import locked_run_folder
-from .setup import check_model_fits_data
+from .setup import check_model_fits_data, check_train_arguments
 
 __all__ = ["train", "TrainResult", "build_augment", "RunChangedWarning"]
 
@@ -102,9 +106,10 @@ class _Trainer:
         self.info = data.info
         check_model_fits_data(model_cfg, self.info)
         size = model_cfg.image_hw
-        self.train_data = TrainData(data, cfg, size, ctx, pin_memory=device.type == "cuda")
+        stride = model_cfg.stride  # padded batches (images of their own sizes) pad to a multiple of it
+        self.train_data = TrainData(data, cfg, size, ctx, pin_memory=device.type == "cuda", stride=stride)
         self.augment = self.train_data.augment
-        self.val_set, self.test_set = (eval_split(data, s, size, cfg) for s in ("val", "test"))
+        self.val_set, self.test_set = (eval_split(data, s, size, cfg, stride) for s in ("val", "test"))
         steps = self.steps_per_epoch = self.train_data.steps_per_epoch
         cosine_end = (cfg.epochs - cfg.cooldown_epochs) * steps
         self.schedule = WarmupCosine(cfg.peak_lr, cfg.min_lr, round(cfg.warmup_epochs * steps), cosine_end)
@@ -129,13 +134,17 @@ class _Trainer:
         self.history: list[dict[str, Any]] = []
         self.running = self.task.metrics(device)
         self.last_checkpoint: Path | None = None
+        self.diverged, self.interrupt = DivergenceGuard(cfg, ctx, device), InterruptRequest()
         self._check_run_dir(resume)
 
-        self.net: Callable[..., Any] = self.model  # the model as it runs: wrapped by DDP, compiled
+        # the model as it runs: with its distillation teacher, wrapped by DDP, compiled
+        self.net: Callable[..., Any] = self.model
+        if cfg.teacher:
+            self.net = Distiller(self.model, load_teacher(cfg.teacher, self.info.num_outputs, device))
         if ctx.enabled:
             # static_graph: the same parameters take part in every step, used or not
             self.net = DistributedDataParallel(
-                self.model, device_ids=[device.index] if device.type == "cuda" else None, static_graph=True
+                self.net, device_ids=[device.index] if device.type == "cuda" else None, static_graph=True
             )
         if cfg.compile:
             self.net = torch.compile(self.net)
@@ -235,9 +244,11 @@ class _Trainer:
             disable=not (ctx.is_main and cfg.progress),
             unit="step",
         )
-        with self.bar:
+        with self.bar, self.interrupt.deferred(enabled=not ctx.enabled):
             while self.epoch < cfg.epochs:
                 self._train_epoch()
+                if self.interrupt.requested:  # the epoch's checkpoint is written
+                    raise TrainingInterrupted(self.step, self.run_dir, self.last_checkpoint)
         test = self._evaluate(self.test_set, "")
         if self.run_dir is not None and ctx.is_main:
             write_summary(
@@ -270,11 +281,12 @@ class _Trainer:
             torch.manual_seed(step_seed(cfg.seed, self.step, ctx.rank))
             images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
             x, y = self.augment(images, targets)
-            x = x.to(dtype)
+            x, padding = model_inputs(x.to(dtype), y)
             lr = self.schedule.apply(self.optimizer, self.step)
             with self.precision.autocast():
-                outputs = loss_precision(self.net(x))
-            loss = self.task.loss(outputs, y, cfg.label_smoothing)
+                outputs = loss_precision(self.net(x, **padding))
+            loss, outputs = training_loss(outputs, y, self.task, cfg.label_smoothing)
+            self.diverged.watch(loss, self.step + 1)
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.scale(loss).backward()
             if cfg.grad_clip:
@@ -291,10 +303,14 @@ class _Trainer:
             self.batch += 1
             bar.update(1)
             if self.batch % 10 == 0 or self.batch == self.steps_per_epoch:
+                self.diverged.check(self.step, self.last_checkpoint)
                 seen = (self.batch - first) * cfg.batch_size
                 bar.set_postfix(self.running.compute() | {"img/s": seen / (time.perf_counter() - began)}, refresh=False)
-            if cfg.save_every and self.step % cfg.save_every == 0 and self.batch < self.steps_per_epoch:
+            saving = cfg.save_every and self.step % cfg.save_every == 0
+            if (saving or self.interrupt.requested) and self.batch < self.steps_per_epoch:
                 self._save(lr)
+            if self.interrupt.requested and self.batch < self.steps_per_epoch:
+                raise TrainingInterrupted(self.step, self.run_dir, self.last_checkpoint)
         elapsed = time.perf_counter() - began
         row = {"epoch": self.epoch + 1, "step": self.step, "lr": lr}
         row |= {f"train_{k}": v for k, v in self.running.reduced(ctx).compute().items()}
@@ -337,6 +353,8 @@ class _Trainer:
         """Checkpoint the current position (called on every process; rank 0 writes)."""
         if self.run_dir is None:
             return
+        self.diverged.check(self.step, self.last_checkpoint)
+        self.diverged.check_weights(self.model, self.step, self.last_checkpoint)
         running = self.running.reduced(self.ctx).state()
         if self.ctx.is_main:
             meta = {
@@ -378,6 +396,7 @@ def train(
     none); ``resume="if_present"`` starts a new run when there is nothing to resume. The run
     folder is locked (:mod:`vitpos.engine.run_lock`) while the run lasts.
     """
+    check_train_arguments(model_cfg, cfg, data)
     if data is None:
         data = open_data(cfg.data, patch_size=model_cfg.patch_size)
     cfg = cfg.replace(data=data.info.spec)  # record the data actually used, spelled out in full

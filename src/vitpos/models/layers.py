@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 import torch.nn.functional as F
@@ -15,7 +15,17 @@ from ..errors import VitposError
 from ..grid import Grid, patch_grid, tracing
 from ..padding import Padding
 
-__all__ = ["PatchEmbed", "Partition", "Attention", "Mlp", "DropPath", "Block", "init_linear"]
+__all__ = [
+    "ImageStem",
+    "check_images",
+    "PatchEmbed",
+    "Partition",
+    "Attention",
+    "Mlp",
+    "DropPath",
+    "Block",
+    "init_linear",
+]
 
 
 def init_linear(layer: nn.Linear) -> nn.Linear:
@@ -24,6 +34,15 @@ def init_linear(layer: nn.Linear) -> nn.Linear:
     if layer.bias is not None:
         nn.init.zeros_(layer.bias)
     return layer
+
+
+@runtime_checkable
+class ImageStem(Protocol):
+    """What a host's first downsampling step offers: a check of the images it is given."""
+
+    def check_input(self, x: torch.Tensor) -> None:
+        """Raise :class:`VitposError` for inputs the stem cannot take, saying how to convert them."""
+        ...
 
 
 class PatchEmbed(nn.Module):
@@ -49,33 +68,46 @@ class PatchEmbed(nn.Module):
 
     def check_input(self, x: torch.Tensor) -> None:
         """Raise :class:`VitposError` for inputs the model cannot take, saying how to convert them."""
-        if not isinstance(x, torch.Tensor):
-            raise VitposError(
-                f"the model takes a torch.Tensor of images (B, {self.in_chans}, H, W), got {type(x).__name__}; "
-                "convert with torch.as_tensor(x, dtype=torch.float32)"
-            )
-        if x.ndim != 4 or x.shape[1] != self.in_chans:
-            raise VitposError(f"expected images of shape (B, {self.in_chans}, H, W), got {tuple(x.shape)}")
-        if not x.is_floating_point():
-            raise VitposError(
-                f"expected floating-point images, got {x.dtype}; convert with x.float() "
-                "(and scale 0-255 pixels to the range the model was trained on)"
-            )
-        weight = self.proj.weight.dtype
-        if x.dtype != weight and not torch.is_autocast_enabled(x.device.type):
-            raise VitposError(
-                f"the images are {x.dtype} but the model's weights are {weight}; convert with "
-                f"x.to({weight}) or run under torch.autocast"
-            )
-        if min(x.shape[-2:]) < self.patch_size and not self.pad:
-            raise VitposError(
-                f"the images are {x.shape[-2]}x{x.shape[-1]} pixels, smaller than one "
-                f"{self.patch_size}-pixel patch; resize them to a multiple of {self.patch_size}"
-            )
-        if min(x.shape[-2:]) == 0:
-            raise VitposError(
-                f"the images are {x.shape[-2]}x{x.shape[-1]} pixels: empty; pass images of at least one patch"
-            )
+        check_images(x, self.in_chans, self.proj.weight, 1 if self.pad else self.patch_size, "patch")
+
+
+def check_images(x: torch.Tensor, in_chans: int, stem_weight: torch.Tensor, min_side: int, unit: str) -> None:
+    """Raise :class:`VitposError` unless ``x`` is a non-empty float batch (B, in_chans, H, W) on the device
+    and in the dtype of ``stem_weight``, with sides of at least ``min_side`` pixels (one ``unit``)."""
+    if not isinstance(x, torch.Tensor):
+        raise VitposError(
+            f"the model takes a torch.Tensor of images (B, {in_chans}, H, W), got {type(x).__name__}; "
+            "convert with torch.as_tensor(x, dtype=torch.float32)"
+        )
+    if x.ndim != 4 or x.shape[1] != in_chans:
+        raise VitposError(f"expected images of shape (B, {in_chans}, H, W), got {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise VitposError(
+            f"expected floating-point images, got {x.dtype}; convert with x.float() "
+            "(and scale 0-255 pixels to the range the model was trained on)"
+        )
+    if x.shape[0] == 0:
+        raise VitposError(f"the batch is empty: images of shape {tuple(x.shape)}; pass at least one image")
+    if x.device != stem_weight.device:
+        raise VitposError(
+            f"the images are on device {x.device} but the model is on {stem_weight.device}; "
+            f"move them with x.to({str(stem_weight.device)!r})"
+        )
+    weight = stem_weight.dtype
+    if x.dtype != weight and not torch.is_autocast_enabled(x.device.type):
+        raise VitposError(
+            f"the images are {x.dtype} but the model's weights are {weight}; convert with "
+            f"x.to({weight}) or run under torch.autocast"
+        )
+    if min(x.shape[-2:]) < min_side:
+        raise VitposError(
+            f"the images are {x.shape[-2]}x{x.shape[-1]} pixels, smaller than one "
+            f"{min_side}-pixel {unit}; resize them to a multiple of {min_side}"
+        )
+    if min(x.shape[-2:]) == 0:
+        raise VitposError(
+            f"the images are {x.shape[-2]}x{x.shape[-1]} pixels: empty; pass images of at least one {unit}"
+        )
 
 
 @dataclass(frozen=True)
@@ -301,7 +333,7 @@ class Block(nn.Module):
         self.attn = attn if attn is not None else Attention(dim, num_heads, qkv_bias, attn_drop, drop, relative)
         self.drop_path1 = DropPath(drop_path)
         self.norm2 = nn.LayerNorm(dim, eps=norm_eps)
-        self.mlp = Mlp(dim, int(dim * mlp_ratio), drop)
+        self.mlp: nn.Module = Mlp(dim, int(dim * mlp_ratio), drop)
         self.drop_path2 = DropPath(drop_path)
 
     def forward(
@@ -313,12 +345,22 @@ class Block(nn.Module):
         qk_pos: torch.Tensor | None = None,
         padding: Padding | None = None,
     ) -> torch.Tensor:
+        x = x + self.drop_path1(self.attend(x, grid, num_prefix_tokens, pos, qk_pos, padding))
+        return x + self.drop_path2(self.mlp(self.norm2(x)))
+
+    def attend(
+        self,
+        x: torch.Tensor,
+        grid: Grid,
+        num_prefix_tokens: int,
+        pos: torch.Tensor | None,
+        qk_pos: torch.Tensor | None,
+        padding: Padding | None = None,
+    ) -> torch.Tensor:
+        """The attention branch: attention of the normalised tokens (plus ``pos``), before the residual."""
         h = self.norm1(x)
         if pos is not None:
             h = h + pos
         if qk_pos is None and padding is None:
-            out = self.attn(h, grid, num_prefix_tokens)
-        else:
-            out = self.attn(h, grid, num_prefix_tokens, qk_pos=qk_pos, padding=padding)
-        x = x + self.drop_path1(out)
-        return x + self.drop_path2(self.mlp(self.norm2(x)))
+            return self.attn(h, grid, num_prefix_tokens)
+        return self.attn(h, grid, num_prefix_tokens, qk_pos=qk_pos, padding=padding)

@@ -18,7 +18,8 @@ from ..encodings.relative.base import RelativePosition
 from ..errors import VitposError
 from ..grid import Grid, tokens_to_map
 from ..padding import Padding
-from .layers import Attention, Block, PatchEmbed, init_linear
+from .layers import Attention, Block, ImageStem, PatchEmbed, init_linear
+from .seq_pool import SequencePool
 from .stage import Stage
 
 __all__ = ["PyramidTransformer", "NormedPatchEmbed"]
@@ -77,6 +78,11 @@ class PyramidTransformer(nn.Module):
     """The config this host is built from (read by :func:`~vitpos.models.factory.config_from_dict`)."""
     norm_eps = 1e-6
     """LayerNorm epsilon of the blocks and the final norm (ViT's and PVT's; Swin uses PyTorch's default 1e-5)."""
+    takes_padding = True
+    """Whether padded batches (``padding_mask``) give each image's own outputs; a stem that mixes
+    pixels across patches (convolutions, soft splits) does not."""
+    block_class: type[Block] = Block
+    """The encoder block (the pre-norm ViT block; Compact Transformers' layer for that host)."""
 
     def __init__(self, cfg: HostConfig) -> None:
         super().__init__()
@@ -86,12 +92,13 @@ class PyramidTransformer(nn.Module):
         self.num_features = cfg.embed_dims[-1]
         self.num_prefix_tokens = cfg.num_prefix_tokens
         self.downsamples = nn.ModuleList(self.make_downsample(s) for s in range(cfg.num_stages))
-        registers = cfg.num_prefix_tokens - int(bool(cfg.class_token))
+        distill = cfg.distillation_tokens
+        registers = cfg.num_prefix_tokens - int(bool(cfg.class_token)) - distill
         self.cls_token = nn.Parameter(torch.zeros(1, 1, self.num_features)) if cfg.class_token else None
+        self.dist_token = nn.Parameter(torch.zeros(1, distill, self.num_features)) if distill else None
         self.reg_token = nn.Parameter(torch.zeros(1, registers, self.num_features)) if registers else None
-        for token in (self.cls_token, self.reg_token):
-            if token is not None:
-                nn.init.trunc_normal_(token, std=0.02)
+        for token in self.prefix_parameters():
+            nn.init.trunc_normal_(token, std=0.02)
 
         depths = [geometry.context.depth for geometry in cfg.stages]
         # stochastic depth rises linearly over all blocks of all stages, as in PVT and Swin
@@ -102,8 +109,14 @@ class PyramidTransformer(nn.Module):
             for s, g in enumerate(cfg.stages)
         )
         self.norm = nn.LayerNorm(self.num_features, eps=self.norm_eps)
+        self.attention_pool = SequencePool(self.num_features) if cfg.head == "seq" else None
         self.head_drop = nn.Dropout(cfg.drop_rate)
         self.head = init_linear(nn.Linear(self.num_features, cfg.num_classes)) if cfg.num_classes else nn.Identity()
+        self.head_dist = (
+            (init_linear(nn.Linear(self.num_features, cfg.num_classes)) if cfg.num_classes else nn.Identity())
+            if distill
+            else None
+        )
 
     def make_downsample(self, stage: int) -> nn.Module:
         """The module that maps the previous map (the image for stage 0) to this stage's tokens and grid."""
@@ -119,7 +132,7 @@ class PyramidTransformer(nn.Module):
         geometry = cfg.stages[stage]
         dim, heads = geometry.context.embed_dim, geometry.context.num_heads
         attn = self.make_attention(stage, index, relative)
-        return Block(
+        return self.block_class(
             dim, heads, geometry.mlp_ratio, cfg.qkv_bias, cfg.drop_rate, cfg.attn_drop_rate,
             self.drop_path_rates[stage][index], relative=None if attn is not None else relative, attn=attn,
             norm_eps=self.norm_eps,
@@ -129,8 +142,20 @@ class PyramidTransformer(nn.Module):
         """The token grid of every stage for an image of size ``image_hw``; raises if it does not fit."""
         return self.cfg.stage_grids(image_hw)
 
+    def prefix_parameters(self) -> list[nn.Parameter]:
+        """The learned prefix tokens in their order: class, distillation, registers (those the host has)."""
+        return [t for t in (self.cls_token, self.dist_token, self.reg_token) if t is not None]
+
+    def check_padding(self, padding_mask: torch.Tensor | None) -> None:
+        """Raise :class:`VitposError` for a padding mask this host cannot honour (:attr:`takes_padding`)."""
+        if padding_mask is not None and not self.takes_padding:
+            raise VitposError(
+                f"{type(self).__name__} ({self.cfg.arch}) cannot take a padding_mask: its stem mixes pixels across "
+                "patches, so padding would change the valid tokens; run each image alone or unpadded"
+            )
+
     def _prepend_prefix(self, x: torch.Tensor) -> torch.Tensor:
-        prefix = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.reg_token) if t is not None]
+        prefix = [t.expand(x.shape[0], -1, -1) for t in self.prefix_parameters()]
         return torch.cat([*prefix, x], dim=1) if prefix else x
 
     def forward_stages(
@@ -139,9 +164,10 @@ class PyramidTransformer(nn.Module):
         """Images -> (the maps (B, C, H, W) of every stage but the last, the last stage's
         normalised tokens (B, P + H*W, C), its grid, its padding or None)."""
         stem = self.downsamples[0]
-        assert isinstance(stem, PatchEmbed)  # make_downsample(0) is the patch embedding
+        assert isinstance(stem, ImageStem)  # make_downsample(0) is the image's stem
         stem.check_input(x)
         self.stage_grids((x.shape[-2], x.shape[-1]))  # raises for sizes the stages cannot divide
+        self.check_padding(padding_mask)
         padding = None if padding_mask is None else pixel_padding(padding_mask, x).or_none()
         maps: list[torch.Tensor] = []
         feature, last = x, len(self.stages) - 1
@@ -171,10 +197,18 @@ class PyramidTransformer(nn.Module):
         return self.forward_stages(x, padding_mask)[1]
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False, padding: Padding | None = None) -> torch.Tensor:
-        """Pool the last stage's tokens (class token or mean of patch tokens; of the valid ones with
-        the last stage's ``padding``) and classify."""
+        """Pool the last stage's tokens (class token, mean or sequence pooling of the patch tokens; of the
+        valid ones with the last stage's ``padding``) and classify; with a distillation token, the mean
+        of the two heads' logits (DeiT's inference)."""
+        if self.head_dist is not None:
+            if pre_logits:
+                return self.head_drop((x[:, 0] + x[:, 1]) / 2)
+            logits, dist_logits = self.distilled_logits(x)
+            return (logits + dist_logits) / 2
         if self.cfg.head == "cls":
             x = x[:, 0]
+        elif self.attention_pool is not None:
+            x = self.attention_pool(x[:, self.num_prefix_tokens :], None if padding is None else padding.tokens())
         elif padding is None:
             x = x[:, self.num_prefix_tokens :].mean(dim=1)
         else:  # padded tokens are zero
@@ -188,11 +222,20 @@ class PyramidTransformer(nn.Module):
         _, tokens, _, padding = self.forward_stages(x, padding_mask)
         return self.forward_head(tokens, padding=padding)
 
+    def distilled_logits(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The class head's logits from the class token and the distillation head's from its token (DeiT)."""
+        if self.head_dist is None:
+            raise VitposError(
+                f"{type(self).__name__} has no distillation token; build it with distilled=True "
+                "(the deit_*_distilled_* presets)"
+            )
+        return self.head(self.head_drop(tokens[:, 0])), self.head_dist(self.head_drop(tokens[:, 1]))
+
     def position_parameters(self) -> dict[str, nn.Parameter]:
         """Every parameter of the four position slots of every stage, by name."""
         return {n: p for n, p in self.named_parameters() if any(part in n for part in POSITION_SLOTS)}
 
     def no_weight_decay(self) -> set[str]:
         """Parameter names exempt from weight decay: the prefix tokens and every position parameter."""
-        prefix = {n for n, _ in self.named_parameters() if n in ("cls_token", "reg_token")}
+        prefix = {n for n, _ in self.named_parameters() if n in ("cls_token", "dist_token", "reg_token")}
         return prefix | set(self.position_parameters())

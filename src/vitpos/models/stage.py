@@ -66,12 +66,18 @@ class Stage(nn.Module):
         return padding.place(self.absolute.with_prefix, self.num_prefix_tokens)
 
     def forward(
-        self, x: torch.Tensor, grid: Grid, num_prefix_tokens: int, padding: Padding | None = None
+        self,
+        x: torch.Tensor,
+        grid: Grid,
+        num_prefix_tokens: int,
+        padding: Padding | None = None,
+        taps: list[torch.Tensor] | None = None,
     ) -> torch.Tensor:  # B, P + H*W, C
         """Run the blocks with the slots: the join's additions (computed once from the absolute
         encoding and ``grid``) and the conditional generators at their positions (-1 = before
         block 0, i = after block i). ``padding`` (of ``grid``) marks a padded batch: every slot
-        then treats each image as if it ran alone on its valid cells (:mod:`vitpos.padding`)."""
+        then treats each image as if it ran alone on its valid cells (:mod:`vitpos.padding`).
+        Every block's output is appended to ``taps`` if given."""
         if padding is None:
             additions = self.join.additions(self.position_encoding(grid), grid)
         else:
@@ -86,6 +92,8 @@ class Stage(nn.Module):
             if residual is not None:
                 x = x + residual
             x = block(x, grid, num_prefix_tokens, additions.attention_at(i), additions.query_key_at(i), **extra)
+            if taps is not None:
+                taps.append(x)
             if conditional is not None and i in conditional.positions:
                 x = conditional(i, x, grid, num_prefix_tokens, **extra)
         return x

@@ -1,12 +1,14 @@
 """The detection study: iRPE's Table 6 claims on ``synthetic:detect`` with tiny DETRs (``vitpos study --task detect``).
 
-Each family is a ``detr_tiny_*`` preset (a Table 6 row) on 32 x 32 images (an 8 x 8 encoder grid),
-small enough to train on a CPU. Every (family, seed) cell trains with the engine on the same
-images and steps; its test AP is measured at the training size and, without fine-tuning, at
-``long_size`` (a 16 x 16 grid by default). The piecewise-against-clip claim (§4.2: the two differ
-once offsets exceed the buckets) is tested at the training size, where offsets reach 7 and the
-clip's beta is 4: the models do not transfer to ``long_size`` (AP near 0 for every family in the
-default study), where a comparison would be vacuous; the table reports that AP.
+Each family is a ``detr_tiny_*`` preset (a Table 6 row) on images of up to 32 x 32 pixels, each of
+its own size and aspect ratio (sides 24 to 32, ``vary``; up to an 8 x 8 encoder grid), padded per
+batch with a padding mask as DETR's batches are, small enough to train on a CPU. Every (family,
+seed) cell trains with the engine on the same images and steps; its test AP is measured at the
+training size and, without fine-tuning, at ``long_size`` (a 16 x 16 grid by default). The
+piecewise-against-clip claim (§4.2: the two differ once offsets exceed the buckets) is tested at the
+training size, where offsets reach 7 and the clip's beta is 4: the models do not transfer to
+``long_size`` (AP near 0 for every family in the default study), where a comparison would be
+vacuous; the table reports that AP.
 :class:`DetectStudyConfig` is a :class:`~.plan.StudyPlan`: :func:`~.run.run_study` runs its cells
 (one JSON each, so an interrupted study continues) and the claims get verdicts from the same
 bootstrap test as the main study (:mod:`.verdicts`).
@@ -69,7 +71,9 @@ class DetectStudyConfig:
     val_size: int = 100
     test_size: int = 200
     img_size: int = 32
-    """Training image size; the stem's stride is 4, so the encoder sees an 8 x 8 grid."""
+    """Largest training image size; the stem's stride is 4, so the encoder sees up to an 8 x 8 grid."""
+    vary: float = 0.25
+    """Each image's sides are drawn between ``(1 - vary) * img_size`` and ``img_size`` (batches are padded)."""
     long_size: int = 64
     """Evaluation size for the long-sequence claim (16 x 16 = 256 tokens)."""
     objects: int = 3
@@ -108,14 +112,15 @@ class DetectStudyConfig:
 
     def data(self, seed: int) -> SyntheticDetection:
         return SyntheticDetection(
-            self.img_size,
-            self.objects,
-            self.min_size,
-            self.max_size,
-            self.train_size,
-            self.val_size,
-            self.test_size,
-            seed,
+            img_size=self.img_size,
+            vary=self.vary,
+            objects=self.objects,
+            min_size=self.min_size,
+            max_size=self.max_size,
+            train=self.train_size,
+            val=self.val_size,
+            test=self.test_size,
+            seed=seed,
         )
 
     def cells(self) -> list[Cell]:
@@ -267,8 +272,9 @@ def _write_report(folder: Path, config: DetectStudyConfig, results: Results, wal
         f"`{command}` — {len(results)} runs, {sum(wall) / 60:.1f} min wall over {len(wall)} invocation(s) "
         f"that trained, {cpu / 60:.1f} CPU-min in all.",
         "",
-        f"Tiny DETRs (width 64, 2 + 2 layers, 8 queries, stride-4 stem) on {config.train_size} images of "
-        f"{config.img_size} x {config.img_size} px with 1-{config.objects} squares of "
+        f"Tiny DETRs (width 64, 2 + 2 layers, 8 queries, stride-4 stem) on {config.train_size} images of up to "
+        f"{config.img_size} x {config.img_size} px (each side from {config.data(0).smallest[0]} px, padded "
+        f"batches) with 1-{config.objects} squares of "
         f"{config.min_size}-{config.max_size} px, {config.epochs} epochs, batch {config.batch_size}, "
         f"lr {config.lr:g}; {config.seeds} seeds. "
         f"COCO AP (%) on {config.test_size} test images, mean ± sd over seeds.",

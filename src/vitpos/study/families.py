@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import SLOT_NAMES, HostConfig, PositionConfig, slot_registry
+from ..config import HEADS, SLOT_NAMES, HostConfig, PositionConfig, slot_registry
+from ..errors import VitposError
 from ..models.factory import create_model
 from ..spec import SlotSpec
 from .hosts import STUDY_HOSTS, study_host
@@ -23,7 +24,7 @@ __all__ = [
 ]
 
 
-class FamilyError(ValueError):
+class FamilyError(VitposError):
     """A family that names an unknown slot value or a combination that cannot be built."""
 
 
@@ -40,7 +41,7 @@ class Family:
     head: str | None = None
     """The model's head, ``cls`` or ``gap``, where the family needs another than the study model's."""
     host: str | None = None
-    """A study host (:data:`~.hosts.STUDY_HOSTS`: ``pvt``, ``swin``) to train instead of the study's
+    """A study host (:data:`~.hosts.STUDY_HOSTS`: ``pvt``, ``swin``, ``cct``) to train instead of the study's
     ViT; its last stage has the ViT's grid. None: the study's model."""
     options: dict[str, Any] = field(default_factory=dict)
     """Fields of the host's config to change (``depths=(2, 1)``, ``window_size=2``, ...)."""
@@ -48,8 +49,8 @@ class Family:
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_.+-]+", self.label):
             raise ValueError(f"family label {self.label!r} may only use letters, digits and _ . + -")
-        if self.head not in (None, "cls", "gap"):
-            raise ValueError(f"family {self.label!r}: head must be 'cls' or 'gap', got {self.head!r}")
+        if self.head not in (None, *HEADS):
+            raise ValueError(f"family {self.label!r}: head must be one of {', '.join(HEADS)}, got {self.head!r}")
         if self.host is not None and self.host not in STUDY_HOSTS:
             raise ValueError(
                 f"family {self.label!r}: unknown host {self.host!r}; study hosts: {', '.join(STUDY_HOSTS)}"
@@ -238,11 +239,15 @@ def parse_family(text: str) -> Family:
     slots: dict[str, str] = {}
     options: dict[str, Any] = {}
     pretrained, head, host = False, None, None
+    seen: set[str] = set()
     for word in rest.split():
+        key, eq, value = word.partition("=")
+        if key in seen:
+            raise FamilyError(f"family {label!r}: {key!r} is given twice; give it once")
+        seen.add(key)
         if word == "pretrained":
             pretrained = True
             continue
-        key, eq, value = word.partition("=")
         if not eq or not value:
             raise FamilyError(f"family {label!r}: {word!r} must look like slot=spec, e.g. relative=swin")
         if key == "head":

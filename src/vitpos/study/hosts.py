@@ -1,4 +1,4 @@
-"""The hosts a study trains: the thesis's one-block ViT, and small pyramids whose last stage has its grid.
+"""The hosts a study trains: the thesis's one-block ViT, small pyramids whose last stage has its grid, a CCT.
 
 A family names its host (``host=pvt``); a family without one trains the study's model. Each
 pyramid has two stages of one block each: stage 0 on a grid twice as fine as the ViT's (patch
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..config import HostConfig, PVTConfig, PyramidConfig, SwinConfig
+from ..config import CompactConfig, HostConfig, PVTConfig, PyramidConfig, SwinConfig
 from ..models.factory import get_config
 
 __all__ = ["STUDY_HOSTS", "study_model", "study_host"]
@@ -51,6 +51,21 @@ STUDY_HOSTS: dict[str, Callable[[int | tuple[int, int]], HostConfig]] = {
     # table, average pooling (window attention has no class token)
     "swin": lambda img_size: _pyramid(SwinConfig, img_size, window_size=3, head="gap").replace(
         absolute="none", relative="swin"
+    ),
+    # CCT: two blocks of 3x3 convolution, ReLU and max-pool put the tokens on the ViT's grid (24 px ->
+    # 6x6); one of the authors' layers at the ViT's width and heads, sequence pooling, a learned table
+    "cct": lambda img_size: CompactConfig(
+        img_size=img_size,
+        tokenizer="conv",
+        patch_size=4,  # unused by the convolutional stem; the synthetic tasks' squares are the ViT's patch
+        conv_layers=2,
+        conv_channels=32,
+        embed_dim=64,
+        depth=1,
+        num_heads=4,
+        mlp_ratio=4.0,
+        num_classes=2,
+        head="seq",
     ),
 }
 """Host name -> its study config at an image size."""

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ..analysis.plots import save_curves, save_heatmaps
+from ..errors import VitposError, quote
 from ..files import write_json
 from .cells import Cell
 from .claims import LEARNS, evaluate_claims, fmt_value
@@ -574,16 +575,46 @@ def write_report(
     return report
 
 
+_RESULT_TYPES = {"config": dict, "cells": list, "missing_families": dict, "wall_seconds": list, "command": str}
+"""The entries of ``results.json`` the report is rewritten from, and their JSON types."""
+
+
+def _read_results(path: Path) -> dict[str, Any]:
+    """``results.json`` parsed, with each entry the report reads present and of its type."""
+    try:
+        data = json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise VitposError(f"{path} is not valid JSON ({err}); rerun the study to write it again") from None
+    if not isinstance(data, dict):
+        raise VitposError(f"{path} must hold a JSON object, not {type(data).__name__}; rerun the study to write it")
+    for key, kind in _RESULT_TYPES.items():
+        if not isinstance(data.get(key), kind):
+            raise VitposError(
+                f"{path}: entry {key!r} is missing or of the wrong type ({quote(data.get(key))}); "
+                "rerun the study to write it again"
+            )
+    return data
+
+
 def report_from_results(folder: str | Path) -> Path:
     """Rewrite ``report.md`` and the figures from ``results.json`` alone (no training)."""
     folder = Path(folder)
     path = folder / "results.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist: run the study into {folder} first")
-    data = json.loads(path.read_text())
-    config = StudyConfig.from_dict(data["config"])
+    data = _read_results(path)
+    try:
+        config = StudyConfig.from_dict(data["config"])
+    except (TypeError, ValueError) as err:
+        raise VitposError(f"{path}: its 'config' entry is invalid ({err}); rerun the study to write it again") from None
     keys = ("family", "task", "train_size", "seed")
-    results = {Cell(*(c[k] for k in keys)): {k: v for k, v in c.items() if k not in keys} for c in data["cells"]}
+    results = {}
+    for i, c in enumerate(data["cells"]):
+        if not isinstance(c, dict) or not all(k in c for k in keys):
+            raise VitposError(
+                f"{path}: cells[{i}] is not a mapping with {', '.join(keys)} ({quote(c)}); rerun the study to write it"
+            )
+        results[Cell(*(c[k] for k in keys))] = {k: v for k, v in c.items() if k not in keys}
     return write_report(
         folder,
         config,

@@ -28,7 +28,7 @@ import torch
 from ..config import HostConfig
 from ..engine.config import TrainConfig
 from ..engine.ensemble import stack_error
-from ..errors import VitposError
+from ..errors import VitposError, quote
 from ..files import write_json
 from ..models.factory import create_model
 from ..pretrain import pretrain_position_encoding
@@ -351,6 +351,8 @@ def run_study(
     where it fills the GPU, and not on a CPU, where it measured slower than one model at a time
     (BENCHMARKS.md).
     """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise VitposError(f"run_study: workers = {quote(workers)}; expected an integer >= 1 (jobs at once)")
     folder = Path(folder)
     plan: StudyPlan = RedGreenStudy(config) if isinstance(config, StudyConfig) else config
     device = resolve_device(device)

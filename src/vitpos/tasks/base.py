@@ -169,4 +169,6 @@ def loss_precision(outputs: Any) -> Any:
         return {k: loss_precision(v) for k, v in outputs.items()}
     if isinstance(outputs, list):
         return [loss_precision(v) for v in outputs]
+    if isinstance(outputs, tuple) and hasattr(outputs, "_make"):  # a named tuple (a distiller's outputs)
+        return outputs._make(loss_precision(v) for v in outputs)
     return outputs if outputs.dtype == torch.float64 else outputs.float()

@@ -18,6 +18,7 @@ from torch import nn
 
 from ..config import HostConfig
 from ..errors import CheckpointError
+from ..memory import AllocationTooLarge
 from ..models import factory
 from .files import WeightsFile, read_weights
 from .layout import Layout
@@ -51,6 +52,7 @@ def create_model(
     cache (``VITPOS_CACHE``) and verified. ``keep_grid`` builds the model at the checkpoint's
     grid instead of resampling its tables on load (``resize``: how, see :func:`vitpos.load_weights`).
     ``num_classes`` other than the checkpoint's re-initialises the classifier (as timm does).
+    A model with a host backbone (``detr_pvt_tiny``) takes a classifier's checkpoint into that host.
     """
     if pretrained:
         if checkpoint is not None:
@@ -97,13 +99,45 @@ def _from_file(
     if name is None:
         saved = saved_config(file.metadata, file.path)
         name = saved if saved is not None else guess_preset(file, layout)
+    backbone = _backbone_from_file(name, file, layout, drop, resize, overrides)
+    if backbone is not None:
+        return backbone
     cfg = _released_model_config(name, file, layout, keep_grid, overrides)
-    model = factory.create_model(cfg)
+    try:
+        model = factory.create_model(cfg)
+    except AllocationTooLarge as err:
+        raise CheckpointError(
+            f"checkpoint {file.path}: the model its config describes cannot be built here: {err}"
+        ) from None
     merged, _ = convert_for(
         model, file.state, layout, file.path, drop=drop, resize=resize, resize_head="num_classes" in overrides
     )
     with torch.no_grad():
         model.load_state_dict(merged, strict=True)
+    return model
+
+
+def _backbone_from_file(
+    name: str | HostConfig,
+    file: WeightsFile,
+    layout: Layout,
+    drop: Iterable[str],
+    resize: Resize | None,
+    overrides: dict[str, Any],
+) -> nn.Module | None:
+    """A model whose ``backbone`` is a host (a DETR on PVT) with a classifier's released weights in that host
+    (its classifier left out, the released options selected); None where the file is the model's own."""
+    cfg = factory.get_config(name, **overrides)
+    host = getattr(cfg, "backbone", None)
+    if not isinstance(host, HostConfig) or not layout.archs or cfg.arch in layout.archs:
+        return None
+    check_arch(host.arch, layout, file.path)
+    model = factory.create_model(cfg.replace(backbone=released_config(host, layout, file)))
+    target = getattr(model, "pretrained_host")  # noqa: B009  (a property of the model class, not a submodule)
+    assert isinstance(target, nn.Module)
+    merged, _ = convert_for(target, file.state, layout, file.path, drop=("head", *drop), resize=resize)
+    with torch.no_grad():
+        target.load_state_dict(merged, strict=True)
     return model
 
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import argparse
 import pickle
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, plain_text
 from .run_folder import EMA_FILE, MODEL_FILE, find_checkpoint, read_safetensors
 
 __all__ = ["ENTRIES", "WeightsFile", "read_state_dict", "read_weights"]
@@ -70,16 +71,21 @@ def _read_pickle(path: Path) -> object:
         with torch.serialization.safe_globals([argparse.Namespace]):
             return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        found = re.search(r"GLOBAL ([\w.]+)", str(err))
+        if found is None:  # not a pickle of forbidden objects: bytes that are no pickle at all
+            raise CheckpointError(
+                f"checkpoint {path} is truncated, corrupt or not a PyTorch checkpoint (it does not unpickle as one); "
+                "download or copy it again"
+            ) from None
         raise CheckpointError(
-            f"checkpoint {path} holds objects other than tensors and plain containers ({first}); vitpos never "
-            "unpickles such files, as they can run code. If you trust the file, re-save its weights where you "
-            "trust it: torch.save(torch.load(PATH, weights_only=False)['model'], 'weights.pth') or save them "
-            "as safetensors"
+            f"checkpoint {path} holds objects other than tensors and plain containers ({found.group(1)}); vitpos "
+            "never unpickles such files, as they can run code. If you trust the file, re-save its weights where you "
+            "trust it, as a dict of tensors or as safetensors"
         ) from None
     except Exception as err:  # torch raises RuntimeError, EOFError, ... on truncated archives
         raise CheckpointError(
-            f"checkpoint {path} is truncated or corrupt ({type(err).__name__}: {err}); download or copy it again"
+            f"checkpoint {path} is truncated or corrupt ({type(err).__name__}: {plain_text(err)}); "
+            "download or copy it again"
         ) from None
 
 

@@ -9,6 +9,7 @@ says what to do. Only then are the weights copied, so a failed load changes noth
 from __future__ import annotations
 
 import fnmatch
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,8 @@ from torch import nn
 
 from ..config import HostConfig
 from ..errors import CheckpointError
+from .ceit import CeiTLayout
+from .compact import CompactTransformers
 from .files import WeightsFile, read_weights
 from .irpe import IRPEZoo
 from .lape import LapeViT, released_join
@@ -27,7 +30,11 @@ from .pvt import PVTv1
 from .resize import RESIZES, Resize
 from .run_folder import FORMATS
 from .swin import MicrosoftSwin, TimmSwin
+from .t2t import T2TViTLayout
 from .vit import TimmViT
+
+LOG = logging.getLogger("vitpos.weights")
+"""One line when a checkpoint's classifier is replaced by a fresh one of the model's size."""
 
 __all__ = [
     "LAYOUTS",
@@ -44,7 +51,18 @@ Source = str | Path | Mapping[str, torch.Tensor] | WeightsFile
 """A checkpoint file or folder, a state dict already in memory, or a file already read."""
 
 NATIVE = Native()
-LAYOUTS: tuple[Layout, ...] = (NATIVE, IRPEZoo(), LapeViT(), TimmViT(), MicrosoftSwin(), TimmSwin(), PVTv1())
+LAYOUTS: tuple[Layout, ...] = (
+    NATIVE,
+    IRPEZoo(),
+    LapeViT(),
+    TimmViT(),
+    MicrosoftSwin(),
+    TimmSwin(),
+    PVTv1(),
+    CompactTransformers(),
+    T2TViTLayout(),
+    CeiTLayout(),
+)
 """Every layout, most specific first: the first that matches a state dict is used."""
 
 SHOWN = 8
@@ -107,13 +125,26 @@ def convert_for(
     weights = layout.convert(left, Target(model, source, resample, resize or layout.resize))
     own = model.state_dict()
     drop = list(drop)
+    # "head" may match nothing: callers drop the classifier of headless hosts and files alike
+    unmatched = [p for p in drop if p != "head" and not any(_matches([p], k) for k in (*own, *weights, *left))]
+    if unmatched:
+        tops = sorted({k.split(".")[0] for k in own})
+        raise CheckpointError(
+            f"drop pattern(s) {', '.join(map(repr, unmatched))} match no parameter of the model and no key of "
+            f"checkpoint {source}; the model's parameters start with {', '.join(tops)} (a name, a prefix such as "
+            "'head', or a shell pattern such as '*.relative.*')"
+        )
     if (
         resize_head
         and "head.weight" in weights
         and "head.weight" in own
         and weights["head.weight"].shape != own["head.weight"].shape
     ):
-        drop.append("head")
+        LOG.info(
+            f"checkpoint {source}: its classifier has {weights['head.weight'].shape[0]} outputs, the model's "
+            f"{own['head.weight'].shape[0]}; the head (and a distillation head) is re-initialised"
+        )
+        drop += ["head", "head_dist"]
     dropped = sorted(k for k in own if _matches(drop, k))
     weights = {k: v for k, v in weights.items() if not _matches(drop, k)}
     left = {k: v for k, v in left.items() if not _matches(drop, k)}

@@ -38,6 +38,12 @@ RELEASES: dict[str, Release] = {
     "deit_tiny_patch16_224": Release("https://dl.fbaipublicfiles.com/deit/deit_tiny_patch16_224-a1311bcf.pth", DEIT),
     "deit_small_patch16_224": Release("https://dl.fbaipublicfiles.com/deit/deit_small_patch16_224-cd65a155.pth", DEIT),
     "deit_base_patch16_224": Release("https://dl.fbaipublicfiles.com/deit/deit_base_patch16_224-b5f2ef4d.pth", DEIT),
+    "deit_tiny_distilled_patch16_224": Release(
+        "https://dl.fbaipublicfiles.com/deit/deit_tiny_distilled_patch16_224-b40b3cf7.pth", DEIT
+    ),
+    "deit_small_distilled_patch16_224": Release(
+        "https://dl.fbaipublicfiles.com/deit/deit_small_distilled_patch16_224-649709d9.pth", DEIT
+    ),
     **{
         name: Release(f"{IRPE_ZOO}{name}.pth", IRPE)
         for name in (
@@ -51,6 +57,9 @@ RELEASES: dict[str, Release] = {
     },
     "swin_tiny": Release(
         "https://github.com/SwinTransformer/storage/releases/download/v1.0.0/swin_tiny_patch4_window7_224.pth", SWIN
+    ),
+    "swin_small": Release(
+        "https://github.com/SwinTransformer/storage/releases/download/v1.0.0/swin_small_patch4_window7_224.pth", SWIN
     ),
     "pvt_tiny": Release("https://github.com/whai362/PVT/releases/download/v2/pvt_tiny.pth", PVT),
     "pvt_small": Release("https://github.com/whai362/PVT/releases/download/v2/pvt_small.pth", PVT),

@@ -6,7 +6,8 @@ vitpos's ViT is a pyramid of one stage: ``patch_embed.proj`` becomes ``downsampl
 ``stages.0.absolute.prefix_table`` and its grid rows ``stages.0.absolute.table``, resampled to
 the model's grid when stored for another one (bicubically with antialias, as timm does; see
 :mod:`.resize`). ``cls_token``, ``norm`` and
-``head`` keep their names. The iRPE and LaPE layouts are this one plus their own keys.
+``head`` keep their names, as do a distilled DeiT's ``dist_token`` and ``head_dist`` (its
+``pos_embed`` has a row for each prefix token). The iRPE and LaPE layouts are this one plus their own keys.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ def convert_vit(state: dict[str, torch.Tensor], target: Target) -> dict[str, tor
     prefix_tokens = sum(k in state for k in PREFIX_KEYS)
     fit_position_table(state, out, target, "pos_embed", STAGE + "absolute", prefix_tokens)
     take(state, out, "cls_token", "cls_token")
+    take(state, out, "dist_token", "dist_token")
+    take_prefix(state, out, "head_dist.", "head_dist.")
     take_prefix(state, out, "patch_embed.proj.", "downsamples.0.proj.")
     for name in ("norm.", "head."):
         take_prefix(state, out, name, name)
@@ -98,9 +101,7 @@ class TimmViT(Layout):
 
     def hint(self, unmapped: list[str]) -> str:
         if any(k.startswith(("dist_token", "head_dist")) for k in unmapped):
-            return (
-                "distilled DeiT checkpoints (dist_token, head_dist) have no vitpos host; use the non-distilled weights"
-            )
+            return "a distilled DeiT (dist_token, head_dist): build the model with distilled=True (deit_*_distilled_*)"
         if any(".attn.rpe_" in k for k in unmapped):
             return (
                 "the model has no iRPE; create the preset named after the released model (vitpos models 'deit_*_ctx_*')"

@@ -68,9 +68,13 @@ def test_loads_images_boxes_and_labels(coco):
     data = open_data(f"coco:{coco}")
     info = data.info
     assert info.task == "detection" and info.classes == ("cat", "dog") and info.num_outputs == 2
-    train = data.train.at_size((40, 60))
-    images, targets = train[torch.tensor([0, 1])]
+    train = data.train.for_evaluation().at_size(40)  # shorter side 40: a.png stays 40 x 60, b.jpg 30 -> 40
+    images, padded = train[torch.tensor([0, 1])]
     assert images.shape == (2, 3, 40, 60) and images.dtype == torch.uint8
+    assert padded.padding_mask[0].sum() == 0 and padded.padding_mask[1, :, 40:].all()
+    assert not padded.padding_mask[1, :, :40].any() and images[1, :, :, 40:].max() == 0
+    assert padded.sizes.tolist() == [[40, 60], [30, 30]]  # the original sizes
+    targets = padded.targets
     rows = targets[0][targets[0, :, 0] >= 0]
     # category 3 -> label 0, 18 -> label 1; boxes normalised (cx, cy, w, h)
     torch.testing.assert_close(
@@ -83,9 +87,10 @@ def test_loads_images_boxes_and_labels(coco):
 
 
 def test_resizing_keeps_normalised_boxes_on_the_object(coco):
-    train = open_data(f"coco:{coco}").train.at_size((64, 64))
-    images, targets = train[torch.tensor([1])]  # the JPEG, 30 x 30 -> 64 x 64
-    _, cx, cy, w, h = targets[0, 0].tolist()
+    train = open_data(f"coco:{coco}").train.for_evaluation().at_size((64, 64))
+    images, padded = train[torch.tensor([1])]  # the JPEG, 30 x 30 -> 64 x 64
+    assert images.shape == (1, 3, 64, 64)
+    _, cx, cy, w, h = padded.targets[0, 0].tolist()
     x0, y0, x1, y1 = (
         round((cx - w / 2) * 64),
         round((cy - h / 2) * 64),
@@ -107,8 +112,8 @@ def test_imperfect_annotations_are_skipped_clipped_and_counted(tmp_path, caplog)
     write_image(root / "train" / "a.png", (20, 20))
     write_image(root / "train" / "empty.png", (20, 20))
     with caplog.at_level(logging.WARNING, logger="vitpos.data"):
-        files, objects, _names, counts = read_coco_annotations(file, root / "train")
-    assert [f.name for f in files] == ["a.png", "empty.png"]
+        files, objects, _names, counts, sizes = read_coco_annotations(file, root / "train")
+    assert [f.name for f in files] == ["a.png", "empty.png"] and sizes == [(20, 20), (20, 20)]
     assert counts == {
         "missing image files (skipped)": 1, "boxes outside the image (clipped)": 1, "boxes of zero size (left out)": 1,
         "crowd annotations (left out)": 1, "images without objects (kept)": 1,

@@ -9,8 +9,8 @@ from vitpos.tasks.detection.coco_eval import coco_metrics
 
 
 def ground_truth(n=40, size=(64, 80)):
-    split = SyntheticDetection(img_size=size, objects=4, test=n).render("test")
-    return unpad_objects(split.targets), [size] * n
+    split = SyntheticDetection(img_size=size, vary=0, objects=4, test=n).render("test")
+    return unpad_objects(split[torch.arange(n)][1].targets), [size] * n
 
 
 def as_detections(objects, size, scores=None):

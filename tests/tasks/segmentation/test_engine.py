@@ -96,7 +96,7 @@ def test_models_and_data_of_different_tasks_are_refused(preset: str, data: str, 
 
 
 def test_augmentations_that_move_pixels_are_refused() -> None:
-    with pytest.raises(ValueError, match="hflip move things within the image"):
+    with pytest.raises(ValueError, match="hflip move or hide things within the image"):
         train(*request(hflip=0.5).resolve())
 
 

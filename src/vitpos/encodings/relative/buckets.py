@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from ...attention.terms import RelativeTerms
 from ...grid import Grid, GridCache, grid_offsets
+from ...memory import check_fits
 
 __all__ = [
     "INDEX_FUNCTIONS",
@@ -257,6 +258,13 @@ def relative_buckets(
     ``cross`` the total over both tables). alpha : beta : gamma = 1 : 2 : 8 with alpha = ``ratio``.
     """
     bucketing = Bucketing(method, IndexFunction.from_ratio(index, ratio), quant=quant, round_distance=round_distance)
+    h, w = _check_grid(grid)
+    n = num_prefix_tokens + h * w
+    check_fits(
+        f"iRPE bucket ids for a {h}x{w} grid ({n} tokens, {n}^2 pairs)",
+        n * n * 8 * (2 if method == "cross" else 1),
+        "use a smaller grid",
+    )
     return bucketing.build(grid, num_prefix_tokens), bucketing.num_buckets(num_prefix_tokens)
 
 

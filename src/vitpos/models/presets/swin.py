@@ -1,4 +1,4 @@
-"""Swin-T (Liu et al., ICCV 2021) and its position-encoding variants from CPVT, iRPE and LaPE.
+"""Swin-T and Swin-S (Liu et al., ICCV 2021) and their position-encoding variants from CPVT, iRPE and LaPE.
 
 ``swin_tiny``: patch 4, C = 96, depths 2-2-6-2, heads 3-6-12-24, window 7, MLP ratio 4, patch
 merging, Swin's relative bias table in every block (``relative='swin'``), no absolute
@@ -13,6 +13,9 @@ encoding, GAP (28,288,354 parameters, the published 28.3M). The variants change 
 * ``swin_tiny_irpe_ctx`` — iRPE supplement §6, contextual product encoding on queries, keys and
   values, shared by the heads (the paper's final setting), inside each window.
 * ``swin_tiny_lape`` — LaPE Table 1: every block's window bias layer-normalised over the keys.
+
+``swin_small`` (Swin Table 1): Swin-T with depths 2-2-18-2 and stochastic depth 0.3 (49,606,258
+parameters, the published 50M); ``swin_small_lape`` is LaPE's Table 1 row.
 """
 
 from ...config import PositionConfig, SwinConfig
@@ -31,7 +34,11 @@ SWIN_TINY = SwinConfig(
     position=PositionConfig(absolute="none", relative="swin"),
 )
 
+SWIN_SMALL = SWIN_TINY.replace(depths=(2, 2, 18, 2), drop_path_rate=0.3)
+
 MODELS.add("swin_tiny", SWIN_TINY)
+MODELS.add("swin_small", SWIN_SMALL)
+MODELS.add("swin_small_lape", SWIN_SMALL.replace(join="lape"))
 MODELS.add("swin_tiny_peg_gap", SWIN_TINY.replace(relative="none", conditional="peg@0"))
 MODELS.add("swin_tiny_irpe_bias", SWIN_TINY.replace(relative="irpe:product:bias:k:unshared"))
 MODELS.add("swin_tiny_irpe_ctx", SWIN_TINY.replace(relative="irpe:product:ctx:qkv"))

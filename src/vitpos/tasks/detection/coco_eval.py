@@ -18,7 +18,7 @@ from pycocotools.cocoeval import COCOeval  # type: ignore[import-untyped]  # ide
 from ...data.objects import ObjectTargets
 from .postprocess import Detections
 
-__all__ = ["coco_metrics", "METRIC_NAMES", "coco_ground_truth"]
+__all__ = ["coco_metrics", "METRIC_NAMES", "coco_ground_truth", "coco_summary"]
 
 METRIC_NAMES = ("AP", "AP50", "AP75", "APs", "APm", "APl")
 """The first six numbers of ``COCOeval.stats``, in order."""
@@ -69,3 +69,9 @@ def coco_metrics(
         evaluation.summarize()
     stats = np.asarray(evaluation.stats[: len(METRIC_NAMES)], dtype=np.float64)
     return {name: 100.0 * float(v) for name, v in zip(METRIC_NAMES, stats, strict=True) if v >= 0}
+
+
+def coco_summary(metrics: dict[str, float]) -> str:
+    """AP, AP50, AP75, APs, APm, APl on one line as DETR's evaluation reports them (``-`` where a size
+    class has no object)."""
+    return "  ".join(f"{name} {metrics[name]:.1f}" if name in metrics else f"{name} -" for name in METRIC_NAMES)

@@ -20,7 +20,7 @@ image as if it ran alone on its valid cells (:mod:`vitpos.padding`; the sine enc
 normalised over the valid region, as DETR's cumulative sum of the mask does), the decoder's
 cross-attention ignores padded memory, as DETR's ``memory_key_padding_mask`` does. The CNN stem's
 GroupNorm pools over the whole padded map, so the stem, unlike the encoder and decoder, is not
-the same for an image padded and alone.
+the same for an image padded and alone; a host backbone (:class:`HostBackbone`) takes the mask too.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...config import HostConfig
 from ...encodings.relative.base import RelativePosition
 from ...grid import Grid, tokens_to_map
 from ...models.layers import Block
@@ -38,7 +39,7 @@ from ...registry import ARCHITECTURES
 from .config import DetrConfig
 from .criterion import LossWeights, SetCriterion
 
-__all__ = ["DETR", "ConvStem", "DetrEncoder", "DetrDecoder", "DecoderLayer", "BoxHead"]
+__all__ = ["DETR", "ConvStem", "HostBackbone", "DetrEncoder", "DetrDecoder", "DecoderLayer", "BoxHead"]
 
 
 class ConvStem(nn.Module):
@@ -59,6 +60,23 @@ class ConvStem(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.layers(x)
+
+
+class HostBackbone(nn.Module):
+    """A vitpos host in the backbone's role: images -> the map of its stage ``stage`` (B, C_s, H/s, W/s).
+
+    The host keeps its own names under ``host.`` (so a classifier's weights, in any layout
+    ``create_model`` reads, load into it: :attr:`DETR.pretrained_host`)."""
+
+    def __init__(self, cfg: HostConfig, stage: int) -> None:
+        super().__init__()
+        self.host = ARCHITECTURES.get(cfg.arch)(cfg)
+        self.stage = stage
+        self.out_channels = cfg.embed_dims[stage]
+
+    def forward(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Images and their ``padding_mask`` (B, H, W) or None -> the stage's map (the host honours the mask)."""
+        return self.host.forward_features(x, padding_mask)[self.stage]
 
 
 class DetrEncoder(nn.Module):
@@ -197,8 +215,12 @@ class DETR(nn.Module):
         self.num_classes = cfg.num_classes
         self.num_features = cfg.embed_dim
         self.num_prefix_tokens = 0
-        self.backbone = ConvStem(cfg.in_chans, cfg.stem_widths)
-        self.input_proj = nn.Conv2d(self.backbone.out_channels, cfg.embed_dim, kernel_size=1)
+        self.backbone: nn.Module = (
+            ConvStem(cfg.in_chans, cfg.stem_widths)
+            if cfg.backbone is None
+            else HostBackbone(cfg.backbone, cfg.backbone_stage)
+        )
+        self.input_proj = nn.Conv2d(cfg.backbone_channels, cfg.embed_dim, kernel_size=1)
         self.encoder = DetrEncoder(cfg)
         self.decoder = DetrDecoder(cfg)
         self.class_embed = nn.Linear(cfg.embed_dim, cfg.num_classes + 1)
@@ -212,6 +234,11 @@ class DETR(nn.Module):
             for name, module in part.named_modules():
                 if isinstance(module, nn.Linear) and "relative" not in name:
                     nn.init.xavier_uniform_(module.weight)
+
+    @property
+    def pretrained_host(self) -> nn.Module | None:
+        """The part a classifier's weights initialise (``vitpos train --init``): the backbone host, if any."""
+        return self.backbone.host if isinstance(self.backbone, HostBackbone) else None
 
     @property
     def stages(self) -> nn.ModuleList:
@@ -238,7 +265,8 @@ class DETR(nn.Module):
 
     def _encode(self, x: torch.Tensor, padding_mask: torch.Tensor | None) -> tuple[torch.Tensor, Grid, Padding | None]:
         self._check_input(x)
-        features = self.input_proj(self.backbone(x))
+        stem = isinstance(self.backbone, ConvStem)
+        features = self.input_proj(self.backbone(x) if stem else self.backbone(x, padding_mask))
         grid = (features.shape[-2], features.shape[-1])
         tokens = features.flatten(2).transpose(1, 2)
         if padding_mask is None:

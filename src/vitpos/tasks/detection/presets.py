@@ -26,8 +26,26 @@ with its final norm, queries 25,600, input projection 524,544, class head 23,644
 132,612) plus the final encoder LayerNorm of the pre-norm form (512). DETR's published 41.3M
 (41,302,368 trainable, its log) adds ResNet-50's 23,232,512 trainable parameters (conv1 and
 layer1 frozen, BatchNorm frozen as buffers). tests/tasks/detection/test_detr.py asserts the count.
+
+DETR on vitpos hosts: DETR-R50's transformer and heads (``detr_r50_shapes`` without its stem) on
+the last stage of a classification preset, whose weights (in any layout ``create_model`` reads,
+e.g. PVT's or Swin's released checkpoints) load into ``backbone.host`` with
+``vitpos train --init``; the encoder keeps its sine encoding:
+
+=========================  ==================================================  ======
+preset                     backbone                                            stride
+=========================  ==================================================  ======
+``detr_pvt_tiny``          ``pvt_tiny`` (learned tables, class token)          32
+``detr_pvt_tiny_peg_gap``  ``pvt_tiny_peg_gap`` (CPVT's PEG, no tables)        32
+``detr_pvt_small``         ``pvt_small``                                       32
+``detr_swin_tiny``         ``swin_tiny`` (window bias)                         32
+``detr_deit_small``        ``deit_small_patch16_224`` (one stage)              16
+=========================  ==================================================  ======
 """
 
+from ...models.presets.deit import DEIT_SMALL
+from ...models.presets.pvt import PVT_SMALL, PVT_TINY
+from ...models.presets.swin import SWIN_TINY
 from ...registry import MODELS
 from . import model  # noqa: F401  (registers the 'detr' architecture)
 from .config import DetrConfig
@@ -57,3 +75,16 @@ DETR_R50 = DetrConfig(
     drop_rate=0.1,
 )
 MODELS.add("detr_r50_shapes", DETR_R50)
+
+DETR_TRANSFORMER = {
+    name: getattr(DETR_R50, name)
+    for name in ("img_size", "num_classes", "embed_dim", "num_heads", "enc_depth", "dec_depth", "mlp_ratio")
+} | {"num_queries": DETR_R50.num_queries, "drop_rate": DETR_R50.drop_rate}
+"""DETR-R50's transformer and heads, without its backbone."""
+PVT_PEG = PVT_TINY.replace(absolute="none", conditional="peg@0", head="gap")
+
+MODELS.add("detr_pvt_tiny", DetrConfig.on(PVT_TINY, **DETR_TRANSFORMER))
+MODELS.add("detr_pvt_tiny_peg_gap", DetrConfig.on(PVT_PEG, **DETR_TRANSFORMER))
+MODELS.add("detr_pvt_small", DetrConfig.on(PVT_SMALL, **DETR_TRANSFORMER))
+MODELS.add("detr_swin_tiny", DetrConfig.on(SWIN_TINY, **DETR_TRANSFORMER))
+MODELS.add("detr_deit_small", DetrConfig.on(DEIT_SMALL, **DETR_TRANSFORMER))

@@ -1,7 +1,10 @@
 """The detection task: DETR's set loss (:mod:`.criterion`) and COCO's AP on the predictions (:mod:`.coco_eval`).
 
-A detector's output is DETR's dict; its targets are padded object rows (:mod:`vitpos.data.objects`).
-The loss is the model's own criterion (its loss weights are part of its config).
+A detector's output is DETR's dict; its targets are padded object rows (:mod:`vitpos.data.objects`),
+for batches of images of different sizes inside :class:`~vitpos.data.padded.PaddedTargets`: the
+boxes are then normalised by each image's own size (the loss is DETR's as it is), and AP is
+computed in each image's original pixels. The loss is the model's own criterion (its loss weights
+are part of its config).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from torch import nn
 
 from ...data.dataset import DataInfo
 from ...data.objects import ObjectTargets, unpad_objects
+from ...data.padded import PaddedTargets, plain_targets
 from ...errors import VitposError
 from ..base import Processes, TaskKind, register_task
 from .coco_eval import coco_metrics
@@ -31,7 +35,7 @@ class DetectionMetrics:
         num_classes: int,
         device: torch.device | str,
         image_hw: tuple[int, int] | None = None,
-        detections: Callable[[Any, tuple[int, int]], list[Detections]] = postprocess,
+        detections: Callable[[Any, torch.Tensor], list[Detections]] = postprocess,
     ) -> None:
         self.num_classes = num_classes
         self.image_hw = image_hw
@@ -43,15 +47,19 @@ class DetectionMetrics:
         self.sums[0] += n
         self.sums[1] += loss.detach().double() * n
 
-    def add_predictions(self, outputs: dict, targets: torch.Tensor) -> None:
-        """Keep the batch's targets and detections for AP (only where the image size was given)."""
-        image_hw = self.image_hw
-        if image_hw is None:
+    def add_predictions(self, outputs: dict, targets: torch.Tensor | PaddedTargets) -> None:
+        """Keep the batch's targets and detections for AP (only in evaluation, where the image size was given),
+        at each image's original size where the batch carries them."""
+        if self.image_hw is None:
             return
+        if isinstance(targets, PaddedTargets):
+            sizes = [(int(h), int(w)) for h, w in targets.sizes.tolist()]
+        else:
+            sizes = [self.image_hw] * len(targets)
         cpu = lambda d: Detections(d.scores.cpu(), d.labels.cpu(), d.boxes.cpu())  # noqa: E731
-        objects = [ObjectTargets(t.labels.cpu(), t.boxes.cpu()) for t in unpad_objects(targets)]
-        found = self.detections(outputs, image_hw)
-        self.images += [(t, cpu(d), image_hw) for t, d in zip(objects, found, strict=True)]
+        objects = [ObjectTargets(t.labels.cpu(), t.boxes.cpu()) for t in unpad_objects(plain_targets(targets))]
+        detections = self.detections(outputs, torch.tensor(sizes))
+        self.images += [(t, cpu(d), hw) for t, d, hw in zip(objects, detections, sizes, strict=True)]
 
     def reduced(self, processes: Processes) -> DetectionMetrics:
         out = DetectionMetrics(self.num_classes, self.sums.device, self.image_hw, self.detections)
@@ -80,7 +88,7 @@ class DetectionMetrics:
 @runtime_checkable
 class Detector(Protocol):
     """A detector builds its own loss (DETR's set loss, RetinaNet's focal loss); one with a
-    ``postprocess(outputs, image_hw)`` method turns its outputs into detections itself (else DETR's)."""
+    ``postprocess(outputs, sizes)`` method turns its outputs into detections itself (else DETR's)."""
 
     def criterion(self) -> nn.Module: ...
 
@@ -97,8 +105,9 @@ class DetectionTask:
         self.criterion = model.criterion()
         self.detections = getattr(model, "postprocess", postprocess)
 
-    def loss(self, outputs: Any, targets: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
-        return self.criterion.to(targets.device)(outputs, targets)
+    def loss(self, outputs: Any, targets: torch.Tensor | PaddedTargets, label_smoothing: float = 0.0) -> torch.Tensor:
+        rows = plain_targets(targets)
+        return self.criterion.to(rows.device)(outputs, rows)
 
     def metrics(self, device: torch.device | str, image_hw: tuple[int, int] | None = None) -> DetectionMetrics:
         return DetectionMetrics(self.num_classes, device, image_hw, self.detections)

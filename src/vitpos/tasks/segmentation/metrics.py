@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from ...data.padded import PaddedTargets, plain_targets
 from ..base import Processes
 from .config import IGNORE_INDEX
 
@@ -71,9 +72,9 @@ class SegmentationMetrics:
         self.loss[1] += loss.detach().double() * n
 
     @torch.no_grad()
-    def add_predictions(self, outputs: torch.Tensor, targets: torch.Tensor) -> None:
-        """Add a batch of logits (B, K, H, W) against masks (B, H, W)."""
-        matrix = confusion_matrix(outputs.argmax(1), targets, self.num_classes, self.ignore_index)
+    def add_predictions(self, outputs: torch.Tensor, targets: torch.Tensor | PaddedTargets) -> None:
+        """Add a batch of logits (B, K, H, W) against masks (B, H, W) (padded pixels are ignored)."""
+        matrix = confusion_matrix(outputs.argmax(1), plain_targets(targets), self.num_classes, self.ignore_index)
         self.matrix += matrix.to(self.matrix)
 
     def reduced(self, processes: Processes) -> SegmentationMetrics:

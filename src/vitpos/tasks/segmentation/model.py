@@ -31,5 +31,7 @@ class SemanticFPN(PyramidHeadModel):
             cfg.conv_padding,
         )  # fmt: skip
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.neck(self.backbone.forward_features(x)), tuple(x.shape[-2:]))
+    def forward(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Images (B, C, H, W) and a padded batch's ``padding_mask`` (B, H, W) -> logits (B, K, H, W);
+        the host honours the mask, the FPN's convolutions see the padded maps."""
+        return self.head(self.neck(self.backbone.forward_features(x, padding_mask)), tuple(x.shape[-2:]))

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...data.dataset import DataInfo
+from ...data.padded import PaddedTargets, plain_targets
 from ..base import TaskKind, register_task
 from .config import IGNORE_INDEX
 from .metrics import SegmentationMetrics
@@ -38,10 +39,13 @@ class SegmentationTask:
     def __init__(self, info: DataInfo, model: nn.Module | None = None) -> None:
         self.num_classes = info.num_outputs
 
-    def loss(self, outputs: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
+    def loss(
+        self, outputs: torch.Tensor, targets: torch.Tensor | PaddedTargets, label_smoothing: float = 0.0
+    ) -> torch.Tensor:
+        """Cross entropy over labelled pixels (padding is labelled ignore)."""
         if label_smoothing:
             raise ValueError("label_smoothing needs a classification task; segmentation uses hard per-pixel labels")
-        return segmentation_loss(outputs, targets)
+        return segmentation_loss(outputs, plain_targets(targets))
 
     def metrics(self, device: torch.device | str, image_hw: tuple[int, int] | None = None) -> SegmentationMetrics:
         return SegmentationMetrics(self.num_classes, device)

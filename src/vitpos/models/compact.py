@@ -1,0 +1,66 @@
+"""The Compact Transformers host (Hassani et al. 2021): ViT-Lite, CVT and CCT with the four slots.
+
+One stage, as the plain ViT, with the authors' encoder layer (:class:`CompactBlock`), LayerNorm
+epsilon 1e-5, a patch or convolutional tokenizer (``downsamples.0``) and any head, sequence
+pooling included (:class:`~.seq_pool.SequencePool`, ``attention_pool``). Every slot goes where
+it goes in the ViT: the join's per-block addition (LaPE) joins the normalised attention input.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..config import CompactConfig
+from ..grid import Grid
+from ..padding import Padding
+from ..registry import ARCHITECTURES
+from .layers import Block, PatchEmbed
+from .tokenizers import ConvTokenizer
+from .vit import VisionTransformer
+
+__all__ = ["CompactBlock", "CompactTransformer"]
+
+
+class CompactBlock(Block):
+    """The authors' encoder layer: ``x = norm2(x + attn(norm1(x) + pos))``, then ``x + mlp(x)``.
+
+    The second norm sits on the residual stream, not only on the MLP input as in the pre-norm
+    ViT block; the parameters (names and shapes) are the ViT block's.
+    """
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        grid: Grid,
+        num_prefix_tokens: int,
+        pos: torch.Tensor | None = None,
+        qk_pos: torch.Tensor | None = None,
+        padding: Padding | None = None,
+    ) -> torch.Tensor:
+        x = self.norm2(x + self.drop_path1(self.attend(x, grid, num_prefix_tokens, pos, qk_pos, padding)))
+        return x + self.drop_path2(self.mlp(x))
+
+
+@ARCHITECTURES.register("compact")
+class CompactTransformer(VisionTransformer):
+    """ViT-Lite / CVT / CCT: the ViT host with the authors' tokenizers, blocks and sequence pooling."""
+
+    config_class = CompactConfig
+    cfg: CompactConfig
+    norm_eps = 1e-5
+    block_class = CompactBlock
+
+    @property
+    def takes_padding(self) -> bool:  # type: ignore[override]
+        """The patch tokenizer cuts patches apart; the convolutional one mixes them."""
+        return self.cfg.tokenizer == "patch"
+
+    def make_downsample(self, stage: int) -> nn.Module:
+        cfg = self.cfg
+        if cfg.tokenizer == "patch":
+            return PatchEmbed(cfg.patch_size, cfg.in_chans, cfg.embed_dim, pad=cfg.pad_to_patch)
+        return ConvTokenizer(
+            cfg.in_chans, cfg.embed_dim, cfg.conv_layers, cfg.conv_kernel, cfg.conv_stride, cfg.conv_padding,
+            cfg.conv_channels,
+        )  # fmt: skip

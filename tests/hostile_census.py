@@ -1,0 +1,58 @@
+"""Count the hostile inputs tests/test_bad_inputs.py tries, by outcome: clear, unclear, traceback, silent.
+
+Run from the repository root: ``python tests/hostile_census.py`` (add pytest options, e.g. ``-n 2``).
+With another ``vitpos`` first on ``PYTHONPATH`` it counts how that version answers the same cases.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+CASES = "tests/test_bad_inputs.py"
+TESTS = "python_api_bad_input or command_line_bad_input"
+OUTCOMES = ("clear", "unclear", "traceback", "silent")
+
+
+def census(extra: list[str]) -> Counter:
+    """Run the case tests and count the outcome each recorded (a case that recorded none: its setup failed)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "cases.xml"
+        pytest.main(
+            [
+                CASES,
+                "-k",
+                TESTS,
+                "-p",
+                "no:cacheprovider",
+                f"--junitxml={report}",
+                "-o",
+                "junit_family=xunit1",
+                "-qq",
+                *extra,
+            ]
+        )
+        counts: Counter = Counter()
+        for case in ET.parse(report).iter("testcase"):
+            kind = "api" if "python_api" in case.get("name", "") else "cli"
+            found = [p.get("value") for p in case.iter("property") if p.get("name") == "outcome"]
+            counts[kind, found[0] if found else "not run"] += 1
+    return counts
+
+
+def main() -> None:
+    counts = census(sys.argv[1:])
+    print(f"{'':6s} {'tried':>6s} " + " ".join(f"{o:>9s}" for o in OUTCOMES))
+    for kind in ("api", "cli", "all"):
+        row = {o: sum(n for (k, o2), n in counts.items() if o2 == o and kind in (k, "all")) for o in OUTCOMES}
+        tried = sum(n for (k, _), n in counts.items() if kind in (k, "all"))
+        print(f"{kind:6s} {tried:6d} " + " ".join(f"{row[o]:9d}" for o in OUTCOMES))
+
+
+if __name__ == "__main__":
+    main()
