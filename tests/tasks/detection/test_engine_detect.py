@@ -119,7 +119,7 @@ def test_a_detector_on_class_labels_and_a_classifier_on_boxes_are_refused():
                 {"data": "synthetic:direction:img=32:train=8:val=8:test=8", "epochs": 1, "batch_size": 8},
             ).resolve()
         )
-    with pytest.raises(VitposError, match="use a detr_\\* preset"):
+    with pytest.raises(VitposError, match="use a detr_\\* or retinanet_\\* preset"):
         train(*RunRequest("thesis_vit", {"patch_size": 4}, {"data": DATA, "epochs": 1, "batch_size": 8}).resolve())
 
 

@@ -5,6 +5,8 @@ MLP ratios 8-8-4-4, spatial-reduction ratios 8-4-2-1, depths 2-2-2-2 (tiny) and 
 (small), a learned position table per stage and a class token in the last stage (13.2M and
 24.5M parameters). ``*_peg_gap`` remove the tables and the class token and put one PEG after
 the first block of every stage (``peg@0``, per stage), pooling by GAP (CPVT's PVT+PEG+GAP).
+``PVT_MEDIUM`` (depths 3-4-18-3, 44.2M) is only the host of the RetinaNet presets' medium rows
+(a classification preset would need a legacy checkpoint fixture, as each has).
 """
 
 from ...config import PVTConfig
@@ -22,6 +24,7 @@ PVT_TINY = PVTConfig(
     drop_path_rate=0.1,
 )
 PVT_SMALL = PVT_TINY.replace(depths=(3, 4, 6, 3))
+PVT_MEDIUM = PVT_TINY.replace(depths=(3, 4, 18, 3))
 
 MODELS.add("pvt_tiny", PVT_TINY)
 MODELS.add("pvt_small", PVT_SMALL)

@@ -9,6 +9,7 @@ are part of its config).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -29,9 +30,16 @@ class DetectionMetrics:
     """The mean loss, and with ``image_hw`` (evaluation) COCO's AP over every prediction, gathered
     from all processes. Training runs leave AP out: it needs every prediction of the epoch."""
 
-    def __init__(self, num_classes: int, device: torch.device | str, image_hw: tuple[int, int] | None = None) -> None:
+    def __init__(
+        self,
+        num_classes: int,
+        device: torch.device | str,
+        image_hw: tuple[int, int] | None = None,
+        detections: Callable[[Any, torch.Tensor], list[Detections]] = postprocess,
+    ) -> None:
         self.num_classes = num_classes
         self.image_hw = image_hw
+        self.detections = detections
         self.sums = torch.zeros(2, dtype=torch.float64, device=device)
         self.images: list[tuple[ObjectTargets, Detections, tuple[int, int]]] = []
 
@@ -50,11 +58,11 @@ class DetectionMetrics:
             sizes = [self.image_hw] * len(targets)
         cpu = lambda d: Detections(d.scores.cpu(), d.labels.cpu(), d.boxes.cpu())  # noqa: E731
         objects = [ObjectTargets(t.labels.cpu(), t.boxes.cpu()) for t in unpad_objects(plain_targets(targets))]
-        detections = postprocess(outputs, torch.tensor(sizes))
+        detections = self.detections(outputs, torch.tensor(sizes))
         self.images += [(t, cpu(d), hw) for t, d, hw in zip(objects, detections, sizes, strict=True)]
 
     def reduced(self, processes: Processes) -> DetectionMetrics:
-        out = DetectionMetrics(self.num_classes, self.sums.device, self.image_hw)
+        out = DetectionMetrics(self.num_classes, self.sums.device, self.image_hw, self.detections)
         out.sums = processes.sum(self.sums.clone())
         out.images = list(self.images)
         if processes.enabled and self.image_hw is not None:
@@ -79,28 +87,30 @@ class DetectionMetrics:
 
 @runtime_checkable
 class Detector(Protocol):
-    """A model trained with a set loss (DETR): it builds its own criterion."""
+    """A detector builds its own loss (DETR's set loss, RetinaNet's focal loss); one with a
+    ``postprocess(outputs, sizes)`` method turns its outputs into detections itself (else DETR's)."""
 
     def criterion(self) -> nn.Module: ...
 
 
 class DetectionTask:
-    """DETR's set loss (the model's :meth:`criterion`) and COCO AP."""
+    """The model's own loss (its :meth:`criterion`) and COCO AP of its detections."""
 
     name = "detection"
 
     def __init__(self, info: DataInfo, model: nn.Module) -> None:
         if not isinstance(model, Detector):
-            raise VitposError(f"{type(model).__name__} predicts objects but builds no set loss (criterion())")
+            raise VitposError(f"{type(model).__name__} predicts objects but builds no loss (criterion())")
         self.num_classes = info.num_outputs
         self.criterion = model.criterion()
+        self.detections = getattr(model, "postprocess", postprocess)
 
     def loss(self, outputs: Any, targets: torch.Tensor | PaddedTargets, label_smoothing: float = 0.0) -> torch.Tensor:
         rows = plain_targets(targets)
         return self.criterion.to(rows.device)(outputs, rows)
 
     def metrics(self, device: torch.device | str, image_hw: tuple[int, int] | None = None) -> DetectionMetrics:
-        return DetectionMetrics(self.num_classes, device, image_hw)
+        return DetectionMetrics(self.num_classes, device, image_hw, self.detections)
 
 
 register_task(
@@ -111,7 +121,7 @@ register_task(
         headline="AP",
         unit="AP, %",
         decimals=1,
-        presets="a detr_* preset (see `vitpos models --task detection`)",
+        presets="a detr_* or retinanet_* preset (see `vitpos models --task detection`)",
         data="detection data (synthetic:detect, coco:PATH)",
         build=DetectionTask,
         recognises=lambda model: isinstance(model, Detector),

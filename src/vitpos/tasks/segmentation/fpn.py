@@ -7,24 +7,43 @@ The head upsamples every level to the finest stride by stages of 3x3 convolution
 ReLU and 2x bilinear upsampling (one stage for the finest level, one per halving for the
 others), sums them, classifies each pixel with a 1x1 convolution and resizes the logits
 bilinearly to the input size (as mmseg's FPNHead and EncoderDecoder do).
+
+``padding`` is how every 3x3 convolution of the neck and the head pads its input: 'zeros' (the
+papers' and mmseg's), or 'replicate' / 'circular', which give a map's border no constant frame a
+convolution could read position from (to test whether the FPN itself tells where the border is).
 """
 
 from __future__ import annotations
+
+import typing
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["FeaturePyramid", "SemanticFPNHead"]
+__all__ = ["FeaturePyramid", "SemanticFPNHead", "CONV_PADDINGS"]
+
+ConvPadding = Literal["zeros", "replicate", "circular"]
+CONV_PADDINGS: tuple[ConvPadding, ...] = typing.get_args(ConvPadding)
+"""How the 3x3 convolutions pad (``nn.Conv2d``'s ``padding_mode``); reflection needs maps wider than 1 cell."""
+
+
+def _conv3x3(in_dim: int, dim: int, padding: str, bias: bool = True) -> nn.Conv2d:
+    """A 3x3 convolution keeping the size, padded by ``padding`` (one of :data:`CONV_PADDINGS`)."""
+    for mode in CONV_PADDINGS:
+        if padding == mode:
+            return nn.Conv2d(in_dim, dim, 3, padding=1, bias=bias, padding_mode=mode)
+    raise ValueError(f"padding={padding!r}: choose one of {', '.join(CONV_PADDINGS)}")
 
 
 class FeaturePyramid(nn.Module):
     """FPN: lateral 1x1 convolutions, top-down nearest upsampling and addition, 3x3 outputs."""
 
-    def __init__(self, in_dims: tuple[int, ...], dim: int) -> None:
+    def __init__(self, in_dims: tuple[int, ...], dim: int, padding: str = "zeros") -> None:
         super().__init__()
         self.lateral = nn.ModuleList(nn.Conv2d(c, dim, 1) for c in in_dims)
-        self.output = nn.ModuleList(nn.Conv2d(dim, dim, 3, padding=1) for _ in in_dims)
+        self.output = nn.ModuleList(_conv3x3(dim, dim, padding) for _ in in_dims)
         for conv in [*self.lateral, *self.output]:  # Xavier-uniform, as mmdet's FPN
             nn.init.xavier_uniform_(conv.weight)
             nn.init.zeros_(conv.bias)
@@ -39,8 +58,8 @@ class FeaturePyramid(nn.Module):
         return [conv(m) for conv, m in zip(self.output, laterals, strict=True)]
 
 
-def _upsampling_stage(in_dim: int, dim: int, groups: int, upsample: bool) -> nn.Sequential:
-    conv = nn.Conv2d(in_dim, dim, 3, padding=1, bias=False)
+def _upsampling_stage(in_dim: int, dim: int, groups: int, upsample: bool, padding: str) -> nn.Sequential:
+    conv = _conv3x3(in_dim, dim, padding, bias=False)
     nn.init.kaiming_normal_(conv.weight, mode="fan_out", nonlinearity="relu")
     layers: list[nn.Module] = [conv, nn.GroupNorm(groups, dim), nn.ReLU(inplace=True)]
     if upsample:
@@ -48,20 +67,29 @@ def _upsampling_stage(in_dim: int, dim: int, groups: int, upsample: bool) -> nn.
     return nn.Sequential(*layers)
 
 
-def _scale_head(level: int, in_dim: int, dim: int, groups: int) -> nn.Sequential:
+def _scale_head(level: int, in_dim: int, dim: int, groups: int, padding: str) -> nn.Sequential:
     """Level ``level`` (stride 2**level times the finest) to the finest stride: max(1, level) stages."""
     stages = max(1, level)
-    return nn.Sequential(*(_upsampling_stage(dim if k else in_dim, dim, groups, level > 0) for k in range(stages)))
+    return nn.Sequential(
+        *(_upsampling_stage(dim if k else in_dim, dim, groups, level > 0, padding) for k in range(stages))
+    )
 
 
 class SemanticFPNHead(nn.Module):
     """Per-pixel logits (B, K, H, W) at the input size from the FPN levels (finest first)."""
 
     def __init__(
-        self, levels: int, in_dim: int, dim: int, num_classes: int, groups: int = 32, dropout: float = 0.1
+        self,
+        levels: int,
+        in_dim: int,
+        dim: int,
+        num_classes: int,
+        groups: int = 32,
+        dropout: float = 0.1,
+        padding: str = "zeros",
     ) -> None:
         super().__init__()
-        self.scale_heads = nn.ModuleList(_scale_head(level, in_dim, dim, groups) for level in range(levels))
+        self.scale_heads = nn.ModuleList(_scale_head(level, in_dim, dim, groups, padding) for level in range(levels))
         self.dropout = nn.Dropout2d(dropout)
         self.classifier = nn.Conv2d(dim, num_classes, 1)
         nn.init.normal_(self.classifier.weight, std=0.01)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from ...registry import ARCHITECTURES
+from ..pyramid_head import PyramidHeadModel
 from .config import SemanticFPNConfig
 from .fpn import FeaturePyramid, SemanticFPNHead
 
@@ -13,7 +13,7 @@ __all__ = ["SemanticFPN"]
 
 
 @ARCHITECTURES.register("semantic_fpn")
-class SemanticFPN(nn.Module):
+class SemanticFPN(PyramidHeadModel):
     """Semantic FPN (Kirillov et al. 2019) on any PVT or Swin host, with any position slots.
 
     ``backbone`` is the host (its state-dict names under ``backbone.``); its per-stage maps
@@ -24,30 +24,14 @@ class SemanticFPN(nn.Module):
     config_class = SemanticFPNConfig
 
     def __init__(self, cfg: SemanticFPNConfig) -> None:
-        super().__init__()
-        self.cfg = cfg
-        self.num_classes = cfg.num_classes
-        host = cfg.backbone_config
-        self.backbone = ARCHITECTURES.get(host.arch)(host)
-        self.neck = FeaturePyramid(cfg.embed_dims, cfg.fpn_dim)
+        super().__init__(cfg)
+        self.neck = FeaturePyramid(cfg.embed_dims, cfg.fpn_dim, cfg.conv_padding)
         self.head = SemanticFPNHead(
-            cfg.num_stages, cfg.fpn_dim, cfg.head_dim, cfg.num_classes, cfg.norm_groups, cfg.head_dropout
-        )
+            cfg.num_stages, cfg.fpn_dim, cfg.head_dim, cfg.num_classes, cfg.norm_groups, cfg.head_dropout,
+            cfg.conv_padding,
+        )  # fmt: skip
 
     def forward(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Images (B, C, H, W) and a padded batch's ``padding_mask`` (B, H, W) -> logits (B, K, H, W);
         the host honours the mask, the FPN's convolutions see the padded maps."""
         return self.head(self.neck(self.backbone.forward_features(x, padding_mask)), tuple(x.shape[-2:]))
-
-    @property
-    def pretrained_host(self) -> nn.Module:
-        """The part a classifier's weights initialise (``vitpos train --init``): the host, its classifier left out."""
-        return self.backbone
-
-    def position_parameters(self) -> dict[str, nn.Parameter]:
-        """Every parameter of the host's four position slots, by its name in this model."""
-        return {f"backbone.{n}": p for n, p in self.backbone.position_parameters().items()}
-
-    def no_weight_decay(self) -> set[str]:
-        """The host's decay-free parameters (class token, position parameters), by their names here."""
-        return {f"backbone.{n}" for n in self.backbone.no_weight_decay()}
