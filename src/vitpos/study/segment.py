@@ -83,7 +83,7 @@ class SegmentStudyConfig(DenseStudy):
     COLUMNS: ClassVar[tuple[tuple[str, str], ...]] = (("mIoU", "miou"), ("aAcc", "aacc"), ("mAcc", "macc"))
     runs = "segmentation"
 
-    seeds: int = 4
+    seeds: int = 5
     train_size: int = 1500
     test_size: int = 300
     epochs: int = 10
