@@ -97,7 +97,9 @@ def test_eval_command_prints_ap_at_several_sizes(tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["train", "--model=detr_tiny_sine", f"--data={DATA}", "--epochs=1",
                  "--batch-size=16", "--no-progress", "--device=cpu", f"--run-dir={run}"]) == 0  # fmt: skip
-    capsys.readouterr()
+    assert re.search(
+        rf"run folder {re.escape(str(run))}: test loss [\d.]+  AP \d+\.\d%  AP50 \d+\.\d%", capsys.readouterr().out
+    )
     assert main(["eval", f"--checkpoint={run}", "--resolutions=32,32x48", "--device=cpu"]) == 0
     table = capsys.readouterr().out
     assert "32(AP, %)" in table and "32x48(AP, %)" in table
