@@ -27,6 +27,7 @@ from ..engine.interrupt import TrainingInterrupted
 from ..engine.recipes import RECIPES, get_recipe
 from ..engine.setup import RunRequest
 from ..engine.train import Resume, train
+from ..tasks import task_kind
 from ..weights.run_folder import CONFIG_FILE
 from .options import add_dataclass_options, add_model_options, given_options
 
@@ -112,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"vitpos train: {_continue_line(stop)}", file=sys.stderr)
         return 130
     if int(os.environ.get("RANK", "0")) == 0:
-        metrics = "  ".join(f"{k} {v:.4g}" for k, v in result.test.items())
+        kind = task_kind(data.info.task)
+        metrics = "  ".join(kind.format_metric(k, v) for k, v in result.test.items())
         print(f"run folder {result.run_dir}: test {metrics}")
     return 0
 

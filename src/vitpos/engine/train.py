@@ -33,7 +33,7 @@ from ..data.padded import model_inputs
 from ..errors import VitposError
 from ..models.factory import create_model
 from ..models.saved_encoding import load_position_encoding
-from ..tasks import loss_precision, task_for
+from ..tasks import loss_precision, task_for, task_kind
 from ..weights import WeightsFile, load_weights
 from .board import log_epoch
 from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_training_checkpoint, save_checkpoint
@@ -128,6 +128,7 @@ class _Trainer:
             load_position_encoding(self.model, cfg.init_pe)
         self.model = self.model.to(device)
         self.task = task_for(self.info, self.model)
+        self.kind = task_kind(self.info.task)
         self.optimizer = build_optimizer(self.model, cfg.lr, cfg.weight_decay, cfg.betas)
         self.precision = Precision.for_run(cfg.amp, cfg.amp_dtype, cfg.cpu_amp, device)
         self.scaler = self.precision.scaler()
@@ -263,7 +264,7 @@ class _Trainer:
                     "checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
                 },
             )
-        self._log("test: " + "  ".join(f"{k} {v:.4g}" for k, v in test.items()))
+        self._log("test: " + "  ".join(self.kind.format_metric(k, v) for k, v in test.items()))
         return TrainResult(
             self.model.eval(),
             self.ema.module if self.ema else None,
@@ -330,7 +331,7 @@ class _Trainer:
         self._log(
             f"epoch {row['epoch']}/{cfg.epochs}  "
             + "  ".join(
-                f"{k} {v:.4g}"
+                self.kind.format_metric(k, v)
                 for k, v in row.items()
                 if k.startswith(("train_", "val_", "ema_")) or k == "images_per_s"
             )

@@ -124,6 +124,15 @@ class TaskKind:
     details: tuple[tuple[str, str], ...] = ()
     """Further metrics a results table shows beside the headline: (key of :meth:`Metrics.compute`, unit)."""
 
+    def format_metric(self, key: str, value: float) -> str:
+        """``key value`` for a log line; a metric the tables show in % as they do (``val_AP 41.2%``).
+
+        ``key`` is a metric of :meth:`Metrics.compute`, optionally prefixed (``train_``, ``val_``, ``ema_val_``).
+        """
+        units = dict([(self.headline, self.unit), *self.details])
+        unit = next((u for name, u in units.items() if key == name or key.endswith("_" + name)), "")
+        return f"{key} {value:.{self.decimals}f}%" if unit.endswith("%") else f"{key} {value:.4g}"
+
 
 def register_task(kind: TaskKind) -> TaskKind:
     """File ``kind`` under its name."""

@@ -11,6 +11,7 @@ from vitpos.engine import RunRequest
 from vitpos.engine.evaluate import evaluate
 from vitpos.engine.train import train
 from vitpos.errors import VitposError
+from vitpos.tasks import task_kind
 
 DATA = "synthetic:detect:objects=2:min=4:max=8:train=32:val=16:test=16"
 
@@ -73,11 +74,32 @@ def test_bf16_autocast_on_cpu_trains_and_evaluates():
     assert torch.isfinite(torch.tensor(result.history[-1]["train_loss"])) and "AP" in result.test
 
 
+def test_training_log_gives_ap_in_percent_as_the_eval_table_does(caplog):
+    with caplog.at_level("INFO", logger="vitpos.train"):
+        result = train(*resolve(request(epochs=1)))
+    epoch_line, test_line = (r.getMessage() for r in caplog.records if r.getMessage().startswith(("epoch ", "test:")))
+    for line, metrics, prefix in ((epoch_line, result.history[-1], "val_"), (test_line, result.test, "")):
+        for name in ("AP", "AP50", "AP75"):
+            assert f"{prefix}{name} {metrics[prefix + name]:.1f}% " in line + " "
+        assert f"{prefix}loss {metrics[prefix + 'loss']:.4g} " in line + " "  # a loss has no unit
+
+
+def test_task_kinds_format_only_their_percentages_with_a_percent_sign():
+    detection, regression = task_kind("detection"), task_kind("regression")
+    assert detection.format_metric("ema_val_APm", 41.25) == "ema_val_APm 41.2%"
+    assert detection.format_metric("AP", 7.06) == "AP 7.1%"
+    assert detection.format_metric("train_loss", 1.23456) == "train_loss 1.235"
+    assert task_kind("segmentation").format_metric("val_miou", 55.55) == "val_miou 55.5%"
+    assert regression.format_metric("val_r2", 0.98765) == "val_r2 0.9877"
+
+
 def test_eval_command_prints_ap_at_several_sizes(tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["train", "--model=detr_tiny_sine", f"--data={DATA}", "--epochs=1",
                  "--batch-size=16", "--no-progress", "--device=cpu", f"--run-dir={run}"]) == 0  # fmt: skip
-    capsys.readouterr()
+    assert re.search(
+        rf"run folder {re.escape(str(run))}: test loss [\d.]+  AP \d+\.\d%  AP50 \d+\.\d%", capsys.readouterr().out
+    )
     assert main(["eval", f"--checkpoint={run}", "--resolutions=32,32x48", "--device=cpu"]) == 0
     table = capsys.readouterr().out
     assert "32(AP, %)" in table and "32x48(AP, %)" in table

@@ -54,7 +54,9 @@ def test_train_and_eval_commands_report_miou(tmp_path: Path, capsys) -> None:
     run_dir = tmp_path / "run"
     assert main(["train", f"--config={config}", f"--run-dir={run_dir}", "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"train_miou [\d.]+ .*val_miou [\d.]+", out) and re.search(r"test loss [\d.]+  miou [\d.]+", out)
+    assert re.search(r"train_miou [\d.]+% .*val_miou [\d.]+%", out) and re.search(
+        r"test loss [\d.]+  miou [\d.]+%", out
+    )
     assert main(["eval", f"--checkpoint={run_dir}", "--resolutions=32,32x48"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "| Model | Params | 32(mIoU, %) | 32x48(mIoU, %) |"
