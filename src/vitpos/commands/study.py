@@ -6,6 +6,8 @@ Every run trains until its validation metric stops improving (--patience epochs)
 The default (5 seeds per family) is sized for about 10 minutes on two free CPU cores; ``--full`` is the
 thesis protocol (10 seeds, 5000/1000/1000 images, at most 30 epochs), meant for a GPU. The report opens
 with a verdict per published claim. Run the same command again to continue an interrupted study.
+``--task detect`` (iRPE Table 6, tiny DETRs) and ``--task segment`` (CPVT Table 13, tiny PVT Semantic
+FPNs) run the dense-prediction studies on synthetic images of varied sizes instead.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from pathlib import Path
 
 from ..spec import positive_int
 from ..study import BUILT_IN_FAMILIES, DEFAULT_FAMILIES, StudyConfig, parse_family, run_study
+from ..study.dense import DenseStudy
 from ..study.detect import DETECT_FAMILIES, DetectStudyConfig
 from ..study.report import report_from_results
 from ..study.run import SETTINGS_FILE, resolve_device
+from ..study.segment import SEGMENT_FAMILIES, SegmentStudyConfig
 from .options import option_type
 
 
@@ -63,7 +67,7 @@ def _command(args: argparse.Namespace) -> str:
     parts = (
         ["vitpos", "study"]
         + (["--full"] if args.full else [])
-        + (["--task", "detect"] if args.task == "detect" else [])
+        + (["--task", args.task] if args.task != "classify" else [])
     )
     for name in _OPTIONS:
         value = getattr(args, name)
@@ -82,22 +86,28 @@ def _command(args: argparse.Namespace) -> str:
 _ENSEMBLE = {"auto": None, "on": True, "off": False}
 
 
-def run_detect(args: argparse.Namespace) -> int:
-    """``--task detect``: iRPE Table 6's claims with tiny DETRs (:mod:`vitpos.study.detect`)."""
+_DENSE: dict[str, type[DenseStudy]] = {"detect": DetectStudyConfig, "segment": SegmentStudyConfig}
+"""The dense-prediction studies by ``--task``."""
+
+
+def run_dense(args: argparse.Namespace) -> int:
+    """``--task detect`` (iRPE Table 6, :mod:`vitpos.study.detect`) or ``--task segment`` (CPVT Table 13,
+    :mod:`vitpos.study.segment`)."""
     if args.full or args.report_only or args.efficiency_sizes or args.resolutions or args.patience or args.lr_grid:
         raise ValueError(
-            "--task detect takes --seeds, --epochs, --train-size, --family, --workers, --device, --out and --fresh"
+            f"--task {args.task} takes --seeds, --epochs, --train-size, --family, --workers, --device, --out and "
+            "--fresh"
         )
     overrides = {
         name: getattr(args, name) for name in ("seeds", "epochs", "train_size") if getattr(args, name) is not None
     }
     if args.family:
         overrides["families"] = tuple(args.family)
-    out = args.out if args.out != Path("runs/study") else Path("runs/study-detect")
-    return _run(DetectStudyConfig(**overrides), out, args, ensemble=False)  # DETR's cells train one by one
+    out = args.out if args.out != Path("runs/study") else Path(f"runs/study-{args.task}")
+    return _run(_DENSE[args.task](**overrides), out, args, ensemble=False)  # dense cells train one by one
 
 
-def _run(config: StudyConfig | DetectStudyConfig, out: Path, args: argparse.Namespace, ensemble: bool | None) -> int:
+def _run(config: StudyConfig | DenseStudy, out: Path, args: argparse.Namespace, ensemble: bool | None) -> int:
     """Run ``config`` into ``out`` with the options every study takes."""
     if args.fresh:
         _start_over(out)
@@ -110,8 +120,8 @@ def _run(config: StudyConfig | DetectStudyConfig, out: Path, args: argparse.Name
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.task == "detect":
-        return run_detect(args)
+    if args.task in _DENSE:
+        return run_dense(args)
     if args.report_only:
         print(f"wrote {report_from_results(args.out)}")
         return 0
@@ -127,10 +137,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--task",
-        choices=("classify", "detect"),
+        choices=("classify", *_DENSE),
         default="classify",
         help="classify: the red-green tasks (default); detect: iRPE Table 6's claims with tiny DETRs on "
-        "synthetic:detect (families: " + ", ".join(DETECT_FAMILIES) + "; default folder runs/study-detect)",
+        "synthetic:detect (families: " + ", ".join(DETECT_FAMILIES) + "; default folder runs/study-detect); "
+        "segment: CPVT Table 13's claims with tiny PVT Semantic FPNs on synthetic:segment_absolute (families: "
+        + ", ".join(SEGMENT_FAMILIES)
+        + "; default folder runs/study-segment)",
     )
     p.add_argument(
         "--full", action="store_true", help="the thesis protocol: 10 seeds, 5000/1000/1000 images, 30 epochs"

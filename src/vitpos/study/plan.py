@@ -5,8 +5,8 @@ jobs (pretraining first, stacked ensembles where they apply) on a process pool, 
 writes the report. A plan says which families and cells there are, how a job of cells trains and
 measures (with the engine, which finds the task's loss and metrics by the data's task), what a
 finished cell reads like in the log, and how the report is written. The red-green study
-(:class:`~.protocol.StudyConfig`) and the detection study (:class:`~.detect.DetectStudyConfig`)
-are plans.
+(:class:`~.protocol.StudyConfig`) and the dense-prediction studies (:class:`~.dense.DenseStudy`:
+detection, :mod:`.detect`, and segmentation, :mod:`.segment`) are plans.
 """
 
 from __future__ import annotations

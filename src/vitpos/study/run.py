@@ -6,7 +6,7 @@ and task, :mod:`.rates`), ``cells/`` (one JSON per finished training run), ``pre
 Running the same study into the same folder again skips every finished cell, so an
 interrupted study continues where it stopped; a folder that holds a study with other settings
 is refused rather than mixed. The loop is the same for every study: a :class:`~.plan.StudyPlan`
-(the red-green study, :class:`RedGreenStudy`; the detection study, :mod:`.detect`) says what its
+(the red-green study, :class:`RedGreenStudy`; the detection and segmentation studies, :mod:`.dense`) says what its
 cells are, how they train and what the report holds.
 """
 
