@@ -624,7 +624,8 @@ def test_same_options_on_resume_do_not_warn(tmp_path, finished_run):
     run_dir = _copy(finished_run, tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RunChangedWarning)
-        train(*tiny_request(n=64, epochs=1, run_dir=str(run_dir)).resolve(), resume=True)
+        result = train(*tiny_request(n=64, epochs=1, run_dir=str(run_dir)).resolve(), resume=True)
+    assert result.history[-1]["epoch"] == 1  # the finished run is found, not trained again
 
 
 # ---- command line: (id, argv with RUN/TMP placeholders, pattern) -------------------------------
