@@ -10,14 +10,11 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
 from .errors import VitposError
-
-if TYPE_CHECKING:  # for the annotations only: the configs import this module
-    from .config.host import StageGeometry
 
 __all__ = ["AllocationTooLarge", "memory_limit", "check_fits", "format_bytes", "model_bytes", "batch_bytes"]
 
@@ -59,7 +56,27 @@ def check_fits(what: str, nbytes: float, fix: str, device: torch.device | str | 
         )
 
 
-def model_bytes(stages: Sequence[StageGeometry]) -> int:
+class _Width(Protocol):
+    """A stage's depth and token width."""
+
+    @property
+    def depth(self) -> int: ...
+    @property
+    def embed_dim(self) -> int: ...
+
+
+class StageSizes(Protocol):
+    """What the estimates read of a stage (``vitpos.config.StageGeometry`` has it)."""
+
+    @property
+    def context(self) -> _Width: ...
+    @property
+    def mlp_ratio(self) -> float: ...
+    @property
+    def stride(self) -> int: ...
+
+
+def model_bytes(stages: Sequence[StageSizes]) -> int:
     """A lower bound on the float32 weights of a transformer with these stages: per block, the
     attention's 4 D^2 and the MLP's 2 r D^2."""
     return FLOAT_BYTES * sum(
@@ -67,7 +84,7 @@ def model_bytes(stages: Sequence[StageGeometry]) -> int:
     )
 
 
-def batch_bytes(stages: Sequence[StageGeometry], in_chans: int, batch: int, image_hw: tuple[int, int]) -> int:
+def batch_bytes(stages: Sequence[StageSizes], in_chans: int, batch: int, image_hw: tuple[int, int]) -> int:
     """A lower bound on the memory of one forward pass over ``batch`` images of ``image_hw``: the
     input, or the first stage's tokens, whichever is larger."""
     h, w = image_hw
