@@ -612,7 +612,8 @@ def test_init_with_another_head_says_it_starts_the_head_afresh(tmp_path, finishe
 def test_changed_schedule_on_resume_warns(tmp_path, finished_run):
     run_dir = _copy(finished_run, tmp_path)
     with pytest.warns(RunChangedWarning, match=r"changed training options \(epochs 1 -> 2; lr 0.003 -> 0.001\)"):
-        train(*tiny_request(n=64, epochs=2, lr=1e-3, run_dir=str(run_dir)).resolve(), resume=True)
+        result = train(*tiny_request(n=64, epochs=2, lr=1e-3, run_dir=str(run_dir)).resolve(), resume=True)
+    assert result.history[-1]["epoch"] == 2  # the run continues to the new schedule's end
 
 
 def test_resume_if_present_starts_a_new_run(tmp_path):
