@@ -29,6 +29,9 @@ from .run_folder import SavedModel, read_saved_model, saved_config
 
 __all__ = ["create_model", "guess_preset", "load_model"]
 
+CLASSIFIER_KEYS = ("head.weight", "head.fc.weight", "classifier.fc.weight")
+"""Where released files keep their classifier's weight: most; timm's newer Swin; Compact Transformers."""
+
 
 def create_model(
     name: str | HostConfig | None,
@@ -145,10 +148,11 @@ def _released_model_config(
     name: str | HostConfig, file: WeightsFile, layout: Layout, keep_grid: bool, overrides: dict[str, Any]
 ) -> HostConfig:
     """The config of ``name`` with ``overrides``, the released options and (``keep_grid``) the
-    stored sizes, which win over ``img_size`` or ``window_size`` given in ``overrides``."""
+    stored sizes, which win over ``img_size`` or ``window_size`` given in ``overrides``. A join given
+    in ``overrides`` is kept or refused, never replaced (:func:`~.load.released_config`)."""
     cfg = factory.get_config(name, **overrides)
     check_arch(cfg.arch, layout, file.path)
-    cfg = released_config(cfg, layout, file)
+    cfg = released_config(cfg, layout, file, keep_join="join" in overrides)
     stored = layout.stored_geometry(file.state, cfg) if keep_grid else {}
     return cfg.replace(**stored) if stored else cfg
 
@@ -156,7 +160,7 @@ def _released_model_config(
 def guess_preset(file: WeightsFile, layout: Layout) -> str:
     """The preset whose parameters (built on the meta device) the checkpoint fills exactly; presets
     that become the same model once the released options are selected count as one (the first)."""
-    head = file.state.get("head.weight", file.state.get("head.fc.weight"))
+    head = next((file.state[key] for key in CLASSIFIER_KEYS if key in file.state), None)
     found: list[str] = []
     configs: list[HostConfig] = []
     for name in factory.list_models():
