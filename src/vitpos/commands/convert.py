@@ -1,19 +1,13 @@
 """``vitpos convert``: turn a released checkpoint into a vitpos checkpoint folder.
 
-Reads (``.pth`` through ``torch.load(weights_only=True)``, or ``.safetensors``):
-  timm-vit  timm and DeiT ViTs (distilled DeiT included)
-  irpe      the iRPE model zoo (DeiT with rpe_q/k/v tables)
-  lape      the LaPE authors' ViT (pe_norm per block, chained or, in their first releases, not)
-  swin      Microsoft's and timm's Swin
-  pvt       PVT v1
-  compact   Compact Transformers: ViT-Lite, CVT, CCT (tokenizer.conv_layers, classifier.blocks)
-  t2t       T2T-ViT (tokens_to_token: performer or transformer stem)
-  ceit      CeiT (i2t, LeFF blocks, lca)
-It selects the released code's options (those a LaPE training checkpoint's stored arguments
-name included), loads strictly and writes DST/model.safetensors and DST/config.yaml. Without --model
-the preset whose parameters match the checkpoint is used. A training checkpoint holding both
-``state_dict`` and ``state_dict_ema`` (timm's and T2T-ViT's train scripts) gives its EMA weights,
-as T2T-ViT's evaluation does; --entry state_dict picks the others.
+Reads the released layouts listed below (``.pth`` through ``torch.load(weights_only=True)``,
+or ``.safetensors``) and vitpos's own files, selects the released code's options (and those a
+LaPE training checkpoint's stored arguments name: its first releases, --pe_joining, normalise
+the same pe in every layer, its current code chains the norms), loads strictly and writes
+DST/model.safetensors and DST/config.yaml. Without --model the preset whose parameters match
+the checkpoint is used. A training checkpoint holding both ``state_dict`` and ``state_dict_ema``
+(timm's and T2T-ViT's train scripts) gives its EMA weights, as T2T-ViT's evaluation does;
+--entry state_dict picks the others.
 Then: ``vitpos eval --checkpoint DST --data SPEC`` or ``vitpos train --init DST ...``.
 """
 
@@ -24,7 +18,7 @@ import argparse
 from ..analysis.stages import as_host
 from ..files import check_destination
 from ..weights import create_model, detect_layout, guess_preset, read_weights, write_checkpoint
-from ..weights.load import layout_of
+from ..weights.load import LAYOUTS, NATIVE, layout_of
 from ..weights.resize import RESIZES
 from ..weights.run_folder import saved_config
 from .options import add_model_options, given_options
@@ -44,9 +38,14 @@ def run(args: argparse.Namespace) -> int:
     layout = detect_layout(file.state, args.src).name
     write_checkpoint(model, args.dst, source=str(args.src), layout=layout)
     params = sum(p.numel() for p in model.parameters())
-    taken = f", entry {file.entry!r}" if file.entry else ""
-    print(f"{args.src} ({layout} layout{taken}) -> {args.dst}: {as_host(model).cfg.arch} model, {params:,} parameters")
+    taken = f"; weights from its entry {file.entry!r}" if file.entry else ""
+    print(f"{args.src} ({layout} layout) -> {args.dst}: {as_host(model).cfg.arch} model, {params:,} parameters{taken}")
     return 0
+
+
+def released_layouts() -> str:
+    """The released layouts ``convert`` reads, one a line: name and what the files hold."""
+    return "\n".join(f"  {layout.name:<11}{layout.description}" for layout in LAYOUTS if layout is not NATIVE)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -54,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "convert",
         help="convert a released checkpoint (timm/DeiT, iRPE, LaPE, Swin, PVT, Compact Transformers, T2T-ViT, CeiT) "
         "into a vitpos checkpoint",
-        description=__doc__,
+        description=f"{__doc__}\nReleased layouts:\n{released_layouts()}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("src", help="the released checkpoint (.pth or .safetensors)")
