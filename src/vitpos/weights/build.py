@@ -48,9 +48,11 @@ def create_model(
 
     ``overrides`` are model fields (``num_classes=10``, ``head="gap"``) or slot values by their
     short string (``absolute="sincos2d"``, ``relative="irpe:product:ctx:k"``).
-    ``checkpoint``: a released (timm/DeiT, iRPE, LaPE, Swin, PVT v1) or vitpos checkpoint,
-    loaded strictly with the released code's options selected; ``name`` may then be None to
-    use a vitpos checkpoint's own config or pick the preset whose parameters match the file.
+    ``checkpoint``: a released (timm/DeiT, iRPE, LaPE, Swin, PVT v1, Compact Transformers, T2T-ViT,
+    CeiT) or vitpos checkpoint, loaded strictly with the released code's options selected (a
+    ``join`` given here is kept where the file cannot tell, refused where it names another);
+    ``name`` may then be None to use a vitpos checkpoint's own config or pick the preset whose
+    parameters match the file.
     ``pretrained``: the authors' released file of preset ``name``, downloaded once into the
     cache (``VITPOS_CACHE``) and verified. ``keep_grid`` builds the model at the checkpoint's
     grid instead of resampling its tables on load (``resize``: how, see :func:`vitpos.load_weights`).

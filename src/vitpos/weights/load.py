@@ -230,7 +230,7 @@ def released_config(cfg: HostConfig, layout: Layout, file: WeightsFile, keep_joi
     return released.replace(join=cfg.position.join)
 
 
-def missing_options(cfg: HostConfig, wanted: HostConfig) -> str:
+def _missing_options(cfg: HostConfig, wanted: HostConfig) -> str:
     """The slots where ``cfg`` differs from ``wanted``, as ``slot='value'`` (``wanted``'s values)."""
     ours, theirs = cfg.position.to_dict(), wanted.position.to_dict()
     return ", ".join(f"{slot}={value!r}" for slot, value in theirs.items() if ours[slot] != value)
@@ -263,10 +263,11 @@ def load_weights(
     False a size mismatch is an error. ``resize``: how (:mod:`vitpos.weights.resize`): ``"timm"``
     (antialiased bicubic, geometric Swin tables; the default for timm, DeiT, iRPE, LaPE and Swin
     files) or ``"model"`` (the model's run-time resampling; the default for vitpos and PVT files).
-    ``entry``: the dict entry holding the weights (default: ``model``, ``state_dict`` or
-    ``model_ema``, whichever is there; ``ema`` for a vitpos run's EMA weights).
+    ``entry``: the dict entry holding the weights (default: the first of ``model``,
+    ``state_dict_ema``, ``state_dict`` and ``model_ema`` there; ``ema`` for a vitpos run's EMA weights).
     The model must already use the released options the file needs (an iRPE Euclidean model
-    ``round``, a LaPE model ``lape:chained``); ``vitpos.create_model(NAME, checkpoint=PATH)`` selects them.
+    ``round``, a LaPE model ``lape:chained``, or ``lape`` for a first-release training checkpoint,
+    a T2T-ViT model ``sincos1d:prefix``); ``vitpos.create_model(NAME, checkpoint=PATH)`` selects them.
     """
     file = _weights(checkpoint, entry)
     layout = layout_of(file)
@@ -276,7 +277,7 @@ def load_weights(
         note = layout.options_note() if released_join(file.args) is None else ""
         raise CheckpointError(
             f"checkpoint {file.path} ({layout.name} layout) needs the released code's options, which this model lacks: "
-            f"{missing_options(cfg, wanted)}; build it with them, or use vitpos.create_model(NAME, checkpoint=PATH), "
+            f"{_missing_options(cfg, wanted)}; build it with them, or use vitpos.create_model(NAME, checkpoint=PATH), "
             "which selects them" + (f". {note}" if note else "")
         )
     merged, result = convert_for(
