@@ -69,6 +69,15 @@ def test_cct_cifar100_checkpoint_is_found_and_loads_with_its_class_count(tmp_pat
     assert_close(model(x), reference.compact(sd, x, heads=2, conv=(3,)))
 
 
+def test_a_found_preset_is_built_with_the_class_count_it_was_found_with(tmp_path):
+    full = layouts.compact(layouts.Filler(seed=38), dim=256, depth=7, classes=100, tokens=256, conv=(3,))
+    path = save_pth({k: v.float() for k, v in full.items()}, tmp_path / "cct100.pth")
+    found = vitpos.create_model(None, checkpoint=path)
+    assert found.cfg.num_classes == 100 and torch.equal(found.head.weight, full["classifier.fc.weight"].float())
+    assert main(["convert", str(path), str(tmp_path / "out")]) == 0
+    assert torch.equal(vitpos.create_model(None, checkpoint=tmp_path / "out").head.weight, found.head.weight)
+
+
 def test_a_classifier_of_another_size_names_the_count_that_loads_it(tmp_path, capsys):
     sd = layouts.compact(layouts.Filler(seed=37), dim=16, depth=1, classes=100, tokens=256, conv=(3,))
     src = save_pth({k: v.float() for k, v in sd.items()}, tmp_path / "cct100.pth")

@@ -18,6 +18,7 @@ import argparse
 from ..analysis.stages import as_host
 from ..files import check_destination
 from ..weights import create_model, detect_layout, guess_preset, read_weights, write_checkpoint
+from ..weights.build import stored_classes
 from ..weights.load import LAYOUTS, NATIVE, layout_of
 from ..weights.resize import RESIZES
 from ..weights.run_folder import saved_config
@@ -31,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     name = args.model
     if name is None and saved_config(file.metadata, file.path) is None:  # a released file: the preset it fits
         name = guess_preset(file, layout_of(file))
+        overrides = {**stored_classes(file), **overrides}  # the class count the preset was found with
         print(f"{args.src} fits preset {name} (name another with --model)")
     model = create_model(
         name, checkpoint=args.src, keep_grid=args.keep_grid, entry=args.entry, resize=args.resize, **overrides

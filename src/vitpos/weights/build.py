@@ -27,7 +27,7 @@ from .pretrained import fetch_pretrained
 from .resize import Resize
 from .run_folder import SavedModel, read_saved_model, saved_config
 
-__all__ = ["create_model", "guess_preset", "load_model"]
+__all__ = ["create_model", "guess_preset", "load_model", "stored_classes"]
 
 CLASSIFIER_KEYS = ("head.weight", "head.fc.weight", "classifier.fc.weight")
 """Where released files keep their classifier's weight: most; timm's newer Swin; Compact Transformers."""
@@ -103,7 +103,11 @@ def _from_file(
     layout = layout_of(file)
     if name is None:
         saved = saved_config(file.metadata, file.path)
-        name = saved if saved is not None else guess_preset(file, layout)
+        if saved is not None:
+            name = saved
+        else:
+            name = guess_preset(file, layout)
+            overrides = {**stored_classes(file), **overrides}  # the class count the preset was found with
     backbone = _backbone_from_file(name, file, layout, drop, resize, overrides)
     if backbone is not None:
         return backbone
@@ -159,18 +163,22 @@ def _released_model_config(
     return cfg.replace(**stored) if stored else cfg
 
 
+def stored_classes(file: WeightsFile) -> dict[str, int]:
+    """``{"num_classes": N}`` for a released file's classifier of N classes (empty without one)."""
+    head = next((file.state[key] for key in CLASSIFIER_KEYS if key in file.state), None)
+    return {} if head is None else {"num_classes": head.shape[0]}
+
+
 def guess_preset(file: WeightsFile, layout: Layout) -> str:
     """The preset whose parameters (built on the meta device) the checkpoint fills exactly; presets
     that become the same model once the released options are selected count as one (the first)."""
-    head = next((file.state[key] for key in CLASSIFIER_KEYS if key in file.state), None)
     found: list[str] = []
     configs: list[HostConfig] = []
     for name in factory.list_models():
         if layout.archs and factory.get_config(name).arch not in layout.archs:
             continue
-        overrides = {} if head is None else {"num_classes": head.shape[0]}
         with contextlib.suppress(ValueError, TypeError):
-            cfg = _released_model_config(name, file, layout, True, overrides)
+            cfg = _released_model_config(name, file, layout, True, stored_classes(file))
             with torch.device("meta"):
                 model = factory.create_model(cfg)
             convert_for(model, file.state, layout, file.path)
