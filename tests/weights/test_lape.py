@@ -1,5 +1,6 @@
-"""The LaPE authors' ViT (pe_norm per block, chained) loads into ``lape:chained``; their training
-checkpoints (with an ``args`` Namespace) load, and ``join_type='share'`` is read from it."""
+"""The LaPE authors' ViT (pe_norm per block) loads into ``lape:chained``, or ``lape`` where a training
+checkpoint's stored ``args`` name the first releases' ``--pe_joining``; ``join_type='share'`` is read
+from the ``args`` too; a join asked for is kept or refused; ``--pe 1D_sin`` tables load."""
 
 import argparse
 
@@ -7,6 +8,7 @@ import pytest
 import torch
 
 import vitpos
+from vitpos.cli import main
 
 from . import layouts, reference
 from .conftest import assert_close, images, load_float64, save_pth
@@ -147,3 +149,17 @@ def test_a_1d_sin_checkpoint_loads_its_table_without_batch_axis(tmp_path, first_
         "deit_tiny_patch16_224", checkpoint=path, absolute="sincos1d:prefix", drop=("pos_embed",), **SMALL
     )
     torch.testing.assert_close(fixed.double().eval()(x), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_convert_refuses_a_join_the_file_contradicts_and_writes_nothing(tmp_path, capsys):
+    sd = {k: v.float() for k, v in _lape_state(21).items()}
+    src, dst = _first_release(tmp_path / "first.pth", sd), tmp_path / "out"
+    flags = ["--model=deit_tiny_patch16_224", "--embed-dim=32", "--depth=3", "--num-heads=4", "--patch-size=4"]
+    flags += ["--img-size=16", "--num-classes=5"]
+    assert main(["convert", str(src), str(dst), *flags, "--join=lape:chained"]) == 2
+    err = capsys.readouterr().err
+    assert "first.pth (lape layout) was trained with the join vitpos calls 'lape'" in err
+    assert "not 'lape:chained': give --join lape or leave the join out" in err
+    assert not dst.exists()
+    assert main(["convert", str(src), str(dst), *flags]) == 0
+    assert vitpos.create_model(None, checkpoint=dst).cfg.position.join == "lape"
