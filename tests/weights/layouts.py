@@ -86,6 +86,14 @@ def lape_norms(sd: dict, fill: Filler, depth: int, dim: int) -> dict:
     return sd
 
 
+def lape_sin1d(rows: int, dim: int) -> torch.Tensor:
+    """The LaPE authors' ``--pe 1D_sin`` table, computed as their code does (float32, no batch axis)."""
+    table = torch.FloatTensor([[p / (10000 ** (2 * (i // 2) / dim)) for i in range(dim)] for p in range(rows)])
+    table[:, 0::2] = torch.sin(table[:, 0::2])
+    table[:, 1::2] = torch.cos(table[:, 1::2])
+    return table
+
+
 def swin_index(window: int) -> torch.Tensor:
     """Microsoft's relative_position_index buffer."""
     coords = torch.stack(torch.meshgrid(torch.arange(window), torch.arange(window), indexing="ij")).flatten(1)

@@ -95,11 +95,19 @@ def cream_rpe_value(attn: torch.Tensor, sd: dict, name: str, ids: dict) -> torch
 
 
 def vit(
-    sd: dict, x: torch.Tensor, heads: int, ids: dict | None = None, lape: bool = False, share: bool = False
+    sd: dict,
+    x: torch.Tensor,
+    heads: int,
+    ids: dict | None = None,
+    lape: bool = False,
+    share: bool = False,
+    chained: bool = True,
 ) -> torch.Tensor:
     """timm 0.3.2's VisionTransformer as in DeiT, Cream's RPEAttention when ``ids`` is given, and
-    the LaPE authors' chained pe_norm when ``lape`` (their ``join_type='share'``, pos_embed added
-    to every block's input, when ``share``)."""
+    the LaPE authors' pe_norm when ``lape``: chained as in their current code (``--join-type LaPE``),
+    or with ``chained=False`` the same pos_embed normalised in every block as in their first releases
+    (``--pe_joining LaPE``). ``share``: their ``--join-type share``, pos_embed added to every block's input.
+    A (1 + N, D) pos_embed (their ``--pe 1D_sin``) broadcasts as in their code."""
     w = sd["patch_embed.proj.weight"]
     x = F.conv2d(x, w, sd["patch_embed.proj.bias"], stride=w.shape[-1]).flatten(2).transpose(1, 2)
     x = torch.cat([sd["cls_token"].expand(x.shape[0], -1, -1), x], dim=1)
@@ -113,7 +121,7 @@ def vit(
             x = x + pos
         h = ln(x, sd, f"{p}.norm1", 1e-6)
         if lape:
-            pos = ln(pos, sd, f"{p}.pe_norm", 1e-6)
+            pos = ln(pos if chained else sd["pos_embed"], sd, f"{p}.pe_norm", 1e-6)
             h = h + pos
         x = x + cream_attention(h, sd, p, heads, ids)
         x = x + mlp(ln(x, sd, f"{p}.norm2", 1e-6), sd, p)

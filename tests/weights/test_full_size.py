@@ -87,6 +87,16 @@ def test_the_preset_is_found_from_the_checkpoint_alone(name, found):
     assert guess_preset(WeightsFile(Path(name), state), detect_layout(state, name)) == (found or name)
 
 
+@pytest.mark.parametrize("pe_norm", [True, False])
+def test_a_lape_1d_sin_checkpoint_finds_its_preset(pe_norm):
+    # --pe 1D_sin stores pos_embed as (197, 192); the first releases' args name the unchained join
+    state = released_state("deit_tiny_patch16_224_lape" if pe_norm else "deit_tiny_patch16_224")
+    state["pos_embed"] = state["pos_embed"][0]
+    args = {"pe": "1D_sin", "pe_joining": "LaPE" if pe_norm else "default"}
+    file = WeightsFile(Path("sin.pth"), state, args=args)
+    assert guess_preset(file, detect_layout(state, "sin.pth")) == "deit_tiny_patch16_224"
+
+
 def test_preset_parameter_counts_equal_the_released_models():
     # the released counts, from the key sets above: every released tensor has one place
     for name in ("deit_small_patch16_224_ctx_product_50_shared_k", "swin_tiny", "pvt_tiny"):

@@ -1,9 +1,13 @@
 """``vitpos convert``: turn a released checkpoint into a vitpos checkpoint folder.
 
-Reads timm/DeiT ViTs, the iRPE model zoo, the LaPE authors' ViT, Microsoft's and timm's Swin
-and PVT v1 (``.pth`` through ``torch.load(weights_only=True)``, or ``.safetensors``), selects
-the released code's options, loads strictly and writes DST/model.safetensors and
-DST/config.yaml. Without --model the preset whose parameters match the checkpoint is used.
+Reads the released layouts listed below (``.pth`` through ``torch.load(weights_only=True)``,
+or ``.safetensors``) and vitpos's own files, selects the released code's options (and those a
+LaPE training checkpoint's stored arguments name: its first releases, --pe_joining, normalise
+the same pe in every layer, its current code chains the norms), loads strictly and writes
+DST/model.safetensors and DST/config.yaml. Without --model the preset whose parameters match
+the checkpoint is used. A training checkpoint holding both ``state_dict`` and ``state_dict_ema``
+(timm's and T2T-ViT's train scripts) gives its EMA weights, as T2T-ViT's evaluation does;
+--entry state_dict picks the others.
 Then: ``vitpos eval --checkpoint DST --data SPEC`` or ``vitpos train --init DST ...``.
 """
 
@@ -13,8 +17,9 @@ import argparse
 
 from ..analysis.stages import as_host
 from ..files import check_destination
-from ..weights import create_model, detect_layout, guess_preset, read_state_dict, read_weights, write_checkpoint
-from ..weights.load import layout_of
+from ..weights import create_model, detect_layout, guess_preset, read_weights, write_checkpoint
+from ..weights.build import stored_classes
+from ..weights.load import LAYOUTS, NATIVE, layout_of
 from ..weights.resize import RESIZES
 from ..weights.run_folder import saved_config
 from .options import add_model_options, given_options
@@ -23,27 +28,34 @@ from .options import add_model_options, given_options
 def run(args: argparse.Namespace) -> int:
     check_destination(args.dst, folder=True, force=args.force)
     overrides = given_options(args, args.option_names)
+    file = read_weights(args.src, args.entry)
     name = args.model
-    if name is None:
-        file = read_weights(args.src, args.entry)
-        if saved_config(file.metadata, file.path) is None:  # a released file: the preset its parameters fit
-            name = guess_preset(file, layout_of(file))
-            print(f"{args.src} fits preset {name} (name another with --model)")
+    if name is None and saved_config(file.metadata, file.path) is None:  # a released file: the preset it fits
+        name = guess_preset(file, layout_of(file))
+        overrides = {**stored_classes(file), **overrides}  # the class count the preset was found with
+        print(f"{args.src} fits preset {name} (name another with --model)")
     model = create_model(
         name, checkpoint=args.src, keep_grid=args.keep_grid, entry=args.entry, resize=args.resize, **overrides
     )
-    layout = detect_layout(read_state_dict(args.src, args.entry), args.src).name
+    layout = detect_layout(file.state, args.src).name
     write_checkpoint(model, args.dst, source=str(args.src), layout=layout)
     params = sum(p.numel() for p in model.parameters())
-    print(f"{args.src} ({layout} layout) -> {args.dst}: {as_host(model).cfg.arch} model, {params:,} parameters")
+    taken = f"; weights from its entry {file.entry!r}" if file.entry else ""
+    print(f"{args.src} ({layout} layout) -> {args.dst}: {as_host(model).cfg.arch} model, {params:,} parameters{taken}")
     return 0
+
+
+def released_layouts() -> str:
+    """The released layouts ``convert`` reads, one a line: name and what the files hold."""
+    return "\n".join(f"  {layout.name:<11}{layout.description}" for layout in LAYOUTS if layout is not NATIVE)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "convert",
-        help="convert a released checkpoint (timm/DeiT, iRPE, LaPE, Swin, PVT) into a vitpos checkpoint",
-        description=__doc__,
+        help="convert a released checkpoint (timm/DeiT, iRPE, LaPE, Swin, PVT, Compact Transformers, T2T-ViT, CeiT) "
+        "into a vitpos checkpoint",
+        description=f"{__doc__}\nReleased layouts:\n{released_layouts()}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("src", help="the released checkpoint (.pth or .safetensors)")
@@ -51,7 +63,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="write into DST even if it holds files (they are replaced)")
     p.add_argument("--model", metavar="NAME", help="preset to load into (default: the one the checkpoint fits)")
     p.add_argument(
-        "--entry", metavar="KEY", help="dict entry holding the weights (default: model, state_dict or model_ema)"
+        "--entry",
+        metavar="KEY",
+        help="dict entry holding the weights (default: model, else state_dict_ema, state_dict or model_ema)",
     )
     p.add_argument(
         "--keep-grid",
@@ -64,5 +78,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="how tables stored for another size are fitted: timm (antialiased bicubic, geometric Swin tables) or "
         "model (the model's run-time resampling); default: timm for timm/DeiT, iRPE, LaPE and Swin files",
     )
-    names = add_model_options(p, "override fields of the preset (num_classes re-initialises the classifier)")
+    names = add_model_options(
+        p, "override fields of the preset (a num_classes other than the checkpoint's re-initialises the classifier)"
+    )
     p.set_defaults(func=run, option_names=names["model"] + names["slots"])

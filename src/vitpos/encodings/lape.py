@@ -98,8 +98,8 @@ class LapeJoin(Join):
 
     Options: ``eta`` (only blocks 0..eta-1 get a position term, later ones none; default all),
     ``form`` (Table 5's transform, default ``ln``), flag ``chained`` (block l normalises block
-    l-1's normalised pe instead of pe itself, as the authors' released code does; Eq. 9
-    normalises the same pe in every layer, which is the default).
+    l-1's normalised pe instead of pe itself, as the LaPE repository's current code does; Eq. 9
+    and its first releases normalise the same pe in every layer, which is the default).
 
     Prefix rows: LN_pe,l runs over every row of pe, as the authors normalise their whole
     ``pos_embed`` including the class-token row. A learned prefix vector (DeiT) is normalised

@@ -27,7 +27,10 @@ from .pretrained import fetch_pretrained
 from .resize import Resize
 from .run_folder import SavedModel, read_saved_model, saved_config
 
-__all__ = ["create_model", "guess_preset", "load_model"]
+__all__ = ["create_model", "guess_preset", "load_model", "stored_classes"]
+
+CLASSIFIER_KEYS = ("head.weight", "head.fc.weight", "classifier.fc.weight")
+"""Where released files keep their classifier's weight: most; timm's newer Swin; Compact Transformers."""
 
 
 def create_model(
@@ -45,9 +48,11 @@ def create_model(
 
     ``overrides`` are model fields (``num_classes=10``, ``head="gap"``) or slot values by their
     short string (``absolute="sincos2d"``, ``relative="irpe:product:ctx:k"``).
-    ``checkpoint``: a released (timm/DeiT, iRPE, LaPE, Swin, PVT v1) or vitpos checkpoint,
-    loaded strictly with the released code's options selected; ``name`` may then be None to
-    use a vitpos checkpoint's own config or pick the preset whose parameters match the file.
+    ``checkpoint``: a released (timm/DeiT, iRPE, LaPE, Swin, PVT v1, Compact Transformers, T2T-ViT,
+    CeiT) or vitpos checkpoint, loaded strictly with the released code's options selected (a
+    ``join`` given here is kept where the file cannot tell, refused where it names another);
+    ``name`` may then be None to use a vitpos checkpoint's own config or pick the preset whose
+    parameters match the file.
     ``pretrained``: the authors' released file of preset ``name``, downloaded once into the
     cache (``VITPOS_CACHE``) and verified. ``keep_grid`` builds the model at the checkpoint's
     grid instead of resampling its tables on load (``resize``: how, see :func:`vitpos.load_weights`).
@@ -98,7 +103,11 @@ def _from_file(
     layout = layout_of(file)
     if name is None:
         saved = saved_config(file.metadata, file.path)
-        name = saved if saved is not None else guess_preset(file, layout)
+        if saved is not None:
+            name = saved
+        else:
+            name = guess_preset(file, layout)
+            overrides = {**stored_classes(file), **overrides}  # the class count the preset was found with
     backbone = _backbone_from_file(name, file, layout, drop, resize, overrides)
     if backbone is not None:
         return backbone
@@ -145,26 +154,31 @@ def _released_model_config(
     name: str | HostConfig, file: WeightsFile, layout: Layout, keep_grid: bool, overrides: dict[str, Any]
 ) -> HostConfig:
     """The config of ``name`` with ``overrides``, the released options and (``keep_grid``) the
-    stored sizes, which win over ``img_size`` or ``window_size`` given in ``overrides``."""
+    stored sizes, which win over ``img_size`` or ``window_size`` given in ``overrides``. A join given
+    in ``overrides`` is kept or refused, never replaced (:func:`~.load.released_config`)."""
     cfg = factory.get_config(name, **overrides)
     check_arch(cfg.arch, layout, file.path)
-    cfg = released_config(cfg, layout, file)
+    cfg = released_config(cfg, layout, file, keep_join="join" in overrides)
     stored = layout.stored_geometry(file.state, cfg) if keep_grid else {}
     return cfg.replace(**stored) if stored else cfg
+
+
+def stored_classes(file: WeightsFile) -> dict[str, int]:
+    """``{"num_classes": N}`` for a released file's classifier of N classes (empty without one)."""
+    head = next((file.state[key] for key in CLASSIFIER_KEYS if key in file.state), None)
+    return {} if head is None else {"num_classes": head.shape[0]}
 
 
 def guess_preset(file: WeightsFile, layout: Layout) -> str:
     """The preset whose parameters (built on the meta device) the checkpoint fills exactly; presets
     that become the same model once the released options are selected count as one (the first)."""
-    head = file.state.get("head.weight", file.state.get("head.fc.weight"))
     found: list[str] = []
     configs: list[HostConfig] = []
     for name in factory.list_models():
         if layout.archs and factory.get_config(name).arch not in layout.archs:
             continue
-        overrides = {} if head is None else {"num_classes": head.shape[0]}
         with contextlib.suppress(ValueError, TypeError):
-            cfg = _released_model_config(name, file, layout, True, overrides)
+            cfg = _released_model_config(name, file, layout, True, stored_classes(file))
             with torch.device("meta"):
                 model = factory.create_model(cfg)
             convert_for(model, file.state, layout, file.path)

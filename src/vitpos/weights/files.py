@@ -4,14 +4,17 @@
 ``torch.load(weights_only=True)``, which refuses pickles that would build arbitrary objects
 (``argparse.Namespace`` is allowed: the DeiT, iRPE and LaPE training scripts store their
 arguments as one, and it holds plain values only). A dict holding the weights under ``model``,
-``state_dict`` or ``model_ema`` is unwrapped, and DistributedDataParallel's ``module.``
-prefix is removed. A vitpos run folder or checkpoint folder yields its ``model.safetensors``
-(entry ``ema``: its ``ema.safetensors``).
+``state_dict_ema``, ``state_dict`` or ``model_ema`` (the first there) is unwrapped, and
+DistributedDataParallel's ``module.`` prefix is removed. timm's and T2T-ViT's train scripts save
+``state_dict`` and, with EMA on, ``state_dict_ema``; T2T-ViT evaluates the EMA weights, so they
+are taken (with a log line naming the entry that picks the others). A vitpos run folder or
+checkpoint folder yields its ``model.safetensors`` (entry ``ema``: its ``ema.safetensors``).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import pickle
 import re
 from dataclasses import dataclass, field
@@ -20,13 +23,15 @@ from typing import Any
 
 import torch
 
-from ..errors import CheckpointError, plain_text
+from ..errors import CheckpointError, plain_text, setting
 from .run_folder import EMA_FILE, MODEL_FILE, find_checkpoint, read_safetensors
 
 __all__ = ["ENTRIES", "WeightsFile", "read_state_dict", "read_weights"]
 
-ENTRIES = ("model", "state_dict", "model_ema")
+ENTRIES = ("model", "state_dict_ema", "state_dict", "model_ema")
 """Where released training checkpoints keep their weights, in the order they are looked for."""
+
+LOG = logging.getLogger("vitpos.weights")
 
 
 @dataclass
@@ -39,6 +44,8 @@ class WeightsFile:
     """A safetensors file's metadata (a vitpos checkpoint's configs); empty for a pickle."""
     args: dict[str, Any] = field(default_factory=dict)
     """The training arguments a released training checkpoint stores under ``args``."""
+    entry: str | None = None
+    """The dict entry the weights were taken from (None: the file is the state dict)."""
 
 
 def read_weights(path: str | Path, entry: str | None = None) -> WeightsFile:
@@ -58,7 +65,9 @@ def read_weights(path: str | Path, entry: str | None = None) -> WeightsFile:
         return WeightsFile(path, _unwrap(state, path, entry), meta)
     raw = _read_pickle(path)
     args = raw.get("args") if isinstance(raw, dict) else None
-    return WeightsFile(path, _unwrap(raw, path, entry), args=vars(args) if isinstance(args, argparse.Namespace) else {})
+    entry = _entry(raw, path, entry)
+    stored = vars(args) if isinstance(args, argparse.Namespace) else {}
+    return WeightsFile(path, _unwrap(raw, path, entry), args=stored, entry=entry)
 
 
 def read_state_dict(path: str | Path, entry: str | None = None) -> dict[str, torch.Tensor]:
@@ -89,6 +98,24 @@ def _read_pickle(path: Path) -> object:
         ) from None
 
 
+def _entry(raw: object, path: Path, entry: str | None) -> str | None:
+    """``entry``, else the first of :data:`ENTRIES` ``raw`` holds (None for a state dict)."""
+    if entry is not None or not isinstance(raw, dict) or all(isinstance(v, torch.Tensor) for v in raw.values()):
+        return entry
+    found = [name for name in ENTRIES if isinstance(raw.get(name), dict)]
+    if not found:
+        raise CheckpointError(
+            f"checkpoint {path} is neither a state dict nor a dict with one of the entries "
+            f"{', '.join(ENTRIES)}; its entries: {', '.join(map(str, raw))}"
+        )
+    if found[0] == "state_dict_ema" and "state_dict" in found:
+        LOG.info(
+            f"checkpoint {path}: its EMA weights (entry 'state_dict_ema'), which T2T-ViT's evaluation uses; "
+            f"{setting('entry', 'state_dict')} takes the others"
+        )
+    return found[0]
+
+
 def _unwrap(raw: object, path: Path, entry: str | None) -> dict[str, torch.Tensor]:
     if not isinstance(raw, dict):
         raise CheckpointError(f"checkpoint {path} holds a {type(raw).__name__}, not a dict of weights")
@@ -96,14 +123,6 @@ def _unwrap(raw: object, path: Path, entry: str | None) -> dict[str, torch.Tenso
         if entry not in raw:
             raise CheckpointError(f"checkpoint {path} has no entry {entry!r}; its entries: {', '.join(map(str, raw))}")
         raw = raw[entry]
-    elif not all(isinstance(v, torch.Tensor) for v in raw.values()):
-        found = [name for name in ENTRIES if isinstance(raw.get(name), dict)]
-        if not found:
-            raise CheckpointError(
-                f"checkpoint {path} is neither a state dict nor a dict with one of the entries "
-                f"{', '.join(ENTRIES)}; its entries: {', '.join(map(str, raw))}"
-            )
-        raw = raw[found[0]]
     if not isinstance(raw, dict):
         raise CheckpointError(f"checkpoint {path}: entry {entry!r} is a {type(raw).__name__}, not a dict of weights")
     bad = [str(k) for k, v in raw.items() if not isinstance(v, torch.Tensor)]

@@ -1,15 +1,24 @@
 """The LaPE authors' ViT (Yu et al., ICCV 2023): a DeiT (:mod:`.vit` layout) whose blocks own a
 ``pe_norm`` LayerNorm of the position embedding.
 
-Their forward pass chains the norms, pe_l = LN_pe,l(pe_{l-1}) with pe_{-1} = ``pos_embed``,
-and adds pe_l to block l's normalised attention input; the tokens enter block 0 without it.
-That is vitpos's ``lape:chained`` join (Eq. 9 normalises the same pe in every layer, the
-default); loading selects it. The per-block norms become the rows of ``join.pe_norm``.
+Eq. 9 of the paper normalises the same pe in every layer: vitpos's ``lape`` join, the default.
+The LaPE repository has released two forward passes with the same keys:
 
-A training checkpoint of the LaPE repository (``main.py`` saves its arguments as ``args``) made
-with ``--join-type share`` adds ``pos_embed`` before every block but holds plain DeiT keys;
-its ``args`` name the join, and loading selects vitpos's ``shared`` join (:func:`released_join`).
-A bare state dict of such a model cannot be told from a DeiT's: build it with ``join="shared"``.
+* its current code (``main.py --join-type LaPE``) chains the norms, pe_l = LN_pe,l(pe_{l-1})
+  with pe_{-1} = ``pos_embed``: vitpos's ``lape:chained``;
+* its first releases (commits 4747489 to 4a59418, ``main.py --pe_joining LaPE``) normalise the
+  same ``pos_embed`` in every layer, as the paper: vitpos's ``lape``.
+
+Either way pe_l joins block l's normalised attention input and the tokens enter block 0 without
+it; the per-block norms become the rows of ``join.pe_norm``. A training checkpoint (``main.py``
+saves its arguments as ``args``) names its form, and loading selects it (:func:`released_join`).
+A bare state dict cannot tell them apart: loading selects the current code's ``lape:chained``;
+``create_model(NAME, checkpoint=PATH, join="lape")`` loads one of the first releases.
+
+``--join-type share`` adds ``pos_embed`` before every block but holds plain DeiT keys; its
+``args`` name the join, and loading selects vitpos's ``shared`` join. A bare state dict of such a
+model cannot be told from a DeiT's: build it with ``join="shared"``. ``--pe 1D_sin`` stores its
+fixed table without the batch axis, (1 + N, D); it loads as the model's table (:mod:`.vit`).
 """
 
 from __future__ import annotations
@@ -43,13 +52,28 @@ def convert_pe_norms(state: dict[str, torch.Tensor], target: Target) -> dict[str
     return out
 
 
-JOIN_TYPES = {"share": "shared"}
-"""The LaPE repository's ``--join-type`` values whose keys look like a plain DeiT's, and vitpos's join for each."""
+RELEASED_JOINS = {
+    ("pe_joining", "LaPE"): "lape",
+    ("join_type", "LaPE"): "lape:chained",
+    ("join_type", "share"): "shared",
+}
+"""The LaPE repository's stored arguments (name, value) that fix the join, and vitpos's join for each:
+its first releases' ``--pe_joining``, its current ``--join-type``."""
+
+BARE_FILE_NOTE = (
+    "A bare LaPE state dict does not say which code wrote it: the LaPE repository's current code chains the "
+    "norms (join='lape:chained', selected by default); for a file of its first releases (--pe_joining LaPE), which "
+    "normalise the same pe in every layer, use vitpos.create_model(NAME, checkpoint=PATH, join='lape')"
+)
+"""What to do when a bare LaPE file meets a model built with another form of the join."""
 
 
 def released_join(args: dict[str, Any]) -> str | None:
-    """The join a released training checkpoint's stored arguments name, when its keys do not show it."""
-    return JOIN_TYPES.get(args.get("join_type", ""))
+    """The join a LaPE training checkpoint's stored arguments name (None if they name none)."""
+    for (name, value), join in RELEASED_JOINS.items():
+        if args.get(name) == value:
+            return join
+    return None
 
 
 class LapeViT(Layout):
@@ -70,6 +94,9 @@ class LapeViT(Layout):
         if join.name == "lape" and "chained" in join.flags:
             return cfg
         return cfg.replace(join="lape:chained")
+
+    def options_note(self) -> str:
+        return BARE_FILE_NOTE
 
     def stored_geometry(self, state: dict[str, torch.Tensor], cfg: HostConfig) -> dict[str, Any]:
         return vit_geometry(state, cfg)

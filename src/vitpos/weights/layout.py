@@ -105,6 +105,10 @@ class Layout:
         """``cfg`` with the options that reproduce the released forward pass (default: unchanged)."""
         return cfg
 
+    def options_note(self) -> str:
+        """What to tell a caller whose model lacks the released options, where the file's keys allow several."""
+        return ""
+
     def stored_geometry(self, state: dict[str, torch.Tensor], cfg: HostConfig) -> dict[str, Any]:
         """Config overrides that give the model the grid (and window) the checkpoint was trained at."""
         return {}

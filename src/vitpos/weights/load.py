@@ -163,7 +163,7 @@ def convert_for(
     if shapes:
         problems.append(f"shapes that differ: {_listed(shapes)}")
     if problems:
-        advice = layout.hint(unmapped) or _advice(shapes)
+        advice = layout.hint(unmapped) or _advice(shapes, weights)
         raise CheckpointError(
             f"checkpoint {source} ({layout.name} layout) does not fit this {model_arch(model)!r} model: "
             + "; ".join(problems)
@@ -182,10 +182,16 @@ def check_arch(arch: str, layout: Layout, source: Path | str) -> None:
         )
 
 
-def _advice(shapes: list[str]) -> str:
+def _advice(shapes: list[str], weights: dict[str, torch.Tensor]) -> str:
     if any(s.startswith("head.") for s in shapes):
-        how = setting("num_classes", "N") + ("" if on_command_line() else " to create_model (or drop=('head',))")
-        return f"The classifier differs: pass {how} to re-initialise it"
+        count = str(next(weights[k].shape[0] for k in ("head.weight", "head.bias") if k in weights))
+        keep, other = setting("num_classes", count), setting("num_classes", "N")
+        if not on_command_line():
+            keep, other = f"{keep} to create_model", f"{other} (or drop=('head',))"
+        return (
+            f"The classifier differs: pass {keep} to load the checkpoint's {count}-class classifier, "
+            f"or {other} to re-initialise it"
+        )
     return (
         "Create the preset that matches the checkpoint (`vitpos convert SRC DST` without --model finds it), "
         "or name the parameters to keep at their initialisation with drop=(...)"
@@ -197,12 +203,37 @@ def model_arch(model: nn.Module) -> str:
     return getattr(getattr(model, "cfg", None), "arch", type(model).__name__)
 
 
-def released_config(cfg: HostConfig, layout: Layout, file: WeightsFile) -> HostConfig:
-    """``cfg`` with the options that reproduce the released forward pass of ``file`` (its layout's, and
-    a join its stored training arguments name)."""
-    cfg = layout.released_config(cfg)
-    join = released_join(file.args)
-    return cfg.replace(join=join) if join is not None and cfg.position.join != join else cfg
+def released_config(cfg: HostConfig, layout: Layout, file: WeightsFile, keep_join: bool = False) -> HostConfig:
+    """``cfg`` with the options that reproduce the released forward pass of ``file``: its layout's, and a
+    join its stored training arguments name.
+
+    ``keep_join``: ``cfg``'s join was asked for by the caller. It is kept where the file does not
+    name a join (a bare LaPE state dict cannot tell its repository's two forms apart), and refused
+    where the file names another.
+    """
+    released = layout.released_config(cfg)
+    stored = released_join(file.args)
+    if stored is not None:
+        released = released.replace(join=stored)
+    if not keep_join or released.position.join == cfg.position.join:
+        return released
+    if stored is not None:
+        raise CheckpointError(
+            f"checkpoint {file.path} ({layout.name} layout) was trained with the join vitpos calls {stored!r} "
+            f"(its stored training arguments say so), not {cfg.position.join!r}: give {setting('join', stored)} "
+            "or leave the join out"
+        )
+    LOG.info(
+        f"checkpoint {file.path}: join {cfg.position.join!r} as asked; its keys do not show which form wrote it "
+        f"(the released code's default: {released.position.join!r})"
+    )
+    return released.replace(join=cfg.position.join)
+
+
+def _missing_options(cfg: HostConfig, wanted: HostConfig) -> str:
+    """The slots where ``cfg`` differs from ``wanted``, as ``slot='value'`` (``wanted``'s values)."""
+    ours, theirs = cfg.position.to_dict(), wanted.position.to_dict()
+    return ", ".join(f"{slot}={value!r}" for slot, value in theirs.items() if ours[slot] != value)
 
 
 def _weights(checkpoint: Source, entry: str | None) -> WeightsFile:
@@ -232,21 +263,22 @@ def load_weights(
     False a size mismatch is an error. ``resize``: how (:mod:`vitpos.weights.resize`): ``"timm"``
     (antialiased bicubic, geometric Swin tables; the default for timm, DeiT, iRPE, LaPE and Swin
     files) or ``"model"`` (the model's run-time resampling; the default for vitpos and PVT files).
-    ``entry``: the dict entry holding the weights (default: ``model``, ``state_dict`` or
-    ``model_ema``, whichever is there; ``ema`` for a vitpos run's EMA weights).
+    ``entry``: the dict entry holding the weights (default: the first of ``model``,
+    ``state_dict_ema``, ``state_dict`` and ``model_ema`` there; ``ema`` for a vitpos run's EMA weights).
     The model must already use the released options the file needs (an iRPE Euclidean model
-    ``round``, a LaPE model ``lape:chained``); ``vitpos.create_model(NAME, checkpoint=PATH)`` selects them.
+    ``round``, a LaPE model ``lape:chained``, or ``lape`` for a first-release training checkpoint,
+    a T2T-ViT model ``sincos1d:prefix``); ``vitpos.create_model(NAME, checkpoint=PATH)`` selects them.
     """
     file = _weights(checkpoint, entry)
     layout = layout_of(file)
     check_arch(model_arch(model), layout, file.path)
     cfg = getattr(model, "cfg", None)
-    if isinstance(cfg, HostConfig) and released_config(cfg, layout, file) != cfg:
-        wanted = released_config(cfg, layout, file).position
+    if isinstance(cfg, HostConfig) and (wanted := released_config(cfg, layout, file)) != cfg:
+        note = layout.options_note() if released_join(file.args) is None else ""
         raise CheckpointError(
             f"checkpoint {file.path} ({layout.name} layout) needs the released code's options, which this model lacks: "
-            f"relative={wanted.relative!r}, join={wanted.join!r}; build it with them, or use "
-            "vitpos.create_model(NAME, checkpoint=PATH), which selects them"
+            f"{_missing_options(cfg, wanted)}; build it with them, or use vitpos.create_model(NAME, checkpoint=PATH), "
+            "which selects them" + (f". {note}" if note else "")
         )
     merged, result = convert_for(
         model, file.state, layout, file.path, drop=drop, resample=resample, resize=resize, resize_head=resize_head

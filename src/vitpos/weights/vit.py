@@ -8,6 +8,11 @@ the model's grid when stored for another one (bicubically with antialias, as tim
 :mod:`.resize`). ``cls_token``, ``norm`` and
 ``head`` keep their names, as do a distilled DeiT's ``dist_token`` and ``head_dist`` (its
 ``pos_embed`` has a row for each prefix token). The iRPE and LaPE layouts are this one plus their own keys.
+The LaPE repository's ``--pe 1D_sin`` stores its fixed sinusoid (class token at position 0)
+without the batch axis, (1 + N, D); it loads as the model's learned table, so the forward pass
+is exactly the stored one's (the authors freeze it; vitpos trains it unless frozen). A model with
+``absolute="sincos1d:prefix"`` computes the same table (to float32 rounding): load into it with
+``drop=("pos_embed",)``.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ PREFIX_KEYS = ("cls_token", "dist_token")
 
 def pos_embed_split(state: dict[str, torch.Tensor], key: str, prefix_tokens: int) -> tuple[int, int] | None:
     """(prefix rows, grid side) of a (1, P + s*s, D) table whose first rows may belong to prefix tokens."""
-    rows = state[key].shape[1]
+    rows = state[key].shape[-2]
     for prefix in (prefix_tokens, 0):
         side = square_side(rows - prefix)
         if side is not None:
@@ -48,6 +53,8 @@ def fit_position_table(state, out, target: Target, key: str, module: str, prefix
         return
     prefix, side = split
     table = state.pop(key)
+    if table.dim() == 2:  # stored without the batch axis
+        table = table[None]
     if prefix:
         out[f"{module}.prefix_table"] = table[:, :prefix]
     out[f"{module}.table"] = target.position_table(key, table[:, prefix:], (side, side), absolute.native_grid)
