@@ -22,8 +22,9 @@ from ..spec import positive_int
 from ..study import BUILT_IN_FAMILIES, DEFAULT_FAMILIES, StudyConfig, parse_family, run_study
 from ..study.dense import DenseStudy
 from ..study.detect import DETECT_FAMILIES, DetectStudyConfig
+from ..study.folder import SETTINGS_FILE
 from ..study.report import report_from_results
-from ..study.run import SETTINGS_FILE, resolve_device
+from ..study.run import resolve_device
 from ..study.segment import SEGMENT_FAMILIES, SegmentStudyConfig
 from .options import option_type
 
