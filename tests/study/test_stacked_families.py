@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from vitpos.attention import kernel
+from vitpos.attention import attention, kernel
 from vitpos.attention.policy import unsupported
 from vitpos.attention.vmap import under_vmap
 from vitpos.data.synthetic import SyntheticTask
@@ -15,6 +15,9 @@ from vitpos.engine.train import train
 from vitpos.models.factory import create_model
 from vitpos.study.families import DEFAULT_FAMILIES
 from vitpos.study.hosts import study_model
+from vitpos.study.protocol import StudyConfig
+from vitpos.study.redgreen import RedGreenStudy
+from vitpos.study.run import stacked_families
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -109,3 +112,19 @@ def test_the_refusal_is_simulated(as_on_cuda):
     F.scaled_dot_product_attention(q, q, q)
     with pytest.raises(RuntimeError, match="strideH"):
         torch.vmap(lambda t: F.scaled_dot_product_attention(t, t, t))(q[None].expand(2, -1, -1, -1, -1))
+
+
+def test_the_study_stacks_every_default_family(as_on_cuda):
+    """With CUDA's refusals simulated, the study trains no default family one model at a time."""
+    logs: list[str] = []
+    families = {f.label: f for f in DEFAULT_FAMILIES}
+    assert stacked_families(families, RedGreenStudy(StudyConfig()), "cpu", logs.append) == set(families)
+    assert logs == []
+
+
+def test_attention_under_vmap_compiles_as_one_graph():
+    """``torch.compile`` reads the vmap check as a constant: one graph, the explicit path's numbers."""
+    q = torch.randn(3, 1, 2, 5, 4)
+    compiled = torch.compile(torch.vmap(lambda x: attention(x, x, x, scale=0.5)), fullgraph=True, backend="eager")
+    expected = torch.stack([torch.softmax(x @ x.transpose(-1, -2) * 0.5, -1) @ x for x in q])
+    torch.testing.assert_close(compiled(q), expected)

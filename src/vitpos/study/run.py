@@ -30,7 +30,7 @@ from .protocol import StudyConfig
 from .redgreen import RedGreenStudy
 from .schedule import Progress, Schedule, jobs_of, run_jobs
 
-__all__ = ["run_study", "resolve_device", "projection", "StudyFolderError"]
+__all__ = ["run_study", "resolve_device", "stacked_families", "projection", "StudyFolderError"]
 
 
 def resolve_device(name: str) -> str:
@@ -42,7 +42,7 @@ def resolve_device(name: str) -> str:
     return name
 
 
-def _ensemble_families(
+def stacked_families(
     families: dict[str, Family], config: StudyPlan, device: str, log: Callable[[str], None]
 ) -> set[str]:
     """The families whose models train as stacked ensembles on ``device`` (the others: one model at a time)."""
@@ -112,7 +112,7 @@ def run_study(
     cells = runnable.cells()
     results = {c: r for c in cells if (r := store.load(c)) is not None}
     todo = [c for c in cells if c not in results]
-    stacked = _ensemble_families(families, runnable, device, log) if ensemble else set()
+    stacked = stacked_families(families, runnable, device, log) if ensemble else set()
     jobs = jobs_of(todo, stacked)
     schedule = Schedule(jobs, families, folder)
     log(
