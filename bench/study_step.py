@@ -60,14 +60,15 @@ def model_step(model_cfg: HostConfig, batch: int, *, compiled: bool = False, bf1
     return _optimised(list(model.parameters()), loss)
 
 
-def stack_step(model_cfg: HostConfig, batch: int, members: int = 1) -> Step:
+def stack_step(model_cfg: HostConfig, batch: int, members: int = 1, device: str = "cpu") -> Step:
     """A step of ``members`` models stacked as the study's trainer holds them (one member: no vmap)."""
     models = []
     for seed in range(members):
         torch.manual_seed(seed)
-        models.append(create_model(model_cfg).train())
+        models.append(create_model(model_cfg).to(device).train())
     stack = Stack(models)
-    x, y = torch.randn(members, batch, 3, *model_cfg.image_hw), torch.randint(0, 2, (members, batch))
+    x = torch.randn(members, batch, 3, *model_cfg.image_hw, device=device)
+    y = torch.randint(0, 2, (members, batch), device=device)
 
     def loss() -> torch.Tensor:
         out = stack(x)

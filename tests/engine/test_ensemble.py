@@ -118,3 +118,16 @@ def test_on_cuda_a_member_equals_the_model_trained_alone():
             torch.testing.assert_close(p, q, rtol=1e-3, atol=1e-3)
     amp = train_ensemble(model_cfg, [_member("direction", s, device="cuda") for s in (0, 1)])  # bf16 autocast
     assert all(torch.isfinite(p).all() for r in amp for p in r.model.parameters())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_every_study_family_stacks():
+    """No default study family falls back to one model at a time on CUDA, in float32 and under bf16 autocast."""
+    from vitpos.study.families import DEFAULT_FAMILIES
+    from vitpos.study.hosts import study_model
+
+    for family in DEFAULT_FAMILIES:
+        model = create_model(family.model_config(study_model(), num_classes=2)).cuda().train()
+        assert stack_error(model) is None, family.label
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            assert stack_error(model) is None, family.label

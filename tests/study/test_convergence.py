@@ -10,7 +10,7 @@ from vitpos.models.factory import get_config
 from vitpos.study.cells import Cell
 from vitpos.study.claims import CLAIMS, evaluate_claims
 from vitpos.study.convergence import at_chance, run_record
-from vitpos.study.report import verdict_table
+from vitpos.study.sections import verdict_table
 from vitpos.study.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_CONVERGED, REPRODUCED, judge, unconverged
 
 pytestmark = pytest.mark.usefixtures("one_thread")

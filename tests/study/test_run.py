@@ -6,7 +6,7 @@ import pytest
 
 from vitpos.models.factory import get_config
 from vitpos.study import DEFAULT_FAMILIES, Family, StudyConfig, StudyFolderError, parse_family, run_study
-from vitpos.study import run as study_run
+from vitpos.study import redgreen as study_run
 from vitpos.study.report import report_from_results
 
 from ..analysis.test_plots import assert_png
@@ -72,6 +72,7 @@ def test_default_families_end_to_end(tmp_path):
     for cell in results["cells"]:
         assert cell["lr"] in (1e-3, 3e-3) and cell["steps"] >= 1 and isinstance(cell["flagged"], bool)
     assert "## Convergence" in text and "| direction lr |" in text
+    assert sum(line.startswith("projected wall time: ~") for line in logs) == 1
 
 
 def test_an_interrupted_study_continues_without_redoing_cells(tmp_path, monkeypatch):
@@ -132,15 +133,14 @@ def test_missing_families_are_skipped_and_named(tmp_path):
 
 
 def test_stacked_ensembles_give_the_results_of_one_model_at_a_time(tmp_path):
-    """Seeds and tasks of a family train as one ensemble; a family that cannot be vmapped falls back."""
+    """Seeds and tasks of a family train as one ensemble, iRPE's included (its attention takes the explicit
+    path under vmap), and end where training them one at a time ends."""
     config = tiny(families=(parse_family("sincos2d"), parse_family("irpe_product")), seeds=2, efficiency_sizes=())
     logs = []
     run_study(config, tmp_path / "stacked", ensemble=True, log=logs.append)
     run_study(config, tmp_path / "alone", ensemble=False, log=lambda _: None)
-    assert any("family irpe_product: one model at a time" in line for line in logs)
-    assert (
-        "16 training runs: 0 already done, 16 to go in 9 jobs" in logs[1]
-    )  # sincos2d: one ensemble per training task; irpe: 2 seeds x 3 trainings
+    assert not any("one model at a time" in line for line in logs)
+    assert "16 training runs: 0 already done, 16 to go in 6 jobs" in logs[0]  # one ensemble per family and training
     stacked, alone = (
         json.loads((tmp_path / name / "results.json").read_text())["cells"] for name in ("stacked", "alone")
     )
@@ -184,3 +184,10 @@ def test_cct_family_end_to_end(tmp_path):
     summary = results["summary"]["cct_lape"]
     assert set(summary["resolution"]) == {"24", "32"}  # the convolutional tokenizer takes both sizes
     assert summary["probes"]  # the learned table on the study model's grid is probed
+
+
+def test_the_projection_divides_the_jobs_among_the_workers():
+    from vitpos.study.run import projection
+
+    assert projection(12.0, 10, 2).startswith("projected wall time: ~1.0 min for 10 jobs, 2 at a time")
+    assert projection(30.0, 2, 4).startswith("projected wall time: ~0.5 min for 2 jobs, 4 at a time")  # 2 in flight

@@ -9,7 +9,7 @@ import pytest
 from vitpos.study.cells import Cell
 from vitpos.study.claims import CLAIMS, evaluate_claims
 from vitpos.study.figures import paper_value
-from vitpos.study.report import verdict_table
+from vitpos.study.sections import verdict_table
 from vitpos.study.verdicts import (
     CONTRADICTED,
     INCONCLUSIVE,

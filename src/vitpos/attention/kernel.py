@@ -18,6 +18,7 @@ from .flex import flex_attention, score_mod
 from .policy import SUPPORTED_DTYPES, Request, choose_path, unsupported
 from .terms import RelativeTerms
 from .triton import fused_attention
+from .vmap import VMAP_PATH, under_vmap
 
 __all__ = ["attention"]
 
@@ -54,7 +55,8 @@ def attention(
     weight on any path (an additive -inf column joins ``mask``, which every path reads).
     ``return_weights``: also return the softmax weights (B, heads, N, M) (the explicit path).
     ``path``: one of :data:`.policy.PATHS` instead of the
-    policy's choice; a path that cannot compute the call falls back, with a warning.
+    policy's choice; a path that cannot compute the call falls back, with a warning. Under
+    :func:`torch.vmap` every call takes :data:`.vmap.VMAP_PATH`.
     """
     dtype = _check_dtypes(q, k, v)
     if terms is not None:
@@ -65,6 +67,8 @@ def attention(
         mask = _with_key_padding(mask, key_padding, q)
     if mask is not None:
         mask = mask.to(dtype)
+    if under_vmap(q, k, v):
+        return _PATHS[VMAP_PATH](q, k, v, terms, scale, mask, dropout_p, return_weights, VMAP_PATH)
     request = Request(
         device=q.device.type,
         dtype=dtype,

@@ -22,8 +22,9 @@ from ..spec import positive_int
 from ..study import BUILT_IN_FAMILIES, DEFAULT_FAMILIES, StudyConfig, parse_family, run_study
 from ..study.dense import DenseStudy
 from ..study.detect import DETECT_FAMILIES, DetectStudyConfig
+from ..study.folder import SETTINGS_FILE
 from ..study.report import report_from_results
-from ..study.run import SETTINGS_FILE, resolve_device
+from ..study.run import resolve_device
 from ..study.segment import SEGMENT_FAMILIES, SegmentStudyConfig
 from .options import option_type
 
@@ -113,7 +114,7 @@ def _run(config: StudyConfig | DenseStudy, out: Path, args: argparse.Namespace, 
         _start_over(out)
     device = resolve_device(args.device)
     workers = (
-        args.workers if args.workers is not None else (1 if device.startswith("cuda") else min(2, os.cpu_count() or 1))
+        args.workers if args.workers is not None else min(4 if device.startswith("cuda") else 2, os.cpu_count() or 1)
     )
     run_study(config, out, command=_command(args), workers=workers, device=device, ensemble=ensemble)
     return 0
@@ -185,7 +186,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--workers",
         type=option_type(positive_int),
-        help="training jobs at once, one process each (default: 2 on a CPU, or 1 on a single core; 1 on CUDA)",
+        help="training jobs at once, one process each (default: 2 on a CPU, 4 on CUDA: several ensembles in "
+        "flight; at most the number of cores)",
     )
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: cuda where present, else cpu)")
     p.add_argument(

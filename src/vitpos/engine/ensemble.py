@@ -9,7 +9,9 @@ taken the same model alone (``tests/engine/test_ensemble.py`` checks it in float
 randomness inside the forward (dropout, drop path) is drawn differently: per member by vmap.
 
 Small models gain most: S members fill the matrix units that one tiny model leaves idle.
-An ensemble of one runs its model without vmap. The ensemble keeps nothing on disk; runs that
+An ensemble of one runs its model without vmap. Under vmap every attention call takes the explicit
+path (:mod:`vitpos.attention.vmap`), which has a batching rule on every device, so every family
+stacks on CUDA too. The ensemble keeps nothing on disk; runs that
 need checkpoints, EMA, compile or several processes use the single-model trainer.
 
 With a :class:`Stopping` rule each member trains until its validation metric stops improving

@@ -32,6 +32,7 @@ from .cells import Cell
 from .claims import Claim, Measure, PerSeed, Results, difference, evaluate_claims, fmt_value
 from .families import Family
 from .figures import save_claim_figures
+from .plan import JobOptions, RateChoice
 
 __all__ = ["DenseStudy", "IMPROVING_MARGIN", "still_improving", "gain"]
 
@@ -152,30 +153,18 @@ class DenseStudy:
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "families": [f.to_dict() for f in self.families]}
 
-    def choose_rates(
-        self, folder: Path, device: str, workers: int, log: Callable[[str], None]
-    ) -> dict[str, dict[str, float]]:
+    def choose_rates(self, folder: Path, device: str, workers: int, log: Callable[[str], None]) -> RateChoice:
         """None to choose: every family trains at ``lr``."""
-        return {}
+        return {}, None
 
     def pretrain(self, path: Path, family: Family, rates: dict[str, float], device: str, threads: int | None) -> str:
         """Never asked: no dense family has a pretrained encoding."""
         raise ValueError(f"family {family.label}: the {self.TASK} study has no pretrained encodings")
 
-    def run_cells(
-        self,
-        cells: list[Cell],
-        family: Family,
-        *,
-        device: str,
-        init_pe: str | None,
-        ensemble: bool,
-        rates: dict[str, float],
-        extras: bool = True,
-    ) -> Results:
-        """Train each cell (at ``lr``, or its rate in ``rates``); the test metric at the training size and
+    def run_cells(self, cells: list[Cell], family: Family, job: JobOptions) -> Results:
+        """Train each cell (at ``lr``, or its rate in ``job.rates``); the test metric at the training size and
         at ``long_size``."""
-        return {cell: self._run_cell(cell, family, device, rates.get(cell.task, self.lr)) for cell in cells}
+        return {cell: self._run_cell(cell, family, job.device, job.rates.get(cell.task, self.lr)) for cell in cells}
 
     def _run_cell(self, cell: Cell, family: Family, device: str, lr: float) -> dict[str, Any]:
         start, cpu_start = time.perf_counter(), time.process_time()

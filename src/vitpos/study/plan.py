@@ -12,6 +12,7 @@ detection, :mod:`.detect`, and segmentation, :mod:`.segment`) are plans.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -19,10 +20,29 @@ from ..config import HostConfig
 from .cells import Cell
 from .families import Family
 
-__all__ = ["StudyPlan", "Results"]
+__all__ = ["StudyPlan", "Results", "RateChoice", "JobOptions"]
 
 Results = dict[Cell, dict[str, Any]]
 """Each finished cell's measurements."""
+RateChoice = tuple[dict[str, dict[str, float]], float | None]
+"""The learning rates (family label -> training task -> rate) and the trials' wall seconds per run."""
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """How one job (cells of one family) trains."""
+
+    device: str
+    init_pe: str | None = None
+    """The family's pretrained encoding (a file), where it has one."""
+    ensemble: bool = False
+    """Train the seeds of one task and training-set size as one stacked ensemble."""
+    rates: dict[str, float] = field(default_factory=dict)
+    """Training task -> learning rate (a task not named: the study's)."""
+    extras: bool = True
+    """The measurements beyond the test and validation metric (off: learning-rate trials)."""
+    threads: int | None = None
+    """Intra-op threads of the worker process that runs the job (None: leave them)."""
 
 
 class StudyPlan(Protocol):
@@ -55,29 +75,17 @@ class StudyPlan(Protocol):
         """Plain dict with ``seeds`` and ``families`` (one dict with a ``label`` each); equal dicts, same study."""
         ...
 
-    def choose_rates(
-        self, folder: Path, device: str, workers: int, log: Callable[[str], None]
-    ) -> dict[str, dict[str, float]]:
-        """Family label -> training task -> learning rate, chosen (and recorded in ``folder``) before the cells run."""
+    def choose_rates(self, folder: Path, device: str, workers: int, log: Callable[[str], None]) -> RateChoice:
+        """Family label -> training task -> learning rate, chosen (and recorded in ``folder``) before the cells
+        run; and the wall seconds per training run that the trials took here (None: no trial ran)."""
         ...
 
     def pretrain(self, path: Path, family: Family, rates: dict[str, float], device: str, threads: int | None) -> str:
         """Make the pretrained encoding of a family that asks for one at ``path``; returns its log line."""
         ...
 
-    def run_cells(
-        self,
-        cells: list[Cell],
-        family: Family,
-        *,
-        device: str,
-        init_pe: str | None,
-        ensemble: bool,
-        rates: dict[str, float],
-        extras: bool = True,
-    ) -> Results:
-        """Train and measure ``cells`` of one family at its learning rate per task (``rates``); ``extras``:
-        the measurements beyond the test and validation metric."""
+    def run_cells(self, cells: list[Cell], family: Family, job: JobOptions) -> Results:
+        """Train and measure ``cells`` of one family as ``job`` says."""
         ...
 
     def describe(self, cell: Cell, result: dict[str, Any]) -> str:
