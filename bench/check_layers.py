@@ -109,9 +109,9 @@ def num_tokens(case: CheckCase, shape: CheckShape) -> int:
 def run_layer(layer: Attention, case: CheckCase, shape: CheckShape, x: torch.Tensor) -> torch.Tensor:
     """The layer's output (B, N, C) on ``x`` in the case's layout."""
     if case.layout == "shifted":
-        return layer(x, shape.grid, 0)  # type: ignore[return-value]
+        return layer(x, shape.grid, 0)
     padding = Padding(shape.grid, valid_extents(shape).to(x.device)) if case.layout == "padded" else None
-    return layer(x, shape.grid, PREFIX, padding=padding)  # type: ignore[return-value]
+    return layer(x, shape.grid, PREFIX, padding=padding)
 
 
 def token_mask(case: CheckCase, shape: CheckShape) -> torch.Tensor:
@@ -154,7 +154,7 @@ def shifted_window_reference(layer: Attention, x: torch.Tensor, grid: tuple[int,
             allowed[i, j] = same_window and unbroken
     axis = AxisIndex("clip", bound=window - 1)
     (ids,) = reference_ids("product", grid, 0, axis, axis)
-    assert layer.relative is not None
-    logits = layer.scale * q @ k.transpose(-2, -1) + layer.relative.table[:, ids]  # type: ignore[index]
+    table = layer.relative.table  # Swin's bias: (heads, (2M-1)^2)
+    logits = layer.scale * q @ k.transpose(-2, -1) + table[:, ids]
     weights = logits.masked_fill(~allowed, -math.inf).softmax(-1)
     return layer.proj((weights @ v).transpose(1, 2).reshape(b, n, c))

@@ -35,16 +35,16 @@ def recording(forced: str | None = None) -> Iterator[TakenPaths]:
     taken = TakenPaths(forced)
     original = kernel.choose_path
 
-    def choose(request):  # type: ignore[no-untyped-def]
+    def choose(request):
         chosen = original(request)
         taken.chosen.add(chosen)
         return chosen
 
-    kernel.choose_path = choose  # type: ignore[assignment]
+    kernel.choose_path = choose
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             yield taken
         taken.fell_back = any(FALLBACK in str(w.message) for w in caught)
     finally:
-        kernel.choose_path = original  # type: ignore[assignment]
+        kernel.choose_path = original
