@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import copy
 import gc
-import sys
+import importlib.util
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +55,17 @@ class Expected:
 
 
 def expected(case: CheckCase, shape: CheckShape) -> Expected:
-    """The case's layer and its literal reference; the loss weight is zero at padded tokens."""
+    """The case's layer and its literal reference; the loss weight is zero at padded tokens. One CPU
+    thread: the reference's many small operations run several times slower when threads contend."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _expected(case, shape)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _expected(case: CheckCase, shape: CheckShape) -> Expected:
     layer = build_layer(case, shape)
     torch.manual_seed(1)
     x = torch.randn(shape.batch, num_tokens(case, shape), shape.dim, dtype=torch.float64, requires_grad=True)
@@ -96,15 +107,33 @@ def measure(ref: Expected, case: CheckCase, shape: CheckShape, layer: Attention,
     }
 
 
-def forget_tuning(device: torch.device) -> None:
-    """Make every Triton autotuner forget its choices, so the next call tunes again (CUDA only: the
-    interpreter takes fixed tiles)."""
-    autotuner = sys.modules.get("triton.runtime.autotuner")
-    if autotuner is None or device.type != "cuda":
+_TUNERS: weakref.WeakSet = weakref.WeakSet()
+
+
+def track_tuning(device: torch.device) -> None:
+    """From now on, know every Triton autotuner (those that exist and those made later), so that
+    :func:`forget_tuning` can reach them; CUDA only (the interpreter takes fixed tiles)."""
+    if device.type != "cuda" or importlib.util.find_spec("triton") is None:
         return
-    for obj in gc.get_objects():
-        if type(obj) is autotuner.Autotuner:
-            obj.cache.clear()
+    from triton.runtime.autotuner import Autotuner
+
+    if getattr(Autotuner.__init__, "tracked", False):
+        return
+    _TUNERS.update(obj for obj in gc.get_objects() if type(obj) is Autotuner)
+    original = Autotuner.__init__
+
+    def init(self, *args, **kwargs) -> None:
+        original(self, *args, **kwargs)
+        _TUNERS.add(self)
+
+    init.tracked = True  # type: ignore[attr-defined]
+    Autotuner.__init__ = init
+
+
+def forget_tuning() -> None:
+    """Make every tracked Triton autotuner forget its choices, so the next call tunes again."""
+    for tuner in list(_TUNERS):
+        tuner.cache.clear()
 
 
 def plan() -> list[tuple[str, str | None]]:
@@ -119,6 +148,7 @@ def check_rows(shape: CheckShape, device: torch.device, budget: Budget, log: Row
     """Part (i): a row per call; what the part's time does not reach is one 'skipped' row."""
     cases = check_cases() if cases is None else cases
     references: dict[str, Expected] = {}
+    track_tuning(device)
     runs = [(dtype, path, case) for dtype, path in plan() for case in cases]
     for done, (dtype, path, case) in enumerate(runs):
         if budget.left(PART) <= 0:
@@ -130,7 +160,7 @@ def check_rows(shape: CheckShape, device: torch.device, budget: Budget, log: Row
         ref = references[case.label]
         layer = copy.deepcopy(ref.layer).to(device=device, dtype=torch.float32)
         layer.path = path
-        forget_tuning(device)
+        forget_tuning()
         for call in (1, 2):
             row = {"part": PART, "case": case.label, "path": path or "policy", "precision": dtype, "call": call}
             row.update(_measured(ref, case, shape, layer, device, dtype, path))

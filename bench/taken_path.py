@@ -33,18 +33,21 @@ def recording(forced: str | None = None) -> Iterator[TakenPaths]:
     """Record the policy's choice of every attention call (through the kernel's ``choose_path``)
     and whether a ``forced`` path fell back; fallback warnings are kept from the console."""
     taken = TakenPaths(forced)
-    original = kernel.choose_path
+    original = getattr(kernel, "choose_path", None)
 
     def choose(request):
+        assert original is not None
         chosen = original(request)
         taken.chosen.add(chosen)
         return chosen
 
-    kernel.choose_path = choose
+    if original is not None:  # a kernel that chooses otherwise leaves the label '?'
+        kernel.choose_path = choose
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             yield taken
         taken.fell_back = any(FALLBACK in str(w.message) for w in caught)
     finally:
-        kernel.choose_path = original
+        if original is not None:
+            kernel.choose_path = original
