@@ -161,12 +161,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             f"--check-{name}", type=int, default=getattr(defaults, name), help="size of part (i)'s layers"
         )
     quick.add_argument("--check-cases", default="", help="comma-separated labels of part (i)'s cases (default: all)")
+    quick.add_argument("--parts", default="", help="comma-separated parts to run (default: all), e.g. correctness")
     args = p.parse_args(argv)
     args.repeats = args.repeats or (3 if args.quick else 7)
     args.iters = args.iters or (2 if args.quick else 5)
     try:
         args.device = torch.device(args.device)
         args.model_args = _overrides(args.model_args)
+        args.parts = gpu_quick.selected_parts(args.parts)
         args.check_cases = tuple(filter(None, args.check_cases.split(",")))
         gpu_quick.selected_cases(args.check_cases)
         args.check = CheckShape(*(getattr(args, f"check_{n}") for n in ("side", "dim", "heads", "batch", "window")))
@@ -188,6 +190,7 @@ def quick_settings(args: argparse.Namespace) -> QuickSettings:
         compiled=not args.no_compile,
         check=args.check,
         cases=args.check_cases,
+        parts=args.parts,
         budget_s=args.budget,
     )
 

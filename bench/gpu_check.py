@@ -137,11 +137,12 @@ def forget_tuning() -> None:
 
 
 def plan() -> list[tuple[str, str | None]]:
-    """(precision, forced path or None for the policy's) in the order they run: float32 on the policy's
-    path and the fused path first, every other path next, then bf16 autocast on the first two."""
-    first = [None, "triton"]
-    rest = [p for p in PATHS if p != "triton"]
-    return [("float32", p) for p in (*first, *rest)] + [("bfloat16", p) for p in first]
+    """(precision, forced path or None for the policy's) in the order they run: the policy's path and
+    the fused path in float32 and under bf16 autocast first, then the other paths in float32,
+    FlexAttention last (it compiles a kernel for every case)."""
+    first = [(dtype, path) for dtype in ("float32", "bfloat16") for path in (None, "triton")]
+    rest = sorted((p for p in PATHS if p != "triton"), key=lambda p: p == "flex")
+    return first + [("float32", p) for p in rest]
 
 
 def check_rows(shape: CheckShape, device: torch.device, budget: Budget, log: RowLog, cases=None) -> None:

@@ -66,11 +66,21 @@ def selected_cases(labels: tuple[str, ...]) -> list[CheckCase]:
     return [by_label[label] for label in labels] if labels else cases
 
 
+def selected_parts(text: str) -> tuple[str, ...]:
+    """The parts named in comma-separated ``text`` (empty: all), in the order they run."""
+    names = tuple(filter(None, text.split(",")))
+    unknown = [n for n in names if n not in SHARES]
+    if unknown:
+        raise ValueError(f"unknown part {', '.join(map(repr, unknown))}; parts: {', '.join(SHARES)}")
+    return tuple(p for p in SHARES if p in names)
+
+
 def run_quick(s: QuickSettings, path: Path, command: str, stream: TextIO | None = None) -> int:
     """Run every part within ``s.budget_s`` seconds, rows to ``path``; 1 if a correctness row fails."""
     header = {"command": command, "device": device_name(s.device), **versions(), "settings": _settings(s)}
     log = RowLog(path, header)
-    budget = Budget(s.budget_s, SHARES, stream)
+    chosen = s.parts or tuple(SHARES)
+    budget = Budget(s.budget_s, {part: SHARES[part] for part in chosen}, stream)
     budget.progress(f"rows go to {path}")
     rates: dict[int, float] = {}
 
@@ -85,6 +95,8 @@ def run_quick(s: QuickSettings, path: Path, command: str, stream: TextIO | None 
         "augment": lambda: augment_rows(s, budget, log, rates),
     }
     for part, run in parts.items():
+        if part not in chosen:
+            continue
         try:
             run()
         except Exception as err:  # a part that fails says so; the later parts still run

@@ -9,7 +9,6 @@ whose share of the time is spent writes one 'skipped' row saying how much it lef
 from __future__ import annotations
 
 import dataclasses
-import gc
 import importlib.util
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +49,8 @@ class QuickSettings:
     cases: tuple[str, ...] = ()
     """Labels of the correctness cases to run (:func:`bench.check_layers.check_cases`); empty: all."""
     budget_s: float = 240.0
+    parts: tuple[str, ...] = ()
+    """The parts to run (names in :data:`bench.gpu_quick.SHARES`); empty: all."""
 
 
 def _build(s: QuickSettings, model: str, slots: dict, tokens: int) -> torch.nn.Module:
@@ -135,8 +136,7 @@ def overhead_rows(s: QuickSettings, budget: Budget, log: RowLog) -> dict[int, fl
             row |= {"peak_bytes": peak, "peak_ratio": None if peak is None or not base_peak else peak / base_peak}
             log.add(row)
             budget.progress(f"{part}: {tokens} tokens, {case.label} ({taken.label}): {row['overhead']:+.1%}")
-            del model, step
-            gc.collect()
+            del model, step  # one case's model and optimiser state on the device at a time
     return rates
 
 

@@ -119,6 +119,12 @@ def test_a_spent_budget_skips_every_part_and_says_so(tmp_path, capsys):
     assert "correctness: time spent" in capsys.readouterr().err
 
 
+def test_only_the_parts_asked_for_run(tmp_path):
+    path = tmp_path / "quick.json"
+    assert gpu.main([*TINY_ARGS, "--parts", "swin,compiled", "--json", str(path)]) == 0
+    assert [r["part"] for r in rows_of(path)["rows"]] == ["compiled", "swin"]
+
+
 def test_a_run_cut_short_keeps_the_rows_measured_before(tmp_path, monkeypatch):
     calls = []
     real = gpu_check.measure
@@ -147,6 +153,7 @@ def test_a_run_cut_short_keeps_the_rows_measured_before(tmp_path, monkeypatch):
         (["--model-args", "depth"], "--model-args takes key=value pairs"),
         (["--check-side", "5", "--check-window", "2"], "must be a multiple of Swin's window"),
         (["--check-cases", "nope"], "unknown check case 'nope'; valid cases: irpe:euclidean:bias:qk"),
+        (["--parts", "swin,nope"], "unknown part 'nope'; parts: correctness, overhead, compiled, swin, augment"),
     ],
 )
 def test_bad_quick_options_name_what_to_change(args, message, capsys, tmp_path):
