@@ -147,7 +147,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--iters", type=int, default=None, help="steps per timing (default 5; 2 with --quick)")
     p.add_argument("--no-compile", action="store_true", help="eager only")
     p.add_argument("--no-paths", action="store_true", help="skip the bucketed terms on every attention path")
-    p.add_argument("--out", default="", help="replace the GPU section of this markdown file")
+    p.add_argument("--out", default="", help="replace the GPU section (with --quick: the quick check's) of this file")
     quick = p.add_argument_group("--quick", gpu_quick.__doc__)
     quick.add_argument("--quick", action="store_true", help="the short check instead of the long tables")
     quick.add_argument("--json", default="", help=f"where the rows go (default {gpu_quick.DEFAULT_JSON})")
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     if args.quick:
-        return gpu_quick.main(quick_settings(args), args.json, argv if argv is not None else sys.argv[1:])
+        return gpu_quick.main(quick_settings(args), args.json, argv if argv is not None else sys.argv[1:], args.out)
     if args.device.type != "cuda":
         print("the long tables run on CUDA only; --device applies to --quick", file=sys.stderr)
         return 2

@@ -19,6 +19,7 @@ import dataclasses
 import importlib.metadata
 import json
 import platform
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +32,7 @@ from .gpu_check import PART as CORRECTNESS
 from .gpu_check import check_rows
 from .quick_log import Budget, RowLog
 from .quick_parts import QuickSettings, augment_rows, compiled_rows, overhead_rows, swin_rows
+from .quick_report import write_section
 
 SHARES = {CORRECTNESS: 0.40, "overhead": 0.30, "compiled": 0.15, "swin": 0.08, "augment": 0.07}
 """Each part's share of the budget, in the order the parts run."""
@@ -127,7 +129,11 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def main(s: QuickSettings, json_path: str, argv: list[str]) -> int:
-    """The ``--quick`` entry point of :mod:`bench.gpu`."""
-    command = " ".join(["python", "-m", "bench.gpu", *argv])
-    return run_quick(s, Path(json_path) if json_path else DEFAULT_JSON, command, sys.stderr)
+def main(s: QuickSettings, json_path: str, argv: list[str], out: str = "") -> int:
+    """The ``--quick`` entry point of :mod:`bench.gpu`; ``out``: a markdown file whose quick-check
+    section the rows replace."""
+    path = Path(json_path) if json_path else DEFAULT_JSON
+    status = run_quick(s, path, shlex.join(["python", "-m", "bench.gpu", *argv]), sys.stderr)
+    if out:
+        write_section(json.loads(path.read_text()), Path(out))
+    return status

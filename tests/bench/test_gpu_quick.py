@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
-from bench import gpu, gpu_check
+from bench import gpu, gpu_check, quick_report
 from bench.check_layers import CheckCase, CheckShape, check_cases
 from bench.gpu_check import TOLERANCE, check_rows, expected, measure, plan
-from bench.gpu_report import gpu_cases
+from bench.gpu_report import gpu_cases, gpu_section
 from bench.quick_log import Budget, RowLog
+from bench.quick_report import HEADING, NOT_RUN, render
 from vitpos.attention import PATHS
 
 TINY_SHAPE = CheckShape(side=4, dim=8, heads=2, batch=2, window=2)
@@ -80,9 +82,10 @@ def test_a_wrong_table_fails_the_check(case):
 
 
 def test_the_quick_check_runs_every_part_on_the_cpu(tmp_path, capsys):
-    path = tmp_path / "quick.json"
+    path, markdown = tmp_path / "quick.json", tmp_path / "BENCH.md"
+    markdown.write_text("# Benchmarks\n\n## GPU quick check\n\nold\n\n## Later\n\nkept\n")
     args = [*TINY_ARGS, "--check-cases", "swin (shifted),irpe:product:bias:qk (padded)", "--json", str(path)]
-    assert gpu.main(args) == 0
+    assert gpu.main([*args, "--out", str(markdown)]) == 0
     data = rows_of(path)
     assert data["finished"] and data["command"].startswith("python -m bench.gpu --quick")
     assert data["device"].startswith("CPU") and data["torch"] == torch.__version__
@@ -107,6 +110,14 @@ def test_the_quick_check_runs_every_part_on_the_cpu(tmp_path, capsys):
     out = capsys.readouterr()
     assert f"correctness: {2 * len(plan()) * 2} calls checked, 0 failed" in out.out
     assert "s left] overhead: 4 tokens, iRPE ctx k (stored)" in out.err
+    text = markdown.read_text()
+    assert text.startswith("# Benchmarks\n\n## GPU quick check\n\n- Device: CPU") and text.endswith(
+        "## Later\n\nkept\n"
+    )
+    assert "old" not in text and "cut short" not in text
+    assert "| policy | float32 | 4 | 0 |" in text and "| flex | float32 | 4 | 0 |" in text
+    assert "| 4 | 2 | iRPE ctx k | stored |" in text
+    assert "- swin: skipped swin_tiny against timm swin_tiny_patch4_window7_224: timm does not import here" in text
 
 
 def test_a_spent_budget_skips_every_part_and_says_so(tmp_path, capsys):
@@ -140,7 +151,7 @@ def test_a_run_cut_short_keeps_the_rows_measured_before(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         gpu.main([*TINY_ARGS, "--check-cases", "shaw", "--json", str(path)])
     data = rows_of(path)
-    assert not data["finished"]
+    assert not data["finished"] and "- The run was cut short" in render(data)
     assert [(r["case"], r["path"], r["call"], r["pass"]) for r in data["rows"]] == [
         ("shaw", "policy", 1, True),
         ("shaw", "policy", 2, True),
@@ -161,3 +172,17 @@ def test_bad_quick_options_name_what_to_change(args, message, capsys, tmp_path):
         gpu.main([*TINY_ARGS, *args, "--json", str(tmp_path / "q.json")])
     assert exit_.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "q.json").exists()
+
+
+def test_the_report_refuses_a_file_that_holds_no_rows(tmp_path, capsys):
+    other = tmp_path / "other.json"
+    other.write_text("[1, 2]")
+    assert quick_report.main([str(other)]) == 2
+    assert "holds no quick run's rows" in capsys.readouterr().err
+    assert quick_report.main([str(tmp_path / "missing.json")]) == 2
+    assert "cannot read the rows of" in capsys.readouterr().err
+
+
+def test_benchmarks_md_has_a_quick_check_section():
+    section = gpu_section(Path("BENCHMARKS.md").read_text(), HEADING)
+    assert section == NOT_RUN or "- Device: " in section  # never a figure without its device
