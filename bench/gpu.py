@@ -148,7 +148,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-compile", action="store_true", help="eager only")
     p.add_argument("--no-paths", action="store_true", help="skip the bucketed terms on every attention path")
     p.add_argument("--out", default="", help="replace the GPU section (with --quick: the quick check's) of this file")
-    quick = p.add_argument_group("--quick", gpu_quick.__doc__)
+    quick = p.add_argument_group("--quick", "a check sized for one short call: parts (i) to (v) of bench/gpu_quick.py")
     quick.add_argument("--quick", action="store_true", help="the short check instead of the long tables")
     quick.add_argument("--json", default="", help=f"where the rows go (default {gpu_quick.DEFAULT_JSON})")
     quick.add_argument("--budget", type=float, default=240.0, help="seconds for all parts, compiling included")
@@ -156,9 +156,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     quick.add_argument("--model", default=MODEL, help="the model of parts (ii), (iii) and (v)")
     quick.add_argument("--model-args", default="", help="overrides of that model's preset, e.g. depth=1,embed_dim=32")
     defaults = CheckShape()
-    for name in ("side", "dim", "heads", "batch", "window"):
+    check_help = {
+        "side": "grid side of part (i)'s layers, in patches",
+        "dim": "their width",
+        "heads": "their heads",
+        "batch": "their batch",
+        "window": "Swin's window side (the grid side must be a larger multiple of it)",
+    }
+    for name, text in check_help.items():
         quick.add_argument(
-            f"--check-{name}", type=int, default=getattr(defaults, name), help="size of part (i)'s layers"
+            f"--check-{name}", type=int, default=getattr(defaults, name), help=f"{text} (default %(default)s)"
         )
     quick.add_argument("--check-cases", default="", help="comma-separated labels of part (i)'s cases (default: all)")
     quick.add_argument("--parts", default="", help="comma-separated parts to run (default: all), e.g. correctness")
