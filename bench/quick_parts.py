@@ -90,6 +90,18 @@ def _paired(s: QuickSettings, steps: dict, baseline: str, batch: int) -> dict[st
     }
 
 
+def _baseline(s: QuickSettings, log: RowLog, head: dict[str, Any], images: torch.Tensor):
+    """The no-PE step at one token count, timed alone and logged: (step, images/s, peak bytes)."""
+    torch.manual_seed(0)
+    step = bf16_step(_build(s, s.model, BASELINE.position, head["tokens"]), images, "train", False)
+    with recording() as taken:
+        step()
+    timing = interleaved_throughput({"base": step}, head["batch"], warmup=0, repeats=s.repeats, iters=s.iters)
+    rate, peak = timing["base"].median, peak_bytes(step, s.device)
+    log.add({**head, "case": BASELINE.label, "took": taken.label, "images_per_s": rate, "peak_bytes": peak})
+    return step, rate, peak
+
+
 def overhead_rows(s: QuickSettings, budget: Budget, log: RowLog) -> dict[int, float]:
     """Part (ii): every slot value against no PE, bf16 eager training steps, at every token count.
     Returns the baseline's images/s per token count."""
@@ -99,24 +111,8 @@ def overhead_rows(s: QuickSettings, budget: Budget, log: RowLog) -> dict[int, fl
             continue
         batch = max(1, s.batch * 196 // max(tokens, 196))
         images = _images(s, s.model, tokens, batch)
-        torch.manual_seed(0)
-        base = bf16_step(_build(s, s.model, BASELINE.position, tokens), images, "train", False)
-        with recording() as taken:
-            base()
-        rates[tokens] = interleaved_throughput({"b": base}, batch, warmup=0, repeats=s.repeats, iters=s.iters)[
-            "b"
-        ].median
-        base_peak = peak_bytes(base, s.device)
         head = {"part": part, "model": s.model, "tokens": tokens, "batch": batch}
-        log.add(
-            {
-                **head,
-                "case": BASELINE.label,
-                "took": taken.label,
-                "images_per_s": rates[tokens],
-                "peak_bytes": base_peak,
-            }
-        )
+        base, rates[tokens], base_peak = _baseline(s, log, head, images)
         budget.progress(f"{part}: {tokens} tokens, {BASELINE.label}: {rates[tokens]:.1f} img/s")
         cases = [c for c in gpu_cases() if c is not BASELINE]
         for i, case in enumerate(cases):
