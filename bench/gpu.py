@@ -6,7 +6,7 @@ peak CUDA memory of a training step; training steps of every bucketed term on ev
 path that computes it (the fused ``triton`` path against no PE and against the best other path);
 and vitpos against timm's DeiT-S and Swin-T in the same rounds when timm imports.
 ``--out BENCHMARKS.md`` replaces the GPU section of that file. Exits with a message where CUDA
-is not available.
+is not available. ``--quick`` runs the short check of :mod:`bench.gpu_quick` instead.
 """
 
 from __future__ import annotations
@@ -20,11 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from vitpos.models.layers import Attention
 
+from . import gpu_quick
 from .cases import BASELINE
+from .check_layers import CheckShape
 from .gpu_report import (
     GpuGroup,
     GpuRow,
@@ -37,45 +38,12 @@ from .gpu_report import (
     render_table,
     replace_section,
 )
+from .gpu_steps import bf16_step, peak_bytes
+from .quick_parts import MODEL, QuickSettings
 from .timing import build, image_side, paired_overheads
 
-MODEL = "deit_small_patch16_224"
 TIMM_PAIRS = {"deit_small_patch16_224": "deit_small_patch16_224", "swin_tiny": "swin_tiny_patch4_window7_224"}
 """vitpos preset -> the timm model it is timed against."""
-
-
-def cuda_step(model: torch.nn.Module, images: torch.Tensor, mode: str, compiled: bool) -> Callable[[], None]:
-    """One bf16 autocast training step (forward, backward, AdamW) or inference forward, synchronised."""
-    net = torch.compile(model) if compiled else model
-    labels = torch.zeros(images.shape[0], dtype=torch.long, device=images.device)
-    if mode == "infer":
-        model.eval()
-
-        def infer() -> None:
-            with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16):
-                net(images)
-            torch.cuda.synchronize()
-
-        return infer
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-
-    def train() -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = F.cross_entropy(net(images).float(), labels)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        torch.cuda.synchronize()
-
-    return train
-
-
-def peak_bytes(step: Callable[[], None]) -> int:
-    """Peak CUDA memory allocated during one more call of ``step``."""
-    torch.cuda.reset_peak_memory_stats()
-    step()
-    return torch.cuda.max_memory_allocated()
 
 
 def on_path(model: torch.nn.Module, path: str, images: torch.Tensor) -> torch.nn.Module | None:
@@ -103,7 +71,7 @@ def run_group(group: GpuGroup, args: argparse.Namespace) -> list[GpuRow]:
     batch, images = group_images(group, args)
     torch.manual_seed(0)
     steps = {
-        c.label: cuda_step(build(MODEL, c.position, group.tokens).cuda(), images, group.mode, group.compiled)
+        c.label: bf16_step(build(MODEL, c.position, group.tokens).cuda(), images, group.mode, group.compiled)
         for c in gpu_cases()
     }
     return timed_rows(group, steps, batch, args)
@@ -114,12 +82,12 @@ def run_paths(group: GpuGroup, args: argparse.Namespace) -> list[GpuRow]:
     batch, images = group_images(group, args)
     torch.manual_seed(0)
     steps = {
-        BASELINE.label: cuda_step(build(MODEL, BASELINE.position, group.tokens).cuda(), images, "train", group.compiled)
+        BASELINE.label: bf16_step(build(MODEL, BASELINE.position, group.tokens).cuda(), images, "train", group.compiled)
     }
     for case, path in path_cases():
         model = on_path(build(MODEL, case.position, group.tokens).cuda(), path, images)
         if model is not None:
-            steps[path_label(case.label, path)] = cuda_step(model, images, "train", group.compiled)
+            steps[path_label(case.label, path)] = bf16_step(model, images, "train", group.compiled)
     return timed_rows(group, steps, batch, args)
 
 
@@ -128,7 +96,7 @@ def timed_rows(group: GpuGroup, steps: dict[str, Callable[[], None]], batch: int
     throughput, overheads = paired_overheads(
         steps, BASELINE.label, batch, warmup=args.warmup, repeats=args.repeats, iters=args.iters
     )
-    peaks = {k: peak_bytes(fn) for k, fn in steps.items()} if group.mode == "train" else {}
+    peaks = {k: peak_bytes(fn, torch.device("cuda")) for k, fn in steps.items()} if group.mode == "train" else {}
     rows = [GpuRow(k, throughput[k].median, (o.median, o.low, o.high), peaks.get(k)) for k, o in overheads.items()]
     return sorted(rows, key=lambda r: r.label != BASELINE.label)
 
@@ -141,8 +109,8 @@ def run_timm(args: argparse.Namespace) -> list[str]:
     for ours, theirs in TIMM_PAIRS.items():
         images = torch.randn(args.batch, 3, 224, 224, device="cuda")
         steps = {
-            f"timm {theirs}": cuda_step(timm.create_model(theirs).cuda(), images, "train", False),
-            f"vitpos {ours}": cuda_step(
+            f"timm {theirs}": bf16_step(timm.create_model(theirs).cuda(), images, "train", False),
+            f"vitpos {ours}": bf16_step(
                 build(ours, {}, 49 if ours == "swin_tiny" else 196).cuda(), images, "train", False
             ),
         }
@@ -154,26 +122,98 @@ def run_timm(args: argparse.Namespace) -> list[str]:
     return [line for table in tables for line in table]
 
 
+def _overrides(text: str) -> dict[str, int | float | str]:
+    """``depth=1,embed_dim=32`` -> {'depth': 1, 'embed_dim': 32} (numbers where they parse)."""
+    out: dict[str, int | float | str] = {}
+    for item in filter(None, text.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--model-args takes key=value pairs separated by commas, got {item!r}")
+        for kind in (int, float, str):
+            try:
+                out[key.strip()] = kind(value)
+                break
+            except ValueError:
+                continue
+    return out
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.gpu", description=__doc__)
     p.add_argument("--tokens", default="196,784", help="comma-separated patch-token counts")
     p.add_argument("--batch", type=int, default=256, help="images per step at 196 tokens (scaled down at more tokens)")
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--iters", type=int, default=5, help="steps per timing")
+    p.add_argument("--repeats", type=int, default=None, help="timing rounds (default 7; 3 with --quick)")
+    p.add_argument("--iters", type=int, default=None, help="steps per timing (default 5; 2 with --quick)")
     p.add_argument("--no-compile", action="store_true", help="eager only")
     p.add_argument("--no-paths", action="store_true", help="skip the bucketed terms on every attention path")
-    p.add_argument("--out", default="", help="replace the GPU section of this markdown file")
-    return p.parse_args(argv)
+    p.add_argument("--out", default="", help="replace the GPU section (with --quick: the quick check's) of this file")
+    quick = p.add_argument_group("--quick", "a check sized for one short call: parts (i) to (v) of bench/gpu_quick.py")
+    quick.add_argument("--quick", action="store_true", help="the short check instead of the long tables")
+    quick.add_argument("--json", default="", help=f"where the rows go (default {gpu_quick.DEFAULT_JSON})")
+    quick.add_argument("--budget", type=float, default=240.0, help="seconds for all parts, compiling included")
+    quick.add_argument("--device", default="cuda", help="the device the check runs on (cpu for a smoke test)")
+    quick.add_argument("--model", default=MODEL, help="the model of parts (ii), (iii) and (v)")
+    quick.add_argument("--model-args", default="", help="overrides of that model's preset, e.g. depth=1,embed_dim=32")
+    defaults = CheckShape()
+    check_help = {
+        "side": "grid side of part (i)'s layers, in patches",
+        "dim": "their width",
+        "heads": "their heads",
+        "batch": "their batch",
+        "window": "Swin's window side (the grid side must be a larger multiple of it)",
+    }
+    for name, text in check_help.items():
+        quick.add_argument(
+            f"--check-{name}", type=int, default=getattr(defaults, name), help=f"{text} (default %(default)s)"
+        )
+    quick.add_argument("--check-cases", default="", help="comma-separated labels of part (i)'s cases (default: all)")
+    quick.add_argument("--parts", default="", help="comma-separated parts to run (default: all), e.g. correctness")
+    args = p.parse_args(argv)
+    args.repeats = args.repeats or (3 if args.quick else 7)
+    args.iters = args.iters or (2 if args.quick else 5)
+    try:
+        args.device = torch.device(args.device)
+        args.model_args = _overrides(args.model_args)
+        args.parts = gpu_quick.selected_parts(args.parts)
+        args.check_cases = tuple(filter(None, args.check_cases.split(",")))
+        gpu_quick.selected_cases(args.check_cases)
+        args.check = CheckShape(*(getattr(args, f"check_{n}") for n in ("side", "dim", "heads", "batch", "window")))
+    except (RuntimeError, ValueError) as err:
+        p.error(str(err))
+    return args
+
+
+def quick_settings(args: argparse.Namespace) -> QuickSettings:
+    """The settings of ``--quick`` from the command line."""
+    return QuickSettings(
+        device=args.device,
+        model=args.model,
+        model_args=args.model_args,
+        tokens=tuple(int(t) for t in args.tokens.split(",")),
+        batch=args.batch,
+        repeats=args.repeats,
+        iters=args.iters,
+        compiled=not args.no_compile,
+        check=args.check,
+        cases=args.check_cases,
+        parts=args.parts,
+        budget_s=args.budget,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if not torch.cuda.is_available():
+    if args.device.type == "cuda" and not torch.cuda.is_available():
         print(
             "python -m bench.gpu measures on CUDA, and no CUDA device is available here; run it on a GPU machine",
             file=sys.stderr,
         )
+        return 2
+    if args.quick:
+        return gpu_quick.main(quick_settings(args), args.json, argv if argv is not None else sys.argv[1:], args.out)
+    if args.device.type != "cuda":
+        print("the long tables run on CUDA only; --device applies to --quick", file=sys.stderr)
         return 2
     groups = gpu_groups(tuple(int(t) for t in args.tokens.split(",")), (False,) if args.no_compile else (False, True))
     tables = []

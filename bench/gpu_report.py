@@ -144,9 +144,9 @@ def replace_section(text: str, section: str, heading: str = HEADING) -> str:
     return text[: start + 1] + section.rstrip("\n") + "\n" + rest
 
 
-def gpu_section(text: str) -> str | None:
-    """The GPU section of ``text``, or None."""
-    start = text.find(f"\n{HEADING}\n")
+def gpu_section(text: str, heading: str = HEADING) -> str | None:
+    """The section of ``text`` under ``heading`` (default: the GPU section), or None."""
+    start = text.find(f"\n{heading}\n")
     if start < 0:
         return None
     end = text.find("\n## ", start + 1)

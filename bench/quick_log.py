@@ -1,0 +1,67 @@
+"""The time budget of ``python -m bench.gpu --quick`` and the JSON file its rows go to as they come."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+
+class Budget:
+    """A wall-time budget cut into consecutive parts: each part ends at the sum of its share and all
+    earlier shares, so time a part leaves unused goes to the later ones and none eats a later share."""
+
+    def __init__(self, seconds: float, shares: dict[str, float], stream: TextIO | None = None) -> None:
+        self.start = time.monotonic()
+        self.seconds = seconds
+        total = sum(shares.values())
+        self.ends: dict[str, float] = {}
+        elapsed = 0.0
+        for part, share in shares.items():
+            elapsed += seconds * share / total
+            self.ends[part] = elapsed
+        self.stream = stream
+
+    def elapsed(self) -> float:
+        """Seconds since the budget started."""
+        return time.monotonic() - self.start
+
+    def left(self, part: str | None = None) -> float:
+        """Seconds left to ``part`` (None: to the whole budget); negative once spent."""
+        end = self.seconds if part is None else self.ends[part]
+        return end - self.elapsed()
+
+    def progress(self, text: str) -> None:
+        """One progress line on stderr: elapsed and left, then ``text``."""
+        print(f"[{self.elapsed():6.1f} s elapsed, {self.left():6.1f} s left] {text}", file=self.stream or sys.stderr)
+
+
+class RowLog:
+    """Rows in a JSON file, rewritten atomically after every row, so a run cut short leaves every
+    row measured before the cut."""
+
+    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+        self.path = path
+        self.header = header
+        self.rows: list[dict[str, Any]] = []
+        self.finished = False
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._write()
+
+    def add(self, row: dict[str, Any]) -> None:
+        """Append ``row`` and rewrite the file."""
+        self.rows.append(row)
+        self._write()
+
+    def finish(self) -> None:
+        """Mark the file complete: every part ran or said why it did not."""
+        self.finished = True
+        self._write()
+
+    def _write(self) -> None:
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        temporary.write_text(json.dumps({**self.header, "finished": self.finished, "rows": self.rows}, indent=1))
+        os.replace(temporary, self.path)

@@ -1,0 +1,253 @@
+"""Parts (ii) to (v) of ``python -m bench.gpu --quick``: training-step overheads, compiled and Swin
+models against timm's, and the device-side augmentation's rate; one JSON row per measurement.
+
+Every timing is paired (:func:`bench.timing.paired_overheads`: the baseline timed between the rounds
+of the case) and synchronised; a row also names the attention path its model's calls took. A part
+whose share of the time is spent writes one 'skipped' row saying how much it left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+import vitpos
+
+from .cases import BASELINE, Case
+from .check_layers import CheckShape
+from .gpu_report import gpu_cases
+from .gpu_steps import bf16_step, peak_bytes, synchronize
+from .quick_log import Budget, RowLog
+from .taken_path import recording
+from .timing import image_side, interleaved_throughput, paired_overheads
+
+MODEL = "deit_small_patch16_224"
+SWIN = ("swin_tiny", "swin_tiny_patch4_window7_224")
+"""vitpos's Swin-T and the timm model it is timed against."""
+COMPILED_CASE = Case("iRPE ctx k", {"absolute": "none", "relative": "irpe:product:ctx:k"})
+
+
+@dataclass(frozen=True)
+class QuickSettings:
+    """What the quick check runs: on which device, which model at which sizes, for how long."""
+
+    device: torch.device
+    model: str = MODEL
+    model_args: dict[str, Any] = field(default_factory=dict)
+    """Overrides of the model's preset (e.g. depth=1 for a test)."""
+    tokens: tuple[int, ...] = (196, 784)
+    batch: int = 256
+    """Images per step at up to 196 tokens (scaled by 196 / tokens above)."""
+    repeats: int = 3
+    iters: int = 2
+    compiled: bool = True
+    check: CheckShape = field(default_factory=CheckShape)
+    cases: tuple[str, ...] = ()
+    """Labels of the correctness cases to run (:func:`bench.check_layers.check_cases`); empty: all."""
+    budget_s: float = 240.0
+    parts: tuple[str, ...] = ()
+    """The parts to run (names in :data:`bench.gpu_quick.SHARES`); empty: all."""
+
+
+def _build(s: QuickSettings, model: str, slots: dict, tokens: int) -> torch.nn.Module:
+    args = s.model_args if model == s.model else {}
+    return vitpos.create_model(model, img_size=image_side(model, tokens), **args, **slots).to(s.device)
+
+
+def _images(s: QuickSettings, model: str, tokens: int, batch: int) -> torch.Tensor:
+    side = image_side(model, tokens)
+    return torch.randn(batch, 3, side, side, device=s.device)
+
+
+def _skip(log: RowLog, budget: Budget, part: str, what: str, reason: str) -> None:
+    log.add({"part": part, "skipped": what, "reason": reason})
+    budget.progress(f"{part}: skipped {what}: {reason}")
+
+
+def _spent(budget: Budget, log: RowLog, part: str, what: str) -> bool:
+    """True (and a 'skipped' row) if ``part``'s share of the budget is spent."""
+    if budget.left(part) > 0:
+        return False
+    _skip(log, budget, part, what, "its share of the time budget is spent")
+    return True
+
+
+def _paired(s: QuickSettings, steps: dict, baseline: str, batch: int) -> dict[str, Any]:
+    """Images/s of both steps and the case's time over the baseline's, paired."""
+    throughput, overheads = paired_overheads(steps, baseline, batch, warmup=1, repeats=s.repeats, iters=s.iters)
+    (case,) = (k for k in steps if k != baseline)
+    o = overheads[case]
+    return {
+        "images_per_s": throughput[case].median,
+        "baseline_images_per_s": throughput[baseline].median,
+        "overhead": o.median,
+        "overhead_low": o.low,
+        "overhead_high": o.high,
+    }
+
+
+def _baseline(s: QuickSettings, log: RowLog, head: dict[str, Any], images: torch.Tensor):
+    """The no-PE step at one token count, timed alone and logged: (step, images/s, peak bytes)."""
+    torch.manual_seed(0)
+    step = bf16_step(_build(s, s.model, BASELINE.position, head["tokens"]), images, "train", False)
+    with recording() as taken:
+        step()
+    timing = interleaved_throughput({"base": step}, head["batch"], warmup=0, repeats=s.repeats, iters=s.iters)
+    rate, peak = timing["base"].median, peak_bytes(step, s.device)
+    log.add({**head, "case": BASELINE.label, "took": taken.label, "images_per_s": rate, "peak_bytes": peak})
+    return step, rate, peak
+
+
+def overhead_rows(s: QuickSettings, budget: Budget, log: RowLog) -> dict[int, float]:
+    """Part (ii): every slot value against no PE, bf16 eager training steps, at every token count.
+    Returns the baseline's images/s per token count."""
+    part, rates = "overhead", {}
+    for tokens in s.tokens:
+        if _spent(budget, log, part, f"{tokens} tokens"):
+            continue
+        batch = max(1, s.batch * 196 // max(tokens, 196))
+        images = _images(s, s.model, tokens, batch)
+        head = {"part": part, "model": s.model, "tokens": tokens, "batch": batch}
+        base, rates[tokens], base_peak = _baseline(s, log, head, images)
+        budget.progress(f"{part}: {tokens} tokens, {BASELINE.label}: {rates[tokens]:.1f} img/s")
+        cases = [c for c in gpu_cases() if c is not BASELINE]
+        for i, case in enumerate(cases):
+            if _spent(budget, log, part, f"{tokens} tokens: {len(cases) - i} slot values"):
+                break
+            try:
+                model = _build(s, s.model, case.position, tokens)
+            except ValueError as err:  # e.g. PEG after a block a shallow test model lacks
+                _skip(log, budget, part, f"{tokens} tokens: {case.label}", str(err))
+                continue
+            step = bf16_step(model, images, "train", False)
+            with recording() as taken:
+                step()  # compiles and tunes whatever the case's path needs, outside the timing
+            row = {**head, "case": case.label, "slots": case.slots, "took": taken.label}
+            row |= _paired(s, {BASELINE.label: base, case.label: step}, BASELINE.label, batch)
+            peak = peak_bytes(step, s.device)
+            row |= {"peak_bytes": peak, "peak_ratio": None if peak is None or not base_peak else peak / base_peak}
+            log.add(row)
+            budget.progress(f"{part}: {tokens} tokens, {case.label} ({taken.label}): {row['overhead']:+.1%}")
+            del model, step  # one case's model and optimiser state on the device at a time
+    return rates
+
+
+def _timm(name: str, s: QuickSettings) -> torch.nn.Module:
+    import timm
+
+    return timm.create_model(name).to(s.device)
+
+
+def _timm_missing() -> str | None:
+    return None if importlib.util.find_spec("timm") is not None else "timm does not import here"
+
+
+def eager_path(model: torch.nn.Module, images: torch.Tensor) -> str:
+    """The attention path of an eager bf16 training step of ``model`` on ``images`` (gradients dropped)."""
+    with recording() as taken, torch.autocast(images.device.type, dtype=torch.bfloat16):
+        model(images).float().sum().backward()
+    model.zero_grad(set_to_none=True)
+    return taken.label
+
+
+def compiled_rows(s: QuickSettings, budget: Budget, log: RowLog) -> None:
+    """Part (iii): DeiT-S with iRPE ctx k against timm's DeiT-S (without timm: against no PE),
+    both compiled (eager if ``s.compiled`` is off), bf16 training steps at the first token count."""
+    part, tokens = "compiled", s.tokens[0]
+    timm_deit = s.model == MODEL and _timm_missing() is None
+    against = f"timm {MODEL}" if timm_deit else f"vitpos {s.model} {BASELINE.label}"
+    if _spent(budget, log, part, f"{COMPILED_CASE.label} against {against}"):
+        return
+    images = _images(s, s.model, tokens, s.batch)
+    theirs = _timm(MODEL, s) if timm_deit else _build(s, s.model, BASELINE.position, tokens)
+    ours = _build(s, s.model, COMPILED_CASE.position, tokens)
+    took = eager_path(ours, images[:2])  # outside the compiled graphs, which must not trace the recorder
+    steps = {
+        against: bf16_step(theirs, images, "train", s.compiled),
+        COMPILED_CASE.label: bf16_step(ours, images, "train", s.compiled),
+    }
+    first_call = []
+    for label, step in steps.items():
+        if _spent(budget, log, part, f"{COMPILED_CASE.label} against {against} (compiling {label})"):
+            return
+        start = budget.elapsed()
+        step()
+        first_call.append(f"{label} {budget.elapsed() - start:.1f} s")
+    row = {"part": part, "case": COMPILED_CASE.label, "against": against, "compiled": s.compiled, "tokens": tokens}
+    row |= {"batch": s.batch, "took": took, "first_calls": ", ".join(first_call)}
+    row |= _paired(s, steps, against, s.batch)
+    log.add(row)
+    budget.progress(f"{part}: {COMPILED_CASE.label} ({row['took']}) against {against}: {row['overhead']:+.1%}")
+
+
+def swin_rows(s: QuickSettings, budget: Budget, log: RowLog) -> None:
+    """Part (iv): vitpos's swin_tiny (its default relative bias) against timm's Swin-T, eager bf16
+    training steps at 224 px."""
+    part, (ours, theirs) = "swin", SWIN
+    missing = _timm_missing()
+    if missing is not None:
+        return _skip(log, budget, part, f"{ours} against timm {theirs}", missing)
+    if _spent(budget, log, part, f"{ours} against timm {theirs}"):
+        return None
+    images = torch.randn(s.batch, 3, 224, 224, device=s.device)
+    steps = {
+        f"timm {theirs}": bf16_step(_timm(theirs, s), images, "train", False),
+        f"vitpos {ours}": bf16_step(vitpos.create_model(ours).to(s.device), images, "train", False),
+    }
+    with recording() as taken:
+        steps[f"vitpos {ours}"]()
+    row = {"part": part, "case": f"vitpos {ours}", "against": f"timm {theirs}", "batch": s.batch, "took": taken.label}
+    row |= _paired(s, steps, f"timm {theirs}", s.batch)
+    log.add(row)
+    budget.progress(f"{part}: vitpos {ours} ({taken.label}) against timm {theirs}: {row['overhead']:+.1%}")
+    return None
+
+
+def augment_rows(s: QuickSettings, budget: Budget, log: RowLog, train_rates: dict[int, float]) -> None:
+    """Part (v): the DeiT recipe's device-side augmentation (RandAugment, normalisation, erasing,
+    mixup / cutmix) in images/s, beside the no-PE training step's rate at the first token count."""
+    from vitpos.data.dataset import DataInfo
+    from vitpos.engine.config import TrainConfig
+    from vitpos.engine.pipeline import build_augment
+    from vitpos.engine.recipes import get_recipe
+
+    part, tokens = "augment", s.tokens[0]
+    if _spent(budget, log, part, "the DeiT recipe's augmentation"):
+        return
+    recipe = TrainConfig.from_dict(dict(get_recipe("deit").train))
+    info = DataInfo("bench", "classification", classes=tuple(str(i) for i in range(1000)), photographic=True)
+    try:
+        augment = build_augment(recipe, info)
+    except ImportError as err:  # RandAugment is built from kornia's operations
+        return _skip(log, budget, part, "the DeiT recipe's augmentation", f"{err} (pip install kornia)")
+    augment = dataclasses.replace(augment, crop_scale=None, hflip=0.0)  # done per image, in the workers
+    side = image_side(s.model, tokens)
+    images = torch.randint(0, 256, (s.batch, 3, side, side), dtype=torch.uint8, device=s.device)
+    labels = torch.randint(0, 1000, (s.batch,), device=s.device)
+
+    def run() -> None:
+        augment(images, labels)
+        synchronize(s.device)
+
+    rate = interleaved_throughput({"augment": run}, s.batch, warmup=1, repeats=s.repeats, iters=s.iters)["augment"]
+    recipe_text = (
+        f"DeiT recipe: RandAugment {recipe.randaugment}, erasing {recipe.random_erasing}, "
+        f"mixup {recipe.mixup} / cutmix {recipe.cutmix}, normalisation"
+    )
+    row: dict[str, Any] = {"part": part, "case": recipe_text}
+    row |= {"side": side, "batch": s.batch, "images_per_s": rate.median, "low": rate.low, "high": rate.high}
+    row |= {
+        "train_step_images_per_s": train_rates.get(tokens),
+        "train_step": f"{s.model} {BASELINE.label}, {tokens} tokens",
+    }
+    log.add(row)
+    train = train_rates.get(tokens)
+    budget.progress(
+        f"{part}: {rate.median:.0f} img/s; training step: "
+        + ("not measured" if train is None else f"{train:.0f} img/s")
+    )
+    return None

@@ -1,0 +1,154 @@
+"""``python -m bench.quick_report ROWS.json [--out BENCHMARKS.md]``: the quick GPU check's rows as a
+markdown section, from a finished run or from one cut short (what it measured, and what it did not)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .gpu_report import replace_section
+
+HEADING = "## GPU quick check"
+NOT_RUN = (
+    f"{HEADING}\n\nNot run on a GPU yet: `python -m bench.gpu --quick --out BENCHMARKS.md` on a machine with "
+    "CUDA writes this section (device, torch, triton and timm versions, command; correctness of every bucketed "
+    "relative encoding on every attention path against the float64 literal reference, first and second call, "
+    "float32 and bf16 autocast; bf16 training-step overhead of every slot value on DeiT-S at 196 and 784 tokens "
+    "with the path each took; compiled DeiT-S with iRPE ctx k against compiled timm DeiT-S; `swin_tiny` against "
+    "timm's Swin-T; the DeiT recipe's device-side augmentation in images/s). `python -m bench.quick_report "
+    "ROWS.json --out BENCHMARKS.md` writes it from the JSON rows of a run, also of one cut short.\n"
+)
+
+
+def _percent(row: dict[str, Any]) -> str:
+    return f"{row['overhead']:+.1%} ({row['overhead_low']:+.1%} to {row['overhead_high']:+.1%})"
+
+
+def correctness_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Per (path asked, precision): calls checked, failures, largest output and gradient errors."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["path"], r["precision"]), []).append(r)
+    lines = [
+        "| path asked | precision | calls | failed | largest output error | largest gradient error | took |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for (path, precision), group in groups.items():
+        measured = [r for r in group if "output_error" in r]
+        failed = sum(not r["pass"] for r in group)
+        out = max((r["output_error"] for r in measured), default=None)
+        grad = max((r["gradient_error"] for r in measured), default=None)
+        took = ", ".join(sorted({r["took"] for r in measured}))
+        cells = [f"{e:.1e}" if e is not None else "" for e in (out, grad)]
+        lines.append(f"| {path} | {precision} | {len(group)} | {failed} | {cells[0]} | {cells[1]} | {took} |")
+    failures = [
+        f"- FAIL {r['case']} · {r['path']} · {r['precision']} · call {r['call']}: "
+        + (
+            r.get("error")
+            or f"output {r['output_error']:.1e}, gradient {r['gradient_error']:.1e} ({r['worst_gradient']})"
+        )
+        for r in rows
+        if not r["pass"]
+    ]
+    return [*lines, "", *failures, *([""] if failures else [])]
+
+
+def overhead_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Per token count and slot value: the path taken, images/s, overhead over no PE, peak memory."""
+    lines = [
+        "| tokens | batch | case | took | img/s | overhead (min to max) | peak memory |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        over = _percent(r) if "overhead" in r else "baseline"
+        peak = "" if r.get("peak_bytes") is None else f"{r['peak_bytes'] / 2**30:.2f} GiB"
+        if r.get("peak_ratio") is not None:
+            peak += f" ×{r['peak_ratio']:.2f}"
+        lines.append(
+            f"| {r['tokens']} | {r['batch']} | {r['case']} | {r['took']} | {r['images_per_s']:.1f} | {over} | {peak} |"
+        )
+    return [*lines, ""]
+
+
+def against_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per model pair (compiled DeiT-S, Swin-T): time over the other's."""
+    lines = []
+    for r in rows:
+        how = "compiled" if r.get("compiled") else "eager"
+        first = f"; first calls (compiling): {r['first_calls']}" if "first_calls" in r else ""
+        lines.append(
+            f"- {r['case']} ({r['took']}, {how}, batch {r['batch']}) against {r['against']}: step time "
+            f"×{1 + r['overhead']:.3f} ({_percent(r)}); {r['images_per_s']:.1f} against "
+            f"{r['baseline_images_per_s']:.1f} img/s{first}"
+        )
+    return lines
+
+
+def render(data: dict[str, Any]) -> str:
+    """The whole section from the JSON of a run."""
+    rows = data["rows"]
+    versions = ", ".join(f"{k} {data.get(k) or 'not installed'}" for k in ("torch", "triton", "timm", "kornia"))
+    lines = [HEADING, "", f"- Device: {data['device']}; {versions}", f"- Command: `{data['command']}`"]
+    if not data.get("finished"):
+        lines.append("- The run was cut short: these are the rows it wrote before the cut.")
+    lines.append("")
+
+    def part(name: str) -> list[dict[str, Any]]:
+        return [r for r in rows if r["part"] == name and "skipped" not in r and not ("error" in r and "case" not in r)]
+
+    checks, overheads = part("correctness"), part("overhead")
+    if checks:
+        lines += ["### Correctness against the float64 literal reference", "", *correctness_table(checks)]
+    if overheads:
+        lines += ["### bf16 training step over no PE (eager)", "", *overhead_table(overheads)]
+    pairs = part("compiled") + part("swin")
+    if pairs:
+        lines += ["### Model against model", "", *against_lines(pairs), ""]
+    for r in part("augment"):
+        train = r.get("train_step_images_per_s")
+        beside = f"; the training step ({r['train_step']}): {train:.1f} img/s" if train else ""
+        lines += ["### Device-side augmentation", "", f"- {r['case']}: {r['images_per_s']:.1f} img/s{beside}", ""]
+    left_out = [
+        f"- {r['part']}: " + (f"skipped {r['skipped']}: {r['reason']}" if "skipped" in r else f"failed: {r['error']}")
+        for r in rows
+        if "skipped" in r or ("error" in r and "case" not in r)
+    ]
+    if left_out:
+        lines += ["### Left out", "", *left_out, ""]
+    return "\n".join(lines)
+
+
+def write_section(data: dict[str, Any], out: Path) -> None:
+    """Replace the quick check's section of ``out`` (append it where there is none)."""
+    text = out.read_text() if out.exists() else ""
+    out.write_text(replace_section(text, render(data), HEADING))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.quick_report", description=__doc__)
+    p.add_argument("rows", help="the JSON file of a `python -m bench.gpu --quick` run")
+    p.add_argument("--out", default="", help="replace the quick check's section of this markdown file")
+    args = p.parse_args(argv)
+    try:
+        data = json.loads(Path(args.rows).read_text())
+    except (OSError, ValueError) as err:
+        print(f"cannot read the rows of {args.rows}: {err}; pass the --json file of a quick run", file=sys.stderr)
+        return 2
+    if not isinstance(data, dict) or not {"rows", "device", "command"} <= data.keys():
+        print(
+            f"{args.rows} holds no quick run's rows (no 'rows', 'device' and 'command'); pass its --json file",
+            file=sys.stderr,
+        )
+        return 2
+    if args.out:
+        write_section(data, Path(args.out))
+    else:
+        print(render(data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
