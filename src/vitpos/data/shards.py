@@ -31,7 +31,7 @@ from .braces import expand_braces, iter_braces
 from .crops import EvalCrop
 from .dataset import DataInfo, DataSplits, ImageDataset, Size, as_size
 from .decode import open_image
-from .folders import EVAL_CROP, IMAGE_EXTENSIONS, IMAGENET_MEAN, IMAGENET_STD, ImageFiles
+from .folders import EVAL_CROP, IMAGE_EXTENSIONS, IMAGENET_MEAN, IMAGENET_STD
 
 __all__ = ["expand_braces", "ShardSample", "ShardImages", "load_shard_splits", "sample_key", "MAX_CLASSES"]
 
