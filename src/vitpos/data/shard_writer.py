@@ -47,9 +47,10 @@ def check_output_folder(out: Path, overwrite: bool) -> None:
         )
     foreign = [name for name in found if not _own(name)]
     if foreign:
+        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
         raise VitposError(
-            f"output {out} holds {len(found)} file(s), {foreign[0]!r} among them, that are not shards written by "
-            "vitpos shard; name a new or empty folder (nothing was written)"
+            f"output {out} holds {foreign[0]}{more}, which vitpos shard did not write; name a new or empty folder "
+            "(nothing was written)"
         )
     if found and not overwrite:
         raise VitposError(
