@@ -19,9 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 import vitpos
+import vitpos.data
+import vitpos.engine
 from vitpos.cli import main
 from vitpos.errors import VitposError
 
@@ -387,3 +390,60 @@ def test_hostile_data_is_refused_clearly_and_touches_nothing(
         outcome = "lost"
     record_property("outcome", outcome)  # read by tests/hostile_census.py
     assert outcome == "clear", message
+
+
+# ---- rows answered by a behaviour rather than an error -------------------------------------------
+
+
+def test_hostile_data_flat_folder_is_sharded_with_its_test_split(tmp_path, capsys, record_property):
+    imgs = tmp_path / "flat"
+    for c, name in enumerate("ab"):
+        (imgs / name).mkdir(parents=True)
+        for i in range(10):
+            (imgs / name / f"{i}.png").write_bytes(forge.png(16, 16, 100 * c + i))
+    status = main(["shard", f"folder:{imgs}", str(tmp_path / "out"), "--no-progress"])
+    out = capsys.readouterr().out
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    said = re.search(r"test: 2 images in 1 shard\(s\)", out) and ":test=" in out
+    ok = status == 0 and written == ["classes.txt", "test-000000.tar", "train-000000.tar", "val-000000.tar"]
+    record_property("outcome", "clear" if ok and said else "silent")
+    assert ok and said, out
+    spec = re.search(r"--data '(wds:[^']+)'", out)
+    assert spec is not None
+    data = vitpos.data.open_data(spec.group(1))
+    assert [len(data.split(s)) for s in ("train", "val", "test")] == [16, 2, 2]
+
+
+def test_hostile_data_resume_with_other_workers_keeps_the_saved_ones(tmp_path, caplog, record_property):
+    """A shard run stopped mid-epoch with two loading workers, resumed with one: the saved two are kept, so the
+    resumed run equals the uninterrupted one."""
+    folder = forge.shards(tmp_path / "wds", count=5, per_shard=4)
+    data = f"wds:{folder}/s-{{0..3}}.tar:val={folder}/s-4.tar"
+    model = dict(img_size=16, patch_size=4, embed_dim=32, depth=1, num_heads=2, head="gap")
+    options = dict(data=data, epochs=2, batch_size=4, warmup_epochs=0, progress=False, shuffle_buffer=6)
+    full_dir, cut_dir = tmp_path / "full", tmp_path / "cut"
+    full = vitpos.engine.train(
+        *vitpos.engine.RunRequest(
+            "thesis_vit", model, options | dict(workers=2, save_every=2, keep_checkpoints=100, run_dir=str(full_dir))
+        ).resolve()
+    )
+    (cut_dir / "checkpoints").mkdir(parents=True)
+    shutil.copytree(full_dir / "checkpoints" / "step-00000006", cut_dir / "checkpoints" / "step-00000006")
+    with caplog.at_level("INFO", logger="vitpos.train"):
+        resumed = vitpos.engine.train(
+            *vitpos.engine.RunRequest(
+                "thesis_vit", model, options | dict(workers=1, shuffle_buffer=3, save_every=2, run_dir=str(cut_dir))
+            ).resolve(),
+            resume=True,
+        )
+    said = any(
+        re.search(
+            r"resuming with the run's saved workers 2, shuffle-buffer 6 instead of workers 1, shuffle-buffer 3",
+            r.getMessage(),
+        )
+        for r in caplog.records
+    )
+    same = all(torch.equal(p, q) for p, q in zip(full.model.parameters(), resumed.model.parameters(), strict=True))
+    record_property("outcome", "clear" if said and same else "silent")
+    assert said and same
+    assert yaml.safe_load((cut_dir / "config.yaml").read_text())["train"]["workers"] == 2
