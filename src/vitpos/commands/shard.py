@@ -52,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
     )
     with bar, replacing_folder(out) as tmp:
         counts = {
-            name: len(write_shards(f, orders[name], tmp, name, args.per_shard, bar.update)) for name, f in files.items()
+            name: len(write_shards(f, orders[name], tmp, name, args.per_shard, lambda: bar.update(1)))
+            for name, f in files.items()
         }
         (tmp / "classes.txt").write_text("".join(f"{c}\n" for c in splits.info.classes))
     how = (

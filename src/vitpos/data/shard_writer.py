@@ -80,7 +80,7 @@ def replacing_folder(out: Path) -> Iterator[Path]:
 
 
 def write_shards(
-    files: ImageFiles, order: list[int], out: Path, prefix: str, per_shard: int, done: Callable[[], None]
+    files: ImageFiles, order: list[int], out: Path, prefix: str, per_shard: int, done: Callable[[], object]
 ) -> list[Path]:
     """Write the samples of ``files`` in ``order`` into ``out/prefix-000000.tar`` ...: image bytes as they are, and
     .cls; ``done()`` is called after each sample."""

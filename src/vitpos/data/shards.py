@@ -86,8 +86,8 @@ def _index_shard(path: Path) -> list[ShardSample]:
                     if not (text.isascii() and text.isdigit()):
                         raise VitposError(f"shard {path}: {member.name} holds {text!r}, not a class number")
                     labels[key] = int(text)
-            tar.fileobj.seek(end)  # type: ignore[union-attr]  # "r:" always has a file object
-            closing = tar.fileobj.read(2 * TAR_BLOCK)  # type: ignore[union-attr]
+            tar.fileobj.seek(end)  # a whole tar file has two zero blocks after its last member
+            closing = tar.fileobj.read(2 * TAR_BLOCK)
     except (tarfile.TarError, OSError, EOFError) as err:
         raise VitposError(f"shard {path} is not a readable tar file ({err}); rewrite it with `vitpos shard`") from None
     if closing != bytes(2 * TAR_BLOCK):
