@@ -14,6 +14,7 @@ import hashlib
 import re
 import shutil
 import signal
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ import vitpos
 import vitpos.data
 import vitpos.engine
 from vitpos.cli import main
+from vitpos.engine.optim import WarmupCosine, warn_long_warmup
 from vitpos.errors import VitposError
 
 from .data import hostile_files as forge
@@ -447,3 +449,11 @@ def test_hostile_data_resume_with_other_workers_keeps_the_saved_ones(tmp_path, c
     record_property("outcome", "clear" if said and same else "silent")
     assert said and same
     assert yaml.safe_load((cut_dir / "config.yaml").read_text())["train"]["workers"] == 2
+
+
+def test_a_warm_up_shorter_than_the_run_says_nothing():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_long_warmup(WarmupCosine(1e-3, 0.0, 9, 10), 10, 0.9, 1)
+    with pytest.warns(UserWarning, match=r"warmup_epochs 1 is at least .* reaching 0.001 at the last step \(100% of"):
+        warn_long_warmup(WarmupCosine(1e-3, 0.0, 10, 10), 10, 1.0, 1)

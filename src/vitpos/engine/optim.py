@@ -81,7 +81,7 @@ def warn_long_warmup(schedule: WarmupCosine, total_steps: int, warmup_epochs: fl
     last = schedule(total_steps - 1)
     warnings.warn(
         f"warmup_epochs {warmup_epochs:g} is at least the run's {epochs} epoch(s): the learning rate rises "
-        f"linearly for the whole run, reaching {last:.3g} at the last step ({100 * last / schedule.peak:.2g}% of "
+        f"linearly for the whole run, reaching {last:.3g} at the last step ({100 * last / schedule.peak:.3g}% of "
         f"its peak {schedule.peak:.3g}), and never decays; set warmup_epochs below epochs (a recipe's warm-up is "
         "meant for its full schedule)",
         stacklevel=2,
