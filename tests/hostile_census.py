@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 CASES = ["tests/test_bad_inputs.py", "tests/test_hostile_data.py"]
-TESTS = "python_api_bad_input or command_line_bad_input or hostile_data"
+TESTS = "python_api_bad_input or command_line_bad_input or hostile_data_"
 OUTCOMES = ("clear", "unclear", "traceback", "silent", "hang", "lost")
 KINDS = ("api", "cli", "data")
 
