@@ -1,4 +1,10 @@
-"""Count the hostile inputs tests/test_bad_inputs.py tries, by outcome: clear, unclear, traceback, silent.
+"""Count the hostile inputs tests/test_bad_inputs.py and tests/test_hostile_data.py try, by outcome.
+
+The outcomes: clear (the error, or warning, the case expects), unclear (an error that does not
+say what it should), traceback, silent (accepted without a word), hang (still running after the
+case's watchdog) and lost (a file the case was given was changed, removed or added to). The rows
+are the Python API cases, the command-line cases, and the hostile-data cases (shards, image
+folders, COCO, the weights cache).
 
 Run from the repository root: ``python tests/hostile_census.py`` (add pytest options, e.g. ``-n 2``).
 With another ``vitpos`` first on ``PYTHONPATH`` it counts how that version answers the same cases.
@@ -14,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-CASES = "tests/test_bad_inputs.py"
-TESTS = "python_api_bad_input or command_line_bad_input"
-OUTCOMES = ("clear", "unclear", "traceback", "silent")
+CASES = ["tests/test_bad_inputs.py", "tests/test_hostile_data.py"]
+TESTS = "python_api_bad_input or command_line_bad_input or hostile_data_"
+OUTCOMES = ("clear", "unclear", "traceback", "silent", "hang", "lost")
+KINDS = ("api", "cli", "data")
 
 
 def census(extra: list[str]) -> Counter:
@@ -25,7 +32,7 @@ def census(extra: list[str]) -> Counter:
         report = Path(tmp) / "cases.xml"
         pytest.main(
             [
-                CASES,
+                *CASES,
                 "-k",
                 TESTS,
                 "-p",
@@ -39,7 +46,8 @@ def census(extra: list[str]) -> Counter:
         )
         counts: Counter = Counter()
         for case in ET.parse(report).iter("testcase"):
-            kind = "api" if "python_api" in case.get("name", "") else "cli"
+            name = case.get("name", "")
+            kind = "data" if "hostile_data" in name else "api" if "python_api" in name else "cli"
             found = [p.get("value") for p in case.iter("property") if p.get("name") == "outcome"]
             counts[kind, found[0] if found else "not run"] += 1
     return counts
@@ -48,7 +56,7 @@ def census(extra: list[str]) -> Counter:
 def main() -> None:
     counts = census(sys.argv[1:])
     print(f"{'':6s} {'tried':>6s} " + " ".join(f"{o:>9s}" for o in OUTCOMES))
-    for kind in ("api", "cli", "all"):
+    for kind in (*KINDS, "all"):
         row = {o: sum(n for (k, o2), n in counts.items() if o2 == o and kind in (k, "all")) for o in OUTCOMES}
         tried = sum(n for (k, _), n in counts.items() if kind in (k, "all"))
         print(f"{kind:6s} {tried:6d} " + " ".join(f"{row[o]:9d}" for o in OUTCOMES))

@@ -1,22 +1,28 @@
-"""Hostile files: an exported program altered to run code on loading is refused and runs nothing."""
+"""Hostile files: an exported program altered to run code on loading is refused and runs nothing; a weights
+file damaged in the cache, or whose header states more tensor bytes than it should, is refused."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import pickle
 import re
 import shutil
+import struct
 import zipfile
 from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import save_file
 
 import vitpos
 from vitpos.deploy import export_model, load_deployed
-from vitpos.errors import VitposError
+from vitpos.errors import CheckpointError, VitposError
+from vitpos.weights import download
+from vitpos.weights.memory import safetensors_bytes
 
 
 @pytest.fixture(autouse=True)
@@ -201,3 +207,47 @@ def test_a_failed_write_leaves_neither_a_part_nor_a_temporary_file(tmp_path):
         tmp.write_bytes(b"half")
         raise OSError("disk full")
     assert target.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["model.safetensors"]
+
+
+# ---- the weights cache and the size a safetensors header states --------------------------------
+
+
+@pytest.mark.parametrize("value,expected", [("", False), ("0", False), ("false", False), ("1", True), ("TRUE", True)])
+def test_offline_takes_zero_one_true_false(monkeypatch, value, expected):
+    monkeypatch.setenv("VITPOS_OFFLINE", value)
+    assert download.offline() is expected
+
+
+@pytest.mark.parametrize("value", ["maybe", "yes", "2"])
+def test_offline_refuses_anything_else(monkeypatch, value):
+    monkeypatch.setenv("VITPOS_OFFLINE", value)
+    with pytest.raises(VitposError, match=rf"VITPOS_OFFLINE='{value}' is not allowed"):
+        download.offline()
+
+
+def test_a_cached_file_is_checked_on_every_load(tmp_path, monkeypatch):
+    data = b"published weights"
+    name = f"w-{hashlib.sha256(data).hexdigest()[:8]}.pth"
+    monkeypatch.setenv("VITPOS_CACHE", str(tmp_path))
+    monkeypatch.setenv("VITPOS_OFFLINE", "1")
+    (tmp_path / name).write_bytes(data)
+    assert download.download(f"https://example.org/{name}") == tmp_path / name
+    (tmp_path / name).write_bytes(b"published weightz")  # damaged in the cache after it was verified
+    with pytest.raises(
+        CheckpointError,
+        match=rf"cached file {re.escape(str(tmp_path / name))}: .*; delete {re.escape(str(tmp_path / name))} and",
+    ):
+        download.download(f"https://example.org/{name}")
+    assert (tmp_path / name).read_bytes() == b"published weightz"  # reported, never deleted behind the user's back
+    (tmp_path / name).write_bytes(data)
+    with pytest.raises(CheckpointError, match=r"SHA-256 \w+ is not the published 0000"):  # the name's prefix is right
+        download.download(f"https://example.org/{name}", sha256="00" * 32)
+
+
+def test_the_header_states_the_tensor_bytes(tmp_path):
+    file = tmp_path / "w.safetensors"
+    save_file({"a": torch.zeros(3, 5), "b": torch.zeros(7, dtype=torch.float16)}, str(file))
+    assert safetensors_bytes(file) == 3 * 5 * 4 + 7 * 2
+    (tmp_path / "bad.safetensors").write_bytes(struct.pack("<Q", 2**62) + b"{}")
+    with pytest.raises(CheckpointError, match=r"bad\.safetensors is truncated or corrupt \(its header claims"):
+        safetensors_bytes(tmp_path / "bad.safetensors")

@@ -35,7 +35,19 @@ def test_brace_patterns_expand_as_webdataset_does():
 def sharded(tmp_path_factory):
     root = tmp_path_factory.mktemp("photos")
     photo_folder(root / "folder", per_class=6, held=2)
-    assert main(["shard", f"folder:{root / 'folder'}", str(root / "shards"), "--per-shard=5"]) == 0
+    assert (
+        main(
+            [
+                "shard",
+                f"folder:{root / 'folder'}",
+                str(root / "shards"),
+                "--per-shard=5",
+                "--no-shuffle",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     spec = f"wds:{root}/shards/train-{{000000..000004}}.tar:val={root}/shards/val-{{000000..000001}}.tar"
     return open_data(f"folder:{root / 'folder'}"), open_data(spec)
 

@@ -202,3 +202,13 @@ def parse_size_list(text: str) -> list[int | tuple[int, int]]:
             raise argparse.ArgumentTypeError(f"image size {part!r} must be at least 1 pixel on each side")
         sizes.append(size if x else size[0])
     return sizes
+
+
+class Once(argparse.Action):
+    """An option that may be given once: a second value is an error rather than silently winning."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None):
+        before = getattr(namespace, self.dest, None)
+        if before is not None and before != self.default:
+            raise argparse.ArgumentError(self, f"given twice ({before}, then {values}); give it once")
+        setattr(namespace, self.dest, values)

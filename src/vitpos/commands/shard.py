@@ -1,34 +1,73 @@
 """``vitpos shard``: write an image folder as WebDataset tar shards that ``--data wds:PATTERN`` reads.
 
-``vitpos shard folder:PATH OUT`` writes ``OUT/train-000000.tar ...`` and ``OUT/val-000000.tar ...``
-(the images' bytes as they are, with a ``.cls`` label each) plus ``OUT/classes.txt``, and prints
-the data spec that trains on them.
+``vitpos shard folder:PATH OUT`` writes every split the folder has (``OUT/train-000000.tar ...``,
+``val-...``, and ``test-...`` when the test split is a split of its own) with the images' bytes
+as they are and a ``.cls`` label each, plus ``OUT/classes.txt``, and prints the data spec that
+trains on them. The samples of each split are shuffled before writing (seeded by ``--seed``;
+``--no-shuffle`` keeps the folder's order), so that a shard, and a shuffle buffer reading a few
+shards, holds many classes. ``OUT`` must be new or empty; ``--overwrite`` replaces shards
+written before, all at once: the new ones are written beside it and moved into place when
+complete.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
+import numpy as np
+from tqdm.auto import tqdm
+
 from ..data.folders import ImageFiles, load_folder_splits
-from ..data.shards import write_shards
+from ..data.shard_writer import check_output_folder, replacing_folder, write_shards
 from ..errors import ConfigError
+from ..spec import non_negative_int, positive_int
+from .options import option_type
+
+
+def _files(splits, name: str) -> ImageFiles:
+    split = splits.split(name)
+    assert isinstance(split, ImageFiles)  # load_folder_splits hands out files
+    return split
 
 
 def run(args: argparse.Namespace) -> int:
     kind, _, path = args.source.partition(":")
     if kind != "folder" or not path:
         raise ConfigError(f"vitpos shard reads an image folder, written folder:PATH; got {args.source!r}")
+    out = Path(args.out).expanduser()
+    check_output_folder(out, args.overwrite)
     splits = load_folder_splits(path)
-    out = Path(args.out)
+    names = ["train", "val"]
+    if _files(splits, "test").samples != _files(splits, "val").samples:  # a test split of its own
+        names.append("test")
+    files = {name: _files(splits, name) for name in names}
+    rng = np.random.default_rng(args.seed)
+    orders = {
+        name: list(range(len(f))) if not args.shuffle else rng.permutation(len(f)).tolist() for name, f in files.items()
+    }
+    bar = tqdm(
+        total=sum(len(f) for f in files.values()), unit="img", desc="shard", file=sys.stderr, disable=not args.progress
+    )
+    with bar, replacing_folder(out) as tmp:
+        counts = {
+            name: len(write_shards(f, orders[name], tmp, name, args.per_shard, lambda: bar.update(1)))
+            for name, f in files.items()
+        }
+        (tmp / "classes.txt").write_text("".join(f"{c}\n" for c in splits.info.classes))
+    how = (
+        f"shuffled with seed {args.seed} (--no-shuffle keeps the folder's order)"
+        if args.shuffle
+        else "in the folder's order"
+    )
+    print(f"wrote {out} ({len(splits.info.classes)} classes in classes.txt), each split's images {how}:")
     patterns = {}
-    for name in ("train", "val"):
-        split = splits.split(name)
-        assert isinstance(split, ImageFiles)  # load_folder_splits hands out files
-        written = write_shards(split, out, name, args.per_shard)
-        patterns[name] = str(out / f"{name}-{{000000..{len(written) - 1:06d}}}.tar")
-        print(f"{name}: {len(split)} images in {len(written)} shard(s)")
-    print(f"train on them with --data 'wds:{patterns['train']}:val={patterns['val']}'")
+    for name, f in files.items():
+        patterns[name] = str(out / f"{name}-{{000000..{counts[name] - 1:06d}}}.tar")
+        print(f"  {name}: {len(f)} images in {counts[name]} shard(s), {patterns[name]}")
+    spec = ":".join([f"wds:{patterns['train']}", *(f"{n}={patterns[n]}" for n in names[1:])])
+    print(f"train on them with --data '{spec}'")
     return 0
 
 
@@ -40,6 +79,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("source", metavar="folder:PATH", help="the image folder (as --data names it)")
-    p.add_argument("out", metavar="OUT", help="folder to write the shards into")
-    p.add_argument("--per-shard", type=int, default=1000, metavar="N", help="images per shard (default: 1000)")
+    p.add_argument("out", metavar="OUT", help="a new or empty folder to write the shards into")
+    p.add_argument(
+        "--per-shard",
+        type=option_type(positive_int),
+        default=1000,
+        metavar="N",
+        help="images per shard (default: 1000)",
+    )
+    p.add_argument("--seed", type=option_type(non_negative_int), default=0, help="seed of the shuffle (default: 0)")
+    p.add_argument("--no-shuffle", dest="shuffle", action="store_false", help="write each split in the folder's order")
+    p.add_argument("--overwrite", action="store_true", help="replace the shards OUT holds (all at once)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar on stderr")
     p.set_defaults(func=run)

@@ -29,7 +29,7 @@ from ..engine.setup import RunRequest
 from ..engine.train import Resume, train
 from ..tasks import task_kind
 from ..weights.run_folder import CONFIG_FILE
-from .options import add_dataclass_options, add_model_options, given_options
+from .options import Once, add_dataclass_options, add_model_options, given_options
 
 _NOT_HASHED = ("data", "run_dir", "progress", "device", "workers")
 """Training options that do not change what a run computes, or are in its folder's name already."""
@@ -139,6 +139,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", metavar="NAME", help="model preset to start from (see `vitpos models`)")
     p.add_argument(
         "--recipe",
+        action=Once,
         choices=tuple(RECIPES),
         help="a paper's training recipe as the base of every option: "
         + "; ".join(f"{r.name} ({r.source})" for r in RECIPES.values()),

@@ -19,7 +19,10 @@ does with imperfect annotations, each counted in the log (``vitpos.data``):
 * a box reaching outside its image: clipped to the image;
 * a box of zero width or height (after clipping): left out;
 * an annotation whose ``category_id`` is not among the file's categories, or whose image id is
-  not among its images: an error naming the file, the annotation and the id.
+  not among its images: an error naming the file, the annotation and the id;
+* two images or categories with one id, or a ``file_name`` leaving the image folder: an error
+  (:mod:`.coco_checks`); an image file whose size is not the entry's ``width`` and ``height``:
+  an error naming both when it is decoded.
 """
 
 from __future__ import annotations
@@ -48,13 +51,28 @@ LOG = logging.getLogger("vitpos.data")
 
 
 def coco_images(
-    files: list[Path], objects: list[ObjectTargets], sizes: list[Size], info: DataInfo, slots: int, train: bool
+    files: list[Path],
+    objects: list[ObjectTargets],
+    sizes: list[Size],
+    info: DataInfo,
+    slots: int,
+    train: bool,
+    annotations: Path | None = None,
 ) -> PaddedImages:
     """A split of image files decoded at their own size, transformed by DETR's recipe (:meth:`PaddedImages.at_size`
-    scales it) and padded per batch; its ``sizes`` (H, W) are the annotations' original sizes."""
+    scales it) and padded per batch; its ``sizes`` (H, W) are the annotations' original sizes, which each file
+    must have (the boxes are normalised by them)."""
 
     def load(i: int) -> DenseSample:
-        return DenseSample.from_normalised(decode_image(files[i]), objects[i].labels, objects[i].boxes)
+        pixels = decode_image(files[i])
+        if tuple(pixels.shape[1:]) != sizes[i]:
+            h, w = sizes[i]
+            raise VitposError(
+                f"{annotations or 'the annotations'}: image {files[i].name} is {pixels.shape[2]}x{pixels.shape[1]} "
+                f"pixels, but its entry gives width {w}, height {h}, by which its boxes are normalised; correct the "
+                "entry's width and height (or the file)"
+            )
+        return DenseSample.from_normalised(pixels, objects[i].labels, objects[i].boxes)
 
     return PaddedImages(load, sizes, info, (800, 800), recipe=DenseRecipe(), train=train, slots=slots)
 
@@ -173,6 +191,6 @@ def load_coco_splits(path: str | Path) -> DataSplits:
         position_sensitive=True,
     )
     slots = max([len(o.labels) for o in train_objects + val_objects] + [1])
-    train = coco_images(train_files, train_objects, train_sizes, info, slots, train=True)
-    val = coco_images(val_files, val_objects, val_sizes, info, slots, train=False)
+    train = coco_images(train_files, train_objects, train_sizes, info, slots, train=True, annotations=train_file)
+    val = coco_images(val_files, val_objects, val_sizes, info, slots, train=False, annotations=val_file)
     return DataSplits(train, val, val)

@@ -18,8 +18,9 @@ from typing import Any, Literal
 
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
+from .loader import worker_batches
 from .transforms import resize
 
 __all__ = ["DataInfo", "ImageDataset", "TensorImages", "DataSplits", "SPLITS", "as_size", "iterate_batches"]
@@ -163,5 +164,5 @@ def iterate_batches(
     """Yield ``dataset[b]`` for each index batch ``b``, decoded in ``workers`` processes if > 0."""
     if workers == 0:
         return (dataset[b] for b in batches)
-    # batch_size=None: the sampler yields whole index batches and the dataset builds each batch
-    return iter(DataLoader(dataset, sampler=batches, batch_size=None, num_workers=workers, pin_memory=pin_memory))
+    # the sampler yields whole index batches and the dataset builds each batch
+    return worker_batches(dataset, workers, batches, pin_memory)

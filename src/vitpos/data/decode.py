@@ -4,19 +4,38 @@ A JPEG can be decoded at 1/2, 1/4 or 1/8 of its size for a fraction of the work 
 truncated). :func:`crop_resize` asks for the smallest such scale at which the requested region
 still has at least the output's pixels, then resamples that region to the output size with
 Pillow's antialiased resize. Other formats are decoded in full.
+
+An image whose header claims more pixels than :func:`pixel_limit` (Pillow's ``MAX_IMAGE_PIXELS``,
+about 89 million, unless ``VITPOS_MAX_IMAGE_PIXELS`` raises it) is refused when it is opened,
+before any pixel is decoded: a few bytes can otherwise claim gigabytes (a decompression bomb).
 """
 
 from __future__ import annotations
 
 import io
 import math
+import os
+import re
+import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 
-__all__ = ["READ_ERRORS", "RESAMPLING", "Box", "open_image", "crop_resize", "to_tensor", "unreadable"]
+from ..errors import ConfigError, VitposError
+
+__all__ = [
+    "READ_ERRORS",
+    "RESAMPLING",
+    "Box",
+    "PIXEL_LIMIT_ENV",
+    "pixel_limit",
+    "open_image",
+    "crop_resize",
+    "to_tensor",
+    "unreadable",
+]
 
 READ_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError)
 """What Pillow raises for a file it cannot decode."""
@@ -27,19 +46,52 @@ RESAMPLING = {"bicubic": Image.Resampling.BICUBIC, "bilinear": Image.Resampling.
 Box = tuple[float, float, float, float]
 """A region (left, top, width, height) in pixels of the image at its full size."""
 
-
-def unreadable(name: str | Path, err: BaseException) -> ValueError:
-    """The error for an image that cannot be decoded, naming it and the fix."""
-    return ValueError(f"cannot read image {name} ({err}); remove or replace the file")
+PIXEL_LIMIT_ENV = "VITPOS_MAX_IMAGE_PIXELS"
+_PILLOW_LIMIT = Image.MAX_IMAGE_PIXELS or 89_478_485
 
 
-def open_image(source: Path | bytes, name: str | Path | None = None) -> Image.Image:
+def pixel_limit() -> int:
+    """The most pixels an image may have: ``VITPOS_MAX_IMAGE_PIXELS`` if set, else Pillow's ``MAX_IMAGE_PIXELS``."""
+    text = os.environ.get(PIXEL_LIMIT_ENV, "").strip()
+    if not text:
+        return _PILLOW_LIMIT
+    if not (text.isascii() and text.isdigit() and int(text) > 0):
+        raise ConfigError(f"{PIXEL_LIMIT_ENV}={text[:40]!r} is not allowed: give a whole number of pixels > 0")
+    return int(text)
+
+
+def _too_large(name: str | Path, limit: int, size: str, what: str) -> VitposError:
+    return VitposError(
+        f"{what} {name} is {size}, more than the limit of {limit} pixels (Pillow's MAX_IMAGE_PIXELS, a guard against "
+        f"decompression bombs); remove the file, or if it is a genuine image raise the limit with "
+        f"{PIXEL_LIMIT_ENV}=N"
+    )
+
+
+def unreadable(name: str | Path, err: BaseException, what: str = "image") -> VitposError:
+    """The error for an image (or mask) that cannot be decoded, naming it and the fix."""
+    return VitposError(f"cannot read {what} {name} ({err}); remove or replace the file")
+
+
+def open_image(source: Path | bytes, name: str | Path | None = None, what: str = "image") -> Image.Image:
     """The image in a file or in encoded bytes, opened lazily: its size is known, its pixels not yet decoded."""
     name = name if name is not None else source if isinstance(source, Path) else "<bytes>"
+    limit = pixel_limit()
     try:
-        return Image.open(io.BytesIO(source) if isinstance(source, bytes) else source)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # refused below, with the file's name
+            # Pillow refuses at twice its own limit: a raised limit must reach it too
+            Image.MAX_IMAGE_PIXELS = max(limit, _PILLOW_LIMIT)
+            img = Image.open(io.BytesIO(source) if isinstance(source, bytes) else source)
+    except Image.DecompressionBombError as err:
+        found = re.search(r"\((\d+) pixels\)", str(err))
+        raise _too_large(name, limit, f"{found.group(1) if found else 'over twice that many'} pixels", what) from None
     except READ_ERRORS as err:
-        raise unreadable(name, err) from None
+        raise unreadable(name, err, what) from None
+    if img.width * img.height > limit:
+        img.close()
+        raise _too_large(name, limit, f"{img.width}x{img.height} pixels", what)
+    return img
 
 
 def crop_resize(img: Image.Image, box: Box, size: tuple[int, int], mode: str, resample: str = "bicubic") -> Image.Image:

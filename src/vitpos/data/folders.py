@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from ..errors import VitposError
 from .crops import EvalCrop
 from .dataset import DataInfo, DataSplits, ImageDataset, Size, as_size
 from .decode import READ_ERRORS, open_image, unreadable
@@ -93,8 +94,10 @@ def fit_to_size(img: Image.Image, size: Size, resample: Image.Resampling = Image
 def decode_image(path: Path, size: Size) -> torch.Tensor:
     """RGB uint8 (3, H, W): resized on its shorter side, then centre-cropped to ``size``."""
     try:
-        with Image.open(path) as img:
+        with open_image(path) as img:
             pixels = np.asarray(fit_to_size(img.convert("RGB"), size), dtype=np.uint8)
+    except VitposError:  # already names the file
+        raise
     except READ_ERRORS as err:
         raise unreadable(path, err) from None
     return torch.from_numpy(pixels.copy()).permute(2, 0, 1)

@@ -27,7 +27,9 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
+from ..errors import VitposError
 from .dataset import DataInfo, DataSplits, ImageDataset, Size, TensorImages, as_size
+from .decode import open_image
 from .folders import IMAGE_EXTENSIONS, IMAGENET_MEAN, IMAGENET_STD, READ_ERRORS, decode_image, fit_to_size
 
 __all__ = ["MaskTensors", "MaskFiles", "load_mask_splits", "resize_masks", "SPLIT_FOLDERS", "IGNORE_INDEX"]
@@ -121,10 +123,12 @@ class MaskFiles(ImageDataset):
 def _open(path: Path, what: str, read: Callable[[Image.Image], T]) -> T:
     """``read(image)`` of the file ``path``; a file Pillow cannot decode is an error naming it."""
     try:
-        with Image.open(path) as img:
+        with open_image(path, path, what) as img:
             return read(img)
+    except VitposError:  # already names the file
+        raise
     except READ_ERRORS as err:
-        raise ValueError(f"cannot read {what} {path} ({err}); remove or replace the file") from None
+        raise VitposError(f"cannot read {what} {path} ({err}); remove or replace the file") from None
 
 
 def _split_folder(root: Path, kind: str, split: str) -> Path | None:

@@ -1,4 +1,4 @@
-"""WebDataset tar shards: ``wds:PATTERN[:val=PATTERN]``, read with the standard library, and written from a folder.
+"""WebDataset tar shards: ``wds:PATTERN[:val=PATTERN][:test=PATTERN]``, read with the standard library.
 
 A shard is a plain tar file; a sample is the members sharing a key (the member name up to the
 first dot of its base name): one image (``.jpg``, ``.png`` ...) and its class (``.cls``, the
@@ -6,15 +6,18 @@ label as decimal text). ``PATTERN`` expands braces as WebDataset does
 (``shard-{000000..000999}.tar``, ``{a,b}``). Opening the data reads every shard's headers and
 labels once (no image is decoded; nothing is unpickled or extracted to disk), which gives the
 exact number of samples, so a run's epochs have exact lengths. Class names come from a
-``classes.txt`` beside the shards if there is one (``vitpos shard`` writes it).
+``classes.txt`` beside the shards if there is one (``vitpos shard`` writes it); without one,
+labels may not exceed :data:`MAX_CLASSES`. A pattern may name at most
+:data:`~.braces.MAX_SHARDS` shards, and each must end as a tar file does (two zero blocks),
+so a shard cut short is an error naming it rather than a silently smaller epoch.
 
-Without ``val=``, the last shard of the pattern is held out as the validation and test split.
+Without ``val=``, the last shard of the pattern is held out as the validation split; without
+``test=``, the validation split is also the test split.
 Training streams the shards (:mod:`.shard_stream`); evaluation reads samples by their offsets.
 """
 
 from __future__ import annotations
 
-import io
 import re
 import tarfile
 from dataclasses import dataclass
@@ -23,34 +26,18 @@ from pathlib import Path
 import torch
 from PIL import Image
 
+from ..errors import VitposError
+from .braces import expand_braces, iter_braces
 from .crops import EvalCrop
 from .dataset import DataInfo, DataSplits, ImageDataset, Size, as_size
 from .decode import open_image
-from .folders import EVAL_CROP, IMAGE_EXTENSIONS, IMAGENET_MEAN, IMAGENET_STD, ImageFiles
+from .folders import EVAL_CROP, IMAGE_EXTENSIONS, IMAGENET_MEAN, IMAGENET_STD
 
-__all__ = ["expand_braces", "ShardSample", "ShardImages", "load_shard_splits", "write_shards", "sample_key"]
+__all__ = ["expand_braces", "ShardSample", "ShardImages", "load_shard_splits", "sample_key", "MAX_CLASSES"]
 
-_RANGE = re.compile(r"\{(\d+)\.\.(\d+)\}")
-
-
-def expand_braces(pattern: str) -> list[str]:
-    """Every name ``pattern`` stands for: ``{000..002}`` is a zero-padded range, ``{a,b}`` a list."""
-    start = pattern.find("{")
-    if start < 0:
-        return [pattern]
-    end = pattern.find("}", start)
-    if end < 0:
-        raise ValueError(f"shard pattern {pattern!r} opens a brace it never closes")
-    body, head, tail = pattern[start + 1 : end], pattern[:start], pattern[end + 1 :]
-    found = _RANGE.fullmatch("{" + body + "}")
-    if found:
-        lo, hi = found.groups()
-        if int(hi) < int(lo):
-            raise ValueError(f"shard pattern {pattern!r}: the range {{{lo}..{hi}}} runs backwards")
-        options = [f"{i:0{len(lo)}d}" for i in range(int(lo), int(hi) + 1)]
-    else:
-        options = body.split(",")
-    return [head + option + rest for option in options for rest in expand_braces(tail)]
+MAX_CLASSES = 100_000
+"""The largest class count shards may imply without a ``classes.txt`` (ImageNet-21k has 21,841)."""
+TAR_BLOCK = 512
 
 
 def sample_key(name: str) -> tuple[str, str]:
@@ -82,9 +69,11 @@ def _index_shard(path: Path) -> list[ShardSample]:
     """The samples of one shard, in their order in the file."""
     images: dict[str, tarfile.TarInfo] = {}
     labels: dict[str, int] = {}
+    end = 0
     try:
         with tarfile.open(path, "r:") as tar:
             for member in tar:
+                end = member.offset_data + -(-member.size // TAR_BLOCK) * TAR_BLOCK
                 if not member.isfile():
                     continue
                 key, ext = sample_key(member.name)
@@ -94,14 +83,21 @@ def _index_shard(path: Path) -> list[ShardSample]:
                     raw = tar.extractfile(member)
                     assert raw is not None  # a regular file always has contents
                     text = raw.read(64).decode("ascii", "replace").strip()
-                    if not text.isdigit():
-                        raise ValueError(f"shard {path}: {member.name} holds {text!r}, not a class number")
+                    if not (text.isascii() and text.isdigit()):
+                        raise VitposError(f"shard {path}: {member.name} holds {text!r}, not a class number")
                     labels[key] = int(text)
+            tar.fileobj.seek(end)  # a whole tar file has two zero blocks after its last member
+            closing = tar.fileobj.read(2 * TAR_BLOCK)
     except (tarfile.TarError, OSError, EOFError) as err:
-        raise ValueError(f"shard {path} is not a readable tar file ({err}); rewrite it with `vitpos shard`") from None
+        raise VitposError(f"shard {path} is not a readable tar file ({err}); rewrite it with `vitpos shard`") from None
+    if closing != bytes(2 * TAR_BLOCK):
+        raise VitposError(
+            f"shard {path} is truncated: it stops after byte {end} without the two zero blocks that end a tar file, "
+            "so samples after that point are lost; copy or write the shard again"
+        )
     unlabelled = sorted(set(images) - set(labels))
     if unlabelled:
-        raise ValueError(f"shard {path}: image {unlabelled[0]} has no .cls member (and {len(unlabelled) - 1} more)")
+        raise VitposError(f"shard {path}: image {unlabelled[0]} has no .cls member (and {len(unlabelled) - 1} more)")
     return [ShardSample(path, m.offset_data, m.size, labels[k], m.name) for k, m in images.items()]
 
 
@@ -113,8 +109,26 @@ def _index(pattern: str) -> list[list[ShardSample]]:
     shards = [_index_shard(p) for p in paths]
     empty = [str(p) for p, s in zip(paths, shards, strict=True) if not s]
     if empty:
-        raise ValueError(f"shard {empty[0]} holds no image with a .cls label; remove it from the pattern")
+        raise VitposError(f"shard {empty[0]} holds no image with a .cls label; remove it from the pattern")
     return shards
+
+
+def _class_names(pattern: str, shards: list[list[ShardSample]]) -> tuple[str, ...]:
+    """The classes: the lines of ``classes.txt`` beside the shards, else ``0 .. max label`` (bounded)."""
+    names_file = Path(next(iter_braces(pattern))).expanduser().parent / "classes.txt"
+    names = tuple(names_file.read_text().split("\n")[:-1]) if names_file.is_file() else ()
+    top = max((s for shard in shards for s in shard), key=lambda s: s.label)
+    if names and top.label >= len(names):
+        raise VitposError(
+            f"shard {top.shard}: {top.name} has label {top.label}, but {names_file} names only {len(names)} classes; "
+            "fix the label or add the missing class names"
+        )
+    if not names and top.label >= MAX_CLASSES:
+        raise VitposError(
+            f"shard {top.shard}: {top.name} has label {top.label}, more than the {MAX_CLASSES} classes vitpos assumes "
+            f"without a class list; fix the label, or write {names_file} with one class name a line"
+        )
+    return names or tuple(str(i) for i in range(top.label + 1))
 
 
 class ShardImages(ImageDataset):
@@ -157,43 +171,24 @@ class ShardImages(ImageDataset):
         return out
 
 
+_SPEC = re.compile(r"(?P<train>.*?)(?::val=(?P<val>.*?))?(?::test=(?P<test>.*))?")
+
+
 def load_shard_splits(spec: str) -> DataSplits:
-    """``wds:TRAIN[:val=VAL]`` (see the module docstring)."""
-    rest = spec.removeprefix("wds:")
-    train_pattern, _, val_pattern = rest.partition(":val=")
+    """``wds:TRAIN[:val=VAL][:test=TEST]`` (see the module docstring)."""
+    found = _SPEC.fullmatch(spec.removeprefix("wds:"))
+    assert found is not None  # every part is optional
+    train_pattern, val_pattern, test_pattern = found.group("train", "val", "test")
     if not train_pattern:
-        raise ValueError(f"data spec {spec!r} needs a shard pattern: wds:PATTERN[:val=PATTERN]")
+        raise VitposError(f"data spec {spec!r} needs a shard pattern: wds:PATTERN[:val=PATTERN][:test=PATTERN]")
     train = _index(train_pattern)
     if val_pattern:
         held = _index(val_pattern)
     elif len(train) > 1:
         train, held = train[:-1], train[-1:]
     else:
-        raise ValueError(f"{spec}: one shard cannot be split into train and val; add :val=PATTERN or more shards")
-    labels = {s.label for shard in train + held for s in shard}
-    names_file = Path(expand_braces(train_pattern)[0]).expanduser().parent / "classes.txt"
-    names = tuple(names_file.read_text().split("\n")[:-1]) if names_file.is_file() else ()
-    classes = names or tuple(str(i) for i in range(max(labels) + 1))
-    if max(labels) >= len(classes):
-        raise ValueError(f"{spec}: label {max(labels)} but {names_file} names only {len(classes)} classes")
+        raise VitposError(f"{spec}: one shard cannot be split into train and val; add :val=PATTERN or more shards")
+    tested = _index(test_pattern) if test_pattern else held
+    classes = _class_names(train_pattern, train + held + tested)
     info = DataInfo(spec, "classification", classes=classes, mean=IMAGENET_MEAN, std=IMAGENET_STD, photographic=True)
-    val = ShardImages(held, info)
-    return DataSplits(ShardImages(train, info), val, val)
-
-
-def write_shards(files: ImageFiles, out: Path, prefix: str, per_shard: int) -> list[Path]:
-    """Write the samples of ``files`` in order into ``out/prefix-000000.tar`` ...: image bytes as they are, and .cls."""
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for first in range(0, len(files.samples), per_shard):
-        path = out / f"{prefix}-{first // per_shard:06d}.tar"
-        with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
-            for i, (image, label) in enumerate(files.samples[first : first + per_shard], start=first):
-                key = f"{i:09d}"
-                for name, data in ((f"{key}{image.suffix.lower()}", image.read_bytes()), (f"{key}.cls", b"%d" % label)):
-                    member = tarfile.TarInfo(name)
-                    member.size, member.mode = len(data), 0o444
-                    tar.addfile(member, io.BytesIO(data))
-        written.append(path)
-    (out / "classes.txt").write_text("".join(f"{name}\n" for name in files.info.classes))
-    return written
+    return DataSplits(ShardImages(train, info), ShardImages(held, info), ShardImages(tested, info))

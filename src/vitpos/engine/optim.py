@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-__all__ = ["decays", "param_groups", "build_optimizer", "WarmupCosine", "ModelEma"]
+__all__ = ["decays", "param_groups", "build_optimizer", "WarmupCosine", "ModelEma", "warn_long_warmup"]
 
 
 def decays(model: nn.Module) -> dict[str, bool]:
@@ -71,6 +72,20 @@ class WarmupCosine:
         for group in optimizer.param_groups:
             group["lr"] = lr
         return lr
+
+
+def warn_long_warmup(schedule: WarmupCosine, total_steps: int, warmup_epochs: float, epochs: int) -> None:
+    """Warn when the warm-up lasts the whole run: the learning rate never reaches its peak nor decays."""
+    if total_steps <= 0 or schedule.warmup < total_steps:
+        return
+    last = schedule(total_steps - 1)
+    warnings.warn(
+        f"warmup_epochs {warmup_epochs:g} is at least the run's {epochs} epoch(s): the learning rate rises "
+        f"linearly for the whole run, reaching {last:.3g} at the last step ({100 * last / schedule.peak:.3g}% of "
+        f"its peak {schedule.peak:.3g}), and never decays; set warmup_epochs below epochs (a recipe's warm-up is "
+        "meant for its full schedule)",
+        stacklevel=2,
+    )
 
 
 class ModelEma(nn.Module):

@@ -17,11 +17,11 @@ import dataclasses
 from collections.abc import Iterator
 
 import torch
-from torch.utils.data import DataLoader
 
 from ..data.crops import TrainCrop
 from ..data.dataset import DataInfo, DataSplits, ImageDataset, Size, iterate_batches
 from ..data.folders import ImageFiles
+from ..data.loader import worker_batches
 from ..data.padded import fit_split
 from ..data.shard_stream import ShardStream
 from ..data.shards import ShardImages
@@ -126,7 +126,7 @@ class TrainData:
                 buffer=cfg.shuffle_buffer,
                 repeats=cfg.repeated_aug,
             )
-            return iter(DataLoader(stream, batch_size=None, num_workers=cfg.workers, pin_memory=pin))
+            return worker_batches(stream, cfg.workers, pin_memory=pin)
         keys = rank_batches(len(self.split), cfg.batch_size, cfg.seed, epoch, self.ctx, cfg.repeated_aug)
         views = AugmentedViews(self.split, self.crop, cfg.seed, epoch)
         return iterate_batches(views, keys[start:], cfg.workers, pin_memory=pin)

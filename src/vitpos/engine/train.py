@@ -30,6 +30,7 @@ from ..config import HostConfig
 from ..data.catalog import open_data
 from ..data.dataset import DataSplits
 from ..data.padded import model_inputs
+from ..data.shards import ShardImages
 from ..errors import VitposError
 from ..models.factory import create_model
 from ..models.saved_encoding import load_position_encoding
@@ -43,10 +44,11 @@ from .distributed import Dist, setup, teardown
 from .divergence import DivergenceGuard
 from .evaluate import evaluate, input_dtype
 from .interrupt import InterruptRequest, TrainingInterrupted
-from .optim import ModelEma, WarmupCosine, build_optimizer
+from .optim import ModelEma, WarmupCosine, build_optimizer, warn_long_warmup
 from .pipeline import TrainData, build_augment, eval_split
 from .precision import Precision
 from .records import write_history, write_run_config, write_summary
+from .resume_data import keep_stream_settings
 from .run_lock import locked_run_folder
 from .setup import check_model_fits_data, check_train_arguments
 
@@ -114,6 +116,8 @@ class _Trainer:
         steps = self.steps_per_epoch = self.train_data.steps_per_epoch
         cosine_end = (cfg.epochs - cfg.cooldown_epochs) * steps
         self.schedule = WarmupCosine(cfg.peak_lr, cfg.min_lr, round(cfg.warmup_epochs * steps), cosine_end)
+        if ctx.is_main:
+            warn_long_warmup(self.schedule, cfg.epochs * steps, cfg.warmup_epochs, cfg.epochs)
         if data.image_size is None and self.info.task == "segmentation":  # masks: files of any size
             self._log(f"{self.info.spec}: images and masks are resized to {size[0]}x{size[1]}, the model's img_size")
 
@@ -194,6 +198,12 @@ class _Trainer:
                 f"more than epochs={self.cfg.epochs}; "
                 f"a run cannot be shortened: resume with epochs >= {state['epoch']}, or evaluate it with `vitpos eval`"
             )
+        self.cfg, kept = keep_stream_settings(
+            self.cfg, ckpt.train_config, isinstance(self.train_data.split, ShardImages)
+        )
+        if kept:
+            self.train_data.cfg = self.cfg
+            self._log(kept)
         self._warn_changes(ckpt.train_config, ckpt.path)
         if state["batch"] and ckpt.train_config.get("batch_size") != self.cfg.batch_size:
             raise CheckpointError(

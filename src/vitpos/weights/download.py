@@ -5,8 +5,10 @@ a file is kept under the name its URL ends with. A download is written to a temp
 beside the final one, checked, and renamed into place only when whole and verified, so a
 failed, interrupted or tampered transfer leaves no file behind. Verified: the byte count the
 server announced, the SHA-256 prefix the file name carries (``name-<hex>.pth``, torch.hub's
-convention) and the full SHA-256 where the publisher states one. ``VITPOS_OFFLINE=1`` uses the
-cache only.
+convention) and the full SHA-256 where the publisher states one. A cached file is verified the
+same way every time it is used, so a file placed in the cache by hand, or damaged there, is an
+error saying to delete it, never loaded. ``VITPOS_OFFLINE=1`` (or ``true``) uses the cache only;
+``0``, ``false`` or unset downloads what is missing.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from http.client import HTTPException
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, ConfigError
 
 __all__ = ["cache_dir", "download", "expected_prefix", "offline"]
 
@@ -34,14 +36,29 @@ TIMEOUT_S = 60.0
 def cache_dir() -> Path:
     """Where downloaded weights are kept."""
     if os.environ.get("VITPOS_CACHE"):
-        return Path(os.environ["VITPOS_CACHE"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "vitpos"
+        folder = Path(os.environ["VITPOS_CACHE"]).expanduser()
+        named = "VITPOS_CACHE"
+    else:
+        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vitpos"
+        named = "the weights cache"
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{named} {folder} is a file, not a folder; point VITPOS_CACHE at a folder")
+    return folder
+
+
+_SWITCH = {"": False, "0": False, "false": False, "1": True, "true": True}
 
 
 def offline() -> bool:
-    """True when ``VITPOS_OFFLINE`` is set to a true value: nothing is downloaded."""
-    return os.environ.get("VITPOS_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    """True when ``VITPOS_OFFLINE`` is 1 or true: nothing is downloaded; 0, false or unset: missing files are."""
+    text = os.environ.get("VITPOS_OFFLINE", "")
+    value = _SWITCH.get(text.strip().lower())
+    if value is None:
+        raise ConfigError(
+            f"VITPOS_OFFLINE={text[:40]!r} is not allowed: set it to 1 or true to use the weights cache only, or to "
+            "0 or false (or unset it) to download missing files"
+        )
+    return value
 
 
 def expected_prefix(filename: str) -> str | None:
@@ -58,6 +75,13 @@ def download(url: str, sha256: str | None = None) -> Path:
     folder = cache_dir()
     final = folder / filename
     if final.is_file():
+        _verify(
+            f"the cached file {final}",
+            filename,
+            _sha256(final),
+            sha256,
+            f"delete {final} and load again to download it afresh",
+        )
         return final
     if offline():
         raise CheckpointError(
@@ -68,7 +92,7 @@ def download(url: str, sha256: str | None = None) -> Path:
     tmp = folder / f".{filename}.part-{os.getpid()}"
     try:
         digest = _fetch(url, tmp)
-        _verify(url, filename, digest, sha256)
+        _verify(url, filename, digest, sha256, "the download is damaged or not the published file. Nothing was cached")
         os.replace(tmp, final)
     finally:
         tmp.unlink(missing_ok=True)
@@ -96,15 +120,20 @@ def _fetch(url: str, dst: Path) -> str:
     return digest.hexdigest()
 
 
-def _verify(url: str, filename: str, digest: str, sha256: str | None) -> None:
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _verify(what: str, filename: str, digest: str, sha256: str | None, fix: str) -> None:
+    """Raise if ``digest`` is not what the file name's prefix or the published ``sha256`` promise."""
     prefix = expected_prefix(filename)
     if prefix is not None and not digest.startswith(prefix):
         raise CheckpointError(
-            f"{url}: the file's SHA-256 {digest} does not start with {prefix}, which its name promises; the download "
-            "is damaged or not the published file. Nothing was cached"
+            f"{what}: the file's SHA-256 {digest} does not start with {prefix}, which its name promises; {fix}"
         )
     if sha256 is not None and digest != sha256.lower():
-        raise CheckpointError(
-            f"{url}: the file's SHA-256 {digest} is not the published {sha256}; the download is damaged or not the "
-            "published file. Nothing was cached"
-        )
+        raise CheckpointError(f"{what}: the file's SHA-256 {digest} is not the published {sha256}; {fix}")

@@ -28,6 +28,7 @@ from ..config import HostConfig
 from ..errors import CheckpointError, VitposError
 from ..files import replacing
 from ..models.factory import config_from_dict
+from .memory import check_safetensors_fit
 
 __all__ = [
     "CHECKPOINTS",
@@ -83,6 +84,7 @@ def find_checkpoint(path: str | Path) -> Path:
 
 def read_safetensors(file: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """The tensors of a ``.safetensors`` file and its metadata; a named error if the file is damaged."""
+    check_safetensors_fit(file)
     try:
         with safe_open(str(file), framework="pt") as f:
             meta = f.metadata() or {}

@@ -1,0 +1,90 @@
+"""``vitpos shard``: every split written, shuffled by a seed, an output folder replaced all at once or not at all."""
+
+import re
+import tarfile
+
+import numpy as np
+import pytest
+
+from vitpos.cli import main
+from vitpos.data import open_data, shard_writer
+from vitpos.data.folders import load_folder_splits
+
+from . import hostile_files as forge
+
+
+@pytest.fixture
+def folder(tmp_path):
+    return forge.image_folder(tmp_path / "imgs", per_class=5)
+
+
+def _labels(out, split):
+    """The labels of a split's shards, in the order they were written."""
+    found = []
+    for path in sorted(out.glob(f"{split}-*.tar")):
+        with tarfile.open(path) as tar:
+            found += [int(tar.extractfile(m).read()) for m in tar if m.name.endswith(".cls")]
+    return found
+
+
+def test_each_split_is_shuffled_by_the_seed(folder, tmp_path, capsys):
+    assert main(["shard", f"folder:{folder}", str(tmp_path / "out"), "--per-shard=4", "--seed=3", "--no-progress"]) == 0
+    assert "each split's images shuffled with seed 3 (--no-shuffle keeps the folder's order)" in capsys.readouterr().out
+    splits = load_folder_splits(folder)
+    rng = np.random.default_rng(3)
+    for name in ("train", "val"):  # the same generator, split after split
+        labels = [label for _, label in splits.split(name).samples]
+        assert _labels(tmp_path / "out", name) == [labels[i] for i in rng.permutation(len(labels))]
+    assert _labels(tmp_path / "out", "train") != sorted(_labels(tmp_path / "out", "train"))
+    assert main(["shard", f"folder:{folder}", str(tmp_path / "kept"), "--no-shuffle", "--no-progress"]) == 0
+    assert "in the folder's order" in capsys.readouterr().out
+    assert _labels(tmp_path / "kept", "train") == [0] * 5 + [1] * 5
+
+
+def test_progress_bar_on_stderr_unless_turned_off(folder, tmp_path, capsys):
+    assert main(["shard", f"folder:{folder}", str(tmp_path / "a")]) == 0
+    assert re.search(r"shard: 100%.* 12/12 ", capsys.readouterr().err)
+    assert main(["shard", f"folder:{folder}", str(tmp_path / "b"), "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_overwrite_replaces_every_old_shard(folder, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["shard", f"folder:{folder}", str(out), "--per-shard=1", "--no-progress"]) == 0
+    assert len(list(out.glob("train-*.tar"))) == 10
+    assert main(["shard", f"folder:{folder}", str(out), "--per-shard=4", "--no-progress", "--overwrite"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "classes.txt",
+        "train-000000.tar",
+        "train-000001.tar",
+        "train-000002.tar",
+        "val-000000.tar",
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["imgs", "out"]  # no temporary folder left
+    spec = re.findall(r"--data '(wds:[^']+)'", capsys.readouterr().out)[-1]
+    assert len(open_data(spec).train) == 10
+
+
+def test_a_failed_write_leaves_the_old_shards(folder, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    assert main(["shard", f"folder:{folder}", str(out), "--no-progress"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("vitpos.commands.shard.write_shards", fail)
+    assert main(["shard", f"folder:{folder}", str(out), "--no-progress", "--overwrite", "--seed=1"]) == 2
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["imgs", "out"]
+
+
+def test_a_test_pattern_gives_the_test_split(tmp_path):
+    forge.shards(tmp_path, count=3, per_shard=2)
+    data = open_data(f"wds:{tmp_path}/s-0.tar:val={tmp_path}/s-1.tar:test={tmp_path}/s-2.tar")
+    assert [s.samples[0].shard.name for s in (data.train, data.val, data.test)] == ["s-0.tar", "s-1.tar", "s-2.tar"]
+
+
+def test_only_shards_count_as_its_own_files():
+    assert all(shard_writer.SHARD_NAME.fullmatch(n) for n in ("train-000000.tar", "test-123456.tar"))
+    assert not any(shard_writer.SHARD_NAME.fullmatch(n) for n in ("train-0.tar", "notes.tar", "val-000001.tar.bak"))
