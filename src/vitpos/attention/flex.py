@@ -74,6 +74,8 @@ def flex_attention(
     d = q.shape[-1]
     if head_width(d) != d:  # zero channels: the same logits, and output channels that are cut off
         q, k, v = (F.pad(x, (0, head_width(d) - d)) for x in (q, k, v))
-    run = _compiled() if q.is_cuda and not torch.compiler.is_compiling() else _flex_attention
-    out = run(q, k, v, score_mod=mod, scale=scale)
+    if q.is_cuda and not torch.compiler.is_compiling():
+        out = _compiled()(q, k, v, score_mod=mod, scale=scale)
+    else:
+        out = _flex_attention(q, k, v, score_mod=mod, scale=scale)
     return out[..., :d]
