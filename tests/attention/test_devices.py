@@ -35,7 +35,7 @@ def test_cpu_ids_meet_queries_on_another_device():
     moved = terms.on(META)
     assert moved.ids is not None and moved.ids.device == META and moved.ids.dtype == terms.ids.dtype
     assert terms.on(META).ids is moved.ids  # copied once per grid and device
-    assert moved.on(META).ids is moved.ids  # nothing to copy
+    assert moved.on(META) is moved  # nothing to copy
 
 
 def test_a_rotation_built_on_the_cpu_turns_queries_elsewhere():

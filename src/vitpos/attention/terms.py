@@ -47,8 +47,6 @@ _COPIES: WeakTensorKeyDictionary = WeakTensorKeyDictionary()
 
 def _moved(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """``t`` on ``device``, copied once per device while ``t`` lives (the per-grid caches keep it)."""
-    if t.device == device:
-        return t
     if t.requires_grad or tracing():
         return t.to(device)
     copies = _COPIES.setdefault(t, {})
@@ -165,7 +163,7 @@ class RelativeTerms:
         return replace(self, **changes)
 
     def on(self, device: torch.device) -> RelativeTerms:
-        """The terms on ``device`` (that of the queries): the bucket ids and the rotation, built per grid,
+        """The terms on ``device`` (the queries'): the bucket ids and the rotation, built per grid, are
         copied there once per grid and device; a table elsewhere raises an error naming it."""
         for f in fields(self):
             t = getattr(self, f.name)
@@ -175,9 +173,9 @@ class RelativeTerms:
                     f"move the encoding to the model's device (model.to({str(device)!r}))"
                 )
         changes: dict = {}
-        if self.ids is not None:
+        if self.ids is not None and self.ids.device != device:
             changes["ids"] = _moved(self.ids, device)
-        if self.rotation is not None:
+        if self.rotation is not None and self.rotation.cos_sin.device != device:
             changes["rotation"] = replace(self.rotation, cos_sin=_moved(self.rotation.cos_sin, device))
         return replace(self, **changes) if changes else self
 
