@@ -72,9 +72,9 @@ def _grad_mode(grad: torch.Tensor, batch_heads: tuple[int, int]) -> int:
 
 
 def _own(q: torch.Tensor) -> torch.Tensor:
-    """A one-element float32 buffer in the place of an absent tensor: the kernels never read it,
-    and the autotuner may zero it without touching anything of the caller's."""
-    return q.new_zeros(1, dtype=torch.float32)
+    """A one-element float32 buffer in the place of an absent tensor or an unwanted output: the
+    kernels never touch it, and the autotuner may zero it without touching anything of the caller's."""
+    return q.new_empty(1, dtype=torch.float32)
 
 
 class _Call:
