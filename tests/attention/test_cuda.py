@@ -1,4 +1,5 @@
-"""The CUDA paths (FlexAttention forward and backward, autocast training); skipped without CUDA."""
+"""The CUDA paths (FlexAttention forward and backward, the forced fused path on its first autotuned call,
+autocast training); skipped without CUDA."""
 
 from __future__ import annotations
 
@@ -42,3 +43,28 @@ def test_training_steps_under_cuda_autocast(relative, dtype):
     for name, p in model.named_parameters():
         if ".relative." in name:
             assert p.grad is not None and p.grad.dtype == torch.float32 and torch.isfinite(p.grad).all(), name
+
+
+@pytest.mark.parametrize("spec_text", ["irpe:product:bias:qk", "irpe:product:ctx:k", "irpe:cross:ctx:qkv"])
+def test_the_forced_fused_path_is_right_on_its_first_autotuned_call(spec_text):
+    """Ids built on the CPU (no device given), tables and queries on CUDA, a shape not tuned before."""
+    from vitpos.attention.triton import launch
+
+    from .triton.literal import assert_relative, literal_attention
+    from .triton.test_fused_terms import random_encoding
+
+    grid, heads, head_dim = (7, 9), 2, 32
+    n = 1 + grid[0] * grid[1]
+    relative = random_encoding(spec_text, heads, head_dim, grid, 1).cuda()
+    terms = relative.relative_terms(grid, 1)
+    assert terms.ids is not None and terms.ids.device.type == "cpu"
+    launch._tuned.cache_clear()  # a new tuning: the autotuner zeroes its buffers and reruns every tile size
+    q, k, v = (torch.randn(3, heads, n, head_dim, device="cuda", requires_grad=True) for _ in range(3))
+    leaves = [q, k, v, *relative.parameters()]
+    out = attention(q, k, v, terms, scale=head_dim**-0.5, path="triton")
+    expected = literal_attention(q, k, v, terms.on(q.device), head_dim**-0.5)
+    assert_relative(out, expected, 1e-5, "out")
+    weight = torch.randn(out.shape, dtype=torch.float64, device="cuda")
+    grads = torch.autograd.grad((out.double() * weight).sum(), leaves, retain_graph=True)
+    for got, want in zip(grads, torch.autograd.grad((expected * weight).sum(), leaves), strict=True):
+        assert_relative(got, want, 1e-5, "gradient")

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from vitpos.attention import PATHS, RelativeTerms, attention, policy
+from vitpos.attention import PATHS, SUPPORTED_DTYPES, RelativeTerms, attention, policy
 from vitpos.attention.policy import CHUNK_FROM_TOKENS, Request, choose_path, unsupported
 from vitpos.attention.triton import op
 
@@ -53,24 +53,40 @@ def test_policy_per_device():
         assert unsupported(choose_path(r), r) is None  # the policy only picks a path that can
 
 
-def test_policy_on_cuda_with_and_without_triton(monkeypatch):
+@pytest.mark.parametrize("installed", [True, False])
+def test_policy_on_cuda_with_and_without_triton(monkeypatch, installed):
     bias_only, ctx, with_values = random_terms(False, False), random_terms(False), random_terms()
     dense = RelativeTerms(bias=torch.zeros(1, N, N))
     for module in (policy, op):
-        monkeypatch.setattr(module, "available", lambda: True)
-    for terms in (bias_only, ctx, with_values):  # bucketed terms: the fused kernels
-        assert choose_path(request("cuda", terms)) == choose_path(request("cuda", terms, grad=False)) == "triton"
-    assert choose_path(request("cuda", dense)) == "sdpa"  # no bucket ids
-    assert choose_path(request("cuda", with_values, dropout=True)) == "explicit"
-    assert choose_path(replace(request("cuda", ctx), dtype=torch.float64)) == "flex"
-    # without Triton: bias tables through SDPA, contextual terms through FlexAttention, values as on CPU
-    for module in (policy, op):
-        monkeypatch.setattr(module, "available", lambda: False)
-    assert choose_path(request("cuda", bias_only)) == "sdpa"
-    assert choose_path(request("cuda", ctx)) == "flex"
-    assert choose_path(request("cuda", ctx, grad=False)) == "flex"
+        monkeypatch.setattr(module, "available", lambda: installed)
+    # the earlier H100 rows: bias and contextual terms through SDPA, values as on CPU
+    assert choose_path(request("cuda", bias_only)) == choose_path(request("cuda", bias_only, grad=False)) == "sdpa"
+    assert choose_path(request("cuda", ctx)) == choose_path(request("cuda", ctx, grad=False)) == "sdpa"
+    assert choose_path(request("cuda", dense)) == "sdpa"
+    assert (
+        choose_path(request("cuda", with_values)) == choose_path(request("cuda", with_values, grad=False)) == "stored"
+    )
     assert choose_path(request("cuda", with_values, tokens=CHUNK_FROM_TOKENS)) == "chunked"
-    assert "Triton is not installed" in unsupported("triton", request("cuda", ctx))
+    assert choose_path(request("cuda", with_values, dropout=True)) == "explicit"
+    assert (unsupported("triton", request("cuda", ctx)) is None) == installed  # forceable where installed
+    if not installed:
+        assert "Triton is not installed" in unsupported("triton", request("cuda", ctx))
+
+
+def test_the_cuda_default_is_never_the_unmeasured_fused_path(monkeypatch):
+    for module in (policy, op):
+        monkeypatch.setattr(module, "available", lambda: True)
+    chosen = set()
+    for terms in (random_terms(False, False), random_terms(False), random_terms(), random_terms(True, False)):
+        for dtype in SUPPORTED_DTYPES:
+            for tokens in (1, 50, 197, CHUNK_FROM_TOKENS, 785, 3137):
+                for grad, dropout in ((True, False), (False, False), (True, True)):
+                    r = Request("cuda", dtype, tokens, terms, grad, dropout, False)
+                    chosen.add(choose_path(r))
+                    assert choose_path(r) != "triton", r
+                    if not dropout and dtype != torch.float64:
+                        assert unsupported("triton", r) is None  # still forceable
+    assert chosen == {"sdpa", "stored", "chunked", "explicit"}
 
 
 def test_what_each_path_cannot_give():

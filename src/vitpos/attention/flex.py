@@ -5,7 +5,9 @@ biases as (heads, K) tables) are gathered inside the fused kernel at every (quer
 no (B, heads, N, N) tensor is built. An additive mask (Swin's shifted windows and padding) is
 read in the same ``score_mod``. FlexAttention runs forward on CPU (inference) and forward and
 backward on CUDA, where it is compiled once per process; it has no term on values, no attention
-dropout and returns no weights (the kernel's policy falls back where one is asked).
+dropout and returns no weights (the kernel's policy falls back where one is asked). Its compiled
+kernel multiplies tiles with ``tl.dot``, which needs a head width of at least 16, and takes powers
+of two only: narrower or odd heads are padded with zero channels, which change no logit.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import functools
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch.nn.attention.flex_attention import flex_attention as _flex_attention
 
 __all__ = ["score_mod", "flex_attention"]
@@ -52,6 +55,11 @@ def score_mod(
     return mod
 
 
+def head_width(d: int) -> int:
+    """The head width FlexAttention computes with for heads of width ``d``: a power of two, at least 16."""
+    return max(16, 1 << (d - 1).bit_length())
+
+
 @functools.cache
 def _compiled() -> Callable:
     return torch.compile(_flex_attention, dynamic=False)
@@ -63,6 +71,11 @@ def flex_attention(
     """FlexAttention of (B, heads, N, d) inputs with ``mod``: compiled on CUDA, eager elsewhere."""
     if not torch.is_grad_enabled():  # FlexAttention checks requires_grad, not the grad mode
         q, k, v = q.detach(), k.detach(), v.detach()
+    d = q.shape[-1]
+    if head_width(d) != d:  # zero channels: the same logits, and output channels that are cut off
+        q, k, v = (F.pad(x, (0, head_width(d) - d)) for x in (q, k, v))
     if q.is_cuda and not torch.compiler.is_compiling():
-        return _compiled()(q, k, v, score_mod=mod, scale=scale)
-    return _flex_attention(q, k, v, score_mod=mod, scale=scale)
+        out = _compiled()(q, k, v, score_mod=mod, scale=scale)
+    else:
+        out = _flex_attention(q, k, v, score_mod=mod, scale=scale)
+    return out[..., :d]

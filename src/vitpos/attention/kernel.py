@@ -1,8 +1,9 @@
 """The attention kernel: one entry point for every relative encoding, host and device.
 
-:func:`attention` takes q, k, v and an encoding's :class:`~.terms.RelativeTerms`, casts the
-terms to the dtype attention computes in (autocast included; autograd casts the gradients back
-to the tables' dtype), applies the rotation, asks :mod:`.policy` for a path and runs it.
+:func:`attention` takes q, k, v and an encoding's :class:`~.terms.RelativeTerms`, brings the
+per-grid terms (bucket ids, the rotation) to q's device, casts the terms to the dtype attention
+computes in (autocast included; autograd casts the gradients back to the tables' dtype), applies
+the rotation, asks :mod:`.policy` for a path and runs it.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def attention(
     """
     dtype = _check_dtypes(q, k, v)
     if terms is not None:
-        terms = terms.to(dtype)
+        terms = terms.on(q.device).to(dtype)
         if terms.rotation is not None:
             q, k = terms.rotation.apply(q, k)
     if key_padding is not None:

@@ -19,7 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 import torch
+from torch.utils.weak import WeakTensorKeyDictionary
 
+from ..errors import VitposError
+from ..grid import tracing
 from .bucket_lookup import BucketIndex, lookup
 
 __all__ = ["Rotation", "RelativeTerms", "bucket_maps"]
@@ -36,6 +39,20 @@ def _lookup(scores: torch.Tensor, index: torch.Tensor, cols: int) -> torch.Tenso
     if scores.requires_grad and scores.dtype in (torch.bfloat16, torch.float16):
         return lookup(scores.float(), index, cols).to(scores.dtype)
     return lookup(scores, index, cols)
+
+
+_COPIES: WeakTensorKeyDictionary = WeakTensorKeyDictionary()
+"""Per-grid tensors (bucket ids, RoPE's cos/sin) copied to another device: {tensor: {device: copy}}."""
+
+
+def _moved(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``t`` on ``device``, copied once per device while ``t`` lives (the per-grid caches keep it)."""
+    if t.requires_grad or tracing():
+        return t.to(device)
+    copies = _COPIES.setdefault(t, {})
+    if device not in copies:
+        copies[device] = t.to(device)
+    return copies[device]
 
 
 def _given(x: torch.Tensor | None, what: str) -> torch.Tensor:
@@ -144,6 +161,23 @@ class RelativeTerms:
         if self.rotation is not None:
             changes["rotation"] = self.rotation.to(dtype)
         return replace(self, **changes)
+
+    def on(self, device: torch.device) -> RelativeTerms:
+        """The terms on ``device`` (the queries'): the bucket ids and the rotation, built per grid, are
+        copied there once per grid and device; a table elsewhere raises an error naming it."""
+        for f in fields(self):
+            t = getattr(self, f.name)
+            if isinstance(t, torch.Tensor) and f.name != "ids" and t.device != device:
+                raise VitposError(
+                    f"relative terms: {f.name} is on {t.device} but the queries are on {device}; "
+                    f"move the encoding to the model's device (model.to({str(device)!r}))"
+                )
+        changes: dict = {}
+        if self.ids is not None and self.ids.device != device:
+            changes["ids"] = _moved(self.ids, device)
+        if self.rotation is not None and self.rotation.cos_sin.device != device:
+            changes["rotation"] = replace(self.rotation, cos_sin=_moved(self.rotation.cos_sin, device))
+        return replace(self, **changes) if changes else self
 
     def content_query(self, q: torch.Tensor) -> torch.Tensor:
         """The queries of the content product: q, or q + u."""

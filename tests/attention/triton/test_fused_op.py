@@ -1,5 +1,5 @@
-"""The fused operator itself: tiles that do not divide N, the GPU's bucket loop, atomic gradient
-modes, the ``torch.library`` registration (opcheck, fake kernels) and one graph under torch.compile."""
+"""The fused operator itself: tiles that do not divide N, per-bucket gradients shared by programs,
+the ``torch.library`` registration (opcheck, fake kernels) and one graph under torch.compile."""
 
 from __future__ import annotations
 
@@ -40,13 +40,13 @@ def literal(q, k, v, ids, row, col, bias, scale, value_table):
 @pytest.mark.parametrize(
     "config,n,k,row_shape,col_shape,bias_shape,maps",
     [
-        # 16 x 32 tiles, one pass per bucket (the GPU's reduction); scores shared over the batch: atomic rows
-        ((16, 32, 1), 37, 12, (1, H, 37, 12), (1, H, 37, 12), (1, 1, 37, 37), 2),
-        # 32 x 16 tiles, one-hot reduction; a bias per bucket shared by every query: summed, then atomic
-        ((32, 16, 0), 50, 30, (1, 1, 1, 30), (B, H, 50, 30), (B, 1, 1, 50), 1),
+        # 16 x 32 tiles; scores shared over the batch, a dense bias shared over the batch and heads
+        ((16, 32), 37, 12, (1, H, 37, 12), (1, H, 37, 12), (1, 1, 37, 37), 2),
+        # 32 x 16 tiles; a bias per bucket shared by every query, a dense bias shared by every query
+        ((32, 16), 50, 30, (1, 1, 1, 30), (B, H, 50, 30), (B, 1, 1, 50), 1),
     ],
 )
-def test_tiles_bucket_loops_and_atomic_gradients(config, n, k, row_shape, col_shape, bias_shape, maps):
+def test_tiles_and_shared_gradients(config, n, k, row_shape, col_shape, bias_shape, maps):
     qkv, ids, row, col, bias = inputs(n, k, row_shape, col_shape, bias_shape, maps)
     value_table = torch.randn(k, D, requires_grad=True)
     q, keys, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # non-contiguous views

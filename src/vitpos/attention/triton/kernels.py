@@ -8,12 +8,14 @@ read in registers from the bucket ids I_m (int8 or int16; one map, or two for th
 the row scores R (B or 1, heads or 1, N or 1, K: the contextual key term q . r_K and / or a bias
 per bucket), the column scores C (the contextual query term k . r_Q) and a dense bias (masks:
 Swin's shifted windows, padded keys; a bias without bucket form). The forward pass keeps
-the log-sum-exp of every row and, for a term on values, the attention weights summed per bucket
-W_iK, rescaled tile by tile with the online-softmax statistics. The backward passes recompute
-each tile's weights from the log-sum-exp; the dK/dV kernel owns a block of keys (and their column
-score gradients), the dQ kernel a block of queries (their row score and bias gradients); score
-gradients shared by several programs (a bias table) are summed per bucket in the tile and added
-with one atomic per (tile, bucket).
+the log-sum-exp of every row. For a term on values it then passes over the keys once more and
+adds every weight a_ij into W[i, I(i, j)], the attention weights summed per bucket. The backward
+passes recompute each tile's weights from the log-sum-exp; the dK/dV kernel owns a block of keys,
+the dQ kernel a block of queries. Every score's gradient ds_ij is added into its bucket's
+gradient (dR[i, I(i, j)], dC[j, I(i, j)]) by one float32 atomic per element, as iRPE's CUDA
+operator and FlexAttention's gradients of captured tables do: the cost of a tile does not grow
+with the number of buckets it spans. The per-bucket buffers hold a row per (image, head), so only
+the programs of one (image, head) add into the same address.
 
 This module imports :mod:`triton`; set ``TRITON_INTERPRET=1`` before importing it to run the
 kernels on CPU tensors (the interpreter keeps bf16 as raw integers, so the kernels then compute
@@ -33,8 +35,8 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 """True when the kernels run in Triton's interpreter (on CPU tensors)."""
 
 STORE, ATOMIC_ROWS, ATOMIC_SUM = 0, 1, 2
-"""How a program writes its per-bucket score gradients: owned rows, rows shared with other
-programs (a table broadcast over the batch or heads), or one row shared by every query (a bias)."""
+"""How a program writes its tile of the dense bias's gradient: owned rows, rows shared with other
+programs (a bias broadcast over the batch or heads), or one row shared by every query."""
 
 TUNING = [
     triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
@@ -62,17 +64,9 @@ def _lookup(ptr, owners, ids, stride_owner, stride_bucket, inside):
 
 
 @triton.jit
-def _bucket_sums(x, ids, buckets, AXIS: tl.constexpr, ONE_HOT: tl.constexpr):
-    """x (BLOCK_M, BLOCK_N) summed per bucket along AXIS: (BLOCK_N or BLOCK_M, BLOCK_K)."""
-    if ONE_HOT:  # one 3-D reduction: fast in the interpreter, too many registers on a GPU
-        hot = ids[:, :, None] == buckets[None, None, :]
-        return tl.sum(tl.where(hot, x[:, :, None], 0.0), axis=AXIS)
-    else:  # one pass per bucket present in the tile
-        out = tl.zeros((x.shape[1 - AXIS], buckets.shape[0]), dtype=tl.float32)
-        for bucket in range(tl.min(ids), tl.max(ids) + 1):
-            part = tl.sum(tl.where(ids == bucket, x, 0.0), axis=AXIS)
-            out += tl.where(buckets[None, :] == bucket, part[:, None], 0.0)
-        return out
+def _add_per_bucket(ptr, x, owners, ids, stride_owner, inside):
+    """grad[owner, id] += x at every pair of the tile, one float32 atomic per element."""
+    tl.atomic_add(ptr + owners * stride_owner + ids, x, mask=inside, sem="relaxed")
 
 
 @triton.jit
@@ -109,8 +103,8 @@ def _logits(
 
 @triton.jit
 def _write_grad(ptr, grad, owners, num_owners, cols, num_cols, stride_owner, MODE: tl.constexpr):
-    """Write (or atomically add) a program's gradient tile (owners, cols) into a float32 buffer
-    with unit column stride: per-bucket score gradients (cols: buckets) or a bias gradient."""
+    """Write (or atomically add) a program's tile (owners, cols) of the dense bias's gradient into
+    a float32 buffer with unit column stride."""
     inside = (owners[:, None] < num_owners) & (cols[None, :] < num_cols)
     if MODE == 0:
         tl.store(ptr + owners[:, None] * stride_owner + cols[None, :], grad, mask=inside)
@@ -126,17 +120,19 @@ def _forward_kernel(
     sqb, sqh, sqn, sqd, skb, skh, skn, skd, svb, svh, svn, svd,
     stride_im, stride_ii, stride_ij, srb, srh, srn, srk, scb, sch, scn, sck, sbb, sbh, sbi, sbj,
     sob, soh, son, sod,
-    H, N, M, D, NB, scale,
+    H, N, M, D, NB, tune_bh, tune_n, tune_m, scale,
     NUM_MAPS: tl.constexpr, HAS_ROW: tl.constexpr, HAS_COL: tl.constexpr, HAS_BIAS: tl.constexpr,
-    VALUE: tl.constexpr, UPCAST: tl.constexpr, ONE_HOT: tl.constexpr, PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_K: tl.constexpr,
+    VALUE: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
-    """Out, log-sum-exp and per-bucket weights of BLOCK_M queries of one (image, head)."""
+    """Out and log-sum-exp of BLOCK_M queries of one (image, head); with VALUE, their weights summed
+    per bucket added into W (B * heads, N, NB; float32, zero before the call).
+
+    tune_bh, tune_n, tune_m: the autotuner's key (sizes rounded up), not read by the kernel."""
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
-    buckets = tl.arange(0, BLOCK_K)
     q = _load_tile(Q + b * sqb + h * sqh, offs_m, offs_d, sqn, sqd, N, D, UPCAST)
     ROW += b * srb + h * srh
     COL += b * scb + h * sch
@@ -144,7 +140,6 @@ def _forward_kernel(
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
-    w_acc = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)
     for start in range(0, M, BLOCK_N):
         offs_n = start + tl.arange(0, BLOCK_N)
         k = _load_tile(K + b * skb + h * skh, offs_n, offs_d, skn, skd, M, D, UPCAST)
@@ -159,19 +154,27 @@ def _forward_kernel(
         p = tl.exp(s - m_safe[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
-        if VALUE:
-            w_acc = w_acc * alpha[:, None] + _bucket_sums(p, ids0, buckets, 1, ONE_HOT)
-            if NUM_MAPS == 2:
-                w_acc += _bucket_sums(p, ids1, buckets, 1, ONE_HOT)
         m_i = m_new
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     rows_in = offs_m < N
     out_ptr = OUT + b * sob + h * soh + offs_m[:, None] * son + offs_d[None, :] * sod
     tl.store(out_ptr, (acc / l_safe[:, None]).to(OUT.dtype.element_ty), mask=rows_in[:, None] & (offs_d[None, :] < D))
-    # a row with no key left has weights 0 in backward: exp(s - inf)
-    tl.store(LSE + bh * N + offs_m, tl.where(l_i > 0.0, m_i + tl.log(l_safe), float("inf")), mask=rows_in)
-    if VALUE:
-        _write_grad(W + bh * N * NB, w_acc / l_safe[:, None], offs_m, N, buckets, NB, NB, 0)
+    # a row with no key left has weights 0 in backward and here: exp(s - inf)
+    lse = tl.where(l_i > 0.0, m_i + tl.log(l_safe), float("inf"))
+    tl.store(LSE + bh * N + offs_m, lse, mask=rows_in)
+    if VALUE:  # a second pass, now that the weights' normaliser is known
+        for start in range(0, M, BLOCK_N):
+            offs_n = start + tl.arange(0, BLOCK_N)
+            k = _load_tile(K + b * skb + h * skh, offs_n, offs_d, skn, skd, M, D, UPCAST)
+            s, ids0, ids1 = _logits(
+                q, k, offs_m, offs_n, N, M, scale, IDS, stride_im, stride_ii, stride_ij, ROW, srn, srk, COL, scn,
+                sck, BIAS, sbi, sbj, NUM_MAPS, HAS_ROW, HAS_COL, HAS_BIAS, PRECISION,
+            )  # fmt: skip
+            p = tl.exp(s - lse[:, None])
+            inside = rows_in[:, None] & (offs_n[None, :] < M)
+            _add_per_bucket(W + bh * N * NB, p, offs_m[:, None], ids0, NB, inside)
+            if NUM_MAPS == 2:
+                _add_per_bucket(W + bh * N * NB, p, offs_m[:, None], ids1, NB, inside)
 
 
 @triton.jit
@@ -181,29 +184,28 @@ def _backward_kv_kernel(
     stride_im, stride_ii, stride_ij, srb, srh, srn, srk, scb, sch, scn, sck, sbb, sbh, sbi, sbj,
     sob, soh, son, sod,
     sdcb, sdch, sdcn,
-    H, N, M, D, NB, scale,
+    H, N, M, D, NB, tune_bh, tune_n, tune_m, scale,
     NUM_MAPS: tl.constexpr, HAS_ROW: tl.constexpr, HAS_COL: tl.constexpr, HAS_BIAS: tl.constexpr,
-    VALUE: tl.constexpr, UPCAST: tl.constexpr, ONE_HOT: tl.constexpr, PRECISION: tl.constexpr,
-    COL_GRAD: tl.constexpr, COL_MODE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_D: tl.constexpr, BLOCK_K: tl.constexpr,
+    VALUE: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
+    COL_GRAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """dK, dV and the column score gradients of BLOCK_N keys of one (image, head).
 
     DO is (B, heads, N, d) contiguous with the strides of OUT (sob ...); LSE, DELTA (B * heads, N)
-    and DW (B * heads, N, K) are contiguous float32; DK, DV are (B, heads, M, d) contiguous."""
+    and DW (B * heads, N, K) are contiguous float32; DK, DV are (B, heads, M, d) contiguous; the
+    column score gradients are added into DCOL (B, heads, M, K; float32, zero before the call)."""
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
-    buckets = tl.arange(0, BLOCK_K)
     k = _load_tile(K + b * skb + h * skh, offs_n, offs_d, skn, skd, M, D, UPCAST)
     v = _load_tile(V + b * svb + h * svh, offs_n, offs_d, svn, svd, M, D, UPCAST)
     ROW += b * srb + h * srh
     COL += b * scb + h * sch
     BIAS += b * sbb + h * sbh
+    DCOL += b * sdcb + h * sdch
     dk = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
     dv = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
-    dcol = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
     for start in range(0, N, BLOCK_M):
         offs_m = start + tl.arange(0, BLOCK_M)
         rows_in = offs_m < N
@@ -218,23 +220,21 @@ def _backward_kv_kernel(
         p = tl.exp(s - lse[:, None])
         dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=PRECISION)
         dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
+        inside = rows_in[:, None] & (offs_n[None, :] < M)
         if VALUE:
-            inside = rows_in[:, None] & (offs_n[None, :] < M)
             dp += _lookup(DW + bh * N * NB, offs_m[:, None], ids0, NB, 1, inside)
             if NUM_MAPS == 2:
                 dp += _lookup(DW + bh * N * NB, offs_m[:, None], ids1, NB, 1, inside)
         ds = p * (dp - delta[:, None])
         dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=PRECISION)
         if COL_GRAD:
-            dcol += _bucket_sums(ds, ids0, buckets, 0, ONE_HOT)
+            _add_per_bucket(DCOL, ds, offs_n[None, :], ids0, sdcn, inside)
             if NUM_MAPS == 2:
-                dcol += _bucket_sums(ds, ids1, buckets, 0, ONE_HOT)
+                _add_per_bucket(DCOL, ds, offs_n[None, :], ids1, sdcn, inside)
     inside_n = (offs_n[:, None] < M) & (offs_d[None, :] < D)
     tile = bh * M * D + offs_n[:, None] * D + offs_d[None, :]
     tl.store(DK + tile, (dk * scale).to(DK.dtype.element_ty), mask=inside_n)
     tl.store(DV + tile, dv.to(DV.dtype.element_ty), mask=inside_n)
-    if COL_GRAD:
-        _write_grad(DCOL + b * sdcb + h * sdch, dcol, offs_n, M, buckets, NB, sdcn, COL_MODE)
 
 
 @triton.jit
@@ -244,19 +244,19 @@ def _backward_q_kernel(
     stride_im, stride_ii, stride_ij, srb, srh, srn, srk, scb, sch, scn, sck, sbb, sbh, sbi, sbj,
     sob, soh, son, sod,
     sdrb, sdrh, sdrn, sdbb, sdbh, sdbi,
-    H, N, M, D, NB, scale,
+    H, N, M, D, NB, tune_bh, tune_n, tune_m, scale,
     NUM_MAPS: tl.constexpr, HAS_ROW: tl.constexpr, HAS_COL: tl.constexpr, HAS_BIAS: tl.constexpr,
-    VALUE: tl.constexpr, UPCAST: tl.constexpr, ONE_HOT: tl.constexpr, PRECISION: tl.constexpr,
-    ROW_GRAD: tl.constexpr, ROW_MODE: tl.constexpr, BIAS_GRAD: tl.constexpr, BIAS_MODE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_K: tl.constexpr,
+    VALUE: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
+    ROW_GRAD: tl.constexpr, BIAS_GRAD: tl.constexpr, BIAS_MODE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """dQ, the row score gradients and the bias gradient of BLOCK_M queries of one (image, head)
-    (layouts as in dK/dV; DROW and DBIAS are float32 with zero strides along broadcast axes)."""
+    (layouts as in dK/dV; DROW (B, heads, N or 1, K) and DBIAS are float32, zero before the call,
+    with zero strides along broadcast axes)."""
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
-    buckets = tl.arange(0, BLOCK_K)
     rows_in = offs_m < N
     q = _load_tile(Q + b * sqb + h * sqh, offs_m, offs_d, sqn, sqd, N, D, UPCAST)
     do = _load_tile(DO + b * sob + h * soh, offs_m, offs_d, son, sod, N, D, UPCAST)
@@ -265,8 +265,8 @@ def _backward_q_kernel(
     ROW += b * srb + h * srh
     COL += b * scb + h * sch
     BIAS += b * sbb + h * sbh
+    DROW += b * sdrb + h * sdrh
     dq = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
-    drow = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)
     for start in range(0, M, BLOCK_N):
         offs_n = start + tl.arange(0, BLOCK_N)
         k = _load_tile(K + b * skb + h * skh, offs_n, offs_d, skn, skd, M, D, UPCAST)
@@ -277,8 +277,8 @@ def _backward_q_kernel(
         )  # fmt: skip
         p = tl.exp(s - lse[:, None])
         dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
+        inside = rows_in[:, None] & (offs_n[None, :] < M)
         if VALUE:
-            inside = rows_in[:, None] & (offs_n[None, :] < M)
             dp += _lookup(DW + bh * N * NB, offs_m[:, None], ids0, NB, 1, inside)
             if NUM_MAPS == 2:
                 dp += _lookup(DW + bh * N * NB, offs_m[:, None], ids1, NB, 1, inside)
@@ -287,10 +287,8 @@ def _backward_q_kernel(
         if BIAS_GRAD:
             _write_grad(DBIAS + b * sdbb + h * sdbh, ds, offs_m, N, offs_n, M, sdbi, BIAS_MODE)
         if ROW_GRAD:
-            drow += _bucket_sums(ds, ids0, buckets, 1, ONE_HOT)
+            _add_per_bucket(DROW, ds, offs_m[:, None], ids0, sdrn, inside)
             if NUM_MAPS == 2:
-                drow += _bucket_sums(ds, ids1, buckets, 1, ONE_HOT)
+                _add_per_bucket(DROW, ds, offs_m[:, None], ids1, sdrn, inside)
     tile = bh * N * D + offs_m[:, None] * D + offs_d[None, :]
     tl.store(DQ + tile, (dq * scale).to(DQ.dtype.element_ty), mask=rows_in[:, None] & (offs_d[None, :] < D))
-    if ROW_GRAD:
-        _write_grad(DROW + b * sdrb + h * sdrh, drow, offs_m, N, buckets, NB, sdrn, ROW_MODE)

@@ -1,9 +1,16 @@
 """Launching the kernels of :mod:`.kernels`: strides, buffers, grids and tile sizes.
 
 Every tensor is passed with its own strides (zero along the axes it broadcasts over), so views
-(q, k, v cut from one qkv projection, a bias expanded over heads) are read in place. Outputs
-and gradients are new contiguous tensors; per-bucket gradients are accumulated in float32.
-Tile sizes are autotuned on CUDA; the interpreter takes fixed tiles (or ``config``).
+(q, k, v cut from one qkv projection, a bias expanded over heads) are read in place. No tensor of
+the caller is ever passed where a kernel or the autotuner writes: outputs and gradients are new
+tensors, an absent input or an unwanted output gets a one-element buffer of its own. Per-bucket
+gradients are added up in float32 buffers with a row per (image, head), summed to the tables'
+shapes afterwards.
+
+Tile sizes are autotuned on CUDA (:data:`AUTOTUNE`), keyed on sizes rounded up to the next power
+of two: queries and keys (N, M), images times heads and the head width; so padded batches of
+varied sizes (a detector's, an epoch's last batch) share a tuning and do not each cost a tuning
+pass. The interpreter takes fixed tiles (or ``config``).
 """
 
 from __future__ import annotations
@@ -25,10 +32,22 @@ from .kernels import (
 )
 from .reference import stats_dtype
 
-__all__ = ["forward", "backward"]
+__all__ = ["AUTOTUNE", "forward", "backward", "tuning_sizes"]
+
+AUTOTUNE = not INTERPRET
+"""Tiles chosen by ``triton.autotune`` (CUDA); the interpreter takes :data:`INTERPRETER_TILES`."""
 
 INTERPRETER_TILES = (64, 64)
 """(BLOCK_M, BLOCK_N) in the interpreter, where a tile costs its Python overhead whatever its size."""
+
+TUNING_KEY = ("tune_bh", "tune_n", "tune_m", "BLOCK_D", "NUM_MAPS", "HAS_ROW", "HAS_COL", "HAS_BIAS", "VALUE")
+"""What a tuning depends on (besides the tensors' dtypes, which ``triton.autotune`` adds)."""
+
+
+def tuning_sizes(batch_heads: int, n: int, m: int) -> tuple[int, int, int]:
+    """(images x heads, queries, keys) rounded up to the next power of two: the autotuner's key."""
+    round_up = triton.next_power_of_2
+    return round_up(batch_heads), round_up(n), round_up(m)
 
 
 def _broadcast_strides(t: torch.Tensor | None, shape: tuple[int, ...]) -> list[int]:
@@ -45,11 +64,17 @@ def _bucket_maps(ids: torch.Tensor | None, num_buckets: int) -> torch.Tensor | N
 
 
 def _grad_mode(grad: torch.Tensor, batch_heads: tuple[int, int]) -> int:
-    """How the programs write ``grad`` ([B or 1, [heads or 1,]] rows or 1, K or M) of a tensor read
-    as (B, heads, rows, .): rows shared by every query are summed first, shared rows added atomically."""
+    """How the programs write ``grad`` ([B or 1, [heads or 1,]] rows or 1, M) of a bias read as
+    (B, heads, N, M): rows shared by every query are summed first, shared rows added atomically."""
     if grad.shape[-2] == 1:
         return ATOMIC_SUM
     return STORE if tuple(grad.shape[:-2]) == batch_heads else ATOMIC_ROWS
+
+
+def _own(q: torch.Tensor) -> torch.Tensor:
+    """A one-element float32 buffer in the place of an absent tensor or an unwanted output: the
+    kernels never touch it, and the autotuner may zero it without touching anything of the caller's."""
+    return q.new_empty(1, dtype=torch.float32)
 
 
 class _Call:
@@ -60,7 +85,7 @@ class _Call:
         m = k.shape[-2]
         self.shape = (b, h, n, m, d)
         maps = _bucket_maps(ids, num_buckets)
-        self.tensors = [q, k, v, *(q if t is None else t for t in (maps, row, col, bias))]
+        self.tensors = [q, k, v, *(_own(q) if t is None else t for t in (maps, row, col, bias))]
         self.strides = [
             *q.stride(), *k.stride(), *v.stride(),
             *_broadcast_strides(maps, (0 if maps is None else maps.shape[0], n, m)),
@@ -70,36 +95,42 @@ class _Call:
         self.flags = dict(
             NUM_MAPS=0 if maps is None else maps.shape[0], HAS_ROW=row is not None, HAS_COL=col is not None,
             HAS_BIAS=bias is not None, UPCAST=INTERPRET, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
-            BLOCK_D=max(16, triton.next_power_of_2(d)), BLOCK_K=max(16, triton.next_power_of_2(max(1, num_buckets))),
+            BLOCK_D=max(16, triton.next_power_of_2(d)),
         )  # fmt: skip
-        self.sizes = [h, n, m, d, num_buckets]
+        self.sizes = [h, n, m, d, num_buckets, *tuning_sizes(b * h, n, m)]
 
     def launch(self, kernel, rows: int, block: str, config: list[int], reset: tuple[str, ...], *args, **flags) -> None:
-        """Run ``kernel`` over ``rows`` (queries or keys) in tiles of ``block`` for every (image, head)."""
+        """Run ``kernel`` over ``rows`` (queries or keys) in tiles of ``block`` for every (image, head);
+        ``reset``: the arguments the kernel adds into (zeroed by the autotuner before each of its runs)."""
         b, h = self.shape[:2]
         flags = {**self.flags, **flags}
-        if config or INTERPRET:
-            block_m, block_n, loop = config or (*INTERPRETER_TILES, 0)
+        if config or not AUTOTUNE:
+            block_m, block_n = config[:2] if config else INTERPRETER_TILES
             tiles = {"BLOCK_M": block_m, "BLOCK_N": block_n}
-            kernel[(triton.cdiv(rows, tiles[block]), b * h)](*args, **flags, **tiles, ONE_HOT=not loop)
+            kernel[(triton.cdiv(rows, tiles[block]), b * h)](*args, **flags, **tiles)
         else:
 
             def grid(meta: dict) -> tuple[int, int]:
                 return triton.cdiv(rows, meta[block]), b * h
 
-            _tuned(kernel, reset)[grid](*args, **flags, ONE_HOT=False)
+            grad_flags = tuple(name for name in ("COL_GRAD", "ROW_GRAD", "BIAS_GRAD", "BIAS_MODE") if name in flags)
+            _tuned(kernel, reset, grad_flags)[grid](*args, **flags)
 
 
 @functools.cache
-def _tuned(kernel, reset: tuple[str, ...]):
-    """``kernel`` with its tiles and warps chosen by ``triton.autotune`` per shape (CUDA)."""
-    key = ["N", "M", "D", "NB", "NUM_MAPS", "HAS_ROW", "HAS_COL", "HAS_BIAS", "VALUE"]
-    return triton.autotune(configs=TUNING, key=key, reset_to_zero=list(reset))(kernel)
+def _tuned(kernel, reset: tuple[str, ...], flags: tuple[str, ...]):
+    """``kernel`` with its tiles and warps chosen by ``triton.autotune`` per rounded shape (CUDA)."""
+    return triton.autotune(configs=TUNING, key=[*TUNING_KEY, *flags], reset_to_zero=list(reset))(kernel)
 
 
 def _store_dtype(dtype: torch.dtype) -> torch.dtype:
     """The interpreter stores float32 (it would write bf16 as raw integers); CUDA the inputs' dtype."""
     return torch.float32 if INTERPRET else dtype
+
+
+def _per_bucket_grad(scores: torch.Tensor, batch_heads: tuple[int, int]) -> torch.Tensor:
+    """A zero float32 buffer (B, heads, rows, K) for the gradient of ``scores`` (B or 1, heads or 1, rows, K)."""
+    return scores.new_zeros(*batch_heads, *scores.shape[-2:], dtype=torch.float32)
 
 
 def forward(q, k, v, ids, row, col, bias, scale: float, num_buckets: int, value_term: bool, config: list[int]):
@@ -110,8 +141,8 @@ def forward(q, k, v, ids, row, col, bias, scale: float, num_buckets: int, value_
     out = q.new_empty(b, h, n, d, dtype=_store_dtype(q.dtype))
     lse = q.new_empty(b, h, n, dtype=stats_dtype(q.dtype))
     weights = q.new_zeros((b, h, n, num_buckets) if value_term else (0,), dtype=stats_dtype(q.dtype))
-    args = [*call.tensors, out, lse, q if not value_term else weights, *call.strides, *out.stride(), *call.sizes]
-    call.launch(_forward_kernel, n, "BLOCK_M", config, (), *args, scale, VALUE=value_term)
+    args = [*call.tensors, out, lse, weights if value_term else _own(q), *call.strides, *out.stride(), *call.sizes]
+    call.launch(_forward_kernel, n, "BLOCK_M", config, ("W",), *args, scale, VALUE=value_term)
     return out.to(q.dtype), lse, weights
 
 
@@ -134,25 +165,25 @@ def backward(
         q.new_empty(b, h, m, d, dtype=store),
         q.new_empty(b, h, m, d, dtype=store),
     )
-    want_row, want_col = row is not None and grads[0], col is not None and grads[1]
-    d_row = q.new_zeros(row.shape, dtype=torch.float32) if want_row else None
-    d_col = q.new_zeros(col.shape, dtype=torch.float32) if want_col else None
+    d_row = _per_bucket_grad(row, (b, h)) if row is not None and grads[0] else None
+    d_col = _per_bucket_grad(col, (b, h)) if col is not None and grads[1] else None
     d_bias = q.new_zeros(bias.shape, dtype=torch.float32) if bias is not None and grads[2] else None
-    shared = [*call.tensors, grad_out, lse, delta, q if not value else grad_weights]
+    shared = [*call.tensors, grad_out, lse, delta, grad_weights if value else _own(q)]
     strides = [*call.strides, *grad_out.stride()]
     call.launch(
-        _backward_kv_kernel, m, "BLOCK_N", config, ("DCOL",), *shared, dk, dv, q if d_col is None else d_col,
+        _backward_kv_kernel, m, "BLOCK_N", config, ("DCOL",), *shared, dk, dv, _own(q) if d_col is None else d_col,
         *strides, *_broadcast_strides(d_col, (b, h, m, num_buckets))[:3], *call.sizes, scale,
-        VALUE=value, COL_GRAD=want_col, COL_MODE=STORE if d_col is None else _grad_mode(d_col, (b, h)),
+        VALUE=value, COL_GRAD=d_col is not None,
     )  # fmt: skip
     call.launch(
-        _backward_q_kernel, n, "BLOCK_M", config, ("DROW", "DBIAS"), *shared, dq, q if d_row is None else d_row,
-        q if d_bias is None else d_bias, *strides, *_broadcast_strides(d_row, (b, h, n, num_buckets))[:3],
-        *_broadcast_strides(d_bias, (b, h, n, m))[:3], *call.sizes, scale, VALUE=value, ROW_GRAD=want_row,
-        ROW_MODE=STORE if d_row is None else _grad_mode(d_row, (b, h)), BIAS_GRAD=d_bias is not None,
+        _backward_q_kernel, n, "BLOCK_M", config, ("DROW", "DBIAS"), *shared, dq,
+        _own(q) if d_row is None else d_row, _own(q) if d_bias is None else d_bias, *strides,
+        *_broadcast_strides(d_row, (b, h, n, num_buckets))[:3], *_broadcast_strides(d_bias, (b, h, n, m))[:3],
+        *call.sizes, scale, VALUE=value, ROW_GRAD=d_row is not None, BIAS_GRAD=d_bias is not None,
         BIAS_MODE=STORE if d_bias is None else _grad_mode(d_bias, (b, h)),
     )  # fmt: skip
     return (
         dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype),
-        *(q.new_empty(0) if g is None else g.to(t.dtype) for g, t in ((d_row, row), (d_col, col), (d_bias, bias))),
+        *(q.new_empty(0) if g is None else g.sum_to_size(t.shape).to(t.dtype)
+          for g, t in ((d_row, row), (d_col, col), (d_bias, bias))),
     )  # fmt: skip

@@ -153,13 +153,13 @@ def fused_attention(
     col_scores: Tensor | None = None,
     bias: Tensor | None = None,
     bucket_weights: bool = False,
-    config: tuple[int, int, int] | None = None,
+    config: tuple[int, int] | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """Attention with bucketed terms in one fused operator; (out, weights per bucket or None).
 
     The arguments are those of :func:`vitpos.attention.bucketed.bucketed_attention` (``bias``:
     additive logits broadcastable to (B, heads, N, M), masks included, with or without gradient). ``config``
-    (BLOCK_M, BLOCK_N, loop over buckets: 0 or 1) fixes the tiles instead of the device's choice.
+    (BLOCK_M, BLOCK_N) fixes the tiles instead of the device's choice.
     The per-bucket weights are returned in q's dtype.
     """
     _check(q, k, v, ids, num_buckets, row_scores, col_scores, bias, bucket_weights)
