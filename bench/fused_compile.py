@@ -26,15 +26,14 @@ SIZES = ("H", "N", "M", "D", "NB")
 FLOAT32 = ("LSE", "DELTA", "W", "DW", "DCOL", "DROW", "DBIAS")
 
 
-def flags(dtype: str, maps: int, block_m: int, block_n: int, head_dim: int = 64, buckets: int = 64) -> dict:
-    """Every constexpr of the kernels for one call: all terms on, every gradient wanted, the GPU's bucket loop."""
+def flags(dtype: str, maps: int, block_m: int, block_n: int, head_dim: int = 64) -> dict:
+    """Every constexpr of the kernels for one call: all terms on, every gradient wanted."""
     from vitpos.attention.triton import kernels
 
     return dict(
-        NUM_MAPS=maps, HAS_ROW=True, HAS_COL=True, HAS_BIAS=True, VALUE=True, UPCAST=False, ONE_HOT=False,
+        NUM_MAPS=maps, HAS_ROW=True, HAS_COL=True, HAS_BIAS=True, VALUE=True, UPCAST=False,
         PRECISION="ieee" if dtype == "fp32" else "tf32", BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=head_dim,
-        BLOCK_K=buckets, COL_GRAD=True, COL_MODE=kernels.STORE, ROW_GRAD=True, ROW_MODE=kernels.ATOMIC_SUM,
-        BIAS_GRAD=True, BIAS_MODE=kernels.ATOMIC_ROWS,
+        COL_GRAD=True, ROW_GRAD=True, BIAS_GRAD=True, BIAS_MODE=kernels.ATOMIC_ROWS,
     )  # fmt: skip
 
 
@@ -118,9 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     section = "\n".join([
         HEADING, "",
         f"`{command}` — Triton {triton.__version__} for sm_{args.arch}, {args.dtype} inputs, head dim 64, "
-        "64 buckets (padded), one bucket-id map, every term on (bias and contextual on q and k, value term, "
-        "a dense bias) and every gradient wanted; the tile configurations are those the CUDA autotuner "
-        "chooses from. Compiled on a machine without a GPU: no time is measured here.", "",
+        "one bucket-id map (the bucket count is a run-time size), every term on (bias and contextual on q "
+        "and k, value term, a dense bias) and every gradient wanted; the tile configurations are those the "
+        "CUDA autotuner chooses from. Compiled on a machine without a GPU: no time is measured here.", "",
         *lines,
     ])  # fmt: skip
     print(section)
