@@ -456,5 +456,6 @@ def test_a_warm_up_shorter_than_the_run_says_nothing():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         warn_long_warmup(WarmupCosine(1e-3, 0.0, 9, 10), 10, 0.9, 1)
+        warn_long_warmup(WarmupCosine(0.0, 0.0, 10, 10), 10, 1.0, 1)  # a learning rate of 0 has no schedule
     with pytest.warns(UserWarning, match=r"warmup_epochs 1 is at least .* reaching 0.001 at the last step \(100% of"):
         warn_long_warmup(WarmupCosine(1e-3, 0.0, 10, 10), 10, 1.0, 1)

@@ -76,8 +76,8 @@ class WarmupCosine:
 
 def warn_long_warmup(schedule: WarmupCosine, total_steps: int, warmup_epochs: float, epochs: int) -> None:
     """Warn when the warm-up lasts the whole run: the learning rate never reaches its peak nor decays."""
-    if total_steps <= 0 or schedule.warmup < total_steps:
-        return
+    if total_steps <= 0 or schedule.warmup < total_steps or schedule.peak <= 0:
+        return  # a run that ends before its warm-up does, unless its learning rate is 0 throughout
     last = schedule(total_steps - 1)
     warnings.warn(
         f"warmup_epochs {warmup_epochs:g} is at least the run's {epochs} epoch(s): the learning rate rises "
