@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from .errors import command_line
+from .progress import showing_progress
 
 __all__ = ["main", "build_parser"]
 
@@ -85,9 +86,21 @@ def _build(command: str | None) -> tuple[argparse.ArgumentParser, argparse._SubP
     for name in COMMANDS:
         if command is None or name == command:
             importlib.import_module(_module_name(name)).add_parser(sub)
+            _add_progress_switch(sub.choices[name])
         else:
             sub.add_parser(name, help=_summary(name))
     return parser, sub
+
+
+def _add_progress_switch(parser: argparse.ArgumentParser) -> None:
+    """``--no-progress`` on a command that has no progress option of its own (``train`` has ``--[no-]progress``)."""
+    if all(action.dest != "progress" for action in parser._actions):
+        parser.add_argument(
+            "--no-progress",
+            dest="progress",
+            action="store_false",
+            help="draw no progress bars (on stderr, with the time left, while long steps run)",
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -161,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:  # the subcommand's usage, not the top level's
         sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        with warnings.catch_warnings(), command_line():
+        with warnings.catch_warnings(), command_line(), showing_progress(getattr(args, "progress", True)):
             for pattern in QUIET_WARNINGS:
                 warnings.filterwarnings("ignore", message=pattern)
             warnings.showwarning = functools.partial(_show_warning, args.command)

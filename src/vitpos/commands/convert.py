@@ -13,6 +13,7 @@ import argparse
 
 from ..analysis.stages import as_host
 from ..files import check_destination
+from ..progress import progress_bar
 from ..weights import create_model, detect_layout, guess_preset, read_state_dict, read_weights, write_checkpoint
 from ..weights.load import layout_of
 from ..weights.resize import RESIZES
@@ -29,11 +30,14 @@ def run(args: argparse.Namespace) -> int:
         if saved_config(file.metadata, file.path) is None:  # a released file: the preset its parameters fit
             name = guess_preset(file, layout_of(file))
             print(f"{args.src} fits preset {name} (name another with --model)")
-    model = create_model(
-        name, checkpoint=args.src, keep_grid=args.keep_grid, entry=args.entry, resize=args.resize, **overrides
-    )
-    layout = detect_layout(read_state_dict(args.src, args.entry), args.src).name
-    write_checkpoint(model, args.dst, source=str(args.src), layout=layout)
+    with progress_bar(2, "convert (load, write)") as bar:
+        model = create_model(
+            name, checkpoint=args.src, keep_grid=args.keep_grid, entry=args.entry, resize=args.resize, **overrides
+        )
+        bar.update()
+        layout = detect_layout(read_state_dict(args.src, args.entry), args.src).name
+        write_checkpoint(model, args.dst, source=str(args.src), layout=layout)
+        bar.update()
     params = sum(p.numel() for p in model.parameters())
     print(f"{args.src} ({layout} layout) -> {args.dst}: {as_host(model).cfg.arch} model, {params:,} parameters")
     return 0
