@@ -178,7 +178,7 @@ def load_shard_splits(spec: str) -> DataSplits:
         raise ValueError(f"{spec}: label {max(labels)} but {names_file} names only {len(classes)} classes")
     info = DataInfo(spec, "classification", classes=classes, mean=IMAGENET_MEAN, std=IMAGENET_STD, photographic=True)
     val = ShardImages(held, info)
-    return DataSplits(ShardImages(train, info), val, val)
+    return DataSplits(ShardImages(train, info), val, val, test_name="val")
 
 
 def write_shards(files: ImageFiles, out: Path, prefix: str, per_shard: int) -> list[Path]:
