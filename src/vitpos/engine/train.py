@@ -114,7 +114,7 @@ class _Trainer:
         about: tuple[str | None, Mapping[str, str]] = (None, {}),
     ) -> None:
         self.cfg, self.model_cfg, self.ctx, self.device = cfg, model_cfg, ctx, device
-        self.data, self.about = data, about
+        self.data = data
         self.info = data.info
         check_model_fits_data(model_cfg, self.info)
         size = model_cfg.image_hw
@@ -140,11 +140,26 @@ class _Trainer:
         self.model = self.model.to(device)
         self.task = task_for(self.info, self.model)
         self.kind = task_kind(self.info.task)
-        self.optimizer = build_optimizer(self.model, cfg.lr, cfg.weight_decay, cfg.betas)
         self.precision = Precision.for_run(cfg.amp, cfg.amp_dtype, cfg.cpu_amp, device)
+        self.run_dir = Path(cfg.run_dir) if cfg.run_dir else None
+        name, origins = about
+        self.facts = run_facts(
+            name=name,
+            model=self.model,
+            model_cfg=model_cfg,
+            cfg=cfg,
+            data=data,
+            device=device,
+            precision=self.precision,
+            origins=origins,
+            run_dir=self.run_dir,
+            resumed=None,
+        )
+        for line in preamble_lines(self.facts, cfg.epochs)[:-1]:  # as soon as known; the last waits for a resume
+            self._log(line)
+        self.optimizer = build_optimizer(self.model, cfg.lr, cfg.weight_decay, cfg.betas)
         self.scaler = self.precision.scaler()
         self.ema = ModelEma(self.model, cfg.ema_decay) if cfg.ema_decay else None
-        self.run_dir = Path(cfg.run_dir) if cfg.run_dir else None
         self.epoch, self.batch, self.step = 0, 0, 0
         self.history: list[dict[str, Any]] = []
         self.running = self.task.metrics(device)
@@ -152,6 +167,9 @@ class _Trainer:
         self.resumed: dict[str, Any] | None = None
         self.diverged, self.interrupt = DivergenceGuard(cfg, ctx, device), InterruptRequest()
         self._check_run_dir(resume)
+        self.facts["resumed"] = self.resumed
+        self.preamble = preamble_lines(self.facts, cfg.epochs)
+        self._log(self.preamble[-1])
 
         # the model as it runs: with its distillation teacher, wrapped by DDP, compiled
         self.net: Callable[..., Any] = self.model
@@ -247,25 +265,9 @@ class _Trainer:
 
     def fit(self) -> TrainResult:
         cfg, ctx = self.cfg, self.ctx
-        name, origins = self.about
-        facts = run_facts(
-            name=name,
-            model=self.model,
-            model_cfg=self.model_cfg,
-            cfg=cfg,
-            data=self.data,
-            device=self.device,
-            precision=self.precision,
-            origins=origins,
-            run_dir=self.run_dir,
-            resumed=self.resumed,
-        )
-        preamble = preamble_lines(facts, cfg.epochs)
-        for line in preamble:
-            self._log(line)
         if self.run_dir is not None and ctx.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            write_run_config(self.run_dir, self.model_cfg, cfg, preamble)
+            write_run_config(self.run_dir, self.model_cfg, cfg, self.preamble)
             write_history(self.run_dir, self.history)
         start = time.perf_counter()
         # one bar for the whole run, so its ETA is the run's
@@ -290,10 +292,10 @@ class _Trainer:
                 {
                     "evaluated_split": split,
                     split: test,
-                    "params": facts["params"],
+                    "params": self.facts["params"],
                     "train_time_s": time.perf_counter() - start,
                     "checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
-                    "run": facts,
+                    "run": self.facts,
                 },
             )
         self._log(f"{split}: " + "  ".join(self.kind.format_metric(k, v) for k, v in test.items()))
