@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextvars
 import sys
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from typing import Any, TypeVar
+from contextlib import contextmanager, redirect_stdout
+from typing import Any, TextIO, TypeVar
 
 __all__ = ["progress", "progress_bar", "showing_progress"]
 
@@ -16,12 +16,49 @@ T = TypeVar("T")
 _SHOWN = contextvars.ContextVar("vitpos_progress_shown", default=False)
 
 
+class _AboveBars:
+    """Standard output that writes whole lines, lifting the bars on stderr out of the way of each,
+    so a printed line never lands on a bar's line."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream, self._pending = stream, ""
+
+    def write(self, text: str) -> int:
+        lines, newline, self._pending = (self._pending + text).rpartition("\n")
+        if newline:
+            self._emit(lines + newline)
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._emit(self._pending)
+            self._pending = ""
+        self._stream.flush()
+
+    def _emit(self, text: str) -> None:
+        from tqdm import tqdm
+
+        with tqdm.external_write_mode(file=sys.stderr):
+            self._stream.write(text)
+            self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 @contextmanager
 def showing_progress(shown: bool = True) -> Iterator[None]:
-    """Within the block, :func:`progress` and :func:`progress_bar` draw their bars (``shown=False``: they do not)."""
+    """Within the block, :func:`progress` and :func:`progress_bar` draw their bars (``shown=False``: they do not)
+    and what is printed meanwhile goes above them."""
     token = _SHOWN.set(shown)
     try:
-        yield
+        if shown:
+            above = _AboveBars(sys.stdout)
+            with redirect_stdout(above):
+                yield
+            above.flush()
+        else:
+            yield
     finally:
         _SHOWN.reset(token)
 

@@ -129,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
     if int(os.environ.get("RANK", "0")) == 0:
         kind = task_kind(data.info.task)
         metrics = "  ".join(kind.format_metric(k, v) for k, v in result.test.items())
-        print(f"run folder {result.run_dir}: {result.evaluated_split} {metrics}")
+        where = f"run folder {result.run_dir}" if result.run_dir else "no run folder"
+        print(f"{where}: {result.evaluated_split} {metrics}")
     return 0
 
 
