@@ -1,7 +1,10 @@
 """Long commands draw a progress bar on stderr (none with --no-progress); ``--stage all`` skips a
 stage too small for the analysis and writes the others."""
 
+import contextlib
+import io
 import json
+import re
 
 import pytest
 
@@ -58,3 +61,14 @@ def test_the_one_stage_asked_for_being_too_small_is_an_error_that_writes_nothing
     assert main([*args, "--out", str(tmp_path / "out")]) == 2
     assert "grid 2x2 is too small to probe" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_lines_printed_under_a_bar_start_on_a_cleared_line_and_arrive_whole():
+    terminal = io.StringIO()  # stdout and stderr on one screen
+    with contextlib.redirect_stdout(terminal), contextlib.redirect_stderr(terminal), showing_progress():
+        for i in progress(range(2), "rows"):
+            print("row", i)
+        print("tail", end="")
+    text = terminal.getvalue()
+    assert re.search(r"rows: .*\r +\rrow 0\n", text) and re.search(r"\r +\rrow 1\n", text)
+    assert text.endswith("tail")
