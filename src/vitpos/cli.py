@@ -152,7 +152,7 @@ def _show_warning(
     command: str, message: Warning | str, category: type[Warning], filename: str, *_: object, **__: object
 ) -> None:
     """Print a warning on one line: vitpos's own under the command's name, another library's under its module's."""
-    origin = _origin(filename)
+    origin = None if category.__module__.partition(".")[0] == "vitpos" else _origin(filename)
     prefix = (
         f"vitpos {command}: warning"
         if origin is None
