@@ -1,0 +1,78 @@
+"""Runs one block as a user would: shell commands with the installed ``vitpos``, Python in a fresh interpreter."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import vitpos
+
+from .blocks import REPO, Block
+from .expectations import instrument
+from .outputs import missing_lines
+
+SRC = Path(vitpos.__file__).resolve().parents[1]
+TIMEOUT_S = {"fast": 120, "slow": 600}
+
+
+def _environment(bin_dir: Path) -> dict[str, str]:
+    """``vitpos`` and ``python`` on the PATH as this interpreter, the package and ``bench`` importable, one thread."""
+    bin_dir.mkdir(exist_ok=True)
+    for name, args in (("vitpos", "-m vitpos"), ("python", "")):
+        shim = bin_dir / name
+        shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" {args} "$@"\n')
+        shim.chmod(0o755)
+    env = dict(os.environ)
+    env.update(
+        PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
+        PYTHONPATH=os.pathsep.join((str(SRC), str(REPO))),
+        OMP_NUM_THREADS="1",
+        VITPOS_OFFLINE="1",
+        MPLBACKEND="Agg",
+    )
+    return env
+
+
+def console_parts(text: str) -> tuple[str, str]:
+    """A ```console block's commands (the ``$ `` lines) and the output it shows (every other line)."""
+    commands, shown = [], []
+    for line in text.splitlines():
+        (commands if line.startswith("$ ") else shown).append(line.removeprefix("$ "))
+    return "\n".join(commands) + "\n", "\n".join(shown)
+
+
+def run_block(block: Block, tmp: Path) -> str:
+    """Run the block (after its setup) in ``tmp``, or in the repository for ``cwd=repo``; return its output."""
+    work = tmp / "work"
+    work.mkdir()
+    env = _environment(tmp / "bin")
+    cwd = REPO if block.cwd == "repo" else work
+    timeout = TIMEOUT_S[block.kind]
+    if block.setup:
+        _run(["bash", "-euo", "pipefail", "-c", block.setup], cwd, env, timeout, f"{block.where} (setup)")
+    source = block.source()
+    commands = console_parts(source)[0] if block.lang == "console" else source
+    if block.lang == "python":
+        script = tmp / "block.py"
+        script.write_text(instrument(source, str(block.page.relative_to(REPO)), block.line + 1))
+        command = [sys.executable, str(script)]
+    else:
+        command = ["bash", "-euo", "pipefail", "-c", commands]
+    printed = _run(command, cwd, env, timeout, block.where)
+    checks = [(out.text, out.tol) for out in block.outputs if out.kind == "output"]
+    if block.lang == "console":
+        checks.append((console_parts(source)[1], block.tol))
+    for text, tol in checks:
+        missing = missing_lines(text, printed, tol)
+        assert not missing, f"{block.where}: the page quotes lines the command did not print: {missing}\n{printed}"
+    return printed
+
+
+def _run(command: list[str], cwd: Path, env: dict[str, str], timeout: int, where: str) -> str:
+    """Run a command; its combined output, or a failure naming the block, the exit status and the output."""
+    done = subprocess.run(
+        command, cwd=cwd, env=env, timeout=timeout, capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    printed = done.stdout + done.stderr
+    assert done.returncode == 0, f"{where} exited with status {done.returncode}:\n{printed[-4000:]}"
+    return printed
