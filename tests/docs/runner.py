@@ -15,9 +15,11 @@ SRC = Path(vitpos.__file__).resolve().parents[1]
 TIMEOUT_S = {"fast": 120, "slow": 600}
 
 
-def _environment(bin_dir: Path) -> dict[str, str]:
-    """``vitpos`` and ``python`` on the PATH as this interpreter, the package and ``bench`` importable, one thread."""
-    bin_dir.mkdir(exist_ok=True)
+def _environment(tmp: Path) -> dict[str, str]:
+    """``vitpos`` and ``python`` on the PATH as this interpreter, the package and ``bench`` importable, one
+    thread, and a weights cache of the test's own (``VITPOS_OFFLINE``: nothing is downloaded)."""
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
     for name, args in (("vitpos", "-m vitpos"), ("python", "")):
         shim = bin_dir / name
         shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" {args} "$@"\n')
@@ -28,6 +30,7 @@ def _environment(bin_dir: Path) -> dict[str, str]:
         PYTHONPATH=os.pathsep.join((str(SRC), str(REPO))),
         OMP_NUM_THREADS="1",
         VITPOS_OFFLINE="1",
+        VITPOS_CACHE=str(tmp / "cache"),
         MPLBACKEND="Agg",
     )
     return env
@@ -45,7 +48,7 @@ def run_block(block: Block, tmp: Path) -> str:
     """Run the block (after its setup) in ``tmp``, or in the repository for ``cwd=repo``; return its output."""
     work = tmp / "work"
     work.mkdir()
-    env = _environment(tmp / "bin")
+    env = _environment(tmp)
     cwd = REPO if block.cwd == "repo" else work
     timeout = TIMEOUT_S[block.kind]
     if block.setup:
