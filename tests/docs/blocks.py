@@ -37,6 +37,7 @@ class Block:
     setup: str = ""
     tol: float = 0.0
     cwd: str = "tmp"
+    continues: "Block | None" = None
     outputs: list["Block"] = field(default_factory=list)
 
     @property
@@ -65,9 +66,14 @@ def _marker(words: str, where: str, lang: str) -> dict[str, object]:
         raise MarkerError(f"{where}: a ```{lang} block takes docs-test: {' | '.join(allowed)}, not {kind!r}")
     parsed: dict[str, object] = {"kind": kind, "replace": []}
     for option in options:
+        if option == "continues":
+            parsed["continues"] = True
+            continue
         key, sep, value = option.partition("=")
         if not sep or key not in ("reason", "replace", "setup", "tol", "cwd"):
-            raise MarkerError(f"{where}: unknown marker option {option!r}; use reason=, replace=, setup=, tol=, cwd=")
+            raise MarkerError(
+                f"{where}: unknown marker option {option!r}; use continues, reason=, replace=, setup=, tol=, cwd="
+            )
         if key == "replace":
             old, arrow, new = value.partition("=>")
             if not arrow:
@@ -104,6 +110,11 @@ def page_blocks(page: Path) -> list[Block]:
                 "see docs/testing.md"
             )
         options = _marker(marker.group(1), where, lang)
+        if options.pop("continues", False):
+            earlier = [b for b in blocks if b.lang in RUNNABLE]
+            if not earlier:
+                raise MarkerError(f"{where}: continues, but no command block comes before it on the page")
+            options["continues"] = earlier[-1]
         block = Block(page, i + 1, lang, text="\n".join(lines[i + 1 : end]) + "\n", **options)  # type: ignore[arg-type]
         if block.kind in ("output", "measured"):
             if not blocks or blocks[-1].lang not in RUNNABLE:

@@ -45,30 +45,41 @@ def console_parts(text: str) -> tuple[str, str]:
 
 
 def run_block(block: Block, tmp: Path) -> str:
-    """Run the block (after its setup) in ``tmp``, or in the repository for ``cwd=repo``; return its output."""
+    """Run the block (after what it needs) in ``tmp``, or in the repository for ``cwd=repo``; return its output."""
     work = tmp / "work"
     work.mkdir()
     env = _environment(tmp)
     cwd = REPO if block.cwd == "repo" else work
     timeout = TIMEOUT_S[block.kind]
-    if block.setup:
-        _run(["bash", "-euo", "pipefail", "-c", block.setup], cwd, env, timeout, f"{block.where} (setup)")
-    source = block.source()
-    commands = console_parts(source)[0] if block.lang == "console" else source
-    if block.lang == "python":
-        script = tmp / "block.py"
-        script.write_text(instrument(source, str(block.page.relative_to(REPO)), block.line + 1))
-        command = [sys.executable, str(script)]
-    else:
-        command = ["bash", "-euo", "pipefail", "-c", commands]
-    printed = _run(command, cwd, env, timeout, block.where)
+    _prepare(block, tmp, cwd, env, timeout)
+    printed = _run(_command(block, tmp), cwd, env, timeout, block.where)
     checks = [(out.text, out.tol) for out in block.outputs if out.kind == "output"]
     if block.lang == "console":
-        checks.append((console_parts(source)[1], block.tol))
+        checks.append((console_parts(block.source())[1], block.tol))
     for text, tol in checks:
         missing = missing_lines(text, printed, tol)
         assert not missing, f"{block.where}: the page quotes lines the command did not print: {missing}\n{printed}"
     return printed
+
+
+def _command(block: Block, tmp: Path) -> list[str]:
+    """The command that runs a block: bash for shell lines, this interpreter for Python with its checks."""
+    source = block.source()
+    if block.lang == "python":
+        script = tmp / f"block-{block.line}.py"
+        script.write_text(instrument(source, str(block.page.relative_to(REPO)), block.line + 1))
+        return [sys.executable, str(script)]
+    commands = console_parts(source)[0] if block.lang == "console" else source
+    return ["bash", "-euo", "pipefail", "-c", commands]
+
+
+def _prepare(block: Block, tmp: Path, cwd: Path, env: dict[str, str], timeout: int) -> None:
+    """Run what the block needs first: the block it continues (with that block's own needs), then its setup."""
+    if block.continues is not None:
+        _prepare(block.continues, tmp, cwd, env, timeout)
+        _run(_command(block.continues, tmp), cwd, env, timeout, f"{block.where} (continuing {block.continues.where})")
+    if block.setup:
+        _run(["bash", "-euo", "pipefail", "-c", block.setup], cwd, env, timeout, f"{block.where} (setup)")
 
 
 def _run(command: list[str], cwd: Path, env: dict[str, str], timeout: int, where: str) -> str:
