@@ -128,3 +128,21 @@ def page_blocks(page: Path) -> list[Block]:
 def all_blocks() -> list[Block]:
     """The blocks of every page, in page order."""
     return [block for page in PAGES for block in page_blocks(page)]
+
+
+def main() -> None:
+    """Print each page's blocks by marker, and the totals."""
+    kinds = RUN_KINDS + TEXT_KINDS
+    totals = dict.fromkeys(kinds, 0)
+    print(f"{'page':24}" + "".join(f"{kind:>9}" for kind in kinds))
+    for page in PAGES:
+        counts = dict.fromkeys(kinds, 0)
+        for block in page_blocks(page):
+            counts[block.kind] += 1
+            totals[block.kind] += 1
+        print(f"{str(page.relative_to(REPO)):24}" + "".join(f"{counts[kind]:>9}" for kind in kinds))
+    print(f"{'total':24}" + "".join(f"{totals[kind]:>9}" for kind in kinds))
+
+
+if __name__ == "__main__":
+    main()

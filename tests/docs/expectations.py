@@ -1,14 +1,16 @@
 """The results a Python example states in its comments, turned into checks.
 
 ``x = f()  # -> (2, 10)`` states what the statement gives: a tensor as its shape, a tuple or list
-item by item, anything else as its ``repr``; ``...`` stands for any text. ``f()  # raises
+item by item, anything else as its ``repr``; ``...`` stands for any text, and what follows two
+spaces is a remark. ``f()  # raises
 ValueError: text...`` states that the call raises that error with a message starting so.
 """
 
 import ast
 import re
 
-STATES = re.compile(r"#\s*->\s*(.+?)\s*$")
+STATES = re.compile(r"#\s*->\s*(.+?)(?:\s{2,}.*)?\s*$")
+"""``# -> VALUE``; after two spaces a remark follows that is not checked."""
 RAISES = re.compile(r"#\s*raises\s+(\w+):\s*(.+?)\s*$")
 
 PRELUDE = '''
