@@ -19,6 +19,11 @@ MARKER = re.compile(r"^<!--\s*docs-test:(.*?)-->\s*$")
 FENCE = re.compile(r"^(`{3,})\s*([\w-]*)\s*$")
 
 
+def page_name(page: Path) -> str:
+    """A page's path from the repository root (its bare name outside the repository)."""
+    return str(page.relative_to(REPO)) if page.is_relative_to(REPO) else page.name
+
+
 class MarkerError(ValueError):
     """A block whose marker is missing, unknown or incomplete; the message names the page and line."""
 
@@ -43,7 +48,7 @@ class Block:
     @property
     def where(self) -> str:
         """``docs/page.md:LINE``, the id of the block in test names and messages."""
-        return f"{self.page.relative_to(REPO)}:{self.line}"
+        return f"{page_name(self.page)}:{self.line}"
 
     def source(self) -> str:
         """The text with the marker's replacements applied (tiny settings, paths of test fixtures)."""
@@ -100,14 +105,13 @@ def page_blocks(page: Path) -> list[Block]:
             continue
         ticks, lang = fence.group(1), fence.group(2) or "(none)"
         end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == ticks), None)
-        where = f"{page.relative_to(REPO)}:{i + 1}"
+        where = f"{page_name(page)}:{i + 1}"
         if end is None:
             raise MarkerError(f"{where}: the block is never closed")
         marker = MARKER.match(lines[i - 1]) if i else None
         if marker is None:
             raise MarkerError(
-                f"{where}: a ```{lang} block without a docs-test marker on the line before it; "
-                "see docs/testing.md"
+                f"{where}: a ```{lang} block without a docs-test marker on the line before it; see docs/testing.md"
             )
         options = _marker(marker.group(1), where, lang)
         if options.pop("continues", False):
@@ -140,7 +144,7 @@ def main() -> None:
         for block in page_blocks(page):
             counts[block.kind] += 1
             totals[block.kind] += 1
-        print(f"{str(page.relative_to(REPO)):24}" + "".join(f"{counts[kind]:>9}" for kind in kinds))
+        print(f"{page_name(page):24}" + "".join(f"{counts[kind]:>9}" for kind in kinds))
     print(f"{'total':24}" + "".join(f"{totals[kind]:>9}" for kind in kinds))
 
 

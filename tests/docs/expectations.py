@@ -1,9 +1,9 @@
 """The results a Python example states in its comments, turned into checks.
 
 ``x = f()  # -> (2, 10)`` states what the statement gives: a tensor as its shape, a tuple or list
-item by item, anything else as its ``repr``; ``...`` stands for any text, and what follows two
-spaces is a remark. ``f()  # raises
-ValueError: text...`` states that the call raises that error with a message starting so.
+item by item (each a tensor's shape or a repr), anything else as its ``repr``; ``...`` stands for
+any text, and what follows two spaces is a remark. ``f()  # raises ValueError: text`` states that
+the call raises that error with a message starting so.
 """
 
 import ast
@@ -13,15 +13,18 @@ STATES = re.compile(r"#\s*->\s*(.+?)(?:\s{2,}.*)?\s*$")
 """``# -> VALUE``; after two spaces a remark follows that is not checked."""
 RAISES = re.compile(r"#\s*raises\s+(\w+):\s*(.+?)\s*$")
 
-PRELUDE = '''
+PRELUDE = """
 import re as _re
 
-def _docs_show(value):
+def _docs_item(value):
     if hasattr(value, "shape") and hasattr(value, "dtype"):
         return str(tuple(value.shape))
-    if isinstance(value, (tuple, list)):
-        return ", ".join(_docs_show(item) for item in value)
     return repr(value)
+
+def _docs_show(value):
+    if isinstance(value, (tuple, list)):
+        return ", ".join(_docs_item(item) for item in value)
+    return _docs_item(value)
 
 def _docs_fits(text, stated):
     pattern = ".*?".join(_re.escape(" ".join(part.split())) for part in stated.split("..."))
@@ -36,7 +39,7 @@ def _docs_raises(where, error, name, stated):
         raise AssertionError(f"{where}: the page states that this raises {name}, it did not")
     if type(error).__name__ != name or not _docs_fits(str(error), stated + "..."):
         raise AssertionError(f"{where}: the page states {name}: {stated!r}, the code raised {error!r}")
-'''
+"""
 
 
 def _innermost(tree: ast.Module, line: int) -> ast.stmt:

@@ -2,13 +2,15 @@
 
 import re
 
-NUMBER = re.compile(r"[-−]?\d[\d,]*(?:\.\d+)?")
+MINUS = "\N{MINUS SIGN}"
+"""The typographic minus some tables print."""
+NUMBER = re.compile(rf"[-{MINUS}]?\d[\d,]*(?:\.\d+)?")
 WILDCARD = "..."
 
 
 def _value(text: str) -> float:
     """A printed number as a float: thousands separators dropped, the typographic minus read as one."""
-    return float(text.replace(",", "").replace("−", "-"))
+    return float(text.replace(",", "").replace(MINUS, "-"))
 
 
 def _pattern(expected: str) -> re.Pattern[str]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import vitpos
 
-from .blocks import REPO, Block
+from .blocks import REPO, Block, page_name
 from .expectations import instrument
 from .outputs import missing_lines
 
@@ -67,7 +67,7 @@ def _command(block: Block, tmp: Path) -> list[str]:
     source = block.source()
     if block.lang == "python":
         script = tmp / f"block-{block.line}.py"
-        script.write_text(instrument(source, str(block.page.relative_to(REPO)), block.line + 1))
+        script.write_text(instrument(source, page_name(block.page), block.line + 1))
         return [sys.executable, str(script)]
     commands = console_parts(source)[0] if block.lang == "console" else source
     return ["bash", "-euo", "pipefail", "-c", commands]

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from .blocks import RUNNABLE, Block, MarkerError, page_blocks, PAGES
+from .blocks import PAGES, RUNNABLE, Block, MarkerError, page_blocks
 from .runner import run_block
 
 
