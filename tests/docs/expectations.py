@@ -3,7 +3,7 @@
 ``x = f()  # -> (2, 10)`` states what the statement gives: a tensor as its shape, a tuple or list
 item by item (each a tensor's shape or a repr), anything else as its ``repr``; ``...`` stands for
 any text, and what follows two spaces is a remark. ``f()  # raises ValueError: text`` states that
-the call raises that error with a message starting so.
+the call raises that error (or a subclass) with a message starting so.
 """
 
 import ast
@@ -37,7 +37,7 @@ def _docs_states(where, value, stated):
 def _docs_raises(where, error, name, stated):
     if error is None:
         raise AssertionError(f"{where}: the page states that this raises {name}, it did not")
-    if type(error).__name__ != name or not _docs_fits(str(error), stated + "..."):
+    if name not in {kind.__name__ for kind in type(error).__mro__} or not _docs_fits(str(error), stated + "..."):
         raise AssertionError(f"{where}: the page states {name}: {stated!r}, the code raised {error!r}")
 """
 

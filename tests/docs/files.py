@@ -4,9 +4,10 @@ import argparse
 from pathlib import Path
 
 import torch
+from PIL import Image
 
 from ..data.test_cifar import make_cifar
-from ..photos import photo_folder
+from ..photos import SAMPLE_PHOTOS, photo_folder
 from ..weights import layouts
 from ..weights.test_full_size import released_state
 
@@ -14,6 +15,18 @@ from ..weights.test_full_size import released_state
 def image_folder(path: Path) -> None:
     """``PATH/train`` and ``PATH/val``, four classes of photograph crops: ImageNet's layout, in miniature."""
     photo_folder(path, per_class=8, held=2)
+
+
+def imagenet_val(path: Path, classes: int = 1000, side: int = 32) -> None:
+    """ImageNet's validation folder in miniature: 1,000 class folders of one small photograph crop each."""
+    with Image.open(SAMPLE_PHOTOS / "china.jpg") as img:
+        photo = img.convert("RGB")
+    columns = photo.width // side
+    for c in range(classes):
+        folder = path / f"n{c:08d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        x, y = (c % columns) * side, (c // columns) * side % (photo.height - side)
+        photo.crop((x, y, x + side, y + side)).save(folder / "0.jpg", quality=90)
 
 
 def cifar10(path: Path) -> None:
@@ -42,7 +55,7 @@ def released(preset: str, path: Path) -> None:
     torch.save({"model": state}, path)
 
 
-KINDS = {"image-folder": image_folder, "cifar10": cifar10}
+KINDS = {"image-folder": image_folder, "imagenet-val": imagenet_val, "cifar10": cifar10}
 
 
 def main() -> None:

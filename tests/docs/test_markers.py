@@ -90,7 +90,7 @@ def _run(source: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 def test_stated_results_are_checked(tmp_path: Path) -> None:
     good = _run(
         "pair = ([1, 2], 50)  # -> [1, 2], 50  a remark\nfor n in (1, 2):\n    x = n * 3  # -> ...\n"
-        "int('x')  # raises ValueError: invalid literal\n",
+        "int('x')  # raises ValueError: invalid literal\n{}['k']  # raises LookupError: 'k'\n",
         tmp_path,
     )
     assert good.returncode == 0, good.stderr
