@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import importlib
 import importlib.util
 import os
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from .errors import command_line
+from .progress import showing_progress
 
 __all__ = ["main", "build_parser"]
 
@@ -84,9 +86,21 @@ def _build(command: str | None) -> tuple[argparse.ArgumentParser, argparse._SubP
     for name in COMMANDS:
         if command is None or name == command:
             importlib.import_module(_module_name(name)).add_parser(sub)
+            _add_progress_switch(sub.choices[name])
         else:
             sub.add_parser(name, help=_summary(name))
     return parser, sub
+
+
+def _add_progress_switch(parser: argparse.ArgumentParser) -> None:
+    """``--no-progress`` on a command that has no progress option of its own (``train`` has ``--[no-]progress``)."""
+    if all(action.dest != "progress" for action in parser._actions):
+        parser.add_argument(
+            "--no-progress",
+            dest="progress",
+            action="store_false",
+            help="draw no progress bars (on stderr, with the time left, while long steps run)",
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -118,6 +132,35 @@ def is_user_error(err: BaseException) -> bool:
     return False
 
 
+QUIET_WARNINGS = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",)
+"""Messages of other libraries' warnings that say nothing to a vitpos user (torch's own deprecations
+met inside ``torch.export`` and ONNX export); they are not printed."""
+
+
+def _origin(filename: str) -> str | None:
+    """The module that ``filename`` is, outside vitpos; None for a vitpos file."""
+    path = os.path.abspath(filename)
+    if path.startswith(_PACKAGE_DIR + os.sep):
+        return None
+    for name, module in list(sys.modules.items()):
+        if os.path.abspath(getattr(module, "__file__", None) or "") == path:
+            return name
+    return os.path.basename(filename)
+
+
+def _show_warning(
+    command: str, message: Warning | str, category: type[Warning], filename: str, *_: object, **__: object
+) -> None:
+    """Print a warning on one line: vitpos's own under the command's name, another library's under its module's."""
+    origin = None if category.__module__.partition(".")[0] == "vitpos" else _origin(filename)
+    prefix = (
+        f"vitpos {command}: warning"
+        if origin is None
+        else f"vitpos {command}: warning from {origin} ({category.__name__})"
+    )
+    print(f"{prefix}: {message}", file=sys.stderr)
+
+
 def _message(err: BaseException) -> str:
     text = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
     return " ".join(text.split()) or type(err).__name__
@@ -131,11 +174,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:  # the subcommand's usage, not the top level's
         sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        with warnings.catch_warnings(), command_line():
-            warnings.showwarning = lambda message, *_, **__: print(
-                f"vitpos {args.command}: warning: {message}", file=sys.stderr
-            )
-            return int(args.func(args) or 0)
+        with warnings.catch_warnings(), command_line(), showing_progress(getattr(args, "progress", True)):
+            for pattern in QUIET_WARNINGS:
+                warnings.filterwarnings("ignore", message=pattern)
+            warnings.showwarning = functools.partial(_show_warning, args.command)
+            status = int(args.func(args) or 0)
+            sys.stdout.flush()  # a closed pipe shows here, not at exit
+            return status
+    except BrokenPipeError:  # `vitpos models | head -3`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        return 141  # what a shell reports for a command ended by SIGPIPE
     except KeyboardInterrupt:
         print(f"vitpos {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..grid import Grid
+from ..progress import progress
 from .attention import (
     captured_calls,
     dense_image,
@@ -86,7 +87,8 @@ def attention_summaries(
     was_training = model.training
     model.eval()
     try:
-        for start in range(0, images.shape[0], images_per_pass):
+        starts = range(0, images.shape[0], images_per_pass)
+        for start in progress(starts, "attention maps", unit="pass"):
             chunk = images[start : start + images_per_pass]
             with captured_calls(layers) as calls:
                 model(chunk)

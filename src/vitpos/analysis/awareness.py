@@ -19,6 +19,7 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..grid import grid_coords, map_to_tokens
+from ..progress import progress
 from .fitting import ridge_predictions, single_threaded
 from .stages import as_host, host_stage, stage_count, stage_grid, stage_index
 
@@ -88,7 +89,8 @@ def position_awareness(
     groups = np.repeat(np.arange(batch), n)
     predicted = np.zeros_like(y)
     with single_threaded():
-        for train, test in GroupKFold(n_splits=folds).split(x, y, groups):
+        splits = GroupKFold(n_splits=folds).split(x, y, groups)
+        for train, test in progress(splits, "awareness folds", total=folds, unit="fold"):
             predicted[test] = ridge_predictions(x[train], y[train], x[test], [0.0])[0]
     hits = (np.rint(predicted) == y).all(axis=1)
     return AwarenessResult(float(r2_score(y, predicted)), float(hits.mean()))

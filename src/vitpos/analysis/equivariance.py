@@ -22,6 +22,7 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..grid import Grid, tokens_to_map
+from ..progress import progress
 from .stages import as_host, stage_count, stage_grid
 
 __all__ = [
@@ -169,12 +170,12 @@ def equivariance_sweep(
 ) -> dict[str, list[EquivarianceResult | None]]:
     """:func:`equivariance_error` for shifts of 1..``max_shift`` patches in each of :data:`DIRECTIONS`;
     None where a shift leaves no interior cell (``zero`` mode, large shifts)."""
-    out: dict[str, list[EquivarianceResult | None]] = {}
-    for name, (dy, dx) in DIRECTIONS.items():
-        out[name] = []
-        for k in range(1, max_shift + 1):
-            try:
-                out[name].append(equivariance_error(model, images, (k * dy, k * dx), mode=mode, margin=margin))
-            except ConfigError:  # shifted off the grid or no interior cell left
-                out[name].append(None)
+    out: dict[str, list[EquivarianceResult | None]] = {name: [] for name in DIRECTIONS}
+    shifts = [(name, k) for name in DIRECTIONS for k in range(1, max_shift + 1)]
+    for name, k in progress(shifts, "equivariance sweep", unit="shift"):
+        dy, dx = DIRECTIONS[name]
+        try:
+            out[name].append(equivariance_error(model, images, (k * dy, k * dx), mode=mode, margin=margin))
+        except ConfigError:  # shifted off the grid or no interior cell left
+            out[name].append(None)
     return out

@@ -16,7 +16,10 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-__all__ = ["save_heatmaps", "save_heatmap_pages", "save_curves", "save_bars"]
+__all__ = ["draw_star", "save_heatmaps", "save_heatmap_pages", "save_curves", "save_curve_panels", "save_bars"]
+
+LINE_STYLES = (("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."))
+"""(marker, line style) of the curves of one panel, in turn, so curves that coincide stay distinguishable."""
 
 Array = np.ndarray | torch.Tensor
 
@@ -53,6 +56,23 @@ def _marker(markers: Sequence, row: int, col: int) -> tuple[int, int] | None:
     if nested:
         return markers[row][col] if row < len(markers) and col < len(markers[row]) else None
     return markers[col] if col < len(markers) else None
+
+
+def draw_star(ax, cell: tuple[int, int]) -> None:
+    """A reference star on ``cell`` = (row, col): white with a black outline, seen on any colour, drawn
+    whole at the border (not clipped to the axes)."""
+    (star,) = ax.plot(
+        cell[1],
+        cell[0],
+        marker="*",
+        markersize=14,
+        markerfacecolor="white",
+        markeredgecolor="black",
+        markeredgewidth=1.3,
+        clip_on=False,
+        zorder=5,
+    )
+    star.set_in_layout(False)  # a star past the border must not resize the panel
 
 
 def save_heatmaps(
@@ -120,8 +140,7 @@ def save_heatmaps(
             ax.tick_params(labelsize=7, length=2, labelbottom=r == rows - 1, labelleft=c == 0)
             marker = _marker(markers, r, c)
             if marker is not None:
-                star = "black" if diverging else "red"
-                ax.plot(marker[1], marker[0], marker="*", color=star, markersize=9, markeredgecolor="white")
+                draw_star(ax, marker)
             if panel_titles:
                 ax.set_title(panel_titles[r][c] if c < len(panel_titles[r]) else "", fontsize=8)
                 if np.isnan(data[r, c]).all():
@@ -282,4 +301,45 @@ def save_curves(
         ax.set_ylim(bottom=floor - 0.05 * (ax.get_ylim()[1] - floor))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    return _save(fig, path)
+
+
+def save_curve_panels(
+    path: str | Path,
+    x: Sequence[float],
+    panels: Mapping[str, Mapping[str, Sequence[float]]],
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
+    xticklabels: Sequence[str] | None = None,
+) -> Path:
+    """One panel per entry of ``panels`` (title -> {curve name -> values}), side by side; each panel
+    draws its curves with their own marker and line style (:data:`LINE_STYLES`), so curves that
+    coincide stay visible. NaN values leave gaps; a panel whose values are all NaN says so."""
+    fig = Figure(figsize=(2.6 * len(panels) + 1.6, 3.2), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    xs = np.asarray(x, dtype=float)
+    for ax, (name, curves) in zip(axes, panels.items(), strict=True):
+        drawn = False
+        for k, (label, values) in enumerate(curves.items()):
+            ys = np.asarray(values, dtype=float)
+            if len(ys) != len(xs):
+                raise ValueError(f"curve {label!r} of panel {name!r} has {len(ys)} values for {len(xs)} x values")
+            marker, style = LINE_STYLES[k % len(LINE_STYLES)]
+            size = 7 - 1.5 * (k % len(LINE_STYLES))  # the first curve's larger markers show behind later ones
+            ax.plot(xs, ys, marker=marker, linestyle=style, markersize=size, fillstyle="none", label=label)
+            drawn = drawn or bool(np.isfinite(ys).any())
+        if not drawn:
+            ax.text(0.5, 0.5, "does not apply", transform=ax.transAxes, ha="center", fontsize=8)
+        if xticklabels is not None:
+            ax.set_xticks(xs, list(xticklabels), fontsize=8)
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(ylabel, fontsize=8)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="outside right upper")
+    if title:
+        fig.suptitle(title, fontsize=10)
     return _save(fig, path)

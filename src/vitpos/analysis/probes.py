@@ -45,7 +45,9 @@ from sklearn.metrics import r2_score
 
 from ..errors import ConfigError
 from ..grid import Grid, grid_coords
+from ..progress import progress
 from .fitting import linear_classifier, ridge_predictions, single_threaded
+from .stages import GridTooSmallError
 
 __all__ = ["ProbeResult", "SCORES", "pair_features", "sample_pairs", "probe_table", "SPLITS", "REGRESSIONS"]
 
@@ -190,7 +192,7 @@ def probe_table(
         raise ValueError(f"unknown probe regression {regression!r}; valid values: {', '.join(REGRESSIONS)}")
     n = grid[0] * grid[1]
     if n < 6:
-        raise ValueError(f"grid {grid[0]}x{grid[1]} is too small to probe; use at least 6 cells")
+        raise GridTooSmallError(f"grid {grid[0]}x{grid[1]} is too small to probe; use at least 6 cells")
     most = n // 3 if split == "cells" else n * (n - 1)
     folds = min(10, most) if folds is None else folds
     if folds < 2:
@@ -208,7 +210,9 @@ def probe_table(
     predicted_offsets = np.zeros_like(offsets)
     tested = np.zeros(len(features), dtype=bool)
     with single_threaded():
-        for train, test in _folds(split, folds, np.ones(len(first), dtype=bool), first, second, rng):
+        every_pair = np.ones(len(first), dtype=bool)
+        splits = _folds(split, folds, every_pair, first, second, rng)
+        for train, test in progress(splits, "probe folds", total=folds, unit="fold"):
             if not test.any():
                 continue
             tested |= test

@@ -16,6 +16,7 @@ from ..models.layers import Block
 from ..models.stage import Stage
 
 __all__ = [
+    "GridTooSmallError",
     "as_host",
     "stage_count",
     "stage_index",
@@ -26,6 +27,10 @@ __all__ = [
     "native_grid",
     "stage_name",
 ]
+
+
+class GridTooSmallError(ConfigError):
+    """A stage's grid has too few cells for an analysis (``--stage all`` skips such a stage)."""
 
 
 def stage_count(model: nn.Module) -> int:

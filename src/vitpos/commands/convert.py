@@ -17,6 +17,7 @@ import argparse
 
 from ..analysis.stages import as_host
 from ..files import check_destination
+from ..progress import progress_bar
 from ..weights import create_model, detect_layout, guess_preset, read_weights, write_checkpoint
 from ..weights.build import stored_classes
 from ..weights.load import LAYOUTS, NATIVE, layout_of
@@ -34,11 +35,14 @@ def run(args: argparse.Namespace) -> int:
         name = guess_preset(file, layout_of(file))
         overrides = {**stored_classes(file), **overrides}  # the class count the preset was found with
         print(f"{args.src} fits preset {name} (name another with --model)")
-    model = create_model(
-        name, checkpoint=args.src, keep_grid=args.keep_grid, entry=args.entry, resize=args.resize, **overrides
-    )
-    layout = detect_layout(file.state, args.src).name
-    write_checkpoint(model, args.dst, source=str(args.src), layout=layout)
+    with progress_bar(2, "convert (load, write)") as bar:
+        model = create_model(
+            name, checkpoint=args.src, keep_grid=args.keep_grid, entry=args.entry, resize=args.resize, **overrides
+        )
+        bar.update()
+        layout = detect_layout(file.state, args.src).name
+        write_checkpoint(model, args.dst, source=str(args.src), layout=layout)
+        bar.update()
     params = sum(p.numel() for p in model.parameters())
     taken = f"; weights from its entry {file.entry!r}" if file.entry else ""
     print(f"{args.src} ({layout} layout) -> {args.dst}: {as_host(model).cfg.arch} model, {params:,} parameters{taken}")

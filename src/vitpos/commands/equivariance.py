@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import math
 
-from ..analysis.equivariance import MODES, equivariance_error, equivariance_sweep
-from ..analysis.plots import save_curves
+from ..analysis.equivariance import MODES, EquivarianceResult, equivariance_error, equivariance_sweep
+from ..analysis.plots import save_curve_panels
 from ..analysis.stages import as_host, stage_grid
 from ..files import write_json
 from ..spec import non_negative_int
@@ -34,6 +34,19 @@ def parse_shift(text: str) -> tuple[int, int]:
     return dy, dx
 
 
+def sweep_panels(sweep: dict[str, list[EquivarianceResult | None]], stages: int) -> dict[str, dict[str, list[float]]]:
+    """The figure's panels: every stage's feature error (one panel each), then the logit change;
+    one curve per shift direction, NaN where a shift does not apply."""
+    panels: dict[str, dict[str, list[float]]] = {}
+    for s in range(stages):
+        name = "features" if stages == 1 else f"stage {s} features"
+        panels[name] = {d: [math.nan if r is None else r.stage_errors[s] for r in rs] for d, rs in sweep.items()}
+    panels["logits"] = {
+        d: [math.nan if r is None or r.logit_change is None else r.logit_change for r in rs] for d, rs in sweep.items()
+    }
+    return panels
+
+
 def run(args: argparse.Namespace) -> int:
     model = build_host(args)
     images = sample_images(model, args)
@@ -50,19 +63,13 @@ def run(args: argparse.Namespace) -> int:
     grid = stage_grid(model, (images.shape[-2], images.shape[-1]))
     steps = min(max(4, *map(abs, args.shift)), min(grid) - 1)
     sweep = equivariance_sweep(model, images, steps, mode=args.mode, margin=args.margin)
-    series = {}
-    for measure, label in (("feature_error", "features"), ("logit_change", "logits")):
-        for direction, results in sweep.items():
-            values = [math.nan if r is None or getattr(r, measure) is None else getattr(r, measure) for r in results]
-            if not all(math.isnan(v) for v in values):
-                series[f"{label}, {direction}"] = (values, [0.0] * len(values))
-    figure = save_curves(
+    figure = save_curve_panels(
         args.out / "equivariance.png",
         list(range(1, steps + 1)),
-        series,
-        xlabel=f"shift (last-stage tokens of {stride} pixels)",
+        sweep_panels(sweep, len(result.stage_errors)),
+        xlabel=f"shift (tokens of {stride} px)",
         ylabel="relative error (0 = equivariant)",
-        title=f"{args.mode} shifts on the {grid[0]}x{grid[1]} grid: {model_label(args)}",
+        title=f"{args.mode} shifts on the {grid[0]}x{grid[1]} last-stage grid: {model_label(args)}",
         xticklabels=[str(k) for k in range(1, steps + 1)],
     )
     sweep_json = {d: [None if r is None else r.to_dict() for r in rs] for d, rs in sweep.items()}

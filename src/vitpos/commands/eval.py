@@ -21,7 +21,6 @@ from ..engine.setup import check_model_fits_data
 from ..files import write_atomic, write_json
 from ..spec import non_negative_int, positive_int
 from ..tasks import TaskKind, task_kind
-from ..tasks.detection.coco_eval import coco_summary
 from ..weights import load_model
 from .options import option_type, parse_size_list
 
@@ -45,36 +44,43 @@ def run(args: argparse.Namespace) -> int:
         crop = args.eval_crop or trained.get("eval_crop", TrainConfig.eval_crop)
         if not 0 < crop <= 1:
             raise ValueError(f"--eval-crop {crop} must lie in (0, 1]: the fraction of the resized image kept")
-        split = for_evaluation(data.split(args.split), crop, trained.get("interpolation", TrainConfig.interpolation))
+        raw = data.split(args.split)
+        split = for_evaluation(raw, crop, trained.get("interpolation", TrainConfig.interpolation))
         results = evaluate_resolutions(
             model, split, sizes, batch_size=args.batch_size, device=device, workers=args.workers
         )
         name = ckpt.path.parent.parent.name if ckpt.path.parent.name == "checkpoints" else ckpt.path.name
         rows.append((name + (" (EMA)" if args.ema else ""), sum(p.numel() for p in model.parameters()), results))
         run_dir = ckpt.path.parent.parent if ckpt.path.parent.name == "checkpoints" else ckpt.path.parent
-        record = _record(ckpt.path, spec, args, rows[-1][1], results, task_kind(task))
-        records.append((run_dir, record | {"eval_crop": crop}))
+        split_name = data.test_name if args.split == "test" else args.split
+        record = _record(ckpt.path, spec, split_name, args.ema, rows[-1][1], results, task_kind(task))
+        records.append((run_dir, record | ({"eval_crop": crop} if split is not raw else {})))  # photographs only
     assert task is not None, "--checkpoint takes one run or more"
+    kind = task_kind(task)
     table = resolution_table(rows, task)
     print(table)
-    if task == "detection":  # DETR's evaluation: every COCO number
+    if kind.details:  # every metric, as DETR's evaluation prints COCO's
+        names = [kind.headline, *(key for key, _ in kind.details)]
         for name, _, results in rows:
-            print("\n".join(f"{name} at {h}x{w}: {coco_summary(m)}" for (h, w), m in results.items()))
+            for (h, w), metrics in results.items():
+                shown = (kind.format_metric(k, metrics[k]) if k in metrics else f"{k} -" for k in names)
+                print(f"{name} at {h}x{w} on {split_name}: " + "  ".join(shown))
     written = _write(records, table, args.out)
     print("wrote " + ", ".join(map(str, written)))
     return 0
 
 
-def _record(checkpoint: Path, spec: str, args: argparse.Namespace, params: int, results: dict, kind: TaskKind) -> dict:
-    """One checkpoint's results for JSON: every metric at every size, their units, and what was evaluated."""
+def _record(checkpoint: Path, spec: str, split: str, ema: bool, params: int, results: dict, kind: TaskKind) -> dict:
+    """One checkpoint's results for JSON: every metric at every size, their units, and what was evaluated
+    (``split`` as the data set names it)."""
     return {
         "task": kind.name,
         "headline": kind.headline,
         "units": dict([(kind.headline, kind.unit), *kind.details]),
         "checkpoint": str(checkpoint),
         "data": spec,
-        "split": args.split,
-        "ema": args.ema,
+        "split": split,
+        "ema": ema,
         "params": params,
         "results": {f"{h}x{w}": metrics for (h, w), metrics in results.items()},
     }

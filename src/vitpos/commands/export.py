@@ -15,14 +15,18 @@ from pathlib import Path
 
 from ..deploy import FORMATS, export_model, metadata_path
 from ..files import check_destination
+from ..progress import progress_bar
 from .model_args import add_model_arguments, build_model
 
 
 def run(args: argparse.Namespace) -> int:
     for path in (args.out, metadata_path(args.out)):
         check_destination(path, folder=False, force=args.force)
-    model = build_model(args)
-    meta = export_model(model, args.out, fmt=args.format, min_size=args.min_size, max_size=args.max_size)
+    with progress_bar(2, f"{args.format} export (build, export)") as bar:
+        model = build_model(args)
+        bar.update()
+        meta = export_model(model, args.out, fmt=args.format, min_size=args.min_size, max_size=args.max_size)
+        bar.update()
     print(f"wrote {args.out} ({args.format}, image sides {args.min_size}..{args.max_size}) and {meta}")
     return 0
 

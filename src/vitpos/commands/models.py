@@ -1,39 +1,85 @@
 """``vitpos models``: list presets with their position slots and parameter counts (``--pretrained``:
-those with the authors' released weights, and where each file is published)."""
+those with the authors' released weights, and where each file is published).
+
+The listing reads :mod:`vitpos.commands.preset_table`, counted once from the registry, so it
+imports neither torch nor a model; a test checks the table against the registry, and
+``python -m vitpos.commands.models`` rewrites it after a preset changes.
+"""
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
+import pprint
+from pathlib import Path
 
-import torch
+from .preset_table import PRESETS
 
-from ..models.factory import TASKS, create_model, get_config, list_models
-from ..weights.pretrained import RELEASES
+TASKS = ("classification", "detection", "segmentation")
+"""What presets predict (the same as :data:`vitpos.models.factory.TASKS`, which imports torch)."""
+
+_TABLE_FILE = Path(__file__).with_name("preset_table.py")
 
 
 def count_parameters(name: str) -> int:
     """Parameters of preset ``name``, counted on the meta device (no memory, no init cost)."""
+    import torch
+
+    from ..models.factory import create_model
+
     with torch.device("meta"):
         model = create_model(name)
     return sum(p.numel() for p in model.parameters())
 
 
+def registry_rows() -> dict[str, tuple[str, int, str]]:
+    """``{name: (task, parameters, slots)}`` of every registered preset, computed from the registry."""
+    from ..models.factory import get_config, list_models, preset_task
+
+    rows = {}
+    for name in list_models():
+        pos = get_config(name).position
+        slots = " / ".join((pos.absolute, pos.join, pos.conditional, pos.relative))
+        rows[name] = (preset_task(name), count_parameters(name), slots)
+    return rows
+
+
+def write_table(path: Path = _TABLE_FILE) -> None:
+    """Rewrite the preset table from the registry."""
+    body = pprint.pformat(registry_rows(), width=120, sort_dicts=False)
+    path.write_text(
+        '"""Every preset\'s task, parameter count and position slots, for `vitpos models`.\n\n'
+        'Written by `python -m vitpos.commands.models`.\n"""\n\n'
+        f"PRESETS: dict[str, tuple[str, int, str]] = {body}\n",
+        encoding="utf-8",
+    )
+
+
+def matching(pattern: str, task: str | None) -> list[str]:
+    """Preset names as :func:`vitpos.models.factory.list_models` selects them, read from the table."""
+    if not any(c in pattern for c in "*?["):
+        pattern = f"*{pattern}*"
+    return [n for n, row in PRESETS.items() if fnmatch.fnmatch(n, pattern) and task in (None, row[0])]
+
+
 def run(args: argparse.Namespace) -> int:
-    names = [n for n in list_models(args.pattern, task=args.task) if not args.pretrained or n in RELEASES]
+    names = matching(args.pattern, args.task)
+    if args.pretrained:
+        from ..weights.pretrained import RELEASES  # imports torch: only for this listing
+
+        names = [n for n in names if n in RELEASES]
     if not names:
         kind = "model with released weights" if args.pretrained else "model"
         raise ValueError(f"no {kind} matches {args.pattern!r}; run 'vitpos models' for the full list")
     if args.pretrained:
         print(f"{'model':48s} {'params':>12s}  released weights (create_model(NAME, pretrained=True))")
         for name in names:
-            print(f"{name:48s} {count_parameters(name):>12,d}  {RELEASES[name].url}")
+            print(f"{name:48s} {PRESETS[name][1]:>12,d}  {RELEASES[name].url}")
         return 0
-    header = f"{'model':48s} {'params':>12s}  absolute / join / conditional / relative"
-    print(header)
+    print(f"{'model':48s} {'params':>12s}  absolute / join / conditional / relative")
     for name in names:
-        pos = get_config(name).position
-        slots = " / ".join((pos.absolute, pos.join, pos.conditional, pos.relative))
-        print(f"{name:48s} {count_parameters(name):>12,d}  {slots}")
+        _, params, slots = PRESETS[name]
+        print(f"{name:48s} {params:>12,d}  {slots}")
     return 0
 
 
@@ -47,3 +93,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--pretrained", action="store_true", help="only presets with the authors' released weights, with their URLs"
     )
     p.set_defaults(func=run)
+
+
+if __name__ == "__main__":
+    write_table()

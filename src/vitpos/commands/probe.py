@@ -6,12 +6,13 @@ import argparse
 
 from ..analysis.plots import save_bars
 from ..analysis.probes import MAX_PAIRS, REGRESSIONS, SPLITS, ProbeResult, probe_table
-from ..analysis.stages import native_grid, stage_indices, stage_name
+from ..analysis.stages import native_grid, stage_name
 from ..analysis.tables import layer_position_encodings
 from ..files import write_json
 from ..spec import positive_int
 from .model_args import add_model_arguments, add_output_argument, add_stage_argument, build_host, model_label
 from .options import option_type
+from .stage_runs import each_stage
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,7 +23,8 @@ def run(args: argparse.Namespace) -> int:
     )
     results: dict[str, ProbeResult] = {}
     records = {}
-    for stage in stage_indices(model, args.stage):
+
+    def probe_stage(stage: int) -> None:
         grid = native_grid(model, stage)
         for name, table in layer_position_encodings(model, grid, stage).items():
             label = stage_name(model, stage, name)
@@ -36,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
                 f"{result.left_right:10.3f} {result.up_down:8.3f} {result.distance_r2:10.3f} "
                 f"{result.pairs:>9,d}/{result.all_pairs:<9,d}"
             )
+
+    each_stage(model, args.stage, "probing", probe_stage)
     if any(r.pairs < r.all_pairs for r in results.values()):
         print(f"a table with more pairs of cells than {MAX_PAIRS:,d} is probed on that many, drawn at random (--seed)")
     figure = save_bars(

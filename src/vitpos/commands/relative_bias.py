@@ -18,6 +18,7 @@ from ..analysis.relative_maps import (
 from ..analysis.stages import as_host, stage_count, stage_indices, stage_name
 from ..errors import ConfigError
 from ..files import write_json
+from ..progress import progress
 from ..spec import non_negative_int, positive_int
 from .model_args import (
     add_input_arguments,
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     images = sample_images(model, args)
     summary = {}
     untrained = []
-    for index, layer in _layers(model, args):
+    for index, layer in progress(_layers(model, args), "relative-bias maps", unit="block"):
         heads = layer.attn.num_heads
         if args.attention_head is not None and args.attention_head >= heads:
             where = f" in stage {layer.stage}" if stage_count(model) > 1 else ""

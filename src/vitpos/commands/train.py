@@ -3,7 +3,8 @@
 Settings come in layers, later ones winning: the dataclass defaults, a ``--recipe`` (a paper's
 training recipe, see :mod:`vitpos.engine.recipes`), the run's saved ``config.yaml`` (with
 ``--resume``), a ``--config`` YAML file, then the options given here. ``--print-config`` prints
-the resolved settings as a YAML config (which ``--config`` reads back) and exits.
+the resolved settings, the model's in full as the run's ``config.yaml`` holds them, as a YAML
+config (which ``--config`` reads back) and exits.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import yaml
 
 from ..engine.config import TrainConfig
 from ..engine.interrupt import TrainingInterrupted
-from ..engine.recipes import RECIPES, get_recipe
+from ..engine.recipes import RECIPES, blame_recipe, check_recipe_fits, get_recipe
+from ..engine.records import run_config
 from ..engine.setup import RunRequest
 from ..engine.train import Resume, train
 from ..tasks import task_kind
@@ -52,11 +54,19 @@ def default_run_dir(request: RunRequest) -> str:
 
 def build_request(args: argparse.Namespace) -> RunRequest:
     """Stack the recipe, the saved run config (on resume), the config file and the command-line options."""
+    return layered_request(args)[0]
+
+
+def layered_request(args: argparse.Namespace) -> tuple[RunRequest, dict[str, str]]:
+    """:func:`build_request`, and where each setting it holds came from: ``{option: "recipe deit" |
+    "the run's config.yaml" | "config FILE" | "command line"}`` (options absent are defaults)."""
     names = args.option_names
     cli = RunRequest(
         args.model, given_options(args, names["model"] + names["slots"]), given_options(args, names["train"])
     )
-    request = (RunRequest.from_yaml(args.config) if args.config else RunRequest()).merged(cli)
+    file = RunRequest.from_yaml(args.config) if args.config else RunRequest()
+    layers = [(f"config {args.config}", file), ("command line", cli)]  # lowest first
+    request = file.merged(cli)
     recipe = None
     if args.recipe:
         chosen = get_recipe(args.recipe)
@@ -71,9 +81,12 @@ def build_request(args: argparse.Namespace) -> RunRequest:
             if request.preset:  # a model named anew is checked against the checkpoint, not merged into it
                 base = RunRequest(train=base.train)
             request = base.merged(request)
+            layers.insert(0, (f"the run's {CONFIG_FILE}", base))
     if recipe is not None:  # the lowest layer: a resumed run keeps the values it was saved with
         request = recipe.merged(request)
-    return request
+        layers.insert(0, (f"recipe {args.recipe}", recipe))
+    origins = {key: origin for origin, layer in layers for key in (*layer.model, *layer.train)}
+    return request, origins
 
 
 @contextlib.contextmanager
@@ -91,31 +104,33 @@ def _epoch_lines() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def resolved_settings(request: RunRequest) -> dict:
-    """The settings a run would use, as a ``--config`` YAML mapping (the model: preset plus overrides)."""
-    train_cfg = TrainConfig.from_dict(request.train)
-    model = {"preset": request.preset, **request.model} if request.preset else dict(request.model)
-    return {"model": model, "train": train_cfg.to_dict()}
-
-
 def run(args: argparse.Namespace) -> int:
-    request = build_request(args)
-    if args.print_config:
-        cfg = TrainConfig.from_dict(request.train)
-        print(f"# recipe: {args.recipe or 'none'}; peak learning rate after warm-up: {cfg.peak_lr:g}")
-        print(yaml.safe_dump(resolved_settings(request), sort_keys=False), end="")
-        return 0
+    request, origins = layered_request(args)
     model_cfg, train_cfg, data = request.resolve()
+    train_cfg = train_cfg.replace(data=data.info.spec)  # as the run records it
+    if args.print_config:
+        print(f"# recipe: {args.recipe or 'none'}; peak learning rate after warm-up: {train_cfg.peak_lr:g}")
+        print(yaml.safe_dump(run_config(model_cfg, train_cfg), sort_keys=False), end="")
+        return 0
+    if args.recipe:
+        check_recipe_fits(args.recipe, origins, data)
+    resume = _RESUME_FLAGS.get(args.resume, False)
     try:
         with _epoch_lines():
-            result = train(model_cfg, train_cfg, data, resume=_RESUME_FLAGS.get(args.resume, False))
+            result = train(model_cfg, train_cfg, data, resume=resume, name=request.preset, origins=origins)
+    except ValueError as err:
+        blamed = blame_recipe(err, args.recipe, origins) if args.recipe else err
+        if blamed is err:
+            raise
+        raise blamed from None
     except TrainingInterrupted as stop:
         print(f"vitpos train: {_continue_line(stop)}", file=sys.stderr)
         return 130
     if int(os.environ.get("RANK", "0")) == 0:
         kind = task_kind(data.info.task)
         metrics = "  ".join(kind.format_metric(k, v) for k, v in result.test.items())
-        print(f"run folder {result.run_dir}: test {metrics}")
+        where = f"run folder {result.run_dir}" if result.run_dir else "no run folder"
+        print(f"{where}: {result.evaluated_split} {metrics}")
     return 0
 
 

@@ -193,4 +193,4 @@ def load_coco_splits(path: str | Path) -> DataSplits:
     slots = max([len(o.labels) for o in train_objects + val_objects] + [1])
     train = coco_images(train_files, train_objects, train_sizes, info, slots, train=True, annotations=train_file)
     val = coco_images(val_files, val_objects, val_sizes, info, slots, train=False, annotations=val_file)
-    return DataSplits(train, val, val)
+    return DataSplits(train, val, val, test_name="val")

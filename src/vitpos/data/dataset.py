@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
@@ -136,6 +136,10 @@ class DataSplits:
     train: ImageDataset
     val: ImageDataset
     test: ImageDataset
+    test_name: str = field(default="test", kw_only=True)
+    """What the data set calls the split in ``test``: ``val`` where it has no test split and ``test`` repeats val."""
+    made: str = field(default="", kw_only=True)
+    """How the splits were drawn where the data set did not come split (a flat image folder)."""
 
     @property
     def info(self) -> DataInfo:
@@ -155,7 +159,8 @@ class DataSplits:
 
     def at_size(self, size: int | tuple[int, int]) -> DataSplits:
         """Every split at image size ``size``."""
-        return dataclasses.replace(self, **{name: self.split(name).at_size(size) for name in SPLITS})
+        train, val, test = (self.split(name).at_size(size) for name in SPLITS)
+        return dataclasses.replace(self, train=train, val=val, test=test)
 
 
 def iterate_batches(

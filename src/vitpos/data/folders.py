@@ -150,9 +150,13 @@ def load_folder_splits(path: str | Path, seed: int = 0) -> DataSplits:
         train = _samples(root / "train", classes)
         val = _samples(held[0], classes)
         test = _samples(held[-1], classes)
+        test_name, made = held[-1].name, ""
     else:
         samples = _samples(root, classes)
         order = np.random.default_rng(seed).permutation(len(samples))
         n_held = max(1, len(samples) // 10)
         val, test, train = ([samples[i] for i in part] for part in np.split(order, [n_held, 2 * n_held]))
-    return DataSplits(ImageFiles(train, info), ImageFiles(val, info), ImageFiles(test, info))
+        test_name = "test"
+        made = f"class folders split at random (seed {seed}): 10% val, 10% test ({n_held} images each), the rest train"
+    splits = (ImageFiles(train, info), ImageFiles(val, info), ImageFiles(test, info))
+    return DataSplits(*splits, test_name=test_name, made=made)

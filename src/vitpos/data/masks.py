@@ -195,4 +195,5 @@ def load_mask_splits(path: str | Path, classes: int | None = None, reduce_zero: 
             splits[split] = splits["val"]
             continue
         splits[split] = MaskFiles(_pairs(images, annotations), info, reduce_zero)
-    return DataSplits(**splits)
+    test_name = "val" if splits["test"] is splits["val"] else "test"
+    return DataSplits(splits["train"], splits["val"], splits["test"], test_name=test_name)

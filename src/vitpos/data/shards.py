@@ -191,4 +191,7 @@ def load_shard_splits(spec: str) -> DataSplits:
     tested = _index(test_pattern) if test_pattern else held
     classes = _class_names(train_pattern, train + held + tested)
     info = DataInfo(spec, "classification", classes=classes, mean=IMAGENET_MEAN, std=IMAGENET_STD, photographic=True)
-    return DataSplits(ShardImages(train, info), ShardImages(held, info), ShardImages(tested, info))
+    tests = ShardImages(tested, info)
+    return DataSplits(
+        ShardImages(train, info), ShardImages(held, info), tests, test_name="test" if test_pattern else "val"
+    )

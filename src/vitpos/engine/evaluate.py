@@ -16,6 +16,7 @@ from ..data.dataset import ImageDataset, as_size, iterate_batches
 from ..data.padded import model_inputs, padded_for
 from ..data.transforms import normalize, to_float
 from ..memory import batch_bytes, check_fits
+from ..progress import progress
 from ..tasks import loss_precision, task_for, task_kind
 from .distributed import Dist, eval_batches
 from .precision import Precision
@@ -83,7 +84,7 @@ def evaluate_resolutions(
                 device,
             )
     results = {}
-    for size in sizes:
+    for size in progress(sizes, "evaluating at each size", unit="size"):
         hw = as_size(size)
         results[hw] = evaluate(model, dataset.at_size(hw), **kwargs)
     return results

@@ -29,13 +29,15 @@ the cosine runs from the end of warm-up (timm runs it from step 0).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..data.dataset import DataSplits
 from ..errors import ConfigError
 
-__all__ = ["Recipe", "RECIPES", "get_recipe"]
+__all__ = ["Recipe", "RECIPES", "get_recipe", "check_recipe_fits", "blame_recipe"]
 
 
 @dataclass(frozen=True)
@@ -118,3 +120,54 @@ def get_recipe(name: str) -> Recipe:
     if name not in RECIPES:
         raise ConfigError(f"unknown recipe {name!r}; valid recipes: {', '.join(RECIPES)}")
     return RECIPES[name]
+
+
+_OFF = {
+    "crop_scale": "none",
+    "hflip": "0",
+    "cutmix": "0",
+    "randaugment": "none",
+    "random_erasing": "0",
+    "mixup": "0",
+    "label_smoothing": "0",
+    "repeated_aug": "1",
+}
+"""The settings a recipe turns on that some data cannot take, and the option value that turns each off."""
+
+
+def check_recipe_fits(name: str, origins: Mapping[str, str], data: DataSplits) -> None:
+    """Refuse recipe ``name`` where settings it made (``origins[key] == "recipe NAME"``) do not fit ``data``,
+    naming the recipe, the settings and how to turn them off or pick other data."""
+    info = data.info
+    ours = {k: v for k, v in get_recipe(name).train.items() if origins.get(k) == f"recipe {name}" and k in _OFF}
+    problems: list[tuple[list[str], str]] = []
+    if info.position_sensitive:
+        moving = [k for k in ("crop_scale", "hflip", "cutmix", "randaugment", "random_erasing") if ours.get(k)]
+        problems.append((moving, "move or hide things within the image and would change its labels"))
+    if info.task != "classification":
+        problems.append(([k for k in ("mixup", "cutmix", "label_smoothing") if ours.get(k)], "need a classifier"))
+    if ours.get("repeated_aug", 1) > 1 and not data.train.per_image:
+        problems.append((["repeated_aug"], "needs single images, and it draws whole batches"))
+    problems = [(keys, why) for keys, why in problems if keys]
+    if not problems:
+        return
+    bad = list(dict.fromkeys(k for keys, _ in problems for k in keys))
+    reasons = "; ".join(f"{', '.join(f'{k}={ours[k]}' for k in keys)} {why}" for keys, why in problems)
+    off = " ".join(f"--{k.replace('_', '-')} {_OFF[k]}" for k in bad)
+    raise ConfigError(
+        f"--recipe {name} sets what {info.spec} ({info.task}) cannot take: {reasons}. The recipe is for "
+        f"photographs (--data folder:PATH, shards:..., cifar10:PATH); to keep it on this data, turn those off: {off}"
+    )
+
+
+def blame_recipe(err: ValueError, name: str, origins: Mapping[str, str]) -> ValueError:
+    """``err`` with a note naming recipe ``name`` where its message names a setting the recipe made; else ``err``."""
+    blamed = [
+        key for key, origin in origins.items() if origin == f"recipe {name}" and re.search(rf"\b{key}\b", str(err))
+    ]
+    if not blamed:
+        return err
+    return ConfigError(
+        f"{err} ({', '.join(blamed)}: set by --recipe {name}, from {get_recipe(name).source}; "
+        "a value given on the command line overrides the recipe's)"
+    )

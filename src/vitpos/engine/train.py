@@ -16,7 +16,7 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -46,6 +46,7 @@ from .evaluate import evaluate, input_dtype
 from .interrupt import InterruptRequest, TrainingInterrupted
 from .optim import ModelEma, WarmupCosine, build_optimizer, warn_long_warmup
 from .pipeline import TrainData, build_augment, eval_split
+from .preamble import preamble_lines, run_facts
 from .precision import Precision
 from .records import write_history, write_run_config, write_summary
 from .resume_data import keep_stream_settings
@@ -92,6 +93,8 @@ class TrainResult:
     """Final metrics on the test split (``ema_*`` keys for the EMA model)."""
     run_dir: Path | None
     checkpoint: Path | None
+    evaluated_split: str = "test"
+    """What the data set calls the split of :attr:`test`: ``val`` where it has no test split."""
 
 
 def step_seed(seed: int, step: int, rank: int) -> int:
@@ -103,9 +106,17 @@ class _Trainer:
     """One run; built (and every input checked) before anything is written."""
 
     def __init__(
-        self, model_cfg: HostConfig, cfg: TrainConfig, data: DataSplits, ctx: Dist, device: torch.device, resume: Resume
+        self,
+        model_cfg: HostConfig,
+        cfg: TrainConfig,
+        data: DataSplits,
+        ctx: Dist,
+        device: torch.device,
+        resume: Resume,
+        about: tuple[str | None, Mapping[str, str]] = (None, {}),
     ) -> None:
         self.cfg, self.model_cfg, self.ctx, self.device = cfg, model_cfg, ctx, device
+        self.data = data
         self.info = data.info
         check_model_fits_data(model_cfg, self.info)
         size = model_cfg.image_hw
@@ -133,17 +144,36 @@ class _Trainer:
         self.model = self.model.to(device)
         self.task = task_for(self.info, self.model)
         self.kind = task_kind(self.info.task)
-        self.optimizer = build_optimizer(self.model, cfg.lr, cfg.weight_decay, cfg.betas)
         self.precision = Precision.for_run(cfg.amp, cfg.amp_dtype, cfg.cpu_amp, device)
+        self.run_dir = Path(cfg.run_dir) if cfg.run_dir else None
+        name, origins = about
+        self.facts = run_facts(
+            name=name,
+            model=self.model,
+            model_cfg=model_cfg,
+            cfg=cfg,
+            data=data,
+            device=device,
+            precision=self.precision,
+            origins=origins,
+            run_dir=self.run_dir,
+            resumed=None,
+        )
+        for line in preamble_lines(self.facts, cfg.epochs)[:-1]:  # as soon as known; the last waits for a resume
+            self._log(line)
+        self.optimizer = build_optimizer(self.model, cfg.lr, cfg.weight_decay, cfg.betas)
         self.scaler = self.precision.scaler()
         self.ema = ModelEma(self.model, cfg.ema_decay) if cfg.ema_decay else None
-        self.run_dir = Path(cfg.run_dir) if cfg.run_dir else None
         self.epoch, self.batch, self.step = 0, 0, 0
         self.history: list[dict[str, Any]] = []
         self.running = self.task.metrics(device)
         self.last_checkpoint: Path | None = None
+        self.resumed: dict[str, Any] | None = None
         self.diverged, self.interrupt = DivergenceGuard(cfg, ctx, device), InterruptRequest()
         self._check_run_dir(resume)
+        self.facts["resumed"] = self.resumed
+        self.preamble = preamble_lines(self.facts, cfg.epochs)
+        self._log(self.preamble[-1])
 
         # the model as it runs: with its distillation teacher, wrapped by DDP, compiled
         self.net: Callable[..., Any] = self.model
@@ -216,6 +246,7 @@ class _Trainer:
         if self.ctx.is_main:  # the saved sums are already totals over all processes
             self.running.load_state(state["running"])
         self.last_checkpoint = ckpt.path
+        self.resumed = {"checkpoint": str(ckpt.path), "epoch": self.epoch, "step": self.step}
 
     def _warn_changes(self, saved: dict[str, Any], where: Path) -> None:
         """Warn about options that change what a resumed run computes (the schedule, the optimiser ...)."""
@@ -246,7 +277,7 @@ class _Trainer:
         cfg, ctx = self.cfg, self.ctx
         if self.run_dir is not None and ctx.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            write_run_config(self.run_dir, self.model_cfg, cfg)
+            write_run_config(self.run_dir, self.model_cfg, cfg, self.preamble)
             write_history(self.run_dir, self.history)
         start = time.perf_counter()
         # one bar for the whole run, so its ETA is the run's
@@ -264,17 +295,20 @@ class _Trainer:
                 if self.interrupt.requested:  # the epoch's checkpoint is written
                     raise TrainingInterrupted(self.step, self.run_dir, self.last_checkpoint)
         test = self._evaluate(self.test_set, "")
+        split = self.data.test_name
         if self.run_dir is not None and ctx.is_main:
             write_summary(
                 self.run_dir,
                 {
-                    "test": test,
-                    "params": sum(p.numel() for p in self.model.parameters()),
+                    "evaluated_split": split,
+                    split: test,
+                    "params": self.facts["params"],
                     "train_time_s": time.perf_counter() - start,
                     "checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
+                    "run": self.facts,
                 },
             )
-        self._log("test: " + "  ".join(self.kind.format_metric(k, v) for k, v in test.items()))
+        self._log(f"{split}: " + "  ".join(self.kind.format_metric(k, v) for k, v in test.items()))
         return TrainResult(
             self.model.eval(),
             self.ema.module if self.ema else None,
@@ -282,6 +316,7 @@ class _Trainer:
             test,
             self.run_dir,
             self.last_checkpoint,
+            split,
         )
 
     def _train_epoch(self) -> None:
@@ -401,7 +436,13 @@ class _Trainer:
 
 
 def train(
-    model_cfg: HostConfig, cfg: TrainConfig, data: DataSplits | None = None, *, resume: Resume = False
+    model_cfg: HostConfig,
+    cfg: TrainConfig,
+    data: DataSplits | None = None,
+    *,
+    resume: Resume = False,
+    name: str | None = None,
+    origins: Mapping[str, str] | None = None,
 ) -> TrainResult:
     """Train a model built from ``model_cfg`` on ``data`` (default: ``open_data(cfg.data)``).
 
@@ -409,7 +450,9 @@ def train(
     Under ``torchrun`` every process calls this with the same arguments. With ``resume=True``
     the run continues from the newest checkpoint in ``cfg.run_dir`` (an error if there is
     none); ``resume="if_present"`` starts a new run when there is nothing to resume. The run
-    folder is locked (:mod:`vitpos.engine.run_lock`) while the run lasts.
+    folder is locked (:mod:`vitpos.engine.run_lock`) while the run lasts. ``name`` (the preset) and
+    ``origins`` (where each given setting came from: ``recipe deit``, ``command line`` ...) are
+    printed before the first step and kept in the run's ``config.yaml`` and ``summary.json``.
     """
     check_train_arguments(model_cfg, cfg, data)
     if data is None:
@@ -423,7 +466,7 @@ def train(
     ctx, device = setup(cfg.device)
     try:
         with locked_run_folder(cfg.run_dir if ctx.is_main else None):
-            result = _Trainer(model_cfg, cfg, data, ctx, device, resume).fit()
+            result = _Trainer(model_cfg, cfg, data, ctx, device, resume, (name, origins or {})).fit()
     except BaseException:
         if owns_group:
             teardown(wait_for_peers=False)

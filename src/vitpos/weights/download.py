@@ -112,7 +112,11 @@ def _fetch(url: str, dst: Path) -> str:
                 digest.update(chunk)
                 received += len(chunk)
     except (urllib.error.URLError, HTTPException, OSError) as err:
-        raise CheckpointError(f"downloading {url} failed ({type(err).__name__}: {err}); nothing was cached") from None
+        raise CheckpointError(
+            f"downloading {url} failed ({type(err).__name__}: {err}); nothing was cached. Without a network, fetch "
+            f"that file elsewhere, place it in the cache {cache_dir()} as {Path(urlparse(url).path).name} "
+            "and set VITPOS_OFFLINE=1 to use the cache only"
+        ) from None
     if announced is not None and received != int(announced):
         raise CheckpointError(
             f"downloading {url} stopped after {received} of {announced} bytes; nothing was cached, try again"

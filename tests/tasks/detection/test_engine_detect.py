@@ -1,5 +1,6 @@
 """The engine on detection: train, checkpoint, exact resume, eval with AP, bf16 autocast, mismatched tasks."""
 
+import json
 import re
 from pathlib import Path
 
@@ -104,7 +105,10 @@ def test_eval_command_prints_ap_at_several_sizes(tmp_path, capsys):
     table = capsys.readouterr().out
     assert "32(AP, %)" in table and "32x48(AP, %)" in table
     # every COCO number, as DETR's evaluation prints them; 32-pixel images hold only small objects
-    assert re.search(r"run at 32x48: AP \d+\.\d  AP50 \d+\.\d  AP75 \d+\.\d  APs \d+\.\d  APm -  APl -", table)
+    assert re.search(
+        r"run at 32x48 on test: AP \d+\.\d%  AP50 \d+\.\d%  AP75 \d+\.\d%  APs \d+\.\d%  APm -  APl -", table
+    )
+    assert "eval_crop" not in json.loads((run / "eval.json").read_text())  # photographs from files only
 
 
 def test_evaluate_gives_ap_100_for_a_model_that_outputs_the_truth():

@@ -62,5 +62,6 @@ register_task(
         presets="a *_fpn preset (see `vitpos models --task segmentation`)",
         data="segmentation data (synthetic:segment, masks:PATH)",
         build=SegmentationTask,
+        details=(("aacc", "aAcc, %"), ("macc", "mAcc, %")),
     )
 )
