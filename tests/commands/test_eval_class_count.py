@@ -16,7 +16,9 @@ def test_eval_on_other_classes_names_the_fix_that_works(tmp_path, capsys):
     lines = captured.err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("vitpos eval: error: "), lines
     assert f"num_classes=2 but {OTHER} has 4 classes" in lines[0]
-    assert f"evaluate checkpoint {run_dir} on data with 2 classes (without --data: the data it was trained on)" in lines[0]
+    assert (
+        f"evaluate checkpoint {run_dir} on data with 2 classes (without --data: the data it was trained on)" in lines[0]
+    )
     assert f"vitpos train --init {run_dir} --model NAME --data {OTHER} gives it a new head" in lines[0]
     assert "--num-classes" not in lines[0] and captured.out == ""
     assert not (run_dir / "eval.json").exists()

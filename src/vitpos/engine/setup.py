@@ -201,6 +201,8 @@ def check_model_fits_data(
             f"was trained on), or fine-tune it for {info.spec} first (vitpos train --init {checkpoint} --model NAME "
             f"--data {info.spec} gives it a new head) and evaluate that run"
         )
-        raise VitposError(f"the model has num_classes={cfg.num_classes} but {info.spec} has {info.num_outputs} {unit}; " + fix)
+        raise VitposError(
+            f"the model has num_classes={cfg.num_classes} but {info.spec} has {info.num_outputs} {unit}; " + fix
+        )
     if cfg.in_chans != info.channels:
         raise ValueError(f"the model takes in_chans={cfg.in_chans} but {info.spec} has {info.channels}-channel images")
