@@ -89,3 +89,16 @@ def test_report_only_needs_a_finished_study(tmp_path, capsys):
 def test_cuda_without_a_gpu_is_a_clear_error(tmp_path, capsys):
     assert main(["study", "--device", "cuda", "--out", str(tmp_path / "s")]) == 2
     assert "no CUDA device is available here" in capsys.readouterr().err
+
+
+def test_report_writing_draws_a_bar_on_stderr_unless_told_not_to(tmp_path, capsys):
+    out = tmp_path / "study"
+    assert main(["study", "--family", "sincos2d", *SMALL, "--workers", "1", "--no-progress", "--out", str(out)]) == 0
+    assert capsys.readouterr().err == ""
+    report = (out / "report.md").read_text()
+    assert main(["study", "--report-only", "--out", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert "study report figures:" in printed.err and "5/5" in printed.err and "%|" in printed.err
+    assert "study report" not in printed.out and (out / "report.md").read_text() == report
+    assert main(["study", "--report-only", "--no-progress", "--out", str(out)]) == 0
+    assert capsys.readouterr().err == ""

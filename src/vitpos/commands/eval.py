@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         if not spec:
             raise ValueError(f"checkpoint {ckpt.path} does not record its data set; pass --data")
         data = open_data(spec, patch_size=cfg.patch_size)
-        check_model_fits_data(cfg, data.info, trained_on=ckpt.data)
+        check_model_fits_data(cfg, data.info, trained_on=ckpt.data, checkpoint=Path(path))
         if task not in (None, data.info.task):
             raise ValueError("all checkpoints in one table must share a task (classification or regression)")
         task = data.info.task

@@ -175,12 +175,15 @@ def check_train_arguments(model_cfg: Any, cfg: Any, data: Any) -> None:
         raise VitposError(f"train: data must be DataSplits (open_data(spec)) or None, got {type(data).__name__}")
 
 
-def check_model_fits_data(cfg: HostConfig, info: DataInfo, trained_on: dict[str, Any] | None = None) -> None:
+def check_model_fits_data(
+    cfg: HostConfig, info: DataInfo, trained_on: dict[str, Any] | None = None, checkpoint: Path | None = None
+) -> None:
     """Raise if the model's outputs or input channels do not match the data.
 
     ``trained_on`` is the data record of a checkpoint (``Checkpoint.data``): its task
     (classification or regression) must be the data's too, since a head of the right width
-    can still have been trained for the other kind of output.
+    can still have been trained for the other kind of output. ``checkpoint`` is the trained
+    model being evaluated: its head is fixed, so a mismatch names what evaluates it instead.
     """
     trained_on = trained_on or {}
     trained_task = trained_on.get("task")
@@ -190,12 +193,16 @@ def check_model_fits_data(cfg: HostConfig, info: DataInfo, trained_on: dict[str,
             f"task; evaluate it on {trained_task} data"
         )
     if cfg.num_classes != info.num_outputs:
-        what = (
-            f"{info.num_outputs} classes" if info.task == "classification" else f"{info.num_outputs} regression targets"
-        )
-        raise ValueError(
-            f"the model has num_classes={cfg.num_classes} but {info.spec} has {what}; "
+        unit = "classes" if info.task == "classification" else "regression targets"
+        fix = (
             f"set {setting('num_classes', str(info.num_outputs))}"
+            if checkpoint is None
+            else f"evaluate checkpoint {checkpoint} on data with {cfg.num_classes} {unit} (without --data: the data it "
+            f"was trained on), or fine-tune it for {info.spec} first (vitpos train --init {checkpoint} --model NAME "
+            f"--data {info.spec} gives it a new head) and evaluate that run"
+        )
+        raise VitposError(
+            f"the model has num_classes={cfg.num_classes} but {info.spec} has {info.num_outputs} {unit}; " + fix
         )
     if cfg.in_chans != info.channels:
         raise ValueError(f"the model takes in_chans={cfg.in_chans} but {info.spec} has {info.channels}-channel images")

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import VitposError, quote
 from ..files import write_json
+from ..progress import progress_bar
 from .cells import Cell
 from .claims import evaluate_claims
 from .convergence import CHANCE_MARGIN, CHANCE_R2
@@ -64,11 +65,17 @@ def write_report(
     summary = summarise(config, results)
     total = len(config.cells())
     judged = evaluate_claims(results, config.train_size, tuple(config.resolutions), {f.label for f in config.families})
-    claim_paths = save_claim_figures(figures, judged)
-    efficiency_paths, efficiency_table = efficiency_figures(config, summary, figures)
-    resolution_path, resolution_table = resolution_section(config, summary, figures)
-    similarity_path = similarity_figure(config, summary, figures)
-    convergence_table, curves_path = convergence_section(config, results, figures)
+    with progress_bar(5, "study report figures", unit="figure") as bar:
+        claim_paths = save_claim_figures(figures, judged)
+        bar.update()
+        efficiency_paths, efficiency_table = efficiency_figures(config, summary, figures)
+        bar.update()
+        resolution_path, resolution_table = resolution_section(config, summary, figures)
+        bar.update()
+        similarity_path = similarity_figure(config, summary, figures)
+        bar.update()
+        convergence_table, curves_path = convergence_section(config, results, figures)
+        bar.update()
 
     def image(path: Path | None, alt: str) -> str:
         return f"![{alt}]({path.relative_to(folder).as_posix()})" if path else ""
