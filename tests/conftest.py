@@ -21,6 +21,15 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture
+def float64():
+    """float64 as the default dtype, for equality with a reference to rounding."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(before)
+
+
 TINY_PVT = dict(
     arch="pvt",
     img_size=32,

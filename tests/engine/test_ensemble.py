@@ -15,14 +15,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 MODEL = get_config("thesis_vit", img_size=16, embed_dim=16, num_heads=2, mlp_ratio=2.0)
 
 
-@pytest.fixture
-def float64():
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(before)
-
-
 def _member(task: str, seed: int, **train) -> Member:
     data = SyntheticTask(task, img_size=16, square_size=4, train=48, val=16, test=24, seed=seed).splits()
     settings = dict(epochs=3, batch_size=16, lr=3e-3, warmup_epochs=1, weight_decay=0.1, device="cpu", progress=False)

@@ -25,14 +25,6 @@ TRAINED_PATHS = ("sdpa", "explicit", "stored", "chunked", "triton")
 """The paths that train on a CPU (``triton``: the fused operator's PyTorch arithmetic)."""
 
 
-@pytest.fixture
-def float64():
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(before)
-
-
 def _refuse_batched(monkeypatch, module, name: str, message: str) -> None:
     real = getattr(module, name)
 
