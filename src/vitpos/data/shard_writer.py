@@ -56,7 +56,7 @@ def _not_own_shard(path: Path) -> str | None:
     keys = [sample_key(m.name) if m is not None else ("", "") for m in first]
     image, label = keys
     if not (SAMPLE_KEY.fullmatch(image[0]) and f".{image[1]}" in IMAGE_EXTENSIONS and label == (image[0], "cls")):
-        return f"its first members ({first[0].name} ...) are not an image and a .cls label keyed 000000000"
+        return f"its first members ({first[0].name} ...) are not an image and its .cls label under a 9-digit key"
     return None
 
 
