@@ -201,7 +201,9 @@ def guess_model(file: WeightsFile, layout: Layout) -> tuple[str, dict[str, Any]]
     if len(found) == 1:
         name, fields = found[0]
         if fields:
-            fields = {**fields, **layout.stored_geometry(file.state, factory.get_config(name, **fields))}
+            grid = layout.stored_geometry(file.state, factory.get_config(name, **fields))
+            preset = factory.get_config(name)
+            fields = {**fields, **{k: v for k, v in grid.items() if getattr(preset, k) != v}}
         return name, fields
     where = f"checkpoint {file.path} ({layout.name} layout)"
     if found:
