@@ -1,10 +1,10 @@
-"""Count the hostile inputs tests/test_bad_inputs.py and tests/test_hostile_data.py try, by outcome.
+"""Count the hostile inputs tests/test_bad_inputs.py, test_hostile_data.py and test_hostile_shards.py try, by outcome.
 
 The outcomes: clear (the error, or warning, the case expects), unclear (an error that does not
 say what it should), traceback, silent (accepted without a word), hang (still running after the
 case's watchdog) and lost (a file the case was given was changed, removed or added to). The rows
 are the Python API cases, the command-line cases, and the hostile-data cases (shards, image
-folders, COCO, the weights cache).
+folders, class lists, COCO, the weights cache, the shard writer's output folders).
 
 Run from the repository root: ``python tests/hostile_census.py`` (add pytest options, e.g. ``-n 2``).
 With another ``vitpos`` first on ``PYTHONPATH`` it counts how that version answers the same cases.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-CASES = ["tests/test_bad_inputs.py", "tests/test_hostile_data.py"]
+CASES = ["tests/test_bad_inputs.py", "tests/test_hostile_data.py", "tests/test_hostile_shards.py"]
 TESTS = "python_api_bad_input or command_line_bad_input or hostile_data_"
 OUTCOMES = ("clear", "unclear", "traceback", "silent", "hang", "lost")
 KINDS = ("api", "cli", "data")

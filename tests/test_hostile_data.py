@@ -1,22 +1,16 @@
 """Hostile data, as a user would hand it over: shards, image folders, COCO files, the weights cache.
 
-Each row is a bad input and the answer it must get: a command line exits with status 2 and
-one error line (a Python call raises :class:`VitposError`) whose message names the file or
-field; a warning row runs on and prints its warning. Every row also checks that the files it
-was given are left exactly as they were, and that it ends within seconds (a watchdog calls a
-case that runs past :data:`WATCHDOG_S` a hang). ``python tests/hostile_census.py`` counts the
-outcomes with those of ``tests/test_bad_inputs.py``.
+Each row is a bad input and the answer it must get (:mod:`tests.hostile_harness` runs and judges
+it). ``python tests/hostile_census.py`` counts the outcomes with those of
+``tests/test_bad_inputs.py`` and ``tests/test_hostile_shards.py``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shutil
-import signal
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -27,12 +21,9 @@ import vitpos
 import vitpos.data
 import vitpos.engine
 from vitpos.cli import main
-from vitpos.errors import VitposError
 
 from .data import hostile_files as forge
-
-WATCHDOG_S = 60
-"""A case still running after this long is a hang (they all end in a few seconds)."""
+from .hostile_harness import Case, run_row
 
 TINY = ["--model=thesis_vit", "--img-size=16", "--patch-size=4", "--embed-dim=32", "--depth=1", "--num-heads=2"]
 RUN = ["--epochs=1", "--batch-size=2", "--warmup-epochs=0", "--no-progress"]
@@ -42,18 +33,6 @@ TiB = 2**40
 @pytest.fixture(autouse=True)
 def _one_thread(one_thread):
     """Tiny models on one thread."""
-
-
-@dataclass
-class Case:
-    """One hostile input: a command line or a Python call, its environment, and the files it must not touch."""
-
-    argv: list[str] | None = None
-    call: Callable[[], object] | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    guarded: list[Path] = field(default_factory=list)
-    warns: bool = False
-    """A warning row: the command runs on (status 0) and prints the warning."""
 
 
 def _shard_source(tmp: Path) -> Path:
@@ -317,80 +296,11 @@ ROWS: list[tuple[str, Callable[[Path], Case], str]] = [
 ]
 
 
-def _contents(paths: list[Path]) -> dict[str, str]:
-    """Every file (and folder) under ``paths``, with a hash of its bytes; sparse files by their size."""
-    found: dict[str, str] = {}
-    for root in paths:
-        for p in [root, *root.rglob("*")] if root.is_dir() else [root]:
-            if p.is_dir():
-                found[str(p)] = "folder"
-            elif p.is_file():
-                stat = p.stat()
-                sparse = stat.st_blocks * 512 < stat.st_size // 2
-                found[str(p)] = f"sparse {stat.st_size}" if sparse else hashlib.sha256(p.read_bytes()).hexdigest()
-    return found
-
-
-class _Hang(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise _Hang
-
-
-def _outcome(case: Case, pattern: str, capsys) -> tuple[str, str]:
-    """Run ``case``: clear, unclear, traceback, silent or hang, and the message it gave."""
-    signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(WATCHDOG_S)
-    try:
-        if case.call is not None:
-            try:
-                case.call()
-                return "silent", "accepted without an error"
-            except VitposError as err:
-                return ("clear" if re.search(pattern, str(err)) else "unclear"), str(err)
-            except _Hang:
-                raise
-            except Exception as err:
-                return "traceback", f"{type(err).__name__}: {err}"
-        assert case.argv is not None
-        try:
-            status = main(case.argv)
-        except SystemExit as stop:  # argparse: usage line, then the error
-            status = stop.code
-        err = capsys.readouterr().err
-        if case.warns:
-            clear = status == 0 and re.search(pattern, err) is not None
-            return ("clear" if clear else "silent" if status == 0 else "unclear"), err
-        lines = [line for line in err.splitlines() if ": warning: " not in line]
-        if status == 0:
-            return "silent", err
-        if status != 2 or "Traceback" in err:
-            return "traceback", err
-        one_line = bool(lines) and lines[-1].startswith(("vitpos", "usage")) and ": error: " in lines[-1]
-        return ("clear" if one_line and re.search(pattern, " ".join(lines)) else "unclear"), err
-    except _Hang:
-        return "hang", f"still running after {WATCHDOG_S} s"
-    finally:
-        signal.alarm(0)
-
-
 @pytest.mark.parametrize("build,pattern", [r[1:] for r in ROWS], ids=[r[0] for r in ROWS])
 def test_hostile_data_is_refused_clearly_and_touches_nothing(
     build, pattern, tmp_path, monkeypatch, capsys, record_property
 ):
-    case = build(tmp_path)
-    for name, value in case.env.items():
-        monkeypatch.setenv(name, value)
-    if "VITPOS_OFFLINE" not in case.env:
-        monkeypatch.delenv("VITPOS_OFFLINE", raising=False)
-    before = _contents(case.guarded)
-    outcome, message = _outcome(case, pattern, capsys)
-    if outcome != "hang" and _contents(case.guarded) != before:
-        outcome = "lost"
-    record_property("outcome", outcome)  # read by tests/hostile_census.py
-    assert outcome == "clear", message
+    run_row(build, pattern, tmp_path, monkeypatch, capsys, record_property)
 
 
 # ---- rows answered by a behaviour rather than an error -------------------------------------------

@@ -16,7 +16,15 @@ import torch
 
 from .errors import VitposError
 
-__all__ = ["AllocationTooLarge", "memory_limit", "check_fits", "format_bytes", "model_bytes", "batch_bytes"]
+__all__ = [
+    "AllocationTooLarge",
+    "memory_limit",
+    "address_room",
+    "check_fits",
+    "format_bytes",
+    "model_bytes",
+    "batch_bytes",
+]
 
 FLOAT_BYTES = 4
 
@@ -34,6 +42,22 @@ def memory_limit(device: torch.device | str | None = None) -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # no sysconf (Windows): do not refuse
         return 2**62
+
+
+def address_room() -> tuple[int, int] | None:
+    """(bytes of address space this process may still map, its limit) under an address-space limit
+    (``ulimit -v``, RLIMIT_AS); None without one or where it cannot be read."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/statm") as f:
+            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (ImportError, OSError, ValueError):
+        return None
+    return max(limit - used, 0), limit
 
 
 def format_bytes(n: float) -> str:

@@ -103,3 +103,17 @@ def sparse_safetensors(path: Path, nbytes: int) -> Path:
         f.write(struct.pack("<Q", len(header)) + header)
         f.truncate(8 + len(header) + nbytes)
     return path
+
+
+def write_members(path: Path, members: list[tuple[str, bytes | str]]) -> Path:
+    """A tar file of ``members``: (name, bytes) a regular file, (name, "->target") a symbolic link."""
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, data in members:
+            member = tarfile.TarInfo(name)
+            if isinstance(data, str):
+                member.type, member.linkname = tarfile.SYMTYPE, data.removeprefix("->")
+                tar.addfile(member)
+            else:
+                member.size = len(data)
+                tar.addfile(member, io.BytesIO(data))
+    return path

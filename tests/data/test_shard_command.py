@@ -1,5 +1,6 @@
 """``vitpos shard``: every split written, shuffled by a seed, an output folder replaced all at once or not at all."""
 
+import os
 import re
 import tarfile
 
@@ -88,3 +89,29 @@ def test_a_test_pattern_gives_the_test_split(tmp_path):
 def test_only_shards_count_as_its_own_files():
     assert all(shard_writer.SHARD_NAME.fullmatch(n) for n in ("train-000000.tar", "test-123456.tar"))
     assert not any(shard_writer.SHARD_NAME.fullmatch(n) for n in ("train-0.tar", "notes.tar", "val-000001.tar.bak"))
+
+
+def test_only_a_killed_runs_temporary_folder_is_removed(folder, tmp_path, capsys):
+    import subprocess
+    import sys
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    dead, alive = tmp_path / f".out.writing-{gone.pid}", tmp_path / f".out.writing-{os.getppid()}"
+    other = tmp_path / f".other.writing-{gone.pid}"  # beside another output: not this run's to remove
+    for left in (dead, alive, other):
+        left.mkdir()
+    assert main(["shard", f"folder:{folder}", str(tmp_path / "out"), "--no-progress"]) == 0
+    assert f"removed {dead}, the temporary folder of an earlier vitpos shard" in capsys.readouterr().out
+    assert not dead.exists() and alive.exists() and other.exists()
+
+
+def test_overwrite_replaces_its_own_shards_only(folder, tmp_path):
+    out = tmp_path / "out"
+    assert main(["shard", f"folder:{folder}", str(out), "--no-progress"]) == 0
+    assert main(["shard", f"folder:{folder}", str(out), "--no-progress", "--overwrite", "--seed=2"]) == 0
+    forge.shards(tmp_path / "other", count=1)  # a tar of another key scheme, named like a shard
+    (tmp_path / "other" / "s-0.tar").replace(out / "val-000000.tar")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert main(["shard", f"folder:{folder}", str(out), "--no-progress", "--overwrite"]) == 2
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -1,5 +1,6 @@
 """Optimiser groups, the learning-rate schedule and the weight EMA."""
 
+import itertools
 import math
 
 import pytest
@@ -52,3 +53,19 @@ def test_ema_follows_the_formula():
     ema.update(model)
     assert torch.allclose(ema.module.weight, 0.9 * start + 0.1 * model.weight)
     assert not ema.module.weight.requires_grad
+
+
+def test_a_warm_up_into_the_cool_down_is_warned_as_the_schedule_runs_it():
+    from vitpos.engine.optim import warn_long_warmup
+
+    # 2 epochs of 4 steps, warm-up 1.5 epochs (6 steps), cool-down 1 epoch: the cosine would end at step 4
+    schedule = WarmupCosine(1e-3, 1e-5, warmup=6, total=4)
+    lrs = [schedule(s) for s in range(8)]
+    assert lrs[5] == lrs[6] == 1e-3 and lrs[7] == 1e-5 and all(a < b for a, b in itertools.pairwise(lrs[:6]))
+    with pytest.warns(UserWarning) as said:
+        warn_long_warmup(schedule, 8, 1.5, 2)
+    assert str(said[0].message) == (
+        "warmup_epochs 1.5 runs into the cool-down (the last 1 of 2 epochs, from step 5): the learning rate rises "
+        "linearly over the first 6 steps to its peak 0.001, stays there one step, then drops at once to min_lr 1e-05 "
+        "for the last 1 step(s); it never follows the cosine decay. Keep warmup_epochs + cooldown_epochs at most epochs"
+    )

@@ -189,16 +189,25 @@ def pvt(
 
 
 def compact(
-    fill: Filler, dim: int, depth: int, classes: int, tokens: int, conv: tuple[int, ...] | None, patch: int = 4
+    fill: Filler,
+    dim: int,
+    depth: int,
+    classes: int,
+    tokens: int,
+    conv: tuple[int, ...] | None,
+    patch: int = 4,
+    channels: int | None = None,
+    mlp: int = 2,
 ) -> dict:
-    """Compact Transformers' CCT (``conv``: each tokenizer layer's kernel; every layer ``dim`` wide) or CVT
-    (``conv`` None: ``patch`` x ``patch`` patches) with ``tokens`` position rows; MLP ratio 2, no q/k/v biases."""
+    """Compact Transformers' CCT (``conv``: each tokenizer layer's kernel; the layers ``channels`` wide, the last
+    ``dim``) or CVT (``conv`` None: ``patch`` x ``patch`` patches) with ``tokens`` position rows; MLP ratio
+    ``mlp``, no q/k/v biases."""
     sd: dict = {}
     if conv is None:
         sd["tokenizer.conv_layers.0.0.weight"] = fill(dim, 3, patch, patch)
         sd["tokenizer.conv_layers.0.0.bias"] = fill(dim, scale=0.05)
     else:
-        widths = [3] + [dim] * len(conv)
+        widths = [3] + [channels or dim] * (len(conv) - 1) + [dim]
         for i, k in enumerate(conv):
             sd[f"tokenizer.conv_layers.{i}.0.weight"] = fill(widths[i + 1], widths[i], k, k)
     c = "classifier"
@@ -209,8 +218,8 @@ def compact(
         _linear(sd, fill, f"{p}.self_attn.qkv", 3 * dim, dim, bias=False)
         _linear(sd, fill, f"{p}.self_attn.proj", dim, dim)
         _norm(sd, fill, f"{p}.norm1", dim)
-        _linear(sd, fill, f"{p}.linear1", 2 * dim, dim)
-        _linear(sd, fill, f"{p}.linear2", dim, 2 * dim)
+        _linear(sd, fill, f"{p}.linear1", mlp * dim, dim)
+        _linear(sd, fill, f"{p}.linear2", dim, mlp * dim)
     _norm(sd, fill, f"{c}.norm", dim)
     _linear(sd, fill, f"{c}.attention_pool", 1, dim)
     _linear(sd, fill, f"{c}.fc", classes, dim)
@@ -234,9 +243,12 @@ def deit_distilled(fill: Filler, dim: int, depth: int, patch: int, grid: int, cl
     return sd
 
 
-def t2t_vit(fill: Filler, dim: int, depth: int, token_dim: int, tokens: int, classes: int, layer: str) -> dict:
+def t2t_vit(
+    fill: Filler, dim: int, depth: int, token_dim: int, tokens: int, classes: int, layer: str, mlp: int = 2
+) -> dict:
     """T2T-ViT: ``tokens_to_token`` with two performer (``w``: orthogonal random features) or transformer
-    layers and ``project``, then timm's blocks without q/k/v biases (MLP ratio 2) and the fixed ``pos_embed``."""
+    layers and ``project``, then timm's blocks without q/k/v biases (MLP ratio ``mlp``) and the fixed
+    ``pos_embed``."""
     sd: dict = {}
     for name, width in (("attention1", 3 * 49), ("attention2", token_dim * 9)):
         p = f"tokens_to_token.{name}"
@@ -261,7 +273,7 @@ def t2t_vit(fill: Filler, dim: int, depth: int, token_dim: int, tokens: int, cla
         _norm(sd, fill, f"blocks.{i}.norm1", dim)
         _linear(sd, fill, f"blocks.{i}.attn.qkv", 3 * dim, dim, bias=False)
         _linear(sd, fill, f"blocks.{i}.attn.proj", dim, dim)
-        _mlp_block(sd, fill, f"blocks.{i}", dim, 2 * dim)
+        _mlp_block(sd, fill, f"blocks.{i}", dim, mlp * dim)
     _norm(sd, fill, "norm", dim)
     _linear(sd, fill, "head", classes, dim)
     return sd
@@ -306,3 +318,12 @@ def ceit(fill: Filler, dim: int, depth: int, patch: int, grid: int, classes: int
     _norm(sd, fill, "norm", dim)
     _linear(sd, fill, "head", classes, dim)
     return sd
+
+
+def cct_sine(tokens: int, dim: int) -> torch.Tensor:
+    """CCT's ``sinusoidal_embedding``: position p, channel i at p / 10000^(2 (i // 2) / dim), sin on even
+    channels, cos on odd; a (1, tokens, dim) table its sine models store as ``positional_emb``."""
+    pe = torch.tensor([[p / 10000 ** (2 * (i // 2) / dim) for i in range(dim)] for p in range(tokens)])
+    pe[:, 0::2] = torch.sin(pe[:, 0::2])
+    pe[:, 1::2] = torch.cos(pe[:, 1::2])
+    return pe[None]

@@ -104,3 +104,15 @@ def test_load_model_rebuilds_a_converted_folder(tmp_path):
     x = images(16).float()
     with torch.no_grad():
         torch.testing.assert_close(model(x), direct.eval()(x), rtol=0, atol=0)
+
+
+def test_timms_vit_small_name_loads_its_files(tmp_path):
+    # timm builds vit_small_patch16_224 and deit_small_patch16_224 from the same arguments
+    assert vitpos.get_config("vit_small_patch16_224") == vitpos.get_config("deit_small_patch16_224")
+    with torch.device("meta"):
+        full = vitpos.create_model("vit_small_patch16_224")
+    assert sum(p.numel() for p in full.parameters()) == 22_050_664
+    sd = small_state(seed=9)
+    model = load_float64("vit_small_patch16_224", save_pth(sd, tmp_path / "vit_s.pth"), **SMALL)
+    x = images(16)
+    assert_close(model(x), reference.vit(sd, x, heads=4))

@@ -5,9 +5,11 @@ or ``.safetensors``) and vitpos's own files, selects the released code's options
 LaPE training checkpoint's stored arguments name: its first releases, --pe_joining, normalise
 the same pe in every layer, its current code chains the norms), loads strictly and writes
 DST/model.safetensors and DST/config.yaml. Without --model the preset whose parameters match
-the checkpoint is used. A training checkpoint holding both ``state_dict`` and ``state_dict_ema``
-(timm's and T2T-ViT's train scripts) gives its EMA weights, as T2T-ViT's evaluation does;
---entry state_dict picks the others.
+the checkpoint is used, or, for a released variant no preset matches (CCT-14/7x2, T2T-ViT_t-14),
+the preset of its family with the stem, depth and widths read from the file's shapes. A
+training checkpoint holding both ``state_dict`` and ``state_dict_ema`` (timm's and T2T-ViT's
+train scripts) gives its EMA weights, as T2T-ViT's evaluation does; --entry state_dict picks
+the others.
 Then: ``vitpos eval --checkpoint DST --data SPEC`` or ``vitpos train --init DST ...``.
 """
 
@@ -18,8 +20,8 @@ import argparse
 from ..analysis.stages import as_host
 from ..files import check_destination
 from ..progress import progress_bar
-from ..weights import create_model, detect_layout, guess_preset, read_weights, write_checkpoint
-from ..weights.build import stored_classes
+from ..weights import create_model, detect_layout, read_weights, write_checkpoint
+from ..weights.build import guess_model, stored_classes
 from ..weights.load import LAYOUTS, NATIVE, layout_of
 from ..weights.resize import RESIZES
 from ..weights.run_folder import saved_config
@@ -32,9 +34,11 @@ def run(args: argparse.Namespace) -> int:
     file = read_weights(args.src, args.entry)
     name = args.model
     if name is None and saved_config(file.metadata, file.path) is None:  # a released file: the preset it fits
-        name = guess_preset(file, layout_of(file))
-        overrides = {**stored_classes(file), **overrides}  # the class count the preset was found with
-        print(f"{args.src} fits preset {name} (name another with --model)")
+        name, fields = guess_model(file, layout_of(file))
+        overrides = {**stored_classes(file), **fields, **overrides}  # what the preset was found with
+        read = ", ".join(f"{k}={v}" for k, v in fields.items())
+        shaped = f" with {read} (read from its shapes)" if fields else ""
+        print(f"{args.src} fits preset {name}{shaped} (name another with --model)")
     with progress_bar(2, "convert (load, write)") as bar:
         model = create_model(
             name, checkpoint=args.src, keep_grid=args.keep_grid, entry=args.entry, resize=args.resize, **overrides

@@ -5,9 +5,11 @@
 as they are and a ``.cls`` label each, plus ``OUT/classes.txt``, and prints the data spec that
 trains on them. The samples of each split are shuffled before writing (seeded by ``--seed``;
 ``--no-shuffle`` keeps the folder's order), so that a shard, and a shuffle buffer reading a few
-shards, holds many classes. ``OUT`` must be new or empty; ``--overwrite`` replaces shards
-written before, all at once: the new ones are written beside it and moved into place when
-complete.
+shards, holds many classes. A folder without ``train/`` and ``val/`` is split at random, and
+the command says so. ``OUT`` must be new or empty; ``--overwrite`` replaces shards it wrote
+before (and nothing else), all at once: the new ones are written beside it and moved into
+place when complete; an interrupted run leaves nothing behind (after SIGKILL, the next run
+removes what it left, and says so).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..data.class_list import class_list_text
 from ..data.folders import ImageFiles, load_folder_splits
-from ..data.shard_writer import check_output_folder, replacing_folder, write_shards
+from ..data.shard_writer import check_output_folder, clear_leftovers, replacing_folder, write_shards
 from ..errors import ConfigError
 from ..spec import non_negative_int, positive_int
 from .options import option_type
@@ -47,6 +50,10 @@ def run(args: argparse.Namespace) -> int:
     orders = {
         name: list(range(len(f))) if not args.shuffle else rng.permutation(len(f)).tolist() for name, f in files.items()
     }
+    if splits.made:
+        print(f"{path} has no train/ or val/ folder, so the splits are made here: {splits.made}")
+    for leftover in clear_leftovers(out):
+        print(f"removed {leftover}, the temporary folder of an earlier vitpos shard into {out} that was killed")
     bar = tqdm(
         total=sum(len(f) for f in files.values()), unit="img", desc="shard", file=sys.stderr, disable=not args.progress
     )
@@ -55,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
             name: len(write_shards(f, orders[name], tmp, name, args.per_shard, lambda: bar.update(1)))
             for name, f in files.items()
         }
-        (tmp / "classes.txt").write_text("".join(f"{c}\n" for c in splits.info.classes))
+        (tmp / "classes.txt").write_text(class_list_text(splits.info.classes), encoding="utf-8")
     how = (
         f"shuffled with seed {args.seed} (--no-shuffle keeps the folder's order)"
         if args.shuffle

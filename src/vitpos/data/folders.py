@@ -16,6 +16,7 @@ import torch
 from PIL import Image
 
 from ..errors import VitposError
+from .class_list import check_class_count, check_folder_name
 from .crops import EvalCrop
 from .dataset import DataInfo, DataSplits, ImageDataset, Size, as_size
 from .decode import READ_ERRORS, open_image, unreadable
@@ -104,12 +105,13 @@ def decode_image(path: Path, size: Size) -> torch.Tensor:
 
 
 def _class_folders(root: Path) -> dict[str, list[Path]]:
-    """Class name -> its image files; an empty class folder is an error."""
+    """Class name -> its image files; an empty class folder, or a name no class list can hold, is an error."""
     classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not classes:
         raise ValueError(f"{root} holds no class folders; expected one sub-folder of images per class")
     found = {}
     for folder in classes:
+        check_folder_name(folder)
         files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file())
         if not files:
             raise ValueError(
@@ -135,6 +137,7 @@ def load_folder_splits(path: str | Path, seed: int = 0) -> DataSplits:
         raise FileNotFoundError(f"image folder {root} does not exist (or is not a folder)")
     split_given = (root / "train").is_dir()
     classes = tuple(_class_folders(root / "train" if split_given else root))
+    check_class_count(classes, f"image folder {root / 'train' if split_given else root}")
     info = DataInfo(
         spec=f"folder:{path}",
         task="classification",

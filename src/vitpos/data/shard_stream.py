@@ -1,45 +1,71 @@
-"""Streaming WebDataset shards for training: whole shards per process and worker, a shuffle buffer, exact epochs.
+"""Streaming WebDataset shards for training: every sample once an epoch, split over processes and workers.
 
-Each epoch shuffles the shard order by (seed, epoch); process ``r`` of ``world`` takes shards
-``r, r + world, ...`` and its loading worker ``w`` of ``W`` takes every ``W``-th of those. A
-worker reads its shards front to back with the standard library's streaming tar reader (no
-seeking), passes the samples through a shuffle buffer, and cuts them into batches. The epoch
-has exactly the steps of one pass over all samples on every process: a worker whose shards run
-out starts over on them, one with samples left stops (WebDataset's ``with_epoch``). With
-repeated augmentation every sample enters the buffer ``repeats`` times (its copies stay on one
-process, unlike :mod:`vitpos.engine.sampling`). Batch ``j`` of the epoch is always made by
-worker ``j % W`` from its own stream, so a run resumed at batch ``start`` (with the same number
-of workers) sees the same batches; the crop of each sample is seeded by its position as in
-:mod:`.views`.
+Each epoch shuffles the shard order by (seed, epoch) and lays the shards' samples end to end
+(each ``repeats`` times in a row with repeated augmentation). The epoch is the first ``steps``
+global batches of that sequence: whole batches, so the few samples left at its end wait for
+another epoch, in which another shard comes last. Process ``r`` of ``world`` takes the
+``r``-th contiguous part of the epoch, and in it loading worker ``w`` of ``W`` the contiguous
+part that fills batches ``w, w + W, ...``. So every sample of the epoch is read once, by one
+worker of one process, and every process has the same number of steps whatever its shards hold,
+for any number of workers (a worker's part may begin or end inside a shard). A worker reads its
+part front to back, one open file a shard, through a shuffle buffer that holds each sample once
+and empties at the end (WebDataset's non-resampled mode), and cuts the samples into batches.
+
+With ``:resample`` (:attr:`~.shards.ShardImages.resample`) a worker instead draws shards at
+random with replacement, seeded by (seed, epoch, process, worker), until its batches are full
+(WebDataset's resampled mode with ``with_epoch``): an epoch then shows some samples twice and
+others not at all. Batch ``j`` of the epoch is always made by worker ``j % W`` from its own
+part, so a run resumed at batch ``start`` (with the same number of workers and the same buffer)
+sees the same batches; the crop of each sample is seeded by its position as in :mod:`.views`.
 """
 
 from __future__ import annotations
 
-import tarfile
-from collections.abc import Iterator
+import itertools
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
 
 import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
+from ..errors import VitposError
 from .crops import TrainCrop
 from .decode import open_image
 from .shards import ShardImages, ShardSample
 from .views import sample_rng
 
-__all__ = ["ShardStream"]
+__all__ = ["ShardStream", "shuffle_buffer"]
+
+T = TypeVar("T")
 
 
-def _stream_shard(shard: list[ShardSample]) -> Iterator[tuple[bytes, ShardSample]]:
-    """The image bytes of a shard's samples, read front to back (a stream: no seeking)."""
-    wanted = {s.name: s for s in shard}
-    with tarfile.open(shard[0].shard, "r|") as tar:
-        for member in tar:
-            sample = wanted.get(member.name)
-            if sample is not None:
-                raw = tar.extractfile(member)
-                assert raw is not None  # indexed members are regular files
-                yield raw.read(), sample
+def shuffle_buffer(items: Iterable[T], size: int, rng: np.random.Generator) -> Iterator[T]:
+    """``items`` through a shuffle buffer of ``size``: each comes out once, and the buffer empties at the end."""
+    held: list[T] = []
+    for item in items:
+        if len(held) < size:
+            held.append(item)
+            continue
+        pick = int(rng.integers(len(held)))
+        out, held[pick] = held[pick], item
+        yield out
+    for pick in rng.permutation(len(held)).tolist():
+        yield held[pick]
+
+
+def _read(samples: Iterable[ShardSample]) -> Iterator[tuple[bytes, ShardSample]]:
+    """The image bytes of ``samples`` in their order, each shard opened once for a run of its samples."""
+    for shard, run in itertools.groupby(samples, key=lambda s: s.shard):
+        with open(shard, "rb") as f:
+            for sample in run:
+                f.seek(sample.offset)
+                data = f.read(sample.size)
+                if len(data) != sample.size:
+                    raise VitposError(
+                        f"shard {shard} changed since it was opened: {sample.name} ends early; open the data again"
+                    )
+                yield data, sample
 
 
 class ShardStream(IterableDataset):
@@ -63,53 +89,49 @@ class ShardStream(IterableDataset):
         self.split, self.crop, self.seed, self.epoch = split, crop, seed, epoch
         self.rank, self.world, self.local_batch, self.steps, self.start = rank, world, local_batch, steps, start
         self.buffer, self.repeats = buffer, repeats
-        if len(split.shards) < world:
-            raise ValueError(
-                f"{len(split.shards)} training shard(s) for {world} processes: each process needs a shard of its own; "
-                "write smaller shards (vitpos shard --per-shard)"
-            )
+        if steps * world * local_batch > len(split) * repeats:
+            raise ValueError(f"{steps} steps of {world} x {local_batch} samples need more than the {len(split)} held")
 
-    def _my_shards(self, worker: int, workers: int) -> list[list[ShardSample]]:
-        order = torch.randperm(
-            len(self.split.shards), generator=torch.Generator().manual_seed(self.seed * 7919 + self.epoch)
-        )
-        mine = [self.split.shards[i] for i in order[self.rank :: self.world].tolist()]
-        if len(mine) < workers:
-            raise ValueError(
-                f"process {self.rank} has {len(mine)} shard(s) for {workers} loading workers: use at most {len(mine)} "
-                "workers or write smaller shards"
-            )
-        return mine[worker::workers]
+    def _epoch(self) -> list[ShardSample]:
+        """The epoch's samples in order: the shards shuffled by (seed, epoch), each sample ``repeats`` times."""
+        shards = self.split.shards
+        order = torch.randperm(len(shards), generator=torch.Generator().manual_seed(self.seed * 7919 + self.epoch))
+        every = (s for i in order.tolist() for s in shards[i] for _ in range(self.repeats))
+        return list(itertools.islice(every, self.steps * self.world * self.local_batch))
 
-    def _samples(
-        self, shards: list[list[ShardSample]], rng: np.random.Generator
-    ) -> Iterator[tuple[bytes, ShardSample]]:
-        """Endless: the shards over and over, each sample ``repeats`` times, through the shuffle buffer."""
-        held: list[tuple[bytes, ShardSample]] = []
+    def _batches_of(self, role: int, workers: int) -> int:
+        return len(range(role, self.steps, workers))
+
+    def _part(self, role: int, workers: int) -> list[ShardSample]:
+        """The samples worker ``role`` of ``workers`` reads this epoch, in file order."""
+        first = self.rank * self.steps + sum(self._batches_of(r, workers) for r in range(role))
+        count = self._batches_of(role, workers)
+        return self._epoch()[first * self.local_batch : (first + count) * self.local_batch]
+
+    def _drawn(self, rng: np.random.Generator) -> Iterator[ShardSample]:
+        """Endless: shards drawn at random with replacement, each sample ``repeats`` times."""
+        shards = self.split.shards
         while True:
-            read = 0
-            for shard in shards:
-                for item in _stream_shard(shard):
-                    read += 1
-                    for copy in [item] * self.repeats:
-                        if len(held) < self.buffer:
-                            held.append(copy)
-                            continue
-                        pick = int(rng.integers(len(held)))
-                        out, held[pick] = held[pick], copy
-                        yield out
-            if not read:
-                raise ValueError(f"shards {shards[0][0].shard} ... hold none of their indexed samples any more")
+            for sample in shards[int(rng.integers(len(shards)))]:
+                yield from [sample] * self.repeats
+
+    def samples(self, role: int, workers: int) -> Iterator[tuple[bytes, ShardSample]]:
+        """What worker ``role`` of ``workers`` hands out this epoch: (image bytes, sample), shuffled."""
+        rng = np.random.default_rng([self.seed, self.epoch, self.rank, role])
+        wanted = self._batches_of(role, workers) * self.local_batch
+        if self.split.resample:
+            drawn = self._drawn(np.random.default_rng([self.seed, self.epoch, self.rank, role, 1]))
+            return itertools.islice(shuffle_buffer(_read(drawn), self.buffer, rng), wanted)
+        return shuffle_buffer(_read(self._part(role, workers)), self.buffer, rng)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         # the DataLoader collects from worker 0 first: it plays the part of the worker that owns batch `start`
         role = (worker + self.start) % workers
-        rng = np.random.default_rng([self.seed, self.epoch, self.rank, role])
-        samples = self._samples(self._my_shards(role, workers), rng)
+        samples = self.samples(role, workers)
         for j in range(role, self.steps, workers):
-            batch = [next(samples) for _ in range(self.local_batch)]
+            batch = list(itertools.islice(samples, self.local_batch))
             if j < self.start:
                 continue  # read before the resumed position: skipped without decoding
             images = []

@@ -1,4 +1,4 @@
-"""WebDataset tar shards: ``wds:PATTERN[:val=PATTERN][:test=PATTERN]``, read with the standard library.
+"""WebDataset tar shards: ``wds:PATTERN[:val=PATTERN][:test=PATTERN][:resample]``, read with the standard library.
 
 A shard is a plain tar file; a sample is the members sharing a key (the member name up to the
 first dot of its base name): one image (``.jpg``, ``.png`` ...) and its class (``.cls``, the
@@ -7,18 +7,22 @@ label as decimal text). ``PATTERN`` expands braces as WebDataset does
 labels once (no image is decoded; nothing is unpickled or extracted to disk), which gives the
 exact number of samples, so a run's epochs have exact lengths. Class names come from a
 ``classes.txt`` beside the shards if there is one (``vitpos shard`` writes it); without one,
-labels may not exceed :data:`MAX_CLASSES`. A pattern may name at most
-:data:`~.braces.MAX_SHARDS` shards, and each must end as a tar file does (two zero blocks),
-so a shard cut short is an error naming it rather than a silently smaller epoch.
+labels may not exceed :data:`MAX_CLASSES` (:mod:`.class_list` says how the list is read). A
+pattern may name at most :data:`~.braces.MAX_SHARDS` shards, each a regular file that ends as a
+tar file does (two zero blocks), so a shard cut short is an error naming it rather than a
+silently smaller epoch. A sample's image and label are files in the shard: a link, or a key
+whose image or label comes twice, is refused with the shard and member named.
 
 Without ``val=``, the last shard of the pattern is held out as the validation split; without
 ``test=``, the validation split is also the test split.
-Training streams the shards (:mod:`.shard_stream`); evaluation reads samples by their offsets.
+Training streams the shards (:mod:`.shard_stream`), each sample once an epoch, or with ``:resample``
+draws shards at random with replacement; evaluation reads samples by their offsets.
 """
 
 from __future__ import annotations
 
 import re
+import stat
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +32,7 @@ from PIL import Image
 
 from ..errors import VitposError
 from .braces import expand_braces, iter_braces
+from .class_list import check_class_count, read_class_list
 from .crops import EvalCrop
 from .dataset import DataInfo, DataSplits, ImageDataset, Size, as_size
 from .decode import open_image
@@ -65,21 +70,45 @@ class ShardSample:
             return f.read(self.size)
 
 
+def _member_problem(member: tarfile.TarInfo) -> str | None:
+    """Why a member cannot be read as part of a sample (None: it can, or it is a folder, which holds nothing)."""
+    if member.issym() or member.islnk():
+        return f"is a {'symbolic' if member.issym() else 'hard'} link to {member.linkname!r}"
+    if not member.isfile() and not member.isdir():
+        return "is not a regular file"
+    return None
+
+
 def _index_shard(path: Path) -> list[ShardSample]:
     """The samples of one shard, in their order in the file."""
     images: dict[str, tarfile.TarInfo] = {}
     labels: dict[str, int] = {}
+    seen: dict[tuple[str, str], str] = {}
     end = 0
     try:
         with tarfile.open(path, "r:") as tar:
             for member in tar:
                 end = member.offset_data + -(-member.size // TAR_BLOCK) * TAR_BLOCK
-                if not member.isfile():
-                    continue
                 key, ext = sample_key(member.name)
-                if f".{ext}" in IMAGE_EXTENSIONS:
+                is_image, is_label = f".{ext}" in IMAGE_EXTENSIONS, ext == "cls"
+                if not (is_image or is_label) or member.isdir():
+                    continue
+                problem = _member_problem(member)
+                if problem is not None:
+                    raise VitposError(
+                        f"shard {path}: member {member.name} {problem}; a sample's image and label must be files "
+                        "in the shard (write it again with `vitpos shard`)"
+                    )
+                kind = "image" if is_image else "label"
+                if (key, kind) in seen:
+                    raise VitposError(
+                        f"shard {path}: member {member.name} is a second {kind} of sample {key} (the first is "
+                        f"{seen[key, kind]}); give each sample a key of its own"
+                    )
+                seen[key, kind] = member.name
+                if is_image:
                     images[key] = member
-                elif ext == "cls":
+                else:
                     raw = tar.extractfile(member)
                     assert raw is not None  # a regular file always has contents
                     text = raw.read(64).decode("ascii", "replace").strip()
@@ -101,11 +130,32 @@ def _index_shard(path: Path) -> list[ShardSample]:
     return [ShardSample(path, m.offset_data, m.size, labels[k], m.name) for k, m in images.items()]
 
 
+def _not_a_file(path: Path) -> str | None:
+    """What ``path`` is when it is not a regular file (None: it is one)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "missing"
+    except OSError as err:
+        return f"unreadable ({err.strerror or err})"
+    if stat.S_ISREG(mode):
+        return None
+    kinds = {stat.S_ISDIR: "a folder", stat.S_ISFIFO: "a named pipe (FIFO)", stat.S_ISCHR: "a character device",
+             stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket"}  # fmt: skip
+    return next((what for test, what in kinds.items() if test(mode)), "not a regular file")
+
+
 def _index(pattern: str) -> list[list[ShardSample]]:
     paths = [Path(p).expanduser() for p in expand_braces(pattern)]
-    missing = [str(p) for p in paths if not p.is_file()]
+    found = {p: _not_a_file(p) for p in paths}
+    missing = [str(p) for p, what in found.items() if what == "missing"]
     if missing:
         raise FileNotFoundError(f"shard pattern {pattern!r}: {len(missing)} shard(s) missing, e.g. {missing[0]}")
+    odd = next(((p, what) for p, what in found.items() if what is not None), None)
+    if odd is not None:
+        raise VitposError(
+            f"shard {odd[0]} is {odd[1]}, not a regular file; a shard is a tar file (name the files in the pattern)"
+        )
     shards = [_index_shard(p) for p in paths]
     empty = [str(p) for p, s in zip(paths, shards, strict=True) if not s]
     if empty:
@@ -116,7 +166,7 @@ def _index(pattern: str) -> list[list[ShardSample]]:
 def _class_names(pattern: str, shards: list[list[ShardSample]]) -> tuple[str, ...]:
     """The classes: the lines of ``classes.txt`` beside the shards, else ``0 .. max label`` (bounded)."""
     names_file = Path(next(iter_braces(pattern))).expanduser().parent / "classes.txt"
-    names = tuple(names_file.read_text().split("\n")[:-1]) if names_file.is_file() else ()
+    names = read_class_list(names_file) if names_file.exists() else ()
     top = max((s for shard in shards for s in shard), key=lambda s: s.label)
     if names and top.label >= len(names):
         raise VitposError(
@@ -128,7 +178,10 @@ def _class_names(pattern: str, shards: list[list[ShardSample]]) -> tuple[str, ..
             f"shard {top.shard}: {top.name} has label {top.label}, more than the {MAX_CLASSES} classes vitpos assumes "
             f"without a class list; fix the label, or write {names_file} with one class name a line"
         )
-    return names or tuple(str(i) for i in range(top.label + 1))
+    if not names:
+        names = tuple(str(i) for i in range(top.label + 1))
+        check_class_count(names, f"shards {pattern} (labels up to {top.label}, no {names_file})")
+    return names
 
 
 class ShardImages(ImageDataset):
@@ -136,9 +189,13 @@ class ShardImages(ImageDataset):
 
     per_image = True
 
-    def __init__(self, shards: list[list[ShardSample]], info: DataInfo, size: Size | None = None) -> None:
+    def __init__(
+        self, shards: list[list[ShardSample]], info: DataInfo, size: Size | None = None, resample: bool = False
+    ) -> None:
         super().__init__(info, size)
         self.shards = shards
+        self.resample = resample
+        """Training draws shards at random with replacement (``:resample``) instead of reading each once."""
         self.samples = [s for shard in shards for s in shard]
         self.eval_crop, self.interpolation = EVAL_CROP, "bicubic"
 
@@ -166,21 +223,27 @@ class ShardImages(ImageDataset):
 
     def evaluated_with(self, eval_crop: float, interpolation: str, size: Size | None = None) -> ShardImages:
         """These samples evaluated with another crop fraction and resampling."""
-        out = ShardImages(self.shards, self.info, size or self.image_size)
+        out = ShardImages(self.shards, self.info, size or self.image_size, self.resample)
         out.eval_crop, out.interpolation = eval_crop, interpolation
         return out
 
 
+RESAMPLE = ":resample"
+"""The spec's ending that makes training draw shards with replacement (WebDataset's resampled mode)."""
 _SPEC = re.compile(r"(?P<train>.*?)(?::val=(?P<val>.*?))?(?::test=(?P<test>.*))?")
 
 
 def load_shard_splits(spec: str) -> DataSplits:
-    """``wds:TRAIN[:val=VAL][:test=TEST]`` (see the module docstring)."""
-    found = _SPEC.fullmatch(spec.removeprefix("wds:"))
+    """``wds:TRAIN[:val=VAL][:test=TEST][:resample]`` (see the module docstring)."""
+    body = spec.removeprefix("wds:")
+    resample = body.endswith(RESAMPLE)
+    found = _SPEC.fullmatch(body.removesuffix(RESAMPLE))
     assert found is not None  # every part is optional
     train_pattern, val_pattern, test_pattern = found.group("train", "val", "test")
     if not train_pattern:
-        raise VitposError(f"data spec {spec!r} needs a shard pattern: wds:PATTERN[:val=PATTERN][:test=PATTERN]")
+        raise VitposError(
+            f"data spec {spec!r} needs a shard pattern: wds:PATTERN[:val=PATTERN][:test=PATTERN][:resample]"
+        )
     train = _index(train_pattern)
     if val_pattern:
         held = _index(val_pattern)
@@ -191,7 +254,12 @@ def load_shard_splits(spec: str) -> DataSplits:
     tested = _index(test_pattern) if test_pattern else held
     classes = _class_names(train_pattern, train + held + tested)
     info = DataInfo(spec, "classification", classes=classes, mean=IMAGENET_MEAN, std=IMAGENET_STD, photographic=True)
-    tests = ShardImages(tested, info)
-    return DataSplits(
-        ShardImages(train, info), ShardImages(held, info), tests, test_name="test" if test_pattern else "val"
+    training = ShardImages(train, info, resample=resample)
+    made = (
+        f"training shards drawn at random with replacement ({RESAMPLE}): each epoch draws as many samples as the "
+        f"{len(train)} training shard(s) hold ({len(training)}), some twice and some not at all"
+        if resample
+        else ""
     )
+    test_name = "test" if test_pattern else "val"
+    return DataSplits(training, ShardImages(held, info), ShardImages(tested, info), test_name=test_name, made=made)

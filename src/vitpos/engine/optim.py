@@ -75,16 +75,39 @@ class WarmupCosine:
 
 
 def warn_long_warmup(schedule: WarmupCosine, total_steps: int, warmup_epochs: float, epochs: int) -> None:
-    """Warn when the warm-up lasts the whole run: the learning rate never reaches its peak nor decays."""
-    if total_steps <= 0 or schedule.warmup < total_steps or schedule.peak <= 0:
-        return  # a run that ends before its warm-up does, unless its learning rate is 0 throughout
-    last = schedule(total_steps - 1)
+    """Warn when the warm-up lasts the whole run (the learning rate never reaches its peak nor decays), or runs
+    into the cool-down (it never decays along the cosine)."""
+    if total_steps <= 0 or schedule.peak <= 0:
+        return  # no steps, or a learning rate of 0 throughout
+    if schedule.warmup >= total_steps:
+        last = schedule(total_steps - 1)
+        warnings.warn(
+            f"warmup_epochs {warmup_epochs:g} is at least the run's {epochs} epoch(s): the learning rate rises "
+            f"linearly for the whole run, reaching {last:.3g} at the last step ({100 * last / schedule.peak:.3g}% "
+            f"of its peak {schedule.peak:.3g}), and never decays; set warmup_epochs below epochs (a recipe's "
+            "warm-up is meant for its full schedule)",
+            stacklevel=2,
+        )
+    elif schedule.warmup > schedule.total:
+        _warn_overlap(schedule, total_steps, warmup_epochs, epochs)
+
+
+def _warn_overlap(schedule: WarmupCosine, total_steps: int, warmup_epochs: float, epochs: int) -> None:
+    """The warm-up ends inside the cool-down: say what the learning rate does step by step."""
+    per_epoch = total_steps / epochs
+    cooldown = (total_steps - schedule.total) / per_epoch
+    tail = total_steps - schedule.warmup - 1
+    end = (
+        f"then drops at once to min_lr {schedule.floor:.3g} for the last {tail} step(s)"
+        if tail
+        else "then the run ends"
+    )
     warnings.warn(
-        f"warmup_epochs {warmup_epochs:g} is at least the run's {epochs} epoch(s): the learning rate rises "
-        f"linearly for the whole run, reaching {last:.3g} at the last step ({100 * last / schedule.peak:.3g}% of "
-        f"its peak {schedule.peak:.3g}), and never decays; set warmup_epochs below epochs (a recipe's warm-up is "
-        "meant for its full schedule)",
-        stacklevel=2,
+        f"warmup_epochs {warmup_epochs:g} runs into the cool-down (the last {cooldown:g} of {epochs} epochs, from "
+        f"step {schedule.total + 1}): the learning rate rises linearly over the first {schedule.warmup} steps to its "
+        f"peak {schedule.peak:.3g}, stays there one step, {end}; it never follows the cosine decay. Keep "
+        "warmup_epochs + cooldown_epochs at most epochs",
+        stacklevel=3,
     )
 
 

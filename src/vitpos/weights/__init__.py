@@ -8,7 +8,7 @@ This package sits above ``models`` and below ``engine``: nothing it imports impo
 """
 
 from ..errors import CheckpointError
-from .build import create_model, guess_preset, load_model
+from .build import create_model, guess_model, guess_preset, load_model
 from .export import write_checkpoint
 from .files import WeightsFile, read_state_dict, read_weights
 from .load import LAYOUTS, LoadResult, detect_layout, load_weights
@@ -28,6 +28,7 @@ __all__ = [
     "create_model",
     "detect_layout",
     "find_checkpoint",
+    "guess_model",
     "guess_preset",
     "latest_checkpoint",
     "load_checkpoint",

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from ..config import HostConfig
-from ..errors import CheckpointError
+from ..errors import CheckpointError, setting
 from ..memory import AllocationTooLarge
 from ..models import factory
 from .files import WeightsFile, read_weights
@@ -27,7 +27,7 @@ from .pretrained import fetch_pretrained
 from .resize import Resize
 from .run_folder import SavedModel, read_saved_model, saved_config
 
-__all__ = ["create_model", "guess_preset", "load_model", "stored_classes"]
+__all__ = ["create_model", "guess_model", "guess_preset", "load_model", "stored_classes"]
 
 CLASSIFIER_KEYS = ("head.weight", "head.fc.weight", "classifier.fc.weight")
 """Where released files keep their classifier's weight: most; timm's newer Swin; Compact Transformers."""
@@ -106,8 +106,8 @@ def _from_file(
         if saved is not None:
             name = saved
         else:
-            name = guess_preset(file, layout)
-            overrides = {**stored_classes(file), **overrides}  # the class count the preset was found with
+            name, fields = guess_model(file, layout)
+            overrides = {**stored_classes(file), **fields, **overrides}  # what the preset was found with
     backbone = _backbone_from_file(name, file, layout, drop, resize, overrides)
     if backbone is not None:
         return backbone
@@ -169,25 +169,58 @@ def stored_classes(file: WeightsFile) -> dict[str, int]:
     return {} if head is None else {"num_classes": head.shape[0]}
 
 
-def guess_preset(file: WeightsFile, layout: Layout) -> str:
-    """The preset whose parameters (built on the meta device) the checkpoint fills exactly; presets
-    that become the same model once the released options are selected count as one (the first)."""
-    found: list[str] = []
-    configs: list[HostConfig] = []
+def _fitting(file: WeightsFile, layout: Layout, fields: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The presets which, with ``fields``, the checkpoint fills exactly (built on the meta device), each with the
+    fields it changes. Presets that become the same model count as one: the one that changes fewest fields."""
+    found: list[tuple[HostConfig, str, dict[str, Any]]] = []
     for name in factory.list_models():
-        if layout.archs and factory.get_config(name).arch not in layout.archs:
+        preset = factory.get_config(name)
+        if layout.archs and preset.arch not in layout.archs:
             continue
         with contextlib.suppress(ValueError, TypeError):
-            cfg = _released_model_config(name, file, layout, True, stored_classes(file))
+            cfg = _released_model_config(name, file, layout, True, {**stored_classes(file), **fields})
             with torch.device("meta"):
                 model = factory.create_model(cfg)
             convert_for(model, file.state, layout, file.path)
-            if cfg not in configs:
-                found.append(name)
-                configs.append(cfg)
-    if len(found) != 1:
-        what = f"several presets fit it ({', '.join(found)})" if found else "no preset fits it"
+            changed = {k: v for k, v in fields.items() if getattr(preset, k) != v}
+            same = next((i for i, (other, _, _) in enumerate(found) if other == cfg), None)
+            if same is None:
+                found.append((cfg, name, changed))
+            elif len(changed) < len(found[same][2]):
+                found[same] = (cfg, name, changed)
+    return [(name, changed) for _, name, changed in found]
+
+
+def guess_model(file: WeightsFile, layout: Layout) -> tuple[str, dict[str, Any]]:
+    """The preset the checkpoint fits, and the fields it needs: none where a preset fits as it is, else those read
+    from the file's keys and shapes (a released variant: :meth:`~.layout.Layout.stored_shapes`) and its grid."""
+    found = _fitting(file, layout, {})
+    shaped = layout.stored_shapes(file.state) if not found else {}
+    if shaped:
+        found = _fitting(file, layout, shaped)
+    if len(found) == 1:
+        name, fields = found[0]
+        if fields:
+            grid = layout.stored_geometry(file.state, factory.get_config(name, **fields))
+            preset = factory.get_config(name)
+            fields = {**fields, **{k: v for k, v in grid.items() if getattr(preset, k) != v}}
+        return name, fields
+    where = f"checkpoint {file.path} ({layout.name} layout)"
+    if found:
+        names = ", ".join(name for name, _ in found)
         raise CheckpointError(
-            f"checkpoint {file.path} ({layout.name} layout): {what}; name the model (--model NAME, see `vitpos models`)"
+            f"{where}: several presets fit it ({names}); name the model (--model NAME, see `vitpos models`)"
         )
-    return found[0]
+    if not shaped:
+        raise CheckpointError(f"{where}: no preset fits it; name the model (--model NAME, see `vitpos models`)")
+    options = ", ".join(setting(k, str(v)) for k, v in shaped.items())
+    raise CheckpointError(
+        f"{where}: no preset fits it, nor one with the options its shapes suggest ({options}); its shapes: "
+        f"{layout.shape_summary(file.state)}. Name the model and the options that build it (--model NAME and "
+        f"{', '.join(shaped)})"
+    )
+
+
+def guess_preset(file: WeightsFile, layout: Layout) -> str:
+    """The preset the checkpoint fits (:func:`guess_model` also gives the fields read from its shapes)."""
+    return guess_model(file, layout)[0]

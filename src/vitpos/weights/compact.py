@@ -7,7 +7,10 @@ Their models hold ``tokenizer.conv_layers.I.0`` (the stem convolution of block I
 ``downsamples.0.proj`` (patch tokenizer) or ``downsamples.0.convs.I`` (convolutional),
 ``cls_token``, ``stages.0.absolute.{prefix_table, table}``, ``stages.0.blocks.N.{norm1,
 attn.qkv, attn.proj, norm2, mlp.fc1, mlp.fc2}``, ``norm``, ``attention_pool.score`` and
-``head``. Their forward pass is the paper's, so loading selects no option.
+``head``. Their forward pass is the paper's, so loading selects no option. A variant no preset
+fits (CCT-14/7x2, CCT-7/7x2 on Flowers-102) is read from the file's shapes: the stem (patch or
+convolutional, its kernel, layers and channels), depth, width, MLP ratio and head, with the
+authors' 64 channels a head (:data:`~.layout.HEAD_WIDTH`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 import torch
 
 from ..config import HostConfig
-from .layout import Layout, Target, take, take_prefix
+from .layout import HEAD_WIDTH, Layout, Target, shapes_of, take, take_prefix
 from .vit import STAGE, fit_position_table, pos_embed_split
 
 __all__ = ["CompactTransformers"]
@@ -72,3 +75,28 @@ class CompactTransformers(Layout):
             return {}
         split = pos_embed_split(state, POSITION_KEY, int("classifier.class_emb" in state))
         return {} if split is None else {"img_size": split[1] * cfg.stride}
+
+    def stored_shapes(self, state: dict[str, torch.Tensor]) -> dict[str, Any]:
+        qkv = state.get("classifier.blocks.0.self_attn.qkv.weight")
+        fc1 = state.get("classifier.blocks.0.linear1.weight")
+        convs = sorted(int(m[1]) for k in state if (m := CONV_KEY.fullmatch(k)) is not None and m[2] == "weight")
+        if qkv is None or fc1 is None or not convs:
+            return {}
+        dim = qkv.shape[1]
+        first = state["tokenizer.conv_layers.0.0.weight"]
+        fields: dict[str, Any] = {
+            "embed_dim": dim,
+            "num_heads": max(1, dim // HEAD_WIDTH),
+            "depth": 1 + max(int(m[1]) for k in state if (m := BLOCK_KEY.match(k)) is not None),
+            "mlp_ratio": fc1.shape[0] / dim,
+            "head": "cls" if "classifier.class_emb" in state else "seq",
+        }
+        if "tokenizer.conv_layers.0.0.bias" in state:  # ViT-Lite, CVT: one strided convolution with a bias
+            return fields | {"tokenizer": "patch", "patch_size": first.shape[-1]}
+        channels = {"conv_channels": first.shape[0]} if len(convs) > 1 else {}
+        return fields | {"tokenizer": "conv", "conv_layers": len(convs), "conv_kernel": first.shape[-1], **channels}
+
+    def shape_summary(self, state: dict[str, torch.Tensor]) -> str:
+        keys = [k for k in state if CONV_KEY.fullmatch(k)] + [POSITION_KEY, "classifier.blocks.0.linear1.weight"]
+        depth = len({m[1] for k in state if (m := BLOCK_KEY.match(k)) is not None})
+        return f"{shapes_of(state, keys)}, {depth} blocks"

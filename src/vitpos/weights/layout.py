@@ -11,7 +11,7 @@ and window sizes the checkpoint was trained at.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,12 @@ from ..errors import CheckpointError
 from ..grid import Grid
 from .resize import Resize, fit_bias_table, fit_position_table
 
-__all__ = ["Layout", "Target", "square_side", "take", "take_prefix"]
+__all__ = ["HEAD_WIDTH", "Layout", "Target", "shapes_of", "square_side", "take", "take_prefix"]
+
+HEAD_WIDTH = 64
+"""The channels of one attention head in the Compact Transformers' and T2T-ViT's released models (every
+variant: CCT-2 128 / 2 heads ... CCT-14 384 / 6, T2T-ViT-7 256 / 4 ... T2T-ViT-24 512 / 8): a width read
+from a file's shapes gives its head count."""
 
 
 def square_side(count: int) -> int | None:
@@ -44,6 +49,8 @@ class Target:
     mismatch is an error."""
     resize: Resize = "model"
     """How tables are resampled (:mod:`.resize`): as timm does on load, or as the model does at run time."""
+    origins: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+    """The file's key and shape of each table fitted to the model (by the model's key), for messages."""
 
     def position_table(self, key: str, table: torch.Tensor, stored: Grid, native: Grid) -> torch.Tensor:
         """A (1, H*W, D) table stored for grid ``stored``, fitted to the model's ``native`` grid."""
@@ -113,9 +120,23 @@ class Layout:
         """Config overrides that give the model the grid (and window) the checkpoint was trained at."""
         return {}
 
+    def stored_shapes(self, state: dict[str, torch.Tensor]) -> dict[str, Any]:
+        """Config fields read from the file's keys and shapes (a released variant's stem, depth and widths), for
+        files no preset fits as it is; empty where the layout reads none."""
+        return {}
+
+    def shape_summary(self, state: dict[str, torch.Tensor]) -> str:
+        """The keys and shapes :meth:`stored_shapes` reads, as a message shows them."""
+        return ""
+
     def hint(self, unmapped: list[str]) -> str:
         """Advice for keys this layout left unmapped."""
         return ""
+
+
+def shapes_of(state: dict[str, torch.Tensor], keys: list[str]) -> str:
+    """``key (shape)`` for each of ``keys`` that ``state`` holds."""
+    return ", ".join(f"{k} {tuple(state[k].shape)}" for k in keys if k in state)
 
 
 def take(state: dict[str, torch.Tensor], out: dict[str, torch.Tensor], src: str, dst: str) -> None:

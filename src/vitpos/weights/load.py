@@ -122,7 +122,8 @@ def convert_for(
     if resize not in (None, *RESIZES):
         raise CheckpointError(f"unknown resize {resize!r}; valid values: {', '.join(RESIZES)} (or None: the layout's)")
     left = dict(state)
-    weights = layout.convert(left, Target(model, source, resample, resize or layout.resize))
+    target = Target(model, source, resample, resize or layout.resize)
+    weights = layout.convert(left, target)
     own = model.state_dict()
     drop = list(drop)
     # "head" may match nothing: callers drop the classifier of headless hosts and files alike
@@ -156,14 +157,14 @@ def convert_for(
     if missing:
         problems.append(f"model parameters the checkpoint does not provide: {_listed(missing)}")
     shapes = [
-        f"{k} (checkpoint {tuple(weights[k].shape)}, model {tuple(v.shape)})"
+        f"{k} (checkpoint {_stored_shape(k, weights[k], target)}, model {tuple(v.shape)})"
         for k, v in own.items()
         if k in weights and weights[k].shape != v.shape
     ]
     if shapes:
         problems.append(f"shapes that differ: {_listed(shapes)}")
     if problems:
-        advice = layout.hint(unmapped) or _advice(shapes, weights)
+        advice = layout.hint(unmapped) or _advice(shapes, weights, own)
         raise CheckpointError(
             f"checkpoint {source} ({layout.name} layout) does not fit this {model_arch(model)!r} model: "
             + "; ".join(problems)
@@ -171,6 +172,14 @@ def convert_for(
         )
     merged = {k: weights.get(k, v) for k, v in own.items()}
     return merged, LoadResult(layout.name, dropped)
+
+
+def _stored_shape(key: str, weight: torch.Tensor, target: Target) -> str:
+    """The shape ``key`` has in the file: a table fitted to the model's grid is named by its own key and shape."""
+    if key not in target.origins:
+        return str(tuple(weight.shape))
+    source_key, shape = target.origins[key]
+    return f"{source_key} {shape}" + (f", fitted to {tuple(weight.shape)}" if tuple(weight.shape) != shape else "")
 
 
 def check_arch(arch: str, layout: Layout, source: Path | str) -> None:
@@ -182,9 +191,13 @@ def check_arch(arch: str, layout: Layout, source: Path | str) -> None:
         )
 
 
-def _advice(shapes: list[str], weights: dict[str, torch.Tensor]) -> str:
-    if any(s.startswith("head.") for s in shapes):
-        count = str(next(weights[k].shape[0] for k in ("head.weight", "head.bias") if k in weights))
+def _advice(shapes: list[str], weights: dict[str, torch.Tensor], own: dict[str, torch.Tensor]) -> str:
+    counts = {
+        k: (weights[k].shape[0], own[k].shape[0]) for k in ("head.weight", "head.bias") if k in weights and k in own
+    }
+    differ = [stored for stored, model in counts.values() if stored != model]
+    if differ:
+        count = str(differ[0])
         keep, other = setting("num_classes", count), setting("num_classes", "N")
         if not on_command_line():
             keep, other = f"{keep} to create_model", f"{other} (or drop=('head',))"

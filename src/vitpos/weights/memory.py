@@ -3,7 +3,9 @@
 A safetensors file starts with the byte length of a JSON header that lists every tensor's byte
 range. A file can state ranges of any size over sparse (unwritten) disk blocks, so its size on
 disk proves nothing; the ranges are summed and checked against the machine's memory (as the
-model-size checks do) before a byte of tensor data is read.
+model-size checks do) before a byte of tensor data is read or the file is mapped. Under an
+address-space limit (``ulimit -v``), reading maps the whole file and copies its tensors, so the
+two together must fit in the address space the process has left.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import struct
 from pathlib import Path
 
 from ..errors import CheckpointError
-from ..memory import check_fits
+from ..memory import AllocationTooLarge, address_room, check_fits, format_bytes
 
 __all__ = ["MAX_HEADER_BYTES", "safetensors_bytes", "check_safetensors_fit"]
 
@@ -44,10 +46,20 @@ def safetensors_bytes(file: Path) -> int:
 
 
 def check_safetensors_fit(file: Path) -> None:
-    """Raise :class:`~vitpos.memory.AllocationTooLarge` if the tensors of ``file`` exceed this machine's memory."""
-    check_fits(
-        f"loading {file}",
-        safetensors_bytes(file),
+    """Raise :class:`~vitpos.memory.AllocationTooLarge` if the tensors of ``file`` exceed this machine's memory, or
+    the file and its tensors the address space left under a limit."""
+    stated = safetensors_bytes(file)
+    fix = (
         "the file's header states tensors larger than any model vitpos builds: it is damaged or forged, or was "
-        "written for a larger machine",
+        "written for a larger machine"
     )
+    check_fits(f"loading {file}", stated, fix)
+    room = address_room()
+    needed = file.stat().st_size + stated  # the mapped file, then its tensors copied out
+    if room is not None and needed > room[0]:
+        raise AllocationTooLarge(
+            f"loading {file} would need at least {format_bytes(needed)} of address space (the file mapped, its "
+            f"tensors copied), more than the {format_bytes(room[0])} this process has left under its limit of "
+            f"{format_bytes(room[1])} (ulimit -v); raise the limit, or load it where there is room (a header stating "
+            "more than any model vitpos builds is damaged or forged)"
+        )

@@ -5,21 +5,30 @@ The stem's keys are ``tokens_to_token.{attention1, attention2, project}``: perfo
 transformer layers ``norm1``, ``attn.qkv``, ``attn.proj``, ``norm2``, ``mlp.fc1``, ``mlp.fc2``.
 They become ``downsamples.0.*`` (``w`` becomes ``features``); the backbone is the :mod:`.vit`
 layout. ``pos_embed`` is the fixed sinusoidal table, recomputed by the model and not loaded; the
-authors count the class token as its position 0, so loading selects ``sincos1d:prefix``.
+authors count the class token as its position 0, so loading selects ``sincos1d:prefix``. A
+variant no preset fits (T2T-ViT-14, T2T-ViT_t-14 ...) is read from the file's shapes: the stem's
+layers (``kqv``: performer; ``attn.qkv``: transformer) and width, then depth, width and MLP ratio,
+with the authors' 64 channels a head (:data:`~.layout.HEAD_WIDTH`).
 """
 
 from __future__ import annotations
+
+import re
+from typing import Any
 
 import torch
 
 from ..config import HostConfig
 from ..spec import SlotSpec
-from .layout import Layout, Target, take_prefix
+from .layout import HEAD_WIDTH, Layout, Target, shapes_of, take_prefix
 from .vit import convert_vit
 
 __all__ = ["T2TViTLayout"]
 
 STEM = "tokens_to_token."
+BLOCK = re.compile(r"blocks\.(\d+)\.")
+STEM_KINDS = {"kqv.weight": "performer", "attn.qkv.weight": "transformer"}
+"""The stem layer's key that tells its kind."""
 
 
 class T2TViTLayout(Layout):
@@ -47,3 +56,24 @@ class T2TViTLayout(Layout):
         if absolute.name == "sincos1d" and "prefix" not in absolute.flags:
             return cfg.replace(absolute="sincos1d:prefix")
         return cfg
+
+    def stored_shapes(self, state: dict[str, torch.Tensor]) -> dict[str, Any]:
+        project, fc1 = state.get(f"{STEM}project.weight"), state.get("blocks.0.mlp.fc1.weight")
+        kinds = [kind for key, kind in STEM_KINDS.items() if f"{STEM}attention1.{key}" in state]
+        if project is None or fc1 is None or len(kinds) != 1:
+            return {}
+        dim = project.shape[0]
+        return {
+            "t2t_layer": kinds[0],
+            "token_dim": project.shape[1] // 9,  # the last soft split: 3 x 3 tokens of the stem's width
+            "embed_dim": dim,
+            "num_heads": max(1, dim // HEAD_WIDTH),
+            "depth": 1 + max(int(m[1]) for k in state if (m := BLOCK.match(k)) is not None),
+            "mlp_ratio": fc1.shape[0] / dim,
+        }
+
+    def shape_summary(self, state: dict[str, torch.Tensor]) -> str:
+        stem = [f"{STEM}attention1.{key}" for key in STEM_KINDS]
+        keys = [*stem, f"{STEM}project.weight", "blocks.0.mlp.fc1.weight"]
+        depth = len({m[1] for k in state if (m := BLOCK.match(k)) is not None})
+        return f"{shapes_of(state, keys)}, {depth} blocks"

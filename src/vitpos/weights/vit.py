@@ -53,6 +53,7 @@ def fit_position_table(state, out, target: Target, key: str, module: str, prefix
         return
     prefix, side = split
     table = state.pop(key)
+    target.origins[f"{module}.table"] = (key, tuple(table.shape))
     if table.dim() == 2:  # stored without the batch axis
         table = table[None]
     if prefix:
