@@ -46,9 +46,11 @@ def test_training_steps_under_cuda_autocast(relative, dtype):
 
 
 @pytest.mark.parametrize("spec_text", ["irpe:product:bias:qk", "irpe:product:ctx:k", "irpe:cross:ctx:qkv"])
-def test_the_forced_fused_path_is_right_on_its_first_autotuned_call(spec_text):
+def test_the_forced_fused_path_is_right_on_its_first_autotuned_call(spec_text, monkeypatch):
     """Ids built on the CPU (no device given), tables and queries on CUDA, a shape not tuned before."""
-    from vitpos.attention.triton import launch
+    from vitpos.attention.triton import launch, tuning
+
+    monkeypatch.setattr(launch, "autotune_options", lambda: {"do_bench": tuning.brief_bench})  # no disk cache
 
     from .triton.literal import assert_relative, literal_attention
     from .triton.test_fused_terms import random_encoding
@@ -58,7 +60,7 @@ def test_the_forced_fused_path_is_right_on_its_first_autotuned_call(spec_text):
     relative = random_encoding(spec_text, heads, head_dim, grid, 1).cuda()
     terms = relative.relative_terms(grid, 1)
     assert terms.ids is not None and terms.ids.device.type == "cpu"
-    launch._tuned.cache_clear()  # a new tuning: the autotuner zeroes its buffers and reruns every tile size
+    launch._tuned.cache_clear()  # a new tuning: the autotuner zeroes its buffers and reruns every kept tile size
     q, k, v = (torch.randn(3, heads, n, head_dim, device="cuda", requires_grad=True) for _ in range(3))
     leaves = [q, k, v, *relative.parameters()]
     out = attention(q, k, v, terms, scale=head_dim**-0.5, path="triton")
