@@ -125,6 +125,9 @@ def path_rows(
             continue
         steps, rows = {}, {}
         for path in contenders(case, head["tokens"], s.compiled):
+            if budget.left(PART) <= 0:  # the paths already run are still timed
+                log.add({**head, "part": PART, "skipped": f"{case.label} · {path}", "reason": "time spent"})
+                continue
             model = build(case)
             step = on_path(model, case, path, bf16_step(model, images, "train", False))
             seconds, took, fell_back = first_call(step, case, path)

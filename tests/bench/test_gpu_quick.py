@@ -127,7 +127,10 @@ def test_the_quick_check_runs_every_part_on_the_cpu(tmp_path, capsys):
     )
     assert "old" not in text and "cut short" not in text
     assert "| policy | float32 | 4 | 0 |" in text and "| flex | float32 | 4 | 0 |" in text
-    assert "| 4 | 2 | iRPE ctx k | stored" in text and "| 4 | 2 | learned | sdpa |" in text
+    assert "| 4 | 2 | learned | sdpa |" in text
+    assert {"| 4 | 2 | iRPE ctx k | stored | yes |", "| 4 | 2 | iRPE ctx k | **stored** (fastest) | yes |"} & {
+        line[: line.index("yes |") + 5] for line in text.splitlines() if "| yes |" in line
+    }
     assert '- `("values", "bfloat16", "short"): "' in text
     assert "- swin: skipped swin_tiny against timm swin_tiny_patch4_window7_224: timm does not import here" in text
 
