@@ -70,3 +70,18 @@ def test_the_forced_fused_path_is_right_on_its_first_autotuned_call(spec_text, m
     grads = torch.autograd.grad((out.double() * weight).sum(), leaves, retain_graph=True)
     for got, want in zip(grads, torch.autograd.grad((expected * weight).sum(), leaves), strict=True):
         assert_relative(got, want, 1e-5, "gradient")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_compiled_rotation_equals_the_eager_one(dtype):
+    from vitpos.attention.terms import Rotation
+
+    cos_sin = torch.randn(2, 1, 12, 8, device="cuda")
+    rotation = Rotation(cos_sin / cos_sin.square().sum(0).sqrt(), 1).to(dtype)
+    q, k = (torch.randn(2, 3, 13, 16, device="cuda").to(dtype).requires_grad_() for _ in range(2))
+    eager, compiled = rotation.apply(q, k), rotation.apply(q, k, compiled=True)
+    weight = torch.randn(2, *q.shape, device="cuda")
+    grads = [torch.autograd.grad((torch.stack(out).float() * weight).sum(), [q, k]) for out in (eager, compiled)]
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    for got, want in zip((*compiled, *grads[1]), (*eager, *grads[0]), strict=True):
+        torch.testing.assert_close(got, want, rtol=tol, atol=tol)
