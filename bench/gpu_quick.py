@@ -109,7 +109,8 @@ def run_quick(s: QuickSettings, path: Path, command: str, stream: TextIO | None 
             budget.progress(f"{part}: FAILED: {type(err).__name__}: {err}")
     log.finish()
     print("\n".join(summary(log.rows)))
-    print("\n".join(table_lines([r for r in log.rows if r["part"] == "overhead" and "path" in r], str(path))))
+    path_rows = [r for r in log.rows if r["part"] == "overhead" and "path" in r]
+    print("\n".join(table_lines(path_rows, f"{path} ({header['device']})")))
     return 1 if any(r["part"] == CORRECTNESS and r.get("pass") is False for r in log.rows) else 0
 
 

@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.table:
         rows = [r for r in data["rows"] if r.get("part") == "overhead" and "path" in r and "overhead" in r]
-        print("\n".join(table_lines(rows, args.rows)))
+        print("\n".join(table_lines(rows, f"{args.rows} ({data['device']})")))
     elif args.out:
         write_section(data, Path(args.out))
     else:
