@@ -30,18 +30,18 @@ CASES = [
 HEAD_DIM = 16
 
 
-def case_inputs(case):
-    """q, k, v (float64, 2 images), the encoding, its terms without a value term, the mask and the leaves."""
+def case_inputs(case, device: str = "cpu", dtype: torch.dtype = torch.float64):
+    """q, k, v (2 images), the encoding's terms without a value term, the mask and the leaves."""
     spec_text, grid, prefix, heads, extra = case
     n = prefix + grid[0] * grid[1]
-    relative = random_encoding(spec_text, heads, HEAD_DIM, grid, prefix).double()
+    relative = random_encoding(spec_text, heads, HEAD_DIM, grid, prefix).to(device, dtype)
     terms = replace(relative.relative_terms(grid, prefix), value_table=None)
     assert terms.ids is not None and terms.logit_terms
-    q, k, v = (torch.randn(2, heads, n, HEAD_DIM, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    q, k, v = (torch.randn(2, heads, n, HEAD_DIM, dtype=dtype, device=device, requires_grad=True) for _ in range(3))
     leaves = [q, k, v, *(p for name, p in relative.named_parameters() if name != "table_v")]  # no value term
-    mask = padding_mask(2, n).double() if extra == "padding" else None
+    mask = padding_mask(2, n).to(device, dtype) if extra == "padding" else None
     if extra == "dense bias":
-        dense = torch.randn(heads, n, n, dtype=torch.float64, requires_grad=True)
+        dense = torch.randn(heads, n, n, dtype=dtype, device=device, requires_grad=True)
         terms = replace(terms, bias=dense)
         leaves.append(dense)
     return q, k, v, terms, mask, leaves
