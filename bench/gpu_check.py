@@ -131,9 +131,11 @@ def track_tuning(device: torch.device) -> None:
 
 
 def forget_tuning() -> None:
-    """Make every tracked Triton autotuner forget its choices, so the next call tunes again."""
+    """Make every tracked Triton autotuner forget its choices, in memory and on disk, so the next call
+    tunes again."""
     for tuner in list(_TUNERS):
         tuner.cache.clear()
+        tuner.cache_results = False
 
 
 def plan() -> list[tuple[str, str | None]]:

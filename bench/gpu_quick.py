@@ -4,8 +4,10 @@ and import torch), compiling and autotuning included.
 
 Five parts, each with a share of ``--budget`` seconds (:data:`SHARES`; time a part leaves goes to
 the later ones): (i) correctness of every bucketed encoding on every attention path
-(:mod:`bench.gpu_check`); (ii) bf16 training-step overhead of every slot value over no PE,
-eager, with the path each took; (iii) compiled DeiT-S with iRPE ctx k against compiled timm
+(:mod:`bench.gpu_check`); (ii) bf16 training-step overhead over no PE, eager: every bucketed term
+on every path that computes it, first calls timed apart, the fastest marked (:mod:`bench.path_rows`;
+the rows of the CUDA policy's table they propose are printed last), then every other slot value
+with the path it took; (iii) compiled DeiT-S with iRPE ctx k against compiled timm
 DeiT-S; (iv) ``swin_tiny`` against timm's Swin-T; (v) the DeiT recipe's device-side
 augmentation in images/s beside the training step's (:mod:`bench.quick_parts`). A progress line
 with the time elapsed and left goes to stderr per row; every row goes to ``--json`` as soon as
@@ -30,11 +32,12 @@ import torch
 from .check_layers import CheckCase, check_cases
 from .gpu_check import PART as CORRECTNESS
 from .gpu_check import check_rows
+from .path_report import table_lines
 from .quick_log import Budget, RowLog
 from .quick_parts import QuickSettings, augment_rows, compiled_rows, overhead_rows, swin_rows
 from .quick_report import write_section
 
-SHARES = {CORRECTNESS: 0.40, "overhead": 0.30, "compiled": 0.15, "swin": 0.08, "augment": 0.07}
+SHARES = {CORRECTNESS: 0.30, "overhead": 0.45, "compiled": 0.12, "swin": 0.07, "augment": 0.06}
 """Each part's share of the budget, in the order the parts run."""
 DEFAULT_JSON = Path("runs/bench/gpu_quick.json")
 
@@ -106,6 +109,8 @@ def run_quick(s: QuickSettings, path: Path, command: str, stream: TextIO | None 
             budget.progress(f"{part}: FAILED: {type(err).__name__}: {err}")
     log.finish()
     print("\n".join(summary(log.rows)))
+    path_rows = [r for r in log.rows if r["part"] == "overhead" and "path" in r]
+    print("\n".join(table_lines(path_rows, f"{path} ({header['device']})")))
     return 1 if any(r["part"] == CORRECTNESS and r.get("pass") is False for r in log.rows) else 0
 
 

@@ -1,5 +1,6 @@
-"""Parts (ii) to (v) of ``python -m bench.gpu --quick``: training-step overheads, compiled and Swin
-models against timm's, and the device-side augmentation's rate; one JSON row per measurement.
+"""Parts (ii) to (v) of ``python -m bench.gpu --quick``: training-step overheads (every bucketed term on
+every path, :mod:`bench.path_rows`), compiled and Swin models against timm's, and the device-side
+augmentation's rate; one JSON row per measurement.
 
 Every timing is paired (:func:`bench.timing.paired_overheads`: the baseline timed between the rounds
 of the case) and synchronised; a row also names the attention path its model's calls took. A part
@@ -9,6 +10,7 @@ whose share of the time is spent writes one 'skipped' row saying how much it lef
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +23,7 @@ from .cases import BASELINE, Case
 from .check_layers import CheckShape
 from .gpu_report import gpu_cases
 from .gpu_steps import bf16_step, peak_bytes, synchronize
+from .path_rows import KINDS, path_rows
 from .quick_log import Budget, RowLog
 from .taken_path import recording
 from .timing import image_side, interleaved_throughput, paired_overheads
@@ -76,18 +79,26 @@ def _spent(budget: Budget, log: RowLog, part: str, what: str) -> bool:
     return True
 
 
+def _paired_all(s: QuickSettings, steps: dict, baseline: str, batch: int) -> dict[str, dict[str, Any]]:
+    """Per step but the baseline: images/s of it and of the baseline, and its time over the baseline's, paired."""
+    throughput, overheads = paired_overheads(steps, baseline, batch, warmup=1, repeats=s.repeats, iters=s.iters)
+    return {
+        case: {
+            "images_per_s": throughput[case].median,
+            "baseline_images_per_s": throughput[baseline].median,
+            "overhead": overheads[case].median,
+            "overhead_low": overheads[case].low,
+            "overhead_high": overheads[case].high,
+        }
+        for case in steps
+        if case != baseline
+    }
+
+
 def _paired(s: QuickSettings, steps: dict, baseline: str, batch: int) -> dict[str, Any]:
     """Images/s of both steps and the case's time over the baseline's, paired."""
-    throughput, overheads = paired_overheads(steps, baseline, batch, warmup=1, repeats=s.repeats, iters=s.iters)
-    (case,) = (k for k in steps if k != baseline)
-    o = overheads[case]
-    return {
-        "images_per_s": throughput[case].median,
-        "baseline_images_per_s": throughput[baseline].median,
-        "overhead": o.median,
-        "overhead_low": o.low,
-        "overhead_high": o.high,
-    }
+    (row,) = _paired_all(s, steps, baseline, batch).values()
+    return row
 
 
 def _baseline(s: QuickSettings, log: RowLog, head: dict[str, Any], images: torch.Tensor):
@@ -103,9 +114,10 @@ def _baseline(s: QuickSettings, log: RowLog, head: dict[str, Any], images: torch
 
 
 def overhead_rows(s: QuickSettings, budget: Budget, log: RowLog) -> dict[int, float]:
-    """Part (ii): every slot value against no PE, bf16 eager training steps, at every token count.
-    Returns the baseline's images/s per token count."""
-    part, rates = "overhead", {}
+    """Part (ii): bf16 eager training steps over no PE at every token count: every bucketed term on
+    every path (:mod:`bench.path_rows`), then every other slot value on its default path. Returns
+    the baseline's images/s per token count."""
+    part, rates, bases = "overhead", {}, {}
     for tokens in s.tokens:
         if _spent(budget, log, part, f"{tokens} tokens"):
             continue
@@ -113,8 +125,12 @@ def overhead_rows(s: QuickSettings, budget: Budget, log: RowLog) -> dict[int, fl
         images = _images(s, s.model, tokens, batch)
         head = {"part": part, "model": s.model, "tokens": tokens, "batch": batch}
         base, rates[tokens], base_peak = _baseline(s, log, head, images)
+        bases[tokens] = (head, images, base, base_peak)
         budget.progress(f"{part}: {tokens} tokens, {BASELINE.label}: {rates[tokens]:.1f} img/s")
-        cases = [c for c in gpu_cases() if c is not BASELINE]
+        build = functools.partial(_build_case, s, tokens)
+        path_rows(s, budget, log, head, images, (base, base_peak), build, functools.partial(_paired_all, s))
+    for tokens, (head, images, base, base_peak) in bases.items():
+        cases = [c for c in gpu_cases() if c is not BASELINE and c.label not in KINDS]
         for i, case in enumerate(cases):
             if _spent(budget, log, part, f"{tokens} tokens: {len(cases) - i} slot values"):
                 break
@@ -127,13 +143,17 @@ def overhead_rows(s: QuickSettings, budget: Budget, log: RowLog) -> dict[int, fl
             with recording() as taken:
                 step()  # compiles and tunes whatever the case's path needs, outside the timing
             row = {**head, "case": case.label, "slots": case.slots, "took": taken.label}
-            row |= _paired(s, {BASELINE.label: base, case.label: step}, BASELINE.label, batch)
+            row |= _paired(s, {BASELINE.label: base, case.label: step}, BASELINE.label, head["batch"])
             peak = peak_bytes(step, s.device)
             row |= {"peak_bytes": peak, "peak_ratio": None if peak is None or not base_peak else peak / base_peak}
             log.add(row)
             budget.progress(f"{part}: {tokens} tokens, {case.label} ({taken.label}): {row['overhead']:+.1%}")
             del model, step  # one case's model and optimiser state on the device at a time
     return rates
+
+
+def _build_case(s: QuickSettings, tokens: int, case: Case) -> torch.nn.Module:
+    return _build(s, s.model, case.position, tokens)
 
 
 def _timm(name: str, s: QuickSettings) -> torch.nn.Module:

@@ -1,5 +1,6 @@
-"""``python -m bench.quick_report ROWS.json [--out BENCHMARKS.md]``: the quick GPU check's rows as a
-markdown section, from a finished run or from one cut short (what it measured, and what it did not)."""
+"""``python -m bench.quick_report ROWS.json [--out BENCHMARKS.md] [--table]``: the quick GPU check's rows as
+a markdown section, from a finished run or from one cut short (what it measured, and what it did not);
+``--table``: the rows of the CUDA policy's table that the fastest paths propose, as Python lines."""
 
 from __future__ import annotations
 
@@ -10,16 +11,19 @@ from pathlib import Path
 from typing import Any
 
 from .gpu_report import replace_section
+from .path_report import path_table, proposed_rows, table_lines
 
 HEADING = "## GPU quick check"
 NOT_RUN = (
     f"{HEADING}\n\nNot run on a GPU yet: `python -m bench.gpu --quick --out BENCHMARKS.md` on a machine with "
     "CUDA writes this section (device, torch, triton and timm versions, command; correctness of every bucketed "
     "relative encoding on every attention path against the float64 literal reference, first and second call, "
-    "float32 and bf16 autocast; bf16 training-step overhead of every slot value on DeiT-S at 196 and 784 tokens "
-    "with the path each took; compiled DeiT-S with iRPE ctx k against compiled timm DeiT-S; `swin_tiny` against "
-    "timm's Swin-T; the DeiT recipe's device-side augmentation in images/s). `python -m bench.quick_report "
-    "ROWS.json --out BENCHMARKS.md` writes it from the JSON rows of a run, also of one cut short.\n"
+    "float32 and bf16 autocast; bf16 training-step overhead on DeiT-S at 196 and 784 tokens of every bucketed "
+    "term on every path that computes it, first calls apart, the fastest marked and the policy rows they propose, "
+    "and of every other slot value with the path it took; compiled DeiT-S with iRPE ctx k against compiled "
+    "timm DeiT-S; `swin_tiny` against timm's Swin-T; the DeiT recipe's device-side augmentation in images/s). "
+    "`python -m bench.quick_report ROWS.json --out BENCHMARKS.md` writes it from the JSON rows of a run, "
+    "also of one cut short.\n"
 )
 
 
@@ -87,6 +91,17 @@ def against_lines(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def policy_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The rows of the CUDA policy's table that the fastest paths propose, with their evidence."""
+    proposed = proposed_rows(rows)
+    if not proposed:
+        return []
+    lines = ["Rows of `CUDA_TABLE` (`vitpos/attention/policy.py`) these timings propose:", ""]
+    for (kind, dtype, tokens), (path, evidence) in sorted(proposed.items()):
+        lines.append(f'- `("{kind}", "{dtype}", "{tokens}"): "{path}"` — {evidence}')
+    return [*lines, ""]
+
+
 def render(data: dict[str, Any]) -> str:
     """The whole section from the JSON of a run."""
     rows = data["rows"]
@@ -100,10 +115,15 @@ def render(data: dict[str, Any]) -> str:
         return [r for r in rows if r["part"] == name and "skipped" not in r and not ("error" in r and "case" not in r)]
 
     checks, overheads = part("correctness"), part("overhead")
+    paths = [r for r in overheads if "path" in r]
     if checks:
         lines += ["### Correctness against the float64 literal reference", "", *correctness_table(checks)]
-    if overheads:
-        lines += ["### bf16 training step over no PE (eager)", "", *overhead_table(overheads)]
+    if paths:
+        lines += ["### Every path of every bucketed term: bf16 training step over no PE (eager)", ""]
+        lines += [*path_table(paths), *policy_lines(paths)]
+    if len(paths) < len(overheads):
+        lines += ["### bf16 training step over no PE (eager)", ""]
+        lines += overhead_table([r for r in overheads if "path" not in r])
     pairs = part("compiled") + part("swin")
     if pairs:
         lines += ["### Model against model", "", *against_lines(pairs), ""]
@@ -131,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.quick_report", description=__doc__)
     p.add_argument("rows", help="the JSON file of a `python -m bench.gpu --quick` run")
     p.add_argument("--out", default="", help="replace the quick check's section of this markdown file")
+    p.add_argument("--table", action="store_true", help="print the rows of the CUDA policy's table it proposes")
     args = p.parse_args(argv)
     try:
         data = json.loads(Path(args.rows).read_text())
@@ -143,7 +164,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.out:
+    if args.table:
+        rows = [r for r in data["rows"] if r.get("part") == "overhead" and "path" in r and "overhead" in r]
+        print("\n".join(table_lines(rows, f"{args.rows} ({data['device']})")))
+    elif args.out:
         write_section(data, Path(args.out))
     else:
         print(render(data))

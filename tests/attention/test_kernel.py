@@ -73,6 +73,28 @@ def test_policy_on_cuda_with_and_without_triton(monkeypatch, installed):
         assert "Triton is not installed" in unsupported("triton", request("cuda", ctx))
 
 
+def test_the_cuda_policy_reads_its_table(monkeypatch):
+    bias_only, ctx, with_values = random_terms(False, False), random_terms(False), random_terms()
+    dense = RelativeTerms(bias=torch.zeros(1, N, N))
+    assert [policy.kind(request("cuda", t)) for t in (bias_only, dense, ctx, with_values)] == [
+        "bias", "dense", "contextual", "values",
+    ]  # fmt: skip
+    assert {kind for kind, _, _ in policy.CUDA_TABLE} == set(policy.KINDS)
+    for kind in policy.KINDS:  # every kind has a row for any dtype in both token ranges
+        assert {(kind, "*", "short"), (kind, "*", "long")} <= policy.CUDA_TABLE.keys()
+    assert policy.token_range(CHUNK_FROM_TOKENS - 1) == "short" and policy.token_range(CHUNK_FROM_TOKENS) == "long"
+    # a row for one dtype wins over the row for any dtype; a path that cannot compute the call is passed over
+    monkeypatch.setitem(policy.CUDA_TABLE, ("contextual", "bfloat16", "short"), "flex")
+    monkeypatch.setitem(policy.CUDA_TABLE, ("bias", "*", "long"), "stored")
+    bf16 = Request("cuda", torch.bfloat16, N, ctx, True, False, False)
+    assert choose_path(bf16) == "flex" and choose_path(request("cuda", ctx)) == "sdpa"
+    assert choose_path(request("cuda", bias_only, tokens=CHUNK_FROM_TOKENS)) == "stored"
+    assert choose_path(request("cuda", bias_only)) == "sdpa"
+    monkeypatch.setitem(policy.CUDA_TABLE, ("values", "*", "short"), "sdpa")  # SDPA gives no value term
+    assert choose_path(request("cuda", with_values)) == "stored"
+    assert choose_path(request("cuda", with_values, tokens=CHUNK_FROM_TOKENS, grad=False)) == "stored"
+
+
 def test_the_cuda_default_is_never_the_unmeasured_fused_path(monkeypatch):
     for module in (policy, op):
         monkeypatch.setattr(module, "available", lambda: True)

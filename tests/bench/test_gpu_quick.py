@@ -13,6 +13,7 @@ from bench import gpu, gpu_check, quick_report
 from bench.check_layers import CheckCase, CheckShape, check_cases
 from bench.gpu_check import TOLERANCE, check_rows, expected, measure, plan
 from bench.gpu_report import gpu_cases, gpu_section
+from bench.path_rows import KINDS, PATH_CASES, contenders
 from bench.quick_log import Budget, RowLog
 from bench.quick_report import HEADING, NOT_RUN, render
 from vitpos.attention import PATHS
@@ -94,13 +95,22 @@ def test_the_quick_check_runs_every_part_on_the_cpu(tmp_path, capsys):
         by_part.setdefault(row["part"], []).append(row)
     assert len(by_part["correctness"]) == 2 * len(plan()) * 2 and all(r["pass"] for r in by_part["correctness"])
     overhead = by_part["overhead"]
-    assert [r["case"] if "case" in r else r["skipped"] for r in overhead] == [
-        c.label if c.label != "PEG at 0-5" else "4 tokens: PEG at 0-5" for c in gpu_cases()
+    paths = [r for r in overhead if "path" in r]
+    assert [(r["case"], r["path"]) for r in paths] == [
+        (c.label, p) for c in PATH_CASES for p in contenders(c, 4, compiled=False)
+    ]  # every path that computes a step, none compiled (--no-compile): no FlexAttention, an eager rotation
+    for case in PATH_CASES:
+        rows = [r for r in paths if r["case"] == case.label]
+        assert sum(r["fastest"] for r in rows) == 1 and all(r["first_call_s"] > 0 for r in rows)
+        assert [r["path"] for r in rows if r["default"]] == ["eager" if case.label == "RoPE 2-D" else "stored"]
+        assert all(r["took"] == r["path"] for r in rows if case.label != "RoPE 2-D")  # no fallback
+    others = [r for r in overhead if "path" not in r]
+    assert [r["case"] if "case" in r else r["skipped"] for r in others] == [
+        c.label if c.label != "PEG at 0-5" else "4 tokens: PEG at 0-5" for c in gpu_cases() if c.label not in KINDS
     ]  # the one-block test model has no block 5
-    assert "do not exist in a model of depth 1" in overhead[5]["reason"]
+    assert "do not exist in a model of depth 1" in others[5]["reason"]
     overhead = [r for r in overhead if "case" in r]
     assert all(r["tokens"] == 4 and r["took"] != "?" for r in overhead)
-    assert {r["took"] for r in overhead if r["case"] == "iRPE ctx k"} == {"stored"}  # the CPU policy's choice
     (compiled,) = by_part["compiled"]
     assert compiled["against"] == "vitpos deit_tiny_patch16_224 no PE" and compiled["compiled"] is False
     (swin,) = by_part["swin"]
@@ -109,14 +119,19 @@ def test_the_quick_check_runs_every_part_on_the_cpu(tmp_path, capsys):
     assert augment["images_per_s"] > 0 and augment["train_step_images_per_s"] == overhead[0]["images_per_s"]
     out = capsys.readouterr()
     assert f"correctness: {2 * len(plan()) * 2} calls checked, 0 failed" in out.out
-    assert "s left] overhead: 4 tokens, iRPE ctx k (stored)" in out.err
+    assert "s left] overhead: 4 tokens, iRPE ctx k · stored: " in out.err
+    assert '("contextual", "bfloat16", "short"): "' in out.out  # the policy rows the fastest paths propose
     text = markdown.read_text()
     assert text.startswith("# Benchmarks\n\n## GPU quick check\n\n- Device: CPU") and text.endswith(
         "## Later\n\nkept\n"
     )
     assert "old" not in text and "cut short" not in text
     assert "| policy | float32 | 4 | 0 |" in text and "| flex | float32 | 4 | 0 |" in text
-    assert "| 4 | 2 | iRPE ctx k | stored |" in text
+    assert "| 4 | 2 | learned | sdpa |" in text
+    assert {"| 4 | 2 | iRPE ctx k | stored | yes |", "| 4 | 2 | iRPE ctx k | **stored** (fastest) | yes |"} & {
+        line[: line.index("yes |") + 5] for line in text.splitlines() if "| yes |" in line
+    }
+    assert '- `("values", "bfloat16", "short"): "' in text
     assert "- swin: skipped swin_tiny against timm swin_tiny_patch4_window7_224: timm does not import here" in text
 
 

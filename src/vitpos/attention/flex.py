@@ -19,12 +19,21 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import flex_attention as _flex_attention
 
+from .terms import bucket_maps
+
 __all__ = ["score_mod", "flex_attention"]
 
 
-def _index(t: torch.Tensor, b, h, i) -> torch.Tensor:
-    """t[b, h, i] with size-1 leading axes read at 0 (broadcast)."""
-    return t[b if t.shape[0] > 1 else 0, h if t.shape[1] > 1 else 0, i if t.shape[2] > 1 else 0]
+def _squeezed(t: torch.Tensor, axes: int) -> tuple[torch.Tensor, tuple[int, ...]]:
+    """``t`` without its size-1 axes among the first ``axes`` (read at 0: broadcast), and the kept axes."""
+    kept = tuple(a for a in range(axes) if t.shape[a] > 1)
+    return t.squeeze(tuple(a for a in range(axes) if a not in kept)), kept
+
+
+def _gather(t: torch.Tensor, kept: tuple[int, ...], at: tuple, *last) -> torch.Tensor:
+    """``t`` read at the kept axes' positions ``at`` and ``last``: one indexing operation."""
+    index = tuple(at[a] for a in kept) + last
+    return t[index] if index else t
 
 
 def score_mod(
@@ -35,21 +44,27 @@ def score_mod(
 ) -> Callable | None:
     """score + sum_m R[b, h, i, I_m(i, j)] + sum_m C[b, h, j, I_m(i, j)] + bias[b, h, i, j], or None.
 
-    ``row``, ``col`` are 4-D (B or 1, heads or 1, N or 1, K); ``bias`` 4-D (B or 1, heads or 1, N, N).
+    ``row``, ``col`` are 4-D (B or 1, heads or 1, N or 1, K); ``bias`` broadcastable to (B, heads, N, M).
+    Inductor differentiates a captured tensor only where the ``score_mod`` indexes it once, so each
+    tensor is read by one indexing operation: its size-1 axes are dropped (a bias per bucket stays a
+    (heads, K) table, not a copy per query), and a second bucket map (the Cross method) reads a copy.
     """
     if row is None and col is None and bias is None:
         return None
-    maps = () if ids is None else (ids if ids.ndim == 3 else ids.unsqueeze(0))
+    maps = () if ids is None else bucket_maps(ids)
+    rows = [] if row is None else [_squeezed(row if m == 0 else row.clone(), 3) for m in range(len(maps))]
+    cols = [] if col is None else [_squeezed(col if m == 0 else col.clone(), 3) for m in range(len(maps))]
+    dense = None if bias is None else _squeezed(bias[(None,) * (4 - bias.ndim)], 4)
 
     def mod(score, b, h, q_idx, kv_idx):
-        for m in range(len(maps)):
-            bucket = maps[m][q_idx, kv_idx]
-            if row is not None:
-                score = score + _index(row, b, h, q_idx)[bucket]
-            if col is not None:
-                score = score + _index(col, b, h, kv_idx)[bucket]
-        if bias is not None:
-            score = score + _index(bias, b, h, q_idx)[kv_idx]
+        for m, id_map in enumerate(maps):
+            bucket = id_map[q_idx, kv_idx]
+            if rows:
+                score = score + _gather(*rows[m], (b, h, q_idx), bucket)
+            if cols:
+                score = score + _gather(*cols[m], (b, h, kv_idx), bucket)
+        if dense is not None:
+            score = score + _gather(*dense, (b, h, q_idx, kv_idx))
         return score
 
     return mod

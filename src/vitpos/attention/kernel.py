@@ -3,7 +3,8 @@
 :func:`attention` takes q, k, v and an encoding's :class:`~.terms.RelativeTerms`, brings the
 per-grid terms (bucket ids, the rotation) to q's device, casts the terms to the dtype attention
 computes in (autocast included; autograd casts the gradients back to the tables' dtype), applies
-the rotation, asks :mod:`.policy` for a path and runs it.
+the rotation (eager, or compiled where :func:`.policy.rotation_path` says so), asks :mod:`.policy`
+for a path and runs it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch.nn.functional as F
 from ..grid import tracing
 from .bucketed import bucketed_attention
 from .flex import flex_attention, score_mod
-from .policy import SUPPORTED_DTYPES, Request, choose_path, unsupported
+from .policy import SUPPORTED_DTYPES, Request, choose_path, rotation_path, unsupported
 from .terms import RelativeTerms
 from .triton import fused_attention
 from .vmap import VMAP_PATH, under_vmap
@@ -63,7 +64,8 @@ def attention(
     if terms is not None:
         terms = terms.on(q.device).to(dtype)
         if terms.rotation is not None:
-            q, k = terms.rotation.apply(q, k)
+            how = rotation_path(q.device.type, dtype, q.shape[-2])
+            q, k = terms.rotation.apply(q, k, compiled=how == "compiled" and not under_vmap(q, k))
     if key_padding is not None:
         mask = _with_key_padding(mask, key_padding, q)
     if mask is not None:

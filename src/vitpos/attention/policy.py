@@ -13,19 +13,15 @@ rest on these measurements:
   SDPA with the terms as one float mask is fastest, except with a term on values, which SDPA
   cannot give, where ``stored`` is faster than the explicit softmax. FlexAttention runs eagerly
   on CPU (its math reference, forward only) and is never chosen there.
-* CUDA (BENCHMARKS.md, "Earlier GPU measurements": one H100, bf16 training step of DeiT-S,
-  batch 256, 196 tokens, the step with the term over the step without it): bias-only terms take
-  ``sdpa`` with the terms as one float mask (row "bias per bucket, SDPA with the bias materialised":
-  x1.28, against x6.47 for the row "FlexAttention score_mod reading the table"); contextual terms
-  take ``sdpa`` too (row "contextual, on k, SDPA with a materialised (B, heads, N, N) mask": x1.60,
-  against x1.62 for the row "contextual, on k, FlexAttention score_mod"); a term on values, which
-  neither SDPA nor FlexAttention gives, takes ``stored`` / ``chunked`` as on CPU. Other dtypes and
-  token counts take the same paths, unmeasured on a GPU. The fused ``triton`` path
-  (:mod:`.triton`) is opt-in (``path="triton"``, ``Attention.path = "triton"``): it becomes a
-  default only after a GPU row shows it right on first and later calls and fastest
-  (``python -m bench.gpu`` measures it). On CPU ``triton`` runs, when forced, the same arithmetic
-  in PyTorch, or the kernels in Triton's interpreter under ``TRITON_INTERPRET=1`` (how the tests
-  prove them).
+* CUDA: :data:`CUDA_TABLE`, one row per kind of term (:func:`kind`), dtype and token range
+  (:func:`token_range`), each with the measurement behind it. The ``triton`` path (:mod:`.triton`),
+  compiled ``flex`` and the compiled rotation of RoPE are opt-in (``path="triton"``,
+  ``Attention.path = "triton"``): a path becomes a row of the table only after a GPU row shows it
+  right on first and later calls and fastest. ``python -m bench.gpu --quick`` times every path of
+  every bucketed term side by side, and ``python -m bench.quick_report ROWS.json --table`` prints the
+  rows of :data:`CUDA_TABLE` its fastest paths propose. On CPU ``triton`` runs, when forced, the
+  same arithmetic in PyTorch, or the kernels in Triton's interpreter under ``TRITON_INTERPRET=1``
+  (how the tests prove them).
 
 A path asked for (``path=``) that cannot give what the call needs (a value term, the weights,
 dropout, a gradient, the dtype) falls back to the policy's choice with a warning; a term is
@@ -41,13 +37,19 @@ import torch
 from .terms import RelativeTerms
 from .triton import available, runs_kernels
 
-__all__ = ["PATHS", "SUPPORTED_DTYPES", "CHUNK_FROM_TOKENS", "Request", "unsupported", "choose_path"]
+__all__ = [
+    "PATHS", "ROTATIONS", "SUPPORTED_DTYPES", "CHUNK_FROM_TOKENS", "KINDS", "CUDA_TABLE", "Request", "kind",
+    "token_range", "table_path", "unsupported", "choose_path", "rotation_path",
+]  # fmt: skip
 
 PATHS = ("sdpa", "flex", "explicit", "stored", "chunked", "triton")
 """``sdpa``: ``scaled_dot_product_attention`` with the logit terms as one float mask;
 ``flex``: FlexAttention with a ``score_mod``; ``explicit``: logits, softmax and weights as
 tensors (the only path that returns the weights); ``stored`` / ``chunked``: :mod:`.bucketed`;
 ``triton``: the fused kernels of :mod:`.triton`."""
+
+ROTATIONS = ("eager", "compiled")
+"""How RoPE turns q and k (:meth:`.terms.Rotation.apply`): eager operations, or one compiled region."""
 
 SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
@@ -57,6 +59,43 @@ terms runs in query chunks. A pre-norm block with MLP ratio 4 keeps about 16 tok
 activations for backward; the stored (B, heads, N, N) weights add N / (16 d) of that: a fifth at
 197 tokens, where chunking's recomputation (about a fifth of the attention's time) is not worth it,
 three quarters at 785. From 320 tokens on (d = 64, as in every ViT preset) they would add over 30%."""
+
+
+KINDS = ("bias", "dense", "contextual", "values", "rotation")
+"""Kinds of term: ``bias`` a logit per bucket (a dense bias besides it or not); ``dense`` a dense
+logit bias only; ``contextual`` a table met by q or k; ``values`` a term on values; ``rotation`` RoPE."""
+
+ANY_DTYPE = "*"
+
+CUDA_TABLE: dict[tuple[str, str, str], str] = {
+    # (kind, dtype or "*", token range): path. The measurements: the H100 rows of BENCHMARKS.md,
+    # "Earlier GPU measurements" (bf16 DeiT-S training step, 196 tokens, step with the term over the
+    # step without it) and one H200 run of ``python -m bench.gpu --quick`` at 196 and 784 tokens
+    # (default paths only), which measured no other path.
+    ("bias", ANY_DTYPE, "short"): "sdpa",  # bias as a float mask x1.28, FlexAttention reading the table x6.47
+    ("bias", ANY_DTYPE, "long"): "sdpa",  # as at 196 tokens (H200: +65% at 784 tokens; no other path timed)
+    ("dense", ANY_DTYPE, "short"): "sdpa",  # a float mask is what SDPA takes
+    ("dense", ANY_DTYPE, "long"): "sdpa",
+    ("contextual", ANY_DTYPE, "short"): "sdpa",  # contextual on k: a (B, heads, N, N) mask x1.60, flex x1.62
+    ("contextual", ANY_DTYPE, "long"): "sdpa",  # as at 196 tokens (H200: +190% at 784 tokens)
+    ("values", ANY_DTYPE, "short"): "stored",  # neither SDPA nor FlexAttention gives a term on values
+    ("values", ANY_DTYPE, "long"): "chunked",  # memory as on CPU (H200: x1.19 the no-PE peak at 784 tokens)
+    ("rotation", ANY_DTYPE, "short"): "eager",  # H200: +31% at 196 tokens; the compiled rotation is unmeasured
+    ("rotation", ANY_DTYPE, "long"): "eager",
+}
+"""The CUDA defaults: (kind of term, dtype name or ``"*"`` for any, token range) -> path (a rotation:
+one of :data:`ROTATIONS`). A row for the exact dtype wins over the ``"*"`` row."""
+
+
+def token_range(num_tokens: int) -> str:
+    """``"short"`` below :data:`CHUNK_FROM_TOKENS` tokens, ``"long"`` from there."""
+    return "long" if num_tokens >= CHUNK_FROM_TOKENS else "short"
+
+
+def table_path(kind: str, dtype: torch.dtype, num_tokens: int) -> str:
+    """The row of :data:`CUDA_TABLE` for ``kind`` at ``dtype`` and ``num_tokens``."""
+    name, tokens = str(dtype).removeprefix("torch."), token_range(num_tokens)
+    return CUDA_TABLE.get((kind, name, tokens)) or CUDA_TABLE[(kind, ANY_DTYPE, tokens)]
 
 
 @dataclass(frozen=True)
@@ -108,14 +147,33 @@ def unsupported(path: str, request: Request) -> str | None:
     return None
 
 
+def kind(request: Request) -> str:
+    """The kind of term of ``request`` that decides its path (:data:`KINDS`; a call with terms)."""
+    if request.value_term:
+        return "values"
+    if request.contextual:
+        return "contextual"
+    return "bias" if request.bucketed else "dense"
+
+
 def choose_path(request: Request) -> str:
     """The fastest measured path that can compute ``request`` (see the module docstring)."""
     if request.return_weights or (request.dropout and request.value_term):
         return "explicit"
     if request.dropout or not (request.logit_terms or request.value_term):
         return "sdpa"
-    if request.device == "cuda" and not request.value_term:
-        return "sdpa"
+    if request.device == "cuda":
+        chosen = table_path(kind(request), request.dtype, request.num_tokens)
+        if chosen == "chunked" and not request.needs_grad:
+            chosen = "stored"  # query chunks save the memory that backward keeps; without one, nothing
+        if unsupported(chosen, request) is None:
+            return chosen
     if not request.needs_grad:
         return "stored" if request.value_term else "sdpa"
     return "chunked" if request.num_tokens >= CHUNK_FROM_TOKENS else "stored"
+
+
+def rotation_path(device: str, dtype: torch.dtype, num_tokens: int) -> str:
+    """How RoPE turns q and k (:data:`ROTATIONS`): the table's row on CUDA, eager elsewhere (on CPU the
+    complex multiplication is the fastest form, ``python -m bench.rope``)."""
+    return table_path("rotation", dtype, num_tokens) if device == "cuda" else "eager"

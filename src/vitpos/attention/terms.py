@@ -16,6 +16,8 @@ for the Cross method, summed). Tables are (K, d) shared by the heads or (heads, 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
 import torch
@@ -25,7 +27,7 @@ from ..errors import VitposError
 from ..grid import tracing
 from .bucket_lookup import BucketIndex, lookup
 
-__all__ = ["Rotation", "RelativeTerms", "bucket_maps"]
+__all__ = ["Rotation", "RelativeTerms", "bucket_maps", "rotate"]
 
 
 def bucket_maps(ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -42,17 +44,24 @@ def _lookup(scores: torch.Tensor, index: torch.Tensor, cols: int) -> torch.Tenso
 
 
 _COPIES: WeakTensorKeyDictionary = WeakTensorKeyDictionary()
-"""Per-grid tensors (bucket ids, RoPE's cos/sin) copied to another device: {tensor: {device: copy}}."""
+"""Per-grid tensors (bucket ids, RoPE's cos/sin) copied to another device or dtype: {tensor: {target: copy}}."""
 
 
-def _moved(t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """``t`` on ``device``, copied once per device while ``t`` lives (the per-grid caches keep it)."""
+def _copied(t: torch.Tensor, device: torch.device | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``t`` on ``device`` in ``dtype``, copied once per target while ``t`` lives (the per-grid caches
+    keep it); a tensor with a gradient (learned frequencies) is copied every time."""
+    device, dtype = device or t.device, dtype or t.dtype
+    if (device, dtype) == (t.device, t.dtype):
+        return t
     if t.requires_grad or tracing():
-        return t.to(device)
+        return t.to(device, dtype)
     copies = _COPIES.setdefault(t, {})
-    if device not in copies:
-        copies[device] = t.to(device)
-    return copies[device]
+    if (device, dtype) not in copies:
+        copy = t.to(device, dtype)
+        if copy is t:  # the same place said otherwise ("cuda" for "cuda:0"): nothing to keep
+            return t
+        copies[(device, dtype)] = copy
+    return copies[(device, dtype)]
 
 
 def _given(x: torch.Tensor | None, what: str) -> torch.Tensor:
@@ -76,31 +85,50 @@ class Rotation:
     def to(self, dtype: torch.dtype) -> Rotation:
         """The rotation for queries in ``dtype``: its tables in ``dtype``, at least float32 (the
         turn is computed in that precision and rounded once)."""
-        return replace(self, cos_sin=self.cos_sin.to(torch.promote_types(dtype, torch.float32)))
+        return replace(self, cos_sin=_copied(self.cos_sin, dtype=torch.promote_types(dtype, torch.float32)))
 
-    def apply(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def apply(self, q: torch.Tensor, k: torch.Tensor, compiled: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotated (q, k), both (B, heads, N, d), in one step over both.
 
         Eager: one complex multiplication of the stacked pairs (``python -m bench.rope``: x0.15 to
         x0.31 the time of rotating q and k apart in real arithmetic, DeiT-S shapes, one CPU
-        thread, two runs on a shared machine). Compiled: the same in
-        real arithmetic, which inductor fuses into one kernel (it generates no code for complex
-        operations).
+        thread, two runs on a shared machine). Traced by ``torch.compile``, or ``compiled``: the
+        same in real arithmetic, which Inductor fuses into one kernel forward and one backward
+        (it generates no code for complex operations); ``compiled`` runs that region compiled
+        once per prefix count (the policy's :func:`~.policy.rotation_path`).
         """
-        p = self.num_prefix_tokens
-        both = torch.stack([q, k])  # 2, B, heads, N, d: one contiguous copy of both
-        cells = both[..., p:, :].to(self.cos_sin.dtype)
-        cos, sin = self.cos_sin.unbind(0)
         if torch.compiler.is_compiling():
-            even, odd = cells.unflatten(-1, (-1, 2)).unbind(-1)
-            turned = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
-        else:
-            pairs = torch.view_as_complex(cells.unflatten(-1, (-1, 2)).contiguous())
-            turned = torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2)
-        turned = turned.to(q.dtype)
-        if p:
-            turned = torch.cat([both[..., :p, :], turned], dim=-2)
-        return turned[0], turned[1]
+            return rotate(q, k, self.cos_sin, self.num_prefix_tokens, False)
+        if compiled:
+            return _compiled_rotate()(q, k, self.cos_sin, self.num_prefix_tokens, False)
+        return rotate(q, k, self.cos_sin, self.num_prefix_tokens, True)
+
+
+def rotate(
+    q: torch.Tensor, k: torch.Tensor, cos_sin: torch.Tensor, num_prefix_tokens: int, in_complex: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """q and k turned by ``cos_sin`` (2, heads or 1, cells, d/2) past the prefix tokens, computed in
+    ``cos_sin``'s dtype and rounded once: as complex numbers or in real arithmetic."""
+    p = num_prefix_tokens
+    both = torch.stack([q, k])  # 2, B, heads, N, d: one contiguous copy of both
+    cells = both[..., p:, :].to(cos_sin.dtype)
+    cos, sin = cos_sin.unbind(0)
+    if in_complex:
+        pairs = torch.view_as_complex(cells.unflatten(-1, (-1, 2)).contiguous())
+        turned = torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2)
+    else:
+        even, odd = cells.unflatten(-1, (-1, 2)).unbind(-1)
+        turned = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+    turned = turned.to(q.dtype)
+    if p:
+        turned = torch.cat([both[..., :p, :], turned], dim=-2)
+    return turned[0], turned[1]
+
+
+@functools.cache
+def _compiled_rotate() -> Callable:
+    """:func:`rotate` compiled (once per process; shapes that change are made dynamic)."""
+    return torch.compile(rotate, fullgraph=True)
 
 
 @dataclass(frozen=True)
@@ -174,9 +202,9 @@ class RelativeTerms:
                 )
         changes: dict = {}
         if self.ids is not None and self.ids.device != device:
-            changes["ids"] = _moved(self.ids, device)
+            changes["ids"] = _copied(self.ids, device)
         if self.rotation is not None and self.rotation.cos_sin.device != device:
-            changes["rotation"] = replace(self.rotation, cos_sin=_moved(self.rotation.cos_sin, device))
+            changes["rotation"] = replace(self.rotation, cos_sin=_copied(self.rotation.cos_sin, device))
         return replace(self, **changes) if changes else self
 
     def content_query(self, q: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,8 @@
 """The CUDA launch code (autotuned tiles) in the interpreter, through a stand-in for ``triton.autotune``
 that does what the real one does: zero the ``reset_to_zero`` arguments, run every configuration,
 zero them again, run the chosen one; a known key runs the chosen configuration only. The first
-call's output and every gradient equal the float64 literal reference, and padded sizes share a key."""
+call's output and every gradient equal the float64 literal reference; padded sizes and another batch
+size in the same rounded key share a tuning; each GPU benchmarks the configurations kept for it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 import torch
 import triton
 
-from vitpos.attention.triton import fused_attention, launch
+from vitpos.attention.triton import fused_attention, launch, tuning
+from vitpos.attention.triton.kernels import TUNING
 
 from .literal import assert_relative
 from .test_fused_op import inputs, literal
@@ -24,9 +26,13 @@ class StandInAutotuner:
 
     tunings: ClassVar[list[tuple[str, tuple]]] = []
     """(kernel name, key) of every tuning pass, in order."""
+    made: ClassVar[list] = []
+    """Every autotuner made, in order."""
 
-    def __init__(self, kernel, configs, key, reset_to_zero) -> None:
+    def __init__(self, kernel, configs, key, reset_to_zero, options) -> None:
         self.kernel, self.configs, self.key, self.reset_to_zero = kernel, configs, key, reset_to_zero
+        self.options = options
+        self.made.append(self)
         self.chosen: dict[tuple, triton.Config] = {}
 
     def __getitem__(self, grid):
@@ -53,9 +59,9 @@ class StandInAutotuner:
         self._launch(grid, args, kwargs, self.chosen[key])
 
 
-def stand_in_autotune(configs, key, reset_to_zero=None, **_):
+def stand_in_autotune(configs, key, reset_to_zero=None, **options):
     """The stand-in's decorator, in the place of ``triton.autotune``."""
-    return lambda kernel: StandInAutotuner(kernel, configs, key, list(reset_to_zero or ()))
+    return lambda kernel: StandInAutotuner(kernel, configs, key, list(reset_to_zero or ()), options)
 
 
 @pytest.fixture
@@ -64,15 +70,16 @@ def autotuned(monkeypatch):
     monkeypatch.setattr(triton, "autotune", stand_in_autotune)
     monkeypatch.setattr(launch, "AUTOTUNE", True)
     monkeypatch.setattr(StandInAutotuner, "tunings", [])
+    monkeypatch.setattr(StandInAutotuner, "made", [])
     launch._tuned.cache_clear()
     yield StandInAutotuner.tunings
     launch._tuned.cache_clear()
 
 
-def check_call(n: int, k: int, row_shape, col_shape, bias_shape, maps: int) -> None:
+def check_call(n: int, k: int, row_shape, col_shape, bias_shape, maps: int, batch: int = B) -> None:
     """One call of the fused operator against the float64 reference: output and every gradient."""
     shapes = [shape or (1,) for shape in (row_shape, col_shape, bias_shape)]
-    qkv, ids, *scores = inputs(n, k, *shapes, maps)
+    qkv, ids, *scores = inputs(n, k, *shapes, maps, batch)
     row, col, bias = (t if shape else None for t, shape in zip(scores, (row_shape, col_shape, bias_shape), strict=True))
     value_table = torch.randn(k, qkv.shape[-1], dtype=torch.float64, requires_grad=True)
     leaves = [t for t in (qkv, row, col, bias, value_table) if t is not None]
@@ -113,3 +120,26 @@ def test_every_term_and_gradient_on_the_first_call(autotuned):
     # contextual rows and columns, two id maps, a dense bias shared over the batch, a value term
     check_call(37, 9, (B, H, 37, 9), (B, H, 37, 9), (1, H, 37, 37), 2)
     assert len(autotuned) == 3
+
+
+def test_another_batch_size_in_the_same_rounded_key_reuses_the_first_tuning(autotuned):
+    check_call(17, 5, (3, H, 17, 5), None, (1, H, 17, 17), 1, batch=3)  # 3 images x 2 heads: tuned as 8
+    assert len(autotuned) == 3 and {key[:3] for _, key in autotuned} == {(8, 32, 32)}
+    check_call(20, 5, (4, H, 20, 5), None, (1, H, 20, 20), 1, batch=4)  # 8 (image, head) pairs, 32 tokens
+    assert len(autotuned) == 3  # no tuning pass: the first call's choices ran
+
+
+def test_each_gpu_benchmarks_its_kept_configurations_briefly_and_caches_the_tunings(autotuned, monkeypatch):
+    monkeypatch.setattr(launch, "capability", lambda device: (9, 0))
+    check_call(17, 5, (1, H, 1, 5), (B, H, 17, 5), None, 1)
+    configs = {tuner.kernel.__name__: tuner.configs for tuner in StandInAutotuner.made}
+    assert configs == {name: [TUNING[i] for i in kept] for name, kept in tuning.SPILL_FREE[(9, 0)].items()}
+    assert all(len(kept) < len(TUNING) for kept in configs.values())
+    for tuner in StandInAutotuner.made:
+        assert tuner.options == {"do_bench": tuning.brief_bench, "cache_results": True}
+
+
+def test_a_gpu_without_a_measured_row_benchmarks_the_sm90_spill_free_pair():
+    assert tuning.configs_for("_forward_kernel", (8, 0)) == [TUNING[0], TUNING[1]]
+    assert tuning.configs_for("_backward_kv_kernel", (9, 0)) == [TUNING[0], TUNING[1], TUNING[3]]
+    assert tuning.capability(torch.device("cpu")) == (0, 0)

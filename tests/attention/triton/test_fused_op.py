@@ -17,10 +17,10 @@ from .literal import assert_relative, gather_logits
 B, H, D = 2, 2, 32
 
 
-def inputs(n: int, buckets: int, row_shape, col_shape, bias_shape, maps: int):
-    """qkv (B, n, 3, H, D), ids and random row, column and bias scores, all leaves but the ids."""
+def inputs(n: int, buckets: int, row_shape, col_shape, bias_shape, maps: int, batch: int = B):
+    """qkv (batch, n, 3, H, D), ids and random row, column and bias scores, all leaves but the ids."""
     gen = torch.Generator().manual_seed(0)
-    qkv = torch.randn(B, n, 3, H, D, generator=gen).requires_grad_()
+    qkv = torch.randn(batch, n, 3, H, D, generator=gen).requires_grad_()
     ids = torch.randint(0, buckets, (maps, n, n) if maps == 2 else (n, n), generator=gen)
     scores = [torch.randn(*shape, generator=gen).requires_grad_() for shape in (row_shape, col_shape, bias_shape)]
     return qkv, ids, *scores

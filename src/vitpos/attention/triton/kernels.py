@@ -42,9 +42,10 @@ TUNING = [
     triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
     for m, n, w, s in ((64, 32, 8, 2), (32, 32, 4, 2), (64, 64, 8, 2), (128, 32, 8, 2), (32, 64, 4, 2))
 ]
-"""Tile sizes and warps ``triton.autotune`` picks from on CUDA. ptxas compiles the kernels for sm_90
-with 200 to 255 registers per thread; these are the configurations that spill least there
-(``python -m bench.fused_compile``, BENCHMARKS.md); 64 x 64 tiles on 4 warps spill more."""
+"""Tile sizes and warps ``triton.autotune`` may pick from on CUDA (:mod:`.tuning` keeps, per GPU, those
+that compile without spills). ptxas compiles the kernels for sm_90 with 200 to 255 registers per
+thread; these are the configurations that spill least there (``python -m bench.fused_compile``,
+BENCHMARKS.md); 64 x 64 tiles on 4 warps spill more."""
 
 
 @triton.jit

@@ -7,10 +7,11 @@ tensors, an absent input or an unwanted output gets a one-element buffer of its 
 gradients are added up in float32 buffers with a row per (image, head), summed to the tables'
 shapes afterwards.
 
-Tile sizes are autotuned on CUDA (:data:`AUTOTUNE`), keyed on sizes rounded up to the next power
-of two: queries and keys (N, M), images times heads and the head width; so padded batches of
-varied sizes (a detector's, an epoch's last batch) share a tuning and do not each cost a tuning
-pass. The interpreter takes fixed tiles (or ``config``).
+Tile sizes are autotuned on CUDA (:data:`AUTOTUNE`) among the configurations :mod:`.tuning` keeps
+for the GPU, keyed on sizes rounded up to the next power of two: queries and keys (N, M), images
+times heads and the head width; so padded batches of varied sizes (a detector's, an epoch's last
+batch) share a tuning and do not each cost a tuning pass. The interpreter takes fixed tiles (or
+``config``).
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from .kernels import (
     ATOMIC_SUM,
     INTERPRET,
     STORE,
-    TUNING,
     _backward_kv_kernel,
     _backward_q_kernel,
     _forward_kernel,
 )
 from .reference import stats_dtype
+from .tuning import autotune_options, capability, configs_for
 
 __all__ = ["AUTOTUNE", "forward", "backward", "tuning_sizes"]
 
@@ -114,13 +115,18 @@ class _Call:
                 return triton.cdiv(rows, meta[block]), b * h
 
             grad_flags = tuple(name for name in ("COL_GRAD", "ROW_GRAD", "BIAS_GRAD", "BIAS_MODE") if name in flags)
-            _tuned(kernel, reset, grad_flags)[grid](*args, **flags)
+            gpu = capability(self.tensors[0].device)
+            _tuned(kernel, reset, grad_flags, gpu)[grid](*args, **flags)
 
 
 @functools.cache
-def _tuned(kernel, reset: tuple[str, ...], flags: tuple[str, ...]):
-    """``kernel`` with its tiles and warps chosen by ``triton.autotune`` per rounded shape (CUDA)."""
-    return triton.autotune(configs=TUNING, key=[*TUNING_KEY, *flags], reset_to_zero=list(reset))(kernel)
+def _tuned(kernel, reset: tuple[str, ...], flags: tuple[str, ...], gpu: tuple[int, int]):
+    """``kernel`` with its tiles and warps chosen by ``triton.autotune`` per rounded shape among the
+    configurations kept for the ``gpu`` (CUDA)."""
+    configs = configs_for(kernel.__name__, gpu)
+    return triton.autotune(configs=configs, key=[*TUNING_KEY, *flags], reset_to_zero=list(reset), **autotune_options())(
+        kernel
+    )
 
 
 def _store_dtype(dtype: torch.dtype) -> torch.dtype:

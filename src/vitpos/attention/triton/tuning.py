@@ -1,0 +1,58 @@
+"""What the CUDA autotuner of the fused kernels benchmarks, and how long it spends on a new shape.
+
+The first call of a new shape compiles every configuration it benchmarks (ptxas takes seconds for
+each of these kernels), so the configurations are pruned per GPU by a measured table,
+:data:`SPILL_FREE`: those that ptxas compiles without spilling registers to local memory
+(``python -m bench.fused_compile``, BENCHMARKS.md, "Fused attention kernels compiled for a GPU").
+Each kept configuration is timed briefly (:func:`brief_bench`), and the tunings are cached on disk
+next to Triton's compiled kernels (``cache_results``), so another process with the same kernels and
+key tunes nothing. The key holds sizes rounded up to powers of two (:mod:`.launch`), so another
+batch size in the same rounded key reuses a tuning and its compiled kernels (Triton specialises
+integers on divisibility by 16, which every rounded size from 16 on shares).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+import triton
+from triton.runtime.autotuner import Autotuner
+
+from .kernels import TUNING
+
+__all__ = ["SPILL_FREE", "UNMEASURED", "capability", "configs_for", "brief_bench", "autotune_options"]
+
+SPILL_FREE: dict[tuple[int, int], dict[str, tuple[int, ...]]] = {
+    (9, 0): {"_forward_kernel": (0, 1), "_backward_kv_kernel": (0, 1, 3), "_backward_q_kernel": (0, 1)},
+}
+"""{GPU compute capability: {kernel: indices into :data:`.kernels.TUNING`}}: the configurations that
+ptxas compiles without spills for that GPU (sm_90: H100, H200; bf16, head width 64, every term on)."""
+
+UNMEASURED = (0, 1)
+"""The configurations benchmarked on a GPU that :data:`SPILL_FREE` does not list: sm_90's spill-free pair."""
+
+BENCH_WARMUP_MS, BENCH_REP_MS = 5, 20
+"""The time given to each configuration of a tuning (Triton's default is 25 ms and 100 ms)."""
+
+
+def capability(device: torch.device) -> tuple[int, int]:
+    """The compute capability of a CUDA ``device``; (0, 0) elsewhere (the interpreter)."""
+    return torch.cuda.get_device_capability(device) if device.type == "cuda" else (0, 0)
+
+
+def configs_for(kernel_name: str, gpu: tuple[int, int]) -> list[triton.Config]:
+    """The configurations the autotuner benchmarks for ``kernel_name`` on a GPU of capability ``gpu``."""
+    return [TUNING[i] for i in SPILL_FREE.get(gpu, {}).get(kernel_name, UNMEASURED)]
+
+
+def brief_bench(kernel_call, quantiles):
+    """``triton.testing.do_bench`` with :data:`BENCH_WARMUP_MS` and :data:`BENCH_REP_MS`."""
+    return triton.testing.do_bench(kernel_call, warmup=BENCH_WARMUP_MS, rep=BENCH_REP_MS, quantiles=quantiles)
+
+
+def autotune_options() -> dict:
+    """The options of ``triton.autotune`` above that this Triton's autotuner takes (both from Triton 3.2 on)."""
+    wanted = {"do_bench": brief_bench, "cache_results": True}
+    accepted = inspect.signature(Autotuner.__init__).parameters
+    return {name: value for name, value in wanted.items() if name in accepted}
