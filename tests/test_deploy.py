@@ -180,13 +180,15 @@ def test_lape_normalised_window_bias_exports_from_whole_windows(one_thread):
     check_program(model, ExportRange(24, 64, 8), [(24, 24), (48, 24), (40, 64)])
 
 
-def test_onnx_file_in_onnxruntime_equals_eager(tmp_path, one_thread):
+def test_onnx_file_in_onnxruntime_equals_eager(tmp_path, one_thread, capfd):
     pytest.importorskip("onnxscript")
     pytest.importorskip("onnxruntime")
     case = dict(
         absolute="learned", conditional="peg@0", relative="irpe:quant:ctx:qkv"
     )  # bicubic resize, convs, buckets
     check_onnx(randomised(vitpos.create_model("vit_lite_7_4", **VIT | case)), VIT_SIZES, tmp_path / "vit.onnx")
+    out, err = capfd.readouterr()  # the exporter's progress lines and torchvision warnings are kept off
+    assert "[torch.onnx]" not in out and "torchvision" not in err
 
 
 ONNX_CASES = [("vit_lite_7_4", VIT | case) for case in VIT_CASES] + [
