@@ -48,10 +48,12 @@ def test_a_bar_ends_drawn_at_its_total_however_fast_its_steps(capsys):
 
 
 def test_every_analysis_command_takes_no_progress(capsys):
-    for command in ("probe", "similarity", "attention", "equivariance", "awareness", "relative-bias", "eval"):
+    commands = ("probe", "similarity", "attention", "equivariance", "awareness", "relative-bias", "eval", "pretrain-pe")
+    for command in commands:
         with pytest.raises(SystemExit):
             main([command, "--help"])
-        assert "--no-progress" in capsys.readouterr().out, command
+        out = capsys.readouterr().out
+        assert "--no-progress" in out and "--progress," not in out, command  # one spelling: train's own aside
 
 
 def test_stage_all_skips_a_stage_too_small_and_writes_the_rest(tmp_path, capsys):
