@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+import yaml
 from PIL import Image
 
 from vitpos.cli import main
@@ -49,6 +50,7 @@ def test_a_run_carries_its_data_config_through_conversion(tmp_path):
     assert main(["train", *MODEL, f"--data={RUN_DATA}", *FAST, "--eval-crop=0.9", f"--run-dir={run}"]) == 0
     config = read_saved_model(run).data_config
     assert config.input_size == (3, 16, 16) and config.crop_pct == 0.9 and len(config.label_names) == 2
+    assert DataConfig.from_dict(yaml.safe_load((run / "data_config.yaml").read_text()), "run") == config
     dst = tmp_path / "c"
     assert main(["convert", str(read_saved_model(run).path), str(dst)]) == 0
     assert read_saved_model(dst).data_config == config

@@ -3,9 +3,9 @@
 As timm's ``pretrained_cfg``: the input size, the per-channel mean and std, how a photograph is
 resized and cropped (shorter side to ``size / crop_pct``, bicubic or bilinear, then the centre) and
 the names of the outputs (class names, or regression targets). A run folder's checkpoints carry it
-in their metadata (derived from the data and training configs stored there), ``vitpos convert``
-and ``vitpos export`` write it, and ``vitpos eval``, :func:`vitpos.deploy.load_deployed` and
-:meth:`DataConfig.preprocess` read it.
+in their metadata (derived from the data and training configs stored there) and ``vitpos train``
+writes it to ``RUN/data_config.yaml``; ``vitpos convert`` and ``vitpos export`` write it;
+``vitpos eval``, :func:`vitpos.deploy.load_deployed` and :meth:`DataConfig.preprocess` read it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ from ..data.folders import IMAGENET_MEAN, IMAGENET_STD
 from ..data.transforms import normalize
 from ..errors import CheckpointError
 
-__all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "DataConfig"]
+__all__ = ["DATA_CONFIG_FILE", "IMAGENET_MEAN", "IMAGENET_STD", "DataConfig"]
+
+DATA_CONFIG_FILE = "data_config.yaml"
+"""Beside a run's ``config.yaml``, written when ``vitpos train`` finishes: the data config for any reader."""
 
 INTERPOLATIONS = ("bicubic", "bilinear")
 
