@@ -29,7 +29,7 @@ DATA_FORMS = {
         "[:seed=0]"
     ),
     "folder": "folder:PATH",
-    "wds": "wds:PATTERN[:val=PATTERN] (WebDataset tar shards, e.g. wds:/data/train-{000000..000099}.tar)",
+    "wds": "wds:PATTERN[:val=PATTERN][:test=PATTERN] (WebDataset tar shards, e.g. wds:/data/train-{000..099}.tar)",
     "coco": "coco:PATH",
     "masks": "masks:PATH[:classes=N][:reduce_zero]",
     "cifar10": "cifar10:PATH",
