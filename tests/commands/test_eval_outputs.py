@@ -9,6 +9,7 @@ from PIL import Image
 
 from vitpos.cli import main
 from vitpos.deploy import load_deployed
+from vitpos.tasks import task_kind
 from vitpos.weights import read_saved_model
 from vitpos.weights.data_config import IMAGENET_MEAN, DataConfig
 
@@ -71,3 +72,18 @@ def test_a_data_config_round_trips_and_names_a_bad_field():
         DataConfig((3, 8, 8), (0.5,), (0.5,))
     with pytest.raises(ValueError, match="x: the data config is invalid"):
         DataConfig.from_dict({"mean": [0.5]}, "x")
+
+
+@pytest.mark.parametrize(
+    ("task", "key", "value", "shown"),
+    [
+        ("classification", "val_acc5", 48.148, "val_acc5 48.1%"),
+        ("classification", "acc1", 16.667, "acc1 16.7%"),
+        ("classification", "train_loss", 1.41632, "train_loss 1.416"),
+        ("regression", "r2", 0.99612, "r2 0.9961"),
+        ("detection", "ema_val_AP50", 41.25, "ema_val_AP50 41.2%"),
+        ("segmentation", "aacc", 99.61, "aacc 99.6%"),
+    ],
+)
+def test_every_percentage_is_printed_with_its_sign_and_other_metrics_as_numbers(task, key, value, shown):
+    assert task_kind(task).format_metric(key, value) == shown
