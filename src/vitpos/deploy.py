@@ -5,9 +5,9 @@ between ``min_size`` and ``max_size``), and so is the batch. Grid sizes, resampl
 tables, bucket ids and window layouts are computed from them inside the graph, so one file
 serves every size in the range (see the README's "Export" section for what exports).
 
-A size the graph was not built for fails inside a ``.pt2`` program with a shape-guard message (an
-ONNX runtime does not check it: docs/export.md shows the check); :class:`Deployed` checks the size
-first and raises the eager model's own error instead, so a deployed model and the eager one reject
+A size the graph was not built for fails inside a ``.pt2`` program with a shape-guard message, and
+inside an ONNX file with the rule in the failing node's name (:mod:`.onnx_guard`); :class:`Deployed`
+checks the size first and raises the eager model's own error instead, so a deployed model and the eager one reject
 the same inputs with the same words. The YAML beside the graph also holds the model's data config
 (:class:`~vitpos.weights.data_config.DataConfig`), which :meth:`Deployed.predict` applies to photographs.
 """
@@ -34,6 +34,7 @@ from .files import check_destination, replacing, write_atomic
 from .models.factory import config_from_dict
 from .models.host import Host, host_of
 from .models.windows import WindowAttention
+from .onnx_guard import add_size_check
 from .pt2_archive import load_program
 from .weights.data_config import DataConfig
 from .weights.export import released_data_config
@@ -200,6 +201,7 @@ def export_model(
                 )
             assert onnx_program is not None  # the dynamo exporter always returns a program
             onnx_program.save(str(tmp))
+            add_size_check(tmp, INPUT_NAME, span.min_size, span.max_size, span.stride)
     meta = metadata_path(path)
     write_atomic(meta, _metadata(cfg, span, fmt, data_config or released_data_config(host.cfg)))
     return meta
