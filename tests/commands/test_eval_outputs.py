@@ -1,6 +1,7 @@
 """`vitpos eval` writes into the folder it evaluated, one file per evaluation; checkpoints carry their data config."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -52,6 +53,13 @@ def test_a_run_carries_its_data_config_through_conversion(tmp_path):
     config = read_saved_model(run).data_config
     assert config.input_size == (3, 16, 16) and config.crop_pct == 0.9 and len(config.label_names) == 2
     assert DataConfig.from_dict(yaml.safe_load((run / "data_config.yaml").read_text()), "run") == config
+    # the data it was trained on, spelled as given to train, is no other data; another seed is
+    for spec in (RUN_DATA, RUN_DATA + ":seed=1"):
+        assert main(["eval", f"--checkpoint={run}", f"--data={spec}", "--no-progress"]) == 0
+    names = sorted(p.name for p in run.glob("eval*.json"))
+    assert (
+        len(names) == 2 and names[0] == "eval-test-data-" + names[0][15:23] + ".json" and names[1] == "eval-test.json"
+    )
     dst = tmp_path / "c"
     assert main(["convert", str(read_saved_model(run).path), str(dst)]) == 0
     assert read_saved_model(dst).data_config == config

@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--eval-crop {crop} must lie in (0, 1]: the fraction of the resized image kept")
         folder = ckpt.path.parent.parent if ckpt.path.parent.name == CHECKPOINTS else ckpt.path
         split_name = data.test_name if args.split == "test" else args.split
-        file = folder / _file_name(split_name, args.ema, spec if trained_on and spec != trained_on else None)
+        other = data.info.spec if trained_on and data.info.spec != trained_on else None  # as the run recorded it
+        file = folder / _file_name(split_name, args.ema, other)
         if args.out is None and file in (earlier for earlier, _ in records):
             raise ValueError(f"two checkpoints would write {file}; name one file for all with --out FILE")
         raw = data.split(args.split)
