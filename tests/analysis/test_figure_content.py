@@ -74,7 +74,7 @@ def test_a_bar_legend_sits_below_the_axes(tmp_path, figures):
 
 
 def test_equivariance_axes_start_at_zero_and_the_logits_panel_says_what_it_shows(tmp_path, figures):
-    args = ["equivariance", *TINY_ARGS, "--absolute=sincos2d", "--images=2", "--no-progress"]
+    args = ["equivariance", *TINY_ARGS, "--img-size=16", "--absolute=sincos2d", "--images=2", "--no-progress"]
     assert main([*args, "--out", str(tmp_path)]) == 0
     (fig,) = figures
     features, logits = fig.axes
