@@ -38,10 +38,10 @@ def run(args: argparse.Namespace) -> int:
     for task, metrics in result.test.items():
         kind = task_kind("regression" if "r2" in metrics else "classification")
         print(f"  {task:10s} test split: " + "  ".join(kind.format_metric(k, v) for k, v in metrics.items()))
-    print(f"{'probe':10s} {'left/right':>10s} {'up/down':>8s} {'(dx,dy) R²':>10s}   (probe test folds)")
+    # probe scores on the 0-to-1 scale of `vitpos probe`: accuracies beside an R²
+    print(f"{'probe':10s} {'left/right':>10s} {'up/down':>8s} {'(dx,dy) R²':>10s}   (probe scores, 0 to 1)")
     for stage, probe in (("before", result.before), ("after", result.after)):
-        lr, ud = f"{100 * probe.left_right:.1f}%", f"{100 * probe.up_down:.1f}%"
-        print(f"{stage:10s} {lr:>10s} {ud:>8s} {probe.distance_r2:10.3f}")
+        print(f"{stage:10s} {probe.left_right:10.3f} {probe.up_down:8.3f} {probe.distance_r2:10.3f}")
     write_json(out.with_suffix(".json"), result.to_dict())
     print(
         f"wrote {out} ({time.perf_counter() - start:.0f} s); use it with: vitpos train --init-pe {out} --absolute "
