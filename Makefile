@@ -17,6 +17,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet torch==$(TORCH_VERSION)
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $(STAMP)
+	@echo "vitpos is installed in $(BIN): run 'source $(BIN)/activate' to put vitpos on the PATH, or call $(BIN)/vitpos"
 
 install: $(STAMP)
 

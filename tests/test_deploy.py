@@ -4,11 +4,15 @@ One exported graph per model is called at three image sizes, non-square ones inc
 compared with the eager model (float32, random non-zero tables everywhere).
 """
 
+import re
+
+import numpy as np
 import pytest
 import torch
 
 import vitpos
 from vitpos.deploy import ExportRange, export_model, export_program, load_deployed
+from vitpos.onnx_guard import size_rule
 from vitpos.registry import ABSOLUTE, CONDITIONAL, JOIN, RELATIVE
 
 from .conftest import TINY
@@ -180,13 +184,22 @@ def test_lape_normalised_window_bias_exports_from_whole_windows(one_thread):
     check_program(model, ExportRange(24, 64, 8), [(24, 24), (48, 24), (40, 64)])
 
 
-def test_onnx_file_in_onnxruntime_equals_eager(tmp_path, one_thread):
+def test_onnx_file_in_onnxruntime_equals_eager(tmp_path, one_thread, capfd):
     pytest.importorskip("onnxscript")
     pytest.importorskip("onnxruntime")
     case = dict(
         absolute="learned", conditional="peg@0", relative="irpe:quant:ctx:qkv"
     )  # bicubic resize, convs, buckets
     check_onnx(randomised(vitpos.create_model("vit_lite_7_4", **VIT | case)), VIT_SIZES, tmp_path / "vit.onnx")
+    out, err = capfd.readouterr()  # the exporter's progress lines and torchvision warnings are kept off
+    assert "[torch.onnx]" not in out and "torchvision" not in err
+    # the graph itself refuses a size outside the range or off the stride, in any runtime
+    onnxruntime = pytest.importorskip("onnxruntime")
+    session = onnxruntime.InferenceSession(str(tmp_path / "vit.onnx"), providers=["CPUExecutionProvider"])
+    rule = size_rule(16, 64, load_deployed(tmp_path / "vit.onnx").span.stride)
+    for size in [(30, 32), (16, 72), (8, 16)]:
+        with pytest.raises(Exception, match=re.escape(rule)):
+            session.run(None, {"images": np.zeros((1, 3, *size), np.float32)})
 
 
 ONNX_CASES = [("vit_lite_7_4", VIT | case) for case in VIT_CASES] + [

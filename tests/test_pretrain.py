@@ -1,6 +1,7 @@
 """Pretraining a position encoding on direction4 then distance (thesis §5.1), and its command."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -59,5 +60,9 @@ def test_command(tmp_path, capsys):
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "before" in text and "after" in text and "--init-pe" in text
+    # each metric names its split; accuracies in %, losses and R² as plain numbers; probe scores 0 to 1
+    assert re.search(r"direction4 test split: loss [\d.]+  acc1 [\d.]+%$", text, re.M), text
+    assert re.search(r"distance +test split: loss [\d.]+  r2 -?[\d.]+$", text, re.M), text
+    assert re.search(r"^after +[01]\.\d{3} +[01]\.\d{3} +-?[\d.]+$", text, re.M), text  # probe scores, as `probe`
     assert json.loads(out.with_suffix(".json").read_text())["path"] == str(out)
     assert read_position_metadata(out)["absolute"] == "learnable_sincos"

@@ -5,17 +5,22 @@ between ``min_size`` and ``max_size``), and so is the batch. Grid sizes, resampl
 tables, bucket ids and window layouts are computed from them inside the graph, so one file
 serves every size in the range (see the README's "Export" section for what exports).
 
-A size the graph was not built for fails inside it with a shape-guard message; :class:`Deployed`
-checks the size first and raises the eager model's own error instead, so a deployed model and
-the eager one reject the same inputs with the same words.
+A size the graph was not built for fails inside a ``.pt2`` program with a shape-guard message, and
+inside an ONNX file with the rule in the failing node's name (:mod:`.onnx_guard`); :class:`Deployed`
+checks the size first and raises the eager model's own error instead, so a deployed model and the eager one reject
+the same inputs with the same words. The YAML beside the graph also holds the model's data config
+(:class:`~vitpos.weights.data_config.DataConfig`), which :meth:`Deployed.predict` applies to photographs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import io
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx.experimental._config as fx_config
@@ -29,8 +34,14 @@ from .files import check_destination, replacing, write_atomic
 from .models.factory import config_from_dict
 from .models.host import Host, host_of
 from .models.windows import WindowAttention
+from .onnx_guard import add_size_check
 from .pt2_archive import load_program
+from .weights.data_config import DataConfig
+from .weights.export import released_data_config
 from .yaml_io import read_yaml
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 __all__ = ["FORMATS", "ExportRange", "export_program", "export_model", "Deployed", "load_deployed"]
 
@@ -142,10 +153,14 @@ def _check_normalised_window_bias(model: Host, span: ExportRange) -> None:
         )
 
 
-def _metadata(cfg: HostConfig, span: ExportRange, fmt: str) -> str:
+def _metadata(cfg: HostConfig, span: ExportRange, fmt: str, data: DataConfig) -> str:
     export = {"format": fmt, "input": INPUT_NAME, **asdict(span), "torch": str(torch.__version__)}
-    header = "# vitpos export: the model config and the image sizes the exported graph accepts\n"
-    return header + yaml.safe_dump({"model": cfg.to_dict(), "export": export}, sort_keys=False)
+    header = (
+        "# vitpos export: the model config, the image sizes the exported graph accepts (sides that are\n"
+        "# multiples of stride from min_size to max_size) and the data config (how to prepare an image)\n"
+    )
+    body = {"model": cfg.to_dict(), "export": export, "data": data.to_dict()}
+    return header + yaml.safe_dump(body, sort_keys=False)
 
 
 def metadata_path(path: str | Path) -> Path:
@@ -153,8 +168,17 @@ def metadata_path(path: str | Path) -> Path:
     return Path(path).with_suffix(".yaml")
 
 
-def export_model(model: nn.Module, path: str | Path, *, fmt: str, min_size: int, max_size: int) -> Path:
-    """Export ``model`` to ``path`` (``.pt2`` program or ONNX file) and its config beside it; returns that YAML path."""
+def export_model(
+    model: nn.Module,
+    path: str | Path,
+    *,
+    fmt: str,
+    min_size: int,
+    max_size: int,
+    data_config: DataConfig | None = None,
+) -> Path:
+    """Export ``model`` to ``path`` (``.pt2`` program or ONNX file) and its configs beside it (``data_config``
+    by default the released ImageNet models' preprocessing); returns that YAML path."""
     if fmt not in FORMATS:
         raise VitposError(f"unknown export format {fmt!r}; valid values: {', '.join(FORMATS)}")
     host = host_of(model)  # a task model (Semantic FPN) exports whole, its host says which sizes fit
@@ -171,12 +195,30 @@ def export_model(model: nn.Module, path: str | Path, *, fmt: str, min_size: int,
         if fmt == "pt2":
             torch.export.save(program, tmp)
         else:
-            onnx_program = torch.onnx.export(program, dynamo=True, input_names=[INPUT_NAME], output_names=["output"])
+            with _quiet_onnx_exporter():
+                onnx_program = torch.onnx.export(
+                    program, dynamo=True, input_names=[INPUT_NAME], output_names=["output"], verbose=False
+                )
             assert onnx_program is not None  # the dynamo exporter always returns a program
             onnx_program.save(str(tmp))
+            add_size_check(tmp, INPUT_NAME, span.min_size, span.max_size, span.stride)
     meta = metadata_path(path)
-    write_atomic(meta, _metadata(cfg, span, fmt))
+    write_atomic(meta, _metadata(cfg, span, fmt, data_config or released_data_config(host.cfg)))
     return meta
+
+
+@contextlib.contextmanager
+def _quiet_onnx_exporter() -> Iterator[None]:
+    """No progress lines of torch's ONNX exporter on stdout, nor its warnings that torchvision's
+    operators are skipped (vitpos uses none of them)."""
+    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = registration.level
+    registration.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        registration.setLevel(level)
 
 
 def _require_onnx() -> None:
@@ -194,9 +236,11 @@ class Deployed(nn.Module):
     say so and how to widen it; valid inputs go to the graph unchanged.
     """
 
-    def __init__(self, run: Callable[[torch.Tensor], torch.Tensor], cfg: HostConfig, span: ExportRange) -> None:
+    def __init__(
+        self, run: Callable[[torch.Tensor], torch.Tensor], cfg: HostConfig, span: ExportRange, data: DataConfig
+    ) -> None:
         super().__init__()
-        self.run, self.cfg, self.span = run, cfg, span
+        self.run, self.cfg, self.span, self.data_config = run, cfg, span, data
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.ndim != 4 or x.shape[1] != self.cfg.in_chans:
@@ -205,6 +249,11 @@ class Deployed(nn.Module):
         self.cfg.stage_grids(image_hw)
         self.span.check(image_hw)
         return self.run(x)
+
+    def predict(self, images: Sequence[Image.Image], size: tuple[int, int] | None = None) -> torch.Tensor:
+        """The outputs for photographs, each prepared as the data config says (resized, centre-cropped to
+        ``size``, default the trained size, and normalised); ``data_config.label_names`` names the outputs."""
+        return self(torch.stack([self.data_config.preprocess(image, size) for image in images]))
 
 
 def load_deployed(path: str | Path) -> Deployed:
@@ -218,7 +267,7 @@ def load_deployed(path: str | Path) -> Deployed:
         raise FileNotFoundError(f"no exported model at {path}; write one with `vitpos export`")
     if not meta.is_file():
         raise FileNotFoundError(f"{meta} is missing: `vitpos export` writes it beside {path.name}; export again")
-    data = read_yaml(meta, "export metadata", sections=("model", "export"))
+    data = read_yaml(meta, "export metadata", sections=("model", "export", "data"))
     export = data.get("export") or {}
     missing = [key for key in ("model", "export") if not data.get(key)] + [
         f"export.{key}"
@@ -232,9 +281,11 @@ def load_deployed(path: str | Path) -> Deployed:
             f"export metadata {meta}: format {quote(export['format'])} is not one of {', '.join(FORMATS)}"
         )
     cfg, span = config_from_dict(data["model"]), ExportRange(*(export[k] for k in ("min_size", "max_size", "stride")))
+    # a file exported before the data config was written gets the released models' preprocessing
+    prepared = DataConfig.from_dict(data["data"], str(meta)) if data.get("data") else released_data_config(cfg)
     if export["format"] == "pt2":
-        return Deployed(load_program(path).module(), cfg, span)
-    return Deployed(_onnx_runner(path), cfg, span)
+        return Deployed(load_program(path).module(), cfg, span, prepared)
+    return Deployed(_onnx_runner(path), cfg, span, prepared)
 
 
 def _onnx_runner(path: Path) -> Callable[[torch.Tensor], torch.Tensor]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, redirect_stdout
@@ -63,11 +64,23 @@ def showing_progress(shown: bool = True) -> Iterator[None]:
         _SHOWN.reset(token)
 
 
-def progress_bar(total: int | None, what: str, unit: str = "step") -> Any:
-    """A tqdm bar named ``what`` (``update()`` it as work is done), disabled where progress is not shown."""
+@functools.cache
+def _bar_class() -> type:
+    """tqdm whose last frame is drawn before the bar goes: a fast last step still shows as done."""
     from tqdm.auto import tqdm
 
-    return tqdm(
+    class Bar(tqdm):
+        def close(self) -> None:
+            if not self.disable and self.n != self.last_print_n:
+                self.refresh()  # updates within tqdm's redraw interval are otherwise never drawn
+            super().close()
+
+    return Bar
+
+
+def progress_bar(total: int | None, what: str, unit: str = "step") -> Any:
+    """A tqdm bar named ``what`` (``update()`` it as work is done), disabled where progress is not shown."""
+    return _bar_class()(
         total=total,
         desc=what,
         unit=unit,

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from vitpos.cli import main
-from vitpos.progress import progress, showing_progress
+from vitpos.progress import progress, progress_bar, showing_progress
 
 from .test_analysis_commands import PYRAMID_ARGS, SMALL, TINY_ARGS
 
@@ -35,15 +35,25 @@ def test_long_commands_draw_a_bar_unless_told_not_to(command, bar, tmp_path, cap
     assert main([*command, *TINY_ARGS, "--out", str(tmp_path / "on")]) == 0
     err = capsys.readouterr().err
     assert f"{bar}:" in err and "%|" in err
+    assert re.search(rf"{bar}: 100%.*? (\d+)/\1 ", err), err  # the last step is drawn, however fast
     assert main([*command, *TINY_ARGS, "--no-progress", "--out", str(tmp_path / "off")]) == 0
     assert capsys.readouterr().err == ""
 
 
+def test_a_bar_ends_drawn_at_its_total_however_fast_its_steps(capsys):
+    with showing_progress(), progress_bar(2, "two steps") as bar:
+        bar.update()
+        bar.update()
+    assert re.search(r"two steps: 100%.* 2/2 ", capsys.readouterr().err)  # drawn before the bar is cleared
+
+
 def test_every_analysis_command_takes_no_progress(capsys):
-    for command in ("probe", "similarity", "attention", "equivariance", "awareness", "relative-bias", "eval"):
+    commands = ("probe", "similarity", "attention", "equivariance", "awareness", "relative-bias", "eval", "pretrain-pe")
+    for command in commands:
         with pytest.raises(SystemExit):
             main([command, "--help"])
-        assert "--no-progress" in capsys.readouterr().out, command
+        out = capsys.readouterr().out
+        assert "--no-progress" in out and "--progress," not in out, command  # one spelling: train's own aside
 
 
 def test_stage_all_skips_a_stage_too_small_and_writes_the_rest(tmp_path, capsys):

@@ -10,18 +10,19 @@ import warnings
 import pytest
 
 from vitpos.cli import main
-from vitpos.commands.models import registry_rows
-from vitpos.commands.preset_table import PRESETS
+from vitpos.commands.models import registry_rows, released_urls
+from vitpos.commands.preset_table import PRESETS, RELEASED
 from vitpos.errors import CheckpointError
 
 
 def test_the_preset_table_matches_the_registry():
     # regenerate with `python -m vitpos.commands.models` when this fails
-    assert registry_rows() == PRESETS
+    assert registry_rows() == PRESETS and released_urls() == RELEASED
 
 
-def test_listing_models_imports_no_torch():
-    code = "import sys; from vitpos.cli import main; main(['models', 'deit']); print('torch' in sys.modules)"
+@pytest.mark.parametrize("flags", [[], ["--pretrained"]])
+def test_listing_models_imports_no_torch(flags):
+    code = f"import sys; from vitpos.cli import main; main(['models', 'deit', *{flags}]); print('torch' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     lines = proc.stdout.splitlines()
     assert lines[-1] == "False"

@@ -116,13 +116,14 @@ def test_eval_prints_a_resolution_table(tmp_path, capsys):
     capsys.readouterr()
     assert main(["eval", f"--checkpoint={run_dir}", "--resolutions=16,24,16x32"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "| Model | Params | 16(%) | 24(%) | 16x32(%) |"
-    assert lines[2].startswith("| run | 53.4K | ")
-    saved = json.loads((run_dir / "eval.json").read_text())
+    assert re.fullmatch(r"acc1 in % on the test split of synthetic:direction:\S+, by input size", lines[0])
+    assert lines[2] == "| Model | Params | 16(%) | 24(%) | 16x32(%) |"
+    assert lines[4].startswith("| run | 53.4K | ")
+    saved = json.loads((run_dir / "eval-test.json").read_text())
     assert list(saved["results"]) == ["16x16", "24x24", "16x32"] and saved["units"] == {"acc1": "%"}
-    printed = [float(cell) for cell in lines[2].strip("| ").split(" | ")[2:]]
+    printed = [float(cell) for cell in lines[4].strip("| ").split(" | ")[2:]]
     assert printed == [round(r["acc1"], 1) for r in saved["results"].values()]
-    assert (run_dir / "eval.md").read_text() == "\n".join(lines[:3]) + "\n"
+    assert (run_dir / "eval-test.md").read_text() == "\n".join(lines[:5]) + "\n"
     assert main(["eval", f"--checkpoint={run_dir}", "--data=synthetic:direction4:img=16"]) == 2
     assert "num_classes=2 but synthetic:direction4:img=16:square=4 has 4 classes" in capsys.readouterr().err
 
@@ -240,7 +241,7 @@ def test_pyramid_hosts_train_resume_and_eval_from_the_command_line(preset, tmp_p
     capsys.readouterr()
     assert main(["eval", f"--checkpoint={cut}", "--resolutions=32,48x32"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "| Model | Params | 32(%) | 48x32(%) |" and lines[2].startswith("| cut | ")
+    assert lines[2] == "| Model | Params | 32(%) | 48x32(%) |" and lines[4].startswith("| cut | ")
 
 
 def test_model_options_are_the_hosts_own(tmp_path, capsys):

@@ -72,7 +72,7 @@ def test_a_folder_without_test_split_names_val_as_evaluated(tmp_path, capsys):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["evaluated_split"] == "val" and "val" in summary and "test" not in summary
     assert main(["eval", f"--checkpoint={run_dir}", "--no-progress"]) == 0
-    record = json.loads((run_dir / "eval.json").read_text())
+    record = json.loads((run_dir / "eval-val.json").read_text())
     assert record["split"] == "val" and record["eval_crop"] == 0.875  # photographs: the crop applies
 
 

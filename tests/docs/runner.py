@@ -53,6 +53,8 @@ def run_block(block: Block, tmp: Path) -> str:
     timeout = TIMEOUT_S[block.kind]
     _prepare(block, tmp, cwd, env, timeout)
     printed = _run(_command(block, tmp), cwd, env, timeout, block.where)
+    # a shortened run (--epochs 1) whose warm-up covers it teaches the reader to ignore a warning
+    assert "is at least the run's" not in printed, f"{block.where}: the warm-up covers the run; add --warmup-epochs 0"
     checks = [(out.text, out.tol) for out in block.outputs if out.kind == "output"]
     if block.lang == "console":
         checks.append((console_parts(block.source())[1], block.tol))

@@ -6,6 +6,7 @@ nothing touches pyplot's global state or needs a display.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import torch
 from matplotlib import colormaps
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import MaxNLocator
 
 __all__ = ["draw_star", "save_heatmaps", "save_heatmap_pages", "save_curves", "save_curve_panels", "save_bars"]
@@ -122,7 +124,10 @@ def save_heatmaps(
         colormap, bound = "RdBu_r", max(abs(vmin), abs(vmax), 1e-12)
         vmin, vmax = -bound, bound
     size = min(1.8 + 0.06 * max(h, w), 3.0) if extent is None else 2.4
-    fig = Figure(figsize=(cols * size + 1.2, rows * size + (0.5 if title else 0.1)), layout="constrained")
+    heading = _wrapped(title, cols * size + 1.2)
+    height = rows * size + (0.35 + 0.2 * heading.count("\n") + 0.2 if title else 0.1)
+    layout = ConstrainedLayoutEngine(h_pad=0.08 if title else 0.04)  # room between the title and the panel titles
+    fig = Figure(figsize=(cols * size + 1.2, height), layout=layout)
     placement: dict = {} if extent is None else dict(extent=(0, extent[1], extent[0], 0), aspect="auto")
     axes = fig.subplots(rows, cols, squeeze=False)
     image = None
@@ -158,8 +163,13 @@ def save_heatmaps(
         if colorbar_label:
             bar.set_label(colorbar_label, fontsize=8)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(heading, fontsize=10)
     return _save(fig, path)
+
+
+def _wrapped(title: str, width_in: float) -> str:
+    """A figure title broken into lines that fit a figure ``width_in`` inches wide."""
+    return "\n".join(textwrap.wrap(title, width=max(40, int(width_in * 13))))
 
 
 def save_heatmap_pages(
@@ -211,7 +221,7 @@ def save_bars(
     """Grouped bars: one group per entry of ``groups``, one bar per ``series`` (name -> one value per group).
 
     ``lines`` draws labelled horizontal reference lines (name -> y, e.g. chance). The legend sits
-    outside the axes and long group names are slanted, so neither covers a bar. A value below
+    below the axes and long group names are slanted, so neither covers a bar. A value below
     ``ylim`` is written at the foot of its cut-off bar.
     """
     names = list(series)
@@ -240,7 +250,8 @@ def save_bars(
     if title:
         ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    handles, labels = ax.get_legend_handles_labels()  # below the axes, in columns: the bars keep the width
+    fig.legend(handles, labels, fontsize=7, loc="outside lower center", ncol=min(3, len(labels)), frameon=False)
     return _save(fig, path)
 
 
@@ -313,10 +324,14 @@ def save_curve_panels(
     ylabel: str,
     title: str = "",
     xticklabels: Sequence[str] | None = None,
+    panel_ylabels: Mapping[str, str] | None = None,
+    from_zero: bool = False,
 ) -> Path:
     """One panel per entry of ``panels`` (title -> {curve name -> values}), side by side; each panel
     draws its curves with their own marker and line style (:data:`LINE_STYLES`), so curves that
-    coincide stay visible. NaN values leave gaps; a panel whose values are all NaN says so."""
+    coincide stay visible. NaN values leave gaps; a panel whose values are all NaN says so.
+    ``ylabel`` labels the first panel's axis, ``panel_ylabels[title]`` another panel's (a quantity of
+    its own); ``from_zero`` starts every y axis at 0 (errors, changes)."""
     fig = Figure(figsize=(2.6 * len(panels) + 1.6, 3.2), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     xs = np.asarray(x, dtype=float)
@@ -337,6 +352,10 @@ def save_curve_panels(
         ax.set_title(name, fontsize=9)
         ax.set_xlabel(xlabel, fontsize=8)
         ax.grid(alpha=0.3)
+        if from_zero and drawn:
+            ax.set_ylim(bottom=0)
+        if panel_ylabels and name in panel_ylabels:
+            ax.set_ylabel(panel_ylabels[name], fontsize=8)
     axes[0].set_ylabel(ylabel, fontsize=8)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=7, loc="outside right upper")

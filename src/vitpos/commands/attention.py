@@ -24,6 +24,7 @@ from .model_args import (
     add_stage_argument,
     build_host,
     figure_path,
+    model_label,
     sample_images,
 )
 
@@ -53,18 +54,21 @@ def _figures(args: argparse.Namespace, model, stage: int, summaries: list[Attent
     tokens = summaries[0].matrix_tokens
     pooled = tuple(summaries[0].matrix.shape[-2:]) != tokens
     matrices, labels, titles = _head_rows(summaries)
+    model_name = model_label(args)
+    # the colour scale spans the weights' own range, not 0 to max: near-uniform attention (every weight close
+    # to 1 / keys) would otherwise be one colour
+    scale = "attention weight\n(colours: min to max)"
     # the first image, as CPVT Fig. 5 shows one input sequence
     paths = save_heatmap_pages(
         figure_path(args.out, "attention_matrix", model, stage),
         matrices,
         row_labels=labels,
         panel_titles=titles,
-        title=f"attention weights of patch tokens (first image), {name}"
+        title=f"{model_name}: attention weights of patch tokens (first image), {name}"
         + (f": {tokens[0]} queries x {tokens[1]} keys, mean over blocks of tokens" if pooled else ""),
-        vmin=0.0,
         xlabel="key token",
         ylabel="query token",
-        colorbar_label="attention weight",
+        colorbar_label=scale,
         extent=tokens,
     )
     paths += save_heatmap_pages(
@@ -73,10 +77,9 @@ def _figures(args: argparse.Namespace, model, stage: int, summaries: list[Attent
         row_labels=[f"block {m.block}" for m in summaries],
         col_labels=[f"query {r},{c}" for r, c in queries(grid)],
         markers=[(r // stride, c // stride) for r, c in queries(grid)],
-        title=f"where each query (star) attends, mean over heads and images, {name}"
+        title=f"{model_name}: where each query (star) attends, mean over heads and images, {name}"
         + (f" (keys reduced {stride}x{stride})" if stride > 1 else ""),
-        vmin=0.0,
-        colorbar_label="attention weight",
+        colorbar_label=scale,
     )
     return paths
 

@@ -16,15 +16,20 @@ Then: ``vitpos eval --checkpoint DST --data SPEC`` or ``vitpos train --init DST 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from ..analysis.stages import as_host
+from ..config import HostConfig
 from ..files import check_destination
 from ..progress import progress_bar
 from ..weights import create_model, detect_layout, read_weights, write_checkpoint
 from ..weights.build import guess_model, stored_classes
+from ..weights.data_config import DataConfig
+from ..weights.export import released_data_config
+from ..weights.files import WeightsFile
 from ..weights.load import LAYOUTS, NATIVE, layout_of
 from ..weights.resize import RESIZES
-from ..weights.run_folder import saved_config
+from ..weights.run_folder import read_saved_model, saved_config
 from .options import add_model_options, given_options
 
 
@@ -45,12 +50,22 @@ def run(args: argparse.Namespace) -> int:
         )
         bar.update()
         layout = detect_layout(file.state, args.src).name
-        write_checkpoint(model, args.dst, source=str(args.src), layout=layout)
+        data_config = _data_config(file, args.src, as_host(model).cfg)
+        write_checkpoint(model, args.dst, data_config, source=str(args.src), layout=layout)
         bar.update()
     params = sum(p.numel() for p in model.parameters())
     taken = f"; weights from its entry {file.entry!r}" if file.entry else ""
     print(f"{args.src} ({layout} layout) -> {args.dst}: {as_host(model).cfg.arch} model, {params:,} parameters{taken}")
     return 0
+
+
+def _data_config(file: WeightsFile, src: str, cfg: HostConfig) -> DataConfig:
+    """A vitpos file's own data config, or the released models' preprocessing, at the converted model's
+    input size (class names kept where the class count is)."""
+    native = saved_config(file.metadata, file.path) is not None
+    base = read_saved_model(src).data_config if native else released_data_config(cfg)
+    names = base.label_names if len(base.label_names) == cfg.num_classes else ()
+    return replace(base, input_size=(cfg.in_chans, *cfg.image_hw), label_names=names)
 
 
 def released_layouts() -> str:

@@ -68,9 +68,11 @@ def run(args: argparse.Namespace) -> int:
         list(range(1, steps + 1)),
         sweep_panels(sweep, len(result.stage_errors)),
         xlabel=f"shift (tokens of {stride} px)",
-        ylabel="relative error (0 = equivariant)",
+        ylabel="relative error of the features (0 = equivariant)",
         title=f"{args.mode} shifts on the {grid[0]}x{grid[1]} last-stage grid: {model_label(args)}",
         xticklabels=[str(k) for k in range(1, steps + 1)],
+        panel_ylabels={"logits": "relative change of the logits (0 = invariant)"},
+        from_zero=True,
     )
     sweep_json = {d: [None if r is None else r.to_dict() for r in rs] for d, rs in sweep.items()}
     path = write_json(

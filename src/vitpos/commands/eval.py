@@ -1,19 +1,22 @@
 """``vitpos eval``: evaluate checkpoints, optionally at several resolutions without fine-tuning.
 
-Prints a table like CPVT's Table 2: one row per checkpoint, one column per input size (and per
-metric: a detector's AP, AP50, AP75, APs, APm, APl, in %); rows after the first show their
-difference to the first. Writes the results beside each run: ``RUN/eval.json`` (every metric at
-every size, with the data, split and checkpoint) and ``RUN/eval.md`` (the table); ``--out FILE``
+Prints a line naming the metric, its unit, the split and the data, then a table like CPVT's
+Table 2: one row per checkpoint, one column per input size (and per metric: a detector's AP, AP50,
+AP75, APs, APm, APl, in %); rows after the first show their difference to the first. Writes the
+results into each folder it evaluated (a run folder, or a converted one): ``eval-SPLIT.json``
+(every metric at every size, which are percentages, the data, split and checkpoint) and
+``eval-SPLIT.md`` (the line and the table); ``-ema`` is added for ``--ema`` and ``-data-HASH`` for
+a ``--data`` other than the one trained on, so two evaluations never share a file. ``--out FILE``
 writes one JSON of every run there instead, and the table beside it (``FILE`` with ``.md``).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 from pathlib import Path
 
 from ..data.catalog import open_data
-from ..engine.config import TrainConfig
 from ..engine.distributed import pick_device
 from ..engine.evaluate import evaluate_resolutions, resolution_table
 from ..engine.pipeline import for_evaluation
@@ -22,16 +25,21 @@ from ..files import write_atomic, write_json
 from ..spec import non_negative_int, positive_int
 from ..tasks import TaskKind, task_kind
 from ..weights import load_model
+from ..weights.run_folder import CHECKPOINTS
 from .options import option_type, parse_size_list
 
 
 def run(args: argparse.Namespace) -> int:
     device = pick_device(args.device)
-    rows, task, records = [], None, []
+    rows, task = [], None
+    records: list[tuple[Path, dict]] = []
+    splits: set[str] = set()
+    specs: set[str] = set()
     for path in args.checkpoint:
         model, ckpt = load_model(path, ema=args.ema, device=device)
         cfg = ckpt.model_config
-        spec = args.data or ckpt.train_config.get("data")
+        trained_on = ckpt.train_config.get("data")
+        spec = args.data or trained_on
         if not spec:
             raise ValueError(f"checkpoint {ckpt.path} does not record its data set; pass --data")
         data = open_data(spec, patch_size=cfg.patch_size)
@@ -40,24 +48,29 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("all checkpoints in one table must share a task (classification or regression)")
         task = data.info.task
         sizes = args.resolutions or [cfg.image_hw]
-        trained = ckpt.train_config
-        crop = args.eval_crop or trained.get("eval_crop", TrainConfig.eval_crop)
+        prepared = ckpt.data_config
+        crop = args.eval_crop or prepared.crop_pct
         if not 0 < crop <= 1:
             raise ValueError(f"--eval-crop {crop} must lie in (0, 1]: the fraction of the resized image kept")
+        folder = ckpt.path.parent.parent if ckpt.path.parent.name == CHECKPOINTS else ckpt.path
+        split_name = data.test_name if args.split == "test" else args.split
+        other = data.info.spec if trained_on and data.info.spec != trained_on else None  # as the run recorded it
+        file = folder / _file_name(split_name, args.ema, other)
+        if args.out is None and file in (earlier for earlier, _ in records):
+            raise ValueError(f"two checkpoints would write {file}; name one file for all with --out FILE")
         raw = data.split(args.split)
-        split = for_evaluation(raw, crop, trained.get("interpolation", TrainConfig.interpolation))
+        split = for_evaluation(raw, crop, prepared.interpolation)
         results = evaluate_resolutions(
             model, split, sizes, batch_size=args.batch_size, device=device, workers=args.workers
         )
-        name = ckpt.path.parent.parent.name if ckpt.path.parent.name == "checkpoints" else ckpt.path.name
-        rows.append((name + (" (EMA)" if args.ema else ""), sum(p.numel() for p in model.parameters()), results))
-        run_dir = ckpt.path.parent.parent if ckpt.path.parent.name == "checkpoints" else ckpt.path.parent
-        split_name = data.test_name if args.split == "test" else args.split
+        rows.append((folder.name + (" (EMA)" if args.ema else ""), sum(p.numel() for p in model.parameters()), results))
+        splits.add(split_name)
+        specs.add(spec)
         record = _record(ckpt.path, spec, split_name, args.ema, rows[-1][1], results, task_kind(task))
-        records.append((run_dir, record | ({"eval_crop": crop} if split is not raw else {})))  # photographs only
+        records.append((file, record | ({"eval_crop": crop} if split is not raw else {})))  # photographs only
     assert task is not None, "--checkpoint takes one run or more"
     kind = task_kind(task)
-    table = resolution_table(rows, task)
+    table = _caption(kind, splits, specs) + "\n\n" + resolution_table(rows, task)
     print(table)
     if kind.details:  # every metric, as DETR's evaluation prints COCO's
         names = [kind.headline, *(key for key, _ in kind.details)]
@@ -70,13 +83,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _file_name(split: str, ema: bool, other_data: str | None) -> str:
+    """``eval-SPLIT[-ema][-data-HASH].json``: one file per evaluation of a folder's checkpoint."""
+    data = f"-data-{hashlib.sha256(other_data.encode()).hexdigest()[:8]}" if other_data else ""
+    return f"eval-{split}{'-ema' if ema else ''}{data}.json"
+
+
+def _caption(kind: TaskKind, splits: set[str], specs: set[str]) -> str:
+    """The line above the table: the metric and its unit, the split and the data set."""
+    unit = "in %" if kind.is_percent(kind.headline) else f"as {kind.unit}"
+    split = " and ".join(sorted(splits))
+    data = f" of {next(iter(specs))}" if len(specs) == 1 else " of each run's data"
+    return f"{kind.headline} {unit} on the {split} split{data}, by input size"
+
+
 def _record(checkpoint: Path, spec: str, split: str, ema: bool, params: int, results: dict, kind: TaskKind) -> dict:
     """One checkpoint's results for JSON: every metric at every size, their units, and what was evaluated
     (``split`` as the data set names it)."""
     return {
         "task": kind.name,
         "headline": kind.headline,
-        "units": dict([(kind.headline, kind.unit), *kind.details]),
+        "units": {k: "%" for metrics in results.values() for k in metrics if kind.is_percent(k)},
         "checkpoint": str(checkpoint),
         "data": spec,
         "split": split,
@@ -87,14 +114,14 @@ def _record(checkpoint: Path, spec: str, split: str, ema: bool, params: int, res
 
 
 def _write(records: list[tuple[Path, dict]], table: str, out: Path | None) -> list[Path]:
-    """``out`` and its ``.md`` table, or ``eval.json`` and ``eval.md`` in every run folder."""
+    """``out`` and its ``.md`` table, or each evaluated folder's own JSON file and its ``.md`` table."""
     if out is not None:
         write_atomic(out.with_suffix(".md"), table + "\n")
         return [write_json(out, {"runs": [record for _, record in records]}), out.with_suffix(".md")]
     written = []
-    for run_dir, record in records:
-        write_atomic(run_dir / "eval.md", table + "\n")
-        written += [write_json(run_dir / "eval.json", record), run_dir / "eval.md"]
+    for file, record in records:
+        write_atomic(file.with_suffix(".md"), table + "\n")
+        written += [write_json(file, record), file.with_suffix(".md")]
     return written
 
 
@@ -142,6 +169,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="FILE",
         help="write every run's results to this JSON file and the table beside it "
-        "(default: RUN/eval.json and RUN/eval.md)",
+        "(default: eval-SPLIT.json and eval-SPLIT.md in each evaluated folder)",
     )
     p.set_defaults(func=run)

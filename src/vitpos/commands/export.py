@@ -3,9 +3,11 @@
     vitpos export --model deit_tiny_patch16_224 --format pt2 --min-size 64 --max-size 1024 deit.pt2
     vitpos export --checkpoint runs/cifar --format onnx --min-size 32 --max-size 256 cifar.onnx
 
-Writes OUT and, beside it, OUT with the suffix ``.yaml``: the resolved model config and the
-accepted sizes. Load both with ``vitpos.deploy.load_deployed(OUT)``, which checks each input's
-size as the eager model does before running the graph.
+Writes OUT and, beside it, OUT with the suffix ``.yaml``: the resolved model config, the
+accepted sizes and the data config (input size, mean and std, resize, crop and interpolation,
+class names: a checkpoint's own, else the released ImageNet models'). Load both with
+``vitpos.deploy.load_deployed(OUT)``, which checks each input's size as the eager model does
+before running the graph, and whose ``predict`` prepares photographs as the data config says.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from ..deploy import FORMATS, export_model, metadata_path
 from ..files import check_destination
 from ..progress import progress_bar
+from ..weights import read_saved_model
 from .model_args import add_model_arguments, build_model
 
 
@@ -25,7 +28,10 @@ def run(args: argparse.Namespace) -> int:
     with progress_bar(2, f"{args.format} export (build, export)") as bar:
         model = build_model(args)
         bar.update()
-        meta = export_model(model, args.out, fmt=args.format, min_size=args.min_size, max_size=args.max_size)
+        prepared = read_saved_model(args.checkpoint).data_config if args.checkpoint else None
+        meta = export_model(
+            model, args.out, fmt=args.format, min_size=args.min_size, max_size=args.max_size, data_config=prepared
+        )
         bar.update()
     print(f"wrote {args.out} ({args.format}, image sides {args.min_size}..{args.max_size}) and {meta}")
     return 0

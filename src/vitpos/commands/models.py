@@ -1,8 +1,9 @@
 """``vitpos models``: list presets with their position slots and parameter counts (``--pretrained``:
 those with the authors' released weights, and where each file is published).
 
-The listing reads :mod:`vitpos.commands.preset_table`, counted once from the registry, so it
-imports neither torch nor a model; a test checks the table against the registry, and
+The listing reads :mod:`vitpos.commands.preset_table`, counted once from the registry (and the
+released weights' URLs from :mod:`vitpos.weights.pretrained`), so it imports neither torch nor a
+model; a test checks the table against the registry, and
 ``python -m vitpos.commands.models`` rewrites it after a preset changes.
 """
 
@@ -13,7 +14,7 @@ import fnmatch
 import pprint
 from pathlib import Path
 
-from .preset_table import PRESETS
+from .preset_table import PRESETS, RELEASED
 
 TASKS = ("classification", "detection", "segmentation")
 """What presets predict (the same as :data:`vitpos.models.factory.TASKS`, which imports torch)."""
@@ -44,13 +45,22 @@ def registry_rows() -> dict[str, tuple[str, int, str]]:
     return rows
 
 
+def released_urls() -> dict[str, str]:
+    """``{name: url}`` of every preset with the authors' released weights, from :mod:`vitpos.weights.pretrained`."""
+    from ..weights.pretrained import RELEASES
+
+    return {name: release.url for name, release in RELEASES.items()}
+
+
 def write_table(path: Path = _TABLE_FILE) -> None:
-    """Rewrite the preset table from the registry."""
+    """Rewrite the preset table and the released weights' URLs from the registry."""
     body = pprint.pformat(registry_rows(), width=120, sort_dicts=False)
+    urls = pprint.pformat(released_urls(), width=120, sort_dicts=False)
     path.write_text(
-        '"""Every preset\'s task, parameter count and position slots, for `vitpos models`.\n\n'
-        'Written by `python -m vitpos.commands.models`.\n"""\n\n'
-        f"PRESETS: dict[str, tuple[str, int, str]] = {body}\n",
+        '"""Every preset\'s task, parameter count and position slots, and the URLs of the released weights,\n'
+        'for `vitpos models`.\n\nWritten by `python -m vitpos.commands.models`.\n"""\n\n'
+        f"PRESETS: dict[str, tuple[str, int, str]] = {body}\n\n"
+        f"RELEASED: dict[str, str] = {urls}\n",
         encoding="utf-8",
     )
 
@@ -65,16 +75,14 @@ def matching(pattern: str, task: str | None) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     names = matching(args.pattern, args.task)
     if args.pretrained:
-        from ..weights.pretrained import RELEASES  # imports torch: only for this listing
-
-        names = [n for n in names if n in RELEASES]
+        names = [n for n in names if n in RELEASED]
     if not names:
         kind = "model with released weights" if args.pretrained else "model"
         raise ValueError(f"no {kind} matches {args.pattern!r}; run 'vitpos models' for the full list")
     if args.pretrained:
         print(f"{'model':48s} {'params':>12s}  released weights (create_model(NAME, pretrained=True))")
         for name in names:
-            print(f"{name:48s} {PRESETS[name][1]:>12,d}  {RELEASES[name].url}")
+            print(f"{name:48s} {PRESETS[name][1]:>12,d}  {RELEASED[name]}")
         return 0
     print(f"{'model':48s} {'params':>12s}  absolute / join / conditional / relative")
     for name in names:

@@ -1,4 +1,5 @@
-"""Every preset's task, parameter count and position slots, for `vitpos models`.
+"""Every preset's task, parameter count and position slots, and the URLs of the released weights,
+for `vitpos models`.
 
 Written by `python -m vitpos.commands.models`.
 """
@@ -119,4 +120,22 @@ PRESETS: dict[str, tuple[str, int, str]] = {
     "vit_lite_7_4_compact": ("classification", 3716874, "learned / input / none / none"),
     "vit_lite_7_4_compact_lape": ("classification", 3720458, "learned / lape / none / none"),
     "vit_lite_7_4_lape": ("classification", 3725834, "learned / lape / none / none"),
+}
+
+RELEASED: dict[str, str] = {
+    "deit_tiny_patch16_224": "https://dl.fbaipublicfiles.com/deit/deit_tiny_patch16_224-a1311bcf.pth",
+    "deit_small_patch16_224": "https://dl.fbaipublicfiles.com/deit/deit_small_patch16_224-cd65a155.pth",
+    "deit_base_patch16_224": "https://dl.fbaipublicfiles.com/deit/deit_base_patch16_224-b5f2ef4d.pth",
+    "deit_tiny_distilled_patch16_224": "https://dl.fbaipublicfiles.com/deit/deit_tiny_distilled_patch16_224-b40b3cf7.pth",
+    "deit_small_distilled_patch16_224": "https://dl.fbaipublicfiles.com/deit/deit_small_distilled_patch16_224-649709d9.pth",
+    "deit_tiny_patch16_224_ctx_product_50_shared_k": "https://github.com/wkcn/iRPE-model-zoo/releases/download/1.0/deit_tiny_patch16_224_ctx_product_50_shared_k.pth",
+    "deit_small_patch16_224_ctx_product_50_shared_k": "https://github.com/wkcn/iRPE-model-zoo/releases/download/1.0/deit_small_patch16_224_ctx_product_50_shared_k.pth",
+    "deit_small_patch16_224_ctx_product_50_shared_qk": "https://github.com/wkcn/iRPE-model-zoo/releases/download/1.0/deit_small_patch16_224_ctx_product_50_shared_qk.pth",
+    "deit_small_patch16_224_ctx_product_50_shared_qkv": "https://github.com/wkcn/iRPE-model-zoo/releases/download/1.0/deit_small_patch16_224_ctx_product_50_shared_qkv.pth",
+    "deit_base_patch16_224_ctx_product_50_shared_k": "https://github.com/wkcn/iRPE-model-zoo/releases/download/1.0/deit_base_patch16_224_ctx_product_50_shared_k.pth",
+    "deit_base_patch16_224_ctx_product_50_shared_qkv": "https://github.com/wkcn/iRPE-model-zoo/releases/download/1.0/deit_base_patch16_224_ctx_product_50_shared_qkv.pth",
+    "swin_tiny": "https://github.com/SwinTransformer/storage/releases/download/v1.0.0/swin_tiny_patch4_window7_224.pth",
+    "swin_small": "https://github.com/SwinTransformer/storage/releases/download/v1.0.0/swin_small_patch4_window7_224.pth",
+    "pvt_tiny": "https://github.com/whai362/PVT/releases/download/v2/pvt_tiny.pth",
+    "pvt_small": "https://github.com/whai362/PVT/releases/download/v2/pvt_small.pth",
 }

@@ -15,6 +15,7 @@ from ..files import check_destination, write_json
 from ..models.factory import get_config
 from ..pretrain import PRETRAIN_TASKS, pretrain_position_encoding
 from ..spec import non_negative_int, positive_float, positive_int
+from ..tasks import task_kind
 from .options import option_type
 
 
@@ -35,8 +36,10 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     result = pretrain_position_encoding(model_cfg, out, train_cfg, size=args.size)
     for task, metrics in result.test.items():
-        print(f"  {task:10s} test " + "  ".join(f"{k} {v:.4g}" for k, v in metrics.items()))
-    print(f"{'probe':10s} {'left/right':>10s} {'up/down':>8s} {'(dx,dy) R2':>10s}")
+        kind = task_kind("regression" if "r2" in metrics else "classification")
+        print(f"  {task:10s} test split: " + "  ".join(kind.format_metric(k, v) for k, v in metrics.items()))
+    # probe scores on the 0-to-1 scale of `vitpos probe`: accuracies beside an R²
+    print(f"{'probe':10s} {'left/right':>10s} {'up/down':>8s} {'(dx,dy) R²':>10s}   (probe scores, 0 to 1)")
     for stage, probe in (("before", result.before), ("after", result.after)):
         print(f"{stage:10s} {probe.left_right:10.3f} {probe.up_down:8.3f} {probe.distance_r2:10.3f}")
     write_json(out.with_suffix(".json"), result.to_dict())
@@ -71,10 +74,4 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default auto)")
     p.add_argument("--force", action="store_true", help="replace the output file (and its .json) if they exist")
     p.add_argument("--out", type=Path, help="output file (default runs/pretrain-pe/<encoding>.safetensors)")
-    p.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="show the training progress bar of each task (default: on)",
-    )
     p.set_defaults(func=run)

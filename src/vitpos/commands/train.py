@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -23,13 +24,17 @@ from pathlib import Path
 
 import yaml
 
+from ..config import HostConfig
+from ..data.dataset import DataInfo
 from ..engine.config import TrainConfig
 from ..engine.interrupt import TrainingInterrupted
 from ..engine.recipes import RECIPES, blame_recipe, check_recipe_fits, get_recipe
 from ..engine.records import run_config
 from ..engine.setup import RunRequest
 from ..engine.train import Resume, train
+from ..files import write_atomic
 from ..tasks import task_kind
+from ..weights.data_config import DATA_CONFIG_FILE, DataConfig
 from ..weights.run_folder import CONFIG_FILE
 from .options import Once, add_dataclass_options, add_model_options, given_options
 
@@ -127,11 +132,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"vitpos train: {_continue_line(stop)}", file=sys.stderr)
         return 130
     if int(os.environ.get("RANK", "0")) == 0:
+        if result.run_dir is not None:
+            _write_data_config(result.run_dir, model_cfg, train_cfg, data.info)
         kind = task_kind(data.info.task)
         metrics = "  ".join(kind.format_metric(k, v) for k, v in result.test.items())
         where = f"run folder {result.run_dir}" if result.run_dir else "no run folder"
         print(f"{where}: {result.evaluated_split} {metrics}")
     return 0
+
+
+def _write_data_config(run_dir: Path, model_cfg: HostConfig, train_cfg: TrainConfig, info: DataInfo) -> None:
+    """``RUN/data_config.yaml``: how to prepare an image for the trained model (its checkpoints carry the same)."""
+    prepared = DataConfig.of_run(model_cfg.image_hw, dataclasses.asdict(info), train_cfg.to_dict(), model_cfg.in_chans)
+    header = "# how to prepare an image for this run's model: input size, mean and std, resize and crop, output names\n"
+    write_atomic(Path(run_dir) / DATA_CONFIG_FILE, header + yaml.safe_dump(prepared.to_dict(), sort_keys=False))
 
 
 def _continue_line(stop: TrainingInterrupted) -> str:

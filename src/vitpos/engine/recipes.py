@@ -156,7 +156,7 @@ def check_recipe_fits(name: str, origins: Mapping[str, str], data: DataSplits) -
     off = " ".join(f"--{k.replace('_', '-')} {_OFF[k]}" for k in bad)
     raise ConfigError(
         f"--recipe {name} sets what {info.spec} ({info.task}) cannot take: {reasons}. The recipe is for "
-        f"photographs (--data folder:PATH, shards:..., cifar10:PATH); to keep it on this data, turn those off: {off}"
+        f"photographs (--data folder:PATH, wds:PATTERN, cifar10:PATH); to keep it on this data, turn those off: {off}"
     )
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from .claims import Claim
 from .verdicts import CONTRADICTED, REPRODUCED, Verdict
@@ -15,6 +17,27 @@ from .verdicts import CONTRADICTED, REPRODUCED, Verdict
 __all__ = ["paper_value", "save_claim_figures", "save_resolution_figure", "save_run_curves"]
 
 _COLOURS = {REPRODUCED: "tab:green", CONTRADICTED: "tab:red"}
+
+
+def _claim_legend() -> tuple[list, list[str]]:
+    """What each mark of a claim strip means: handles and labels for one legend per figure."""
+    marks = [
+        Line2D([], [], marker="o", linestyle="", color="black", alpha=0.5, markersize=4),
+        Line2D([], [], color="tab:grey", linewidth=5, alpha=0.6),
+        Line2D([], [], marker="|", linestyle="", color="tab:grey", markersize=12, markeredgewidth=2),
+        Line2D([], [], color="tab:blue", linestyle="--", linewidth=1),
+        Patch(color="tab:blue", alpha=0.07),
+        Line2D([], [], marker="v", linestyle="", color="tab:purple", markersize=7),
+    ]
+    labels = [
+        "one seed",
+        "95% interval of the mean (green reproduced, red contradicted, orange otherwise)",
+        "mean over seeds",
+        "the claim's bound",
+        "the claim's side of it",
+        "the paper's value",
+    ]
+    return marks, labels
 
 
 def _slug(text: str) -> str:
@@ -75,11 +98,12 @@ def save_claim_figures(folder: Path, judged: list[tuple[Claim, dict[int, float],
         by_source.setdefault(entry[0].source, []).append(entry)
     paths = {}
     for source, entries in by_source.items():
-        fig = Figure(figsize=(6.4, 0.2 + 1.15 * len(entries)), layout="constrained")
+        fig = Figure(figsize=(6.4, 0.9 + 1.15 * len(entries)), layout="constrained")
         axes = fig.subplots(len(entries), 1, squeeze=False)[:, 0]
         for ax, (claim, values, verdict) in zip(axes, entries, strict=True):
             _claim_axes(ax, claim, values, verdict)
         fig.suptitle(source, fontsize=10)
+        fig.legend(*_claim_legend(), fontsize=7, loc="outside lower center", ncol=2, frameon=False)
         path = Path(folder) / f"claims_{_slug(source)}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, format="png", dpi=100)

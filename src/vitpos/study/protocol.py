@@ -23,7 +23,7 @@ EFFICIENCY_TASKS = ("direction", "distance")
 
 @dataclass
 class StudyConfig:
-    """Every setting of a study; the default (5 seeds) takes under 10 minutes on two CPU cores."""
+    """Every setting of a study; the default (5 seeds) takes about 8 minutes on two free CPU cores."""
 
     families: tuple[Family, ...] = DEFAULT_FAMILIES
     seeds: int = 5
@@ -77,7 +77,7 @@ class StudyConfig:
         if any(n < self.batch_size or n >= self.train_size for n in self.efficiency_sizes):
             raise ValueError(
                 f"efficiency sizes must lie between batch_size={self.batch_size} and train_size={self.train_size}, "
-                f"got {self.efficiency_sizes}"
+                f"got {self.efficiency_sizes}; pass --efficiency-sizes with sizes in that range"
             )
         if self.rate_seed < self.seeds:
             raise ValueError(

@@ -86,7 +86,8 @@ def _select_rates(
         key, family, cell, lr = trial
         rates.add(key, family.label, cell.task, lr, result[cell])
         r = result[cell]
-        log(f"  rate trial {family.label} {cell.task} lr {lr:g}: val {r['val']:.3f} after {r['steps']} steps")
+        shown = _shown(r["metric"], r["val"])
+        log(f"  rate trial {family.label} {cell.task} lr {lr:g}: val {shown} after {r['steps']} steps")
 
     began = time.perf_counter()
     threads = threads_per_worker(device, workers) if workers > 1 else None
@@ -114,10 +115,13 @@ def _select_rates(
     return chosen, per_run
 
 
+def _shown(metric: str, value: float) -> str:
+    """An accuracy (a fraction) in %, an R² as a number."""
+    return f"acc1 {100 * value:5.1f}%" if metric == "accuracy" else f"R² {value:6.3f}"
+
+
 def _describe(cell: Cell, result: dict[str, Any]) -> str:
-    value = result["test"]
-    shown = f"acc {100 * value:5.1f}%" if result["metric"] == "accuracy" else f"R² {value:6.3f}"
-    return f"{cell}: {shown}"
+    return f"{cell}: test {_shown(result['metric'], result['test'])}"
 
 
 @dataclass(frozen=True)

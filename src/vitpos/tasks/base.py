@@ -123,15 +123,18 @@ class TaskKind:
     """Whether a model without a config predicts ``predicts`` (a detector: by its ``criterion()``)."""
     details: tuple[tuple[str, str], ...] = ()
     """Further metrics a results table shows beside the headline: (key of :meth:`Metrics.compute`, unit)."""
+    percent_too: tuple[str, ...] = ()
+    """Metrics in % besides those whose table unit says so (classification's ``acc5``)."""
+
+    def is_percent(self, key: str) -> bool:
+        """Whether metric ``key`` (optionally prefixed: ``train_``, ``val_``, ``ema_val_``) is a percentage."""
+        units = dict([(self.headline, self.unit), *self.details, *((name, "%") for name in self.percent_too)])
+        return any(u.endswith("%") for name, u in units.items() if key == name or key.endswith("_" + name))
 
     def format_metric(self, key: str, value: float) -> str:
-        """``key value`` for a log line; a metric the tables show in % as they do (``val_AP 41.2%``).
-
-        ``key`` is a metric of :meth:`Metrics.compute`, optionally prefixed (``train_``, ``val_``, ``ema_val_``).
-        """
-        units = dict([(self.headline, self.unit), *self.details])
-        unit = next((u for name, u in units.items() if key == name or key.endswith("_" + name)), "")
-        return f"{key} {value:.{self.decimals}f}%" if unit.endswith("%") else f"{key} {value:.4g}"
+        """``key value`` for a log line: a percentage with its sign (``val_AP 41.2%``), other metrics
+        (losses, R²) as plain numbers."""
+        return f"{key} {value:.{self.decimals}f}%" if self.is_percent(key) else f"{key} {value:.4g}"
 
 
 def register_task(kind: TaskKind) -> TaskKind:

@@ -15,13 +15,21 @@ from torch import nn
 
 from ..config import HostConfig
 from ..files import check_destination, write_atomic
+from .data_config import IMAGENET_MEAN, IMAGENET_STD, DataConfig
 from .run_folder import CONFIG_FILE, MODEL_FILE, write_weights
 
-__all__ = ["write_checkpoint"]
+__all__ = ["released_data_config", "write_checkpoint"]
 
 
-def write_checkpoint(model: nn.Module, dst: str | Path, **notes: Any) -> Path:
-    """Write ``model`` to the folder ``dst`` (created; files replaced atomically); ``notes`` go into the metadata."""
+def released_data_config(cfg: HostConfig) -> DataConfig:
+    """The preprocessing of the released ImageNet models (DeiT's evaluation: bicubic, crop 0.875, ImageNet
+    mean and std) at the model's input size; the class names are not in the released files."""
+    return DataConfig((cfg.in_chans, *cfg.image_hw), IMAGENET_MEAN, IMAGENET_STD)
+
+
+def write_checkpoint(model: nn.Module, dst: str | Path, data_config: DataConfig | None = None, **notes: Any) -> Path:
+    """Write ``model`` to the folder ``dst`` (created; files replaced atomically) with its data config
+    (default: :func:`released_data_config`); ``notes`` go into the metadata."""
     dst = Path(dst)
     check_destination(dst, folder=True, force=True)
     dst.mkdir(parents=True, exist_ok=True)
@@ -29,9 +37,9 @@ def write_checkpoint(model: nn.Module, dst: str | Path, **notes: Any) -> Path:
     if not isinstance(host_cfg, HostConfig):
         raise TypeError(f"a {type(model).__name__} has no vitpos config (.cfg); give a model built by vitpos")
     cfg = host_cfg.to_dict()
-    write_weights(
-        dst / MODEL_FILE, model.state_dict(), {"model_config": cfg, "train_config": {}, "data": {}, "notes": notes}
-    )
+    data = (data_config or released_data_config(host_cfg)).to_dict()
+    meta = {"model_config": cfg, "train_config": {}, "data": {}, "data_config": data, "notes": notes}
+    write_weights(dst / MODEL_FILE, model.state_dict(), meta)
     header = (
         "# model converted by `vitpos convert`; evaluate it with `vitpos eval --checkpoint DIR --data SPEC`,\n"
         "# fine-tune it with `vitpos train --init DIR --model PRESET --data SPEC` (a ViT also with\n"

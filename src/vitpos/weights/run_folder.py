@@ -9,7 +9,8 @@ Layout of a run folder (``vitpos train``) and of a ``vitpos convert`` folder::
         ema.safetensors                  EMA weights (when EMA is on)
         state.pt                         the training state (:mod:`vitpos.engine.checkpoint`)
 
-A converted model is ``DST/model.safetensors`` (+ ``DST/config.yaml``) with the same metadata.
+A converted model is ``DST/model.safetensors`` (+ ``DST/config.yaml``) with the same metadata and
+its data config (:class:`~.data_config.DataConfig`; a run's is derived from its data and training configs).
 :func:`saved_config` is the one reader of a model config stored with weights.
 """
 
@@ -28,6 +29,7 @@ from ..config import HostConfig
 from ..errors import CheckpointError, VitposError
 from ..files import replacing
 from ..models.factory import config_from_dict
+from .data_config import DataConfig
 from .memory import check_safetensors_fit
 
 __all__ = [
@@ -146,6 +148,14 @@ class SavedModel:
     ema: dict[str, torch.Tensor] | None
     metadata: dict[str, str]
     """The metadata of ``model.safetensors`` as stored (JSON strings)."""
+
+    @property
+    def data_config(self) -> DataConfig:
+        """How images are prepared for this model: the one stored, else the run's data and training configs."""
+        if "data_config" in self.metadata:
+            return DataConfig.from_dict(_entry(self.metadata, "data_config", self.path), f"checkpoint {self.path}")
+        cfg = self.model_config
+        return DataConfig.of_run(cfg.image_hw, self.data, self.train_config, cfg.in_chans)
 
     @property
     def step(self) -> int:

@@ -60,11 +60,12 @@ def test_train_and_eval_commands_report_miou(tmp_path: Path, capsys) -> None:
     assert main(["eval", f"--checkpoint={run_dir}", "--resolutions=32,32x48"]) == 0
     lines = capsys.readouterr().out.splitlines()
     sizes = ("32", "32x48")
+    assert lines[0].startswith("miou in % on the test split of ")
     assert (
-        lines[0]
+        lines[2]
         == "| Model | Params | " + " | ".join(f"{s}({m}, %)" for s in sizes for m in ("mIoU", "aAcc", "mAcc")) + " |"
     )
-    cells = lines[2].strip("|").split("|")
+    cells = lines[4].strip("|").split("|")
     assert cells[0].strip() == "run" and all(0 <= float(c.split("(")[0]) <= 100 for c in cells[2:])
     assert re.fullmatch(r"run at 32x48 on test: miou [\d.]+%  aacc [\d.]+%  macc [\d.]+%", lines[-2])
     assert main(["eval", f"--checkpoint={run_dir}", "--data=synthetic:direction:img=32"]) == 2

@@ -42,9 +42,9 @@ class ImageTask:
         return RunningMetrics(self.name, self.num_outputs, device)
 
 
-for name, noun, headline, unit, decimals in (
-    ("classification", "a classifier", "acc1", "%", 1),
-    ("regression", "a regressor", "r2", "R²", 3),
+for name, noun, headline, unit, decimals, percent_too in (
+    ("classification", "a classifier", "acc1", "%", 1, ("acc5",)),
+    ("regression", "a regressor", "r2", "R²", 3, ()),
 ):
     register_task(
         TaskKind(
@@ -57,5 +57,6 @@ for name, noun, headline, unit, decimals in (
             presets="a classification preset (see `vitpos models --task classification`)",
             data="image-level data (synthetic:TASK, folder:PATH, cifar10:PATH, digits)",
             build=ImageTask,
+            percent_too=percent_too,
         )
     )
