@@ -79,7 +79,7 @@ class RandAugment:
         """Augment images (B, C, H, W), each its own ops and magnitudes: uint8 in, uint8 out (floats in
         [0, 1] are rounded to grey levels first and come back as floats)."""
         if x.dtype != torch.uint8:
-            return self(to_levels(x)).float().div_(255.0)
+            return self(to_levels(x.clamp(0, 1))).float().div_(255.0)
         out = x.clone()
         op, level, sign = self.draw(x.shape[0], x.device)
         for layer in range(self.layers):

@@ -163,7 +163,9 @@ def warp(x: torch.Tensor, inverse: torch.Tensor, ra: RandAugment) -> torch.Tenso
     c = centre.to(x.dtype).view(-1, 3, 3, 1, 1)
     xs = torch.arange(w, device=x.device, dtype=x.dtype).view(1, 1, w)
     ys = torch.arange(h, device=x.device, dtype=x.dtype).view(1, h, 1)
-    grid = torch.stack([c[:, i, 0] * xs + (c[:, i, 1] * ys + c[:, i, 2]) for i in (0, 1)], dim=-1)
+    grid = torch.empty(len(c), h, w, 2, device=x.device, dtype=x.dtype)
+    for i in (0, 1):  # written in place: stacking the two coordinates would cost a slow copy
+        torch.add(c[:, i, 1] * ys + c[:, i, 2], c[:, i, 0] * xs, out=grid[..., i])
     fill = torch.tensor(ra.fill[: x.shape[1]], device=x.device, dtype=x.dtype).view(1, -1, 1, 1)
     warped = F.grid_sample(x - fill, grid, mode=ra.interpolation, padding_mode="zeros", align_corners=True)
     return warped.add_(fill).clamp_(0, 1)
@@ -206,5 +208,5 @@ def apply_op(name: str, x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor
 
 
 def to_levels(x: torch.Tensor) -> torch.Tensor:
-    """Float images in [0, 1] rounded to uint8 grey levels."""
-    return x.mul(255).round_().clamp_(0, 255).to(torch.uint8)
+    """Float images in [0, 1] (every op's output is) rounded to uint8 grey levels."""
+    return x.mul(255).round_().to(torch.uint8)

@@ -53,7 +53,7 @@ def normalize(images: torch.Tensor, mean: tuple[float, ...], std: tuple[float, .
     out = images.float() if images.dtype == torch.uint8 else images.clone()
     gain = torch.tensor([scale / s for s in std], device=images.device, dtype=out.dtype).view(1, -1, 1, 1)
     shift = torch.tensor([-m / s for m, s in zip(mean, std, strict=True)], device=images.device, dtype=out.dtype)
-    return out.mul_(gain).add_(shift.view(1, -1, 1, 1))
+    return torch.addcmul(shift.view(1, -1, 1, 1), out, gain, out=out)
 
 
 def random_resized_crop(

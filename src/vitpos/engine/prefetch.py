@@ -2,29 +2,34 @@
 
 Batch ``k`` is augmented under the generator seed ``seed_of(k)``, and the step that trains on it
 draws its own randomness (dropout, stochastic depth) from where the augmentation left the
-generator, so a run's numbers do not depend on whether batches are prefetched. On CUDA the copy
-from pinned memory and the augmentation run on a side stream: batch ``k + 1`` is prepared right
-after the step on batch ``k`` has been queued, so the GPU computes both at once, and the main
-stream waits for the side stream only when it reaches batch ``k + 1``. Elsewhere the work runs in
-order on the one device. The time spent waiting for the loading workers is counted: where it is
-a noticeable share of the epoch, a line says so and by how much.
+generator, so a run's numbers do not depend on whether batches are prefetched. Batch ``k + 1`` is
+prepared right after the step on batch ``k`` has been queued. With ``VITPOS_SIDE_STREAM=1`` on
+CUDA, its copy from pinned memory and its augmentation run on a side stream, so the GPU computes
+them while the step runs, and the main stream waits for the side stream only when it reaches
+batch ``k + 1``; this is opt-in until a GPU measurement shows it correct and faster (part
+"augment" of ``python -m bench.gpu --quick`` times the run both ways). Otherwise the work is
+queued in order on the current stream. The time spent waiting for the loading workers is
+counted: where it is a noticeable share of the epoch, a line says so and by how much.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
 
-__all__ = ["DeviceBatches", "WAIT_SHARE"]
+__all__ = ["DeviceBatches", "WAIT_SHARE", "SIDE_STREAM_ENV"]
 
 Augment = Callable[[torch.Tensor, Any], tuple[torch.Tensor, Any]]
 WAIT_SHARE = 0.1
 """The share of an epoch spent waiting for batches above which :class:`DeviceBatches` reports it."""
+SIDE_STREAM_ENV = "VITPOS_SIDE_STREAM"
+"""Set to 1 to prepare batches on a side CUDA stream."""
 
 
 def _record(obj: Any, stream: torch.cuda.Stream) -> None:
@@ -51,7 +56,8 @@ class DeviceBatches:
     ) -> None:
         self.batches, self.augment, self.device, self.seed_of = batches, augment, device, seed_of
         self.report, self.source = report, source
-        self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        side = device.type == "cuda" and os.environ.get(SIDE_STREAM_ENV, "").strip() == "1"
+        self.stream = torch.cuda.Stream(device) if side else None
         self.waited_s = 0.0
         """Seconds spent waiting for host batches in the last pass."""
 
