@@ -8,7 +8,7 @@ from PIL import Image, ImageEnhance, ImageOps
 
 from vitpos.data.randaugment import OPS, RandAugment, apply_op
 from vitpos.data.randaugment_batch import NAMES, apply_layer_, equalize_tables
-from vitpos.data.randaugment_ops import to_levels
+from vitpos.data.randaugment_ops import to_levels_
 
 FILL = (0.5, 0.25, 0.75)
 FILL_RGB = tuple(round(255 * f) for f in FILL)
@@ -125,7 +125,7 @@ def _reference(x, op, level, sign, ra):
                 one = apply_op(
                     NAMES[k], out[i : i + 1].float() / 255, level[layer, i : i + 1], sign[layer, i : i + 1], ra
                 )
-                out[i] = to_levels(one)[0]
+                out[i] = to_levels_(one)[0]
     return out
 
 
@@ -152,7 +152,7 @@ def test_equalize_tables_equal_kornias_equalize():
     x[2, 0, :10] = 255  # a channel half at one level
     tables = equalize_tables(x)
     got = tables.gather(2, x.flatten(2).long()).view_as(x)
-    want = to_levels(kornia.enhance.equalize(x.float() / 255))
+    want = to_levels_(kornia.enhance.equalize(x.float() / 255))
     assert torch.equal(got, want) and torch.equal(got[1, 2], x[1, 2])
 
 

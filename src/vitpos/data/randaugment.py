@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from .randaugment_batch import apply_layer_
-from .randaugment_ops import MAX_LEVEL, OPS, affine_matrix, apply_op, to_levels
+from .randaugment_ops import MAX_LEVEL, OPS, affine_matrix, apply_op, to_levels_
 
 __all__ = ["RandAugment", "OPS", "apply_op", "affine_matrix"]
 
@@ -79,7 +79,7 @@ class RandAugment:
         """Augment images (B, C, H, W), each its own ops and magnitudes: uint8 in, uint8 out (floats in
         [0, 1] are rounded to grey levels first and come back as floats)."""
         if x.dtype != torch.uint8:
-            return self(to_levels(x.clamp(0, 1))).float().div_(255.0)
+            return self(to_levels_(x.clamp(0, 1))).float().div_(255.0)
         out = x.clone()
         op, level, sign = self.draw(x.shape[0], x.device)
         for layer in range(self.layers):

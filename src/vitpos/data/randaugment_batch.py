@@ -26,8 +26,8 @@ from .randaugment_ops import (
     geometric_amount,
     grey_mean,
     stretch,
-    to_levels,
-    warp,
+    to_levels_,
+    warp_,
 )
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ Family = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, "Rand
 
 
 def _float(x: torch.Tensor) -> torch.Tensor:
-    return x.float().div_(255.0)
+    return torch.div(x, 255.0)  # uint8 -> float32 in [0, 1] in one pass
 
 
 def equalize_tables(x: torch.Tensor) -> torch.Tensor:
@@ -76,7 +76,7 @@ def _table(name: str, x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, 
         out = blend(grey_mean(_float(x)).expand_as(ramp), ramp, factor(level, sign, ra))
     else:
         out = OPS[name](ramp, level, sign, ra)
-    return to_levels(out).view(b, c, 256)
+    return to_levels_(out).view(b, c, 256)
 
 
 def lookup_tables(x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment):
@@ -96,7 +96,7 @@ def _lookup(x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.
 
 def _one(name: str) -> Family:
     def run(x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment):
-        return to_levels(OPS[name](_float(x), level, sign, ra))
+        return to_levels_(OPS[name](_float(x), level, sign, ra))
 
     return run
 
@@ -107,7 +107,7 @@ _KIND = torch.tensor([GEOMETRIC.index(n) if n in GEOMETRIC else -1 for n in NAME
 def _geometric(x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment):
     kind = _KIND.to(op.device)[op]
     inverse = affine_matrices(kind, geometric_amount(kind, level, sign), *x.shape[-2:])
-    return to_levels(warp(_float(x), inverse, ra))
+    return to_levels_(warp_(_float(x), inverse, ra))
 
 
 _FAMILIES: tuple[tuple[tuple[str, ...], Family], ...] = (
@@ -127,4 +127,4 @@ def apply_layer_(x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: t
     for index, (_, run) in enumerate(_FAMILIES):
         rows = (family == index).nonzero().squeeze(1)
         if rows.numel():  # the families' images are disjoint, so each reads its images before any is written
-            x[rows] = run(x[rows], op[rows], level[rows], sign[rows], ra)
+            x.index_copy_(0, rows, run(x.index_select(0, rows), op[rows], level[rows], sign[rows], ra))

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 if TYPE_CHECKING:
     from .randaugment import RandAugment
 
-__all__ = ["OPS", "GEOMETRIC", "MAX_LEVEL", "apply_op", "affine_matrix", "affine_matrices", "warp", "stretch"]
+__all__ = ["OPS", "GEOMETRIC", "MAX_LEVEL", "apply_op", "affine_matrix", "affine_matrices", "warp_", "stretch"]
 
 MAX_LEVEL = 10.0
 """timm's magnitude scale: 10 is the strongest."""
@@ -150,8 +150,9 @@ def geometric_amount(kind: torch.Tensor, level: torch.Tensor, sign: torch.Tensor
     return sign * level / MAX_LEVEL * top
 
 
-def warp(x: torch.Tensor, inverse: torch.Tensor, ra: RandAugment) -> torch.Tensor:
-    """``x`` resampled through Pillow-style inverse maps (B, 3, 3); outside the image: ``ra.fill``."""
+def warp_(x: torch.Tensor, inverse: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+    """``x`` resampled through Pillow-style inverse maps (B, 3, 3); outside the image: ``ra.fill``. Overwrites
+    ``x`` (scratch space: the batched path saves a copy of the batch this way)."""
     h, w = x.shape[-2:]
     # output pixel index -> input pixel index (pixel centres, where Pillow's maps take corners) ...
     centre = inverse.clone()
@@ -167,7 +168,7 @@ def warp(x: torch.Tensor, inverse: torch.Tensor, ra: RandAugment) -> torch.Tenso
     for i in (0, 1):  # written in place: stacking the two coordinates would cost a slow copy
         torch.add(c[:, i, 1] * ys + c[:, i, 2], c[:, i, 0] * xs, out=grid[..., i])
     fill = torch.tensor(ra.fill[: x.shape[1]], device=x.device, dtype=x.dtype).view(1, -1, 1, 1)
-    warped = F.grid_sample(x - fill, grid, mode=ra.interpolation, padding_mode="zeros", align_corners=True)
+    warped = F.grid_sample(x.sub_(fill), grid, mode=ra.interpolation, padding_mode="zeros", align_corners=True)
     return warped.add_(fill).clamp_(0, 1)
 
 
@@ -177,7 +178,7 @@ def _geometric(name: str) -> OpFn:
     def op(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
         kind = torch.full(level.shape, kind_index, device=x.device)
         amount = geometric_amount(kind, level, sign)
-        return warp(x, affine_matrices(kind, amount, *x.shape[-2:]), ra)
+        return warp_(x.clone(), affine_matrices(kind, amount, *x.shape[-2:]), ra)
 
     return op
 
@@ -207,6 +208,6 @@ def apply_op(name: str, x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor
     return OPS[name](x, level, sign, ra)
 
 
-def to_levels(x: torch.Tensor) -> torch.Tensor:
-    """Float images in [0, 1] (every op's output is) rounded to uint8 grey levels."""
-    return x.mul(255).round_().to(torch.uint8)
+def to_levels_(x: torch.Tensor) -> torch.Tensor:
+    """Float images in [0, 1] (every op's output is) rounded to uint8 grey levels; overwrites ``x``."""
+    return x.mul_(255).round_().to(torch.uint8)
