@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     image, batch = per_image_rates(args.images, args.repeats), per_batch_rates(args.batch, args.repeats, args.against)
     with tempfile.TemporaryDirectory() as tmp:
         loaders = loader_rates(shape, Path(tmp) / "loader", (0, args.train_workers))
-        e2e = None if args.no_train else measure(shape, Path(tmp) / "e2e")
+        e2e = None if args.no_train else dict(measure(shape, Path(tmp) / "e2e"))
     text = report(image, batch, loaders, e2e, args, load)
     print(text)
     if args.out:

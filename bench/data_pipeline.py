@@ -16,7 +16,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -196,18 +196,19 @@ def _with_side_stream(fn: Callable[[], float]) -> float:
             os.environ[SIDE_STREAM_ENV] = before
 
 
-def measure(shape: RunShape, root: Path, go_on: Callable[[str], bool] = lambda _: True) -> dict[str, float]:
-    """Every rate of the end-to-end comparison, on a folder and its shards written under ``root``; before each,
-    ``go_on(name)`` may stop the rest (a spent time budget). On CUDA the runs are timed also with the side stream."""
+def measure(shape: RunShape, root: Path, go_on: Callable[[str], bool] = lambda _: True) -> Iterator[tuple[str, float]]:
+    """Each rate of the end-to-end comparison as it is measured, on a folder and its shards written under
+    ``root``; before each, ``go_on(name)`` may stop the rest (a spent time budget). On CUDA the runs are
+    timed also with the side stream."""
     folder = jpeg_folder(root / "jpegs", shape.batch * shape.steps, shape.classes)
     shards = shards_of(folder, root / "shards", max(1, shape.batch * shape.steps // (2 * max(shape.workers, 1))))
     parts: dict[str, Callable[[], float]] = {
         "bare step": lambda: step_rate(shape),
+        "as run (folder)": lambda: as_run(shape, f"folder:{folder}", root / "run-folder"),
+        "as run (shards)": lambda: as_run(shape, shards, root / "run-shards"),
         "augmentation": lambda: augment_rate(shape, f"folder:{folder}"),
         "loading (folder)": lambda: loading_rate(shape, f"folder:{folder}"),
         "loading (shards)": lambda: loading_rate(shape, shards),
-        "as run (folder)": lambda: as_run(shape, f"folder:{folder}", root / "run-folder"),
-        "as run (shards)": lambda: as_run(shape, shards, root / "run-shards"),
     }
     if shape.device.type == "cuda":
         parts["as run (folder), side stream"] = lambda: _with_side_stream(
@@ -216,9 +217,7 @@ def measure(shape: RunShape, root: Path, go_on: Callable[[str], bool] = lambda _
         parts["as run (shards), side stream"] = lambda: _with_side_stream(
             lambda: as_run(shape, shards, root / "run-shards-side")
         )
-    rates: dict[str, float] = {}
     for name, measure_one in parts.items():
         if not go_on(name):
-            break
-        rates[name] = measure_one()
-    return rates
+            return
+        yield name, measure_one()

@@ -90,11 +90,12 @@ def data_rows(s: QuickSettings, budget: Budget, log: RowLog) -> None:
         workers=0 if cpu else min(16, os.cpu_count() or 1),  # no worker processes in the CPU smoke test
         side=image_side(s.model, s.tokens[0]),
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        rates = measure(shape, Path(tmp), lambda name: not _spent(budget, log, part, name))
     head = {"part": part, "model": s.model, "batch": shape.batch, "steps": shape.steps, "workers": shape.workers}
-    for name, rate in rates.items():
-        log.add({**head, "case": name, "images_per_s": rate})
-        budget.progress(f"{part}: {name}: {rate:.0f} img/s")
+    rates: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, rate in measure(shape, Path(tmp), lambda name: not _spent(budget, log, part, name)):
+            rates[name] = rate
+            log.add({**head, "case": name, "images_per_s": rate})  # written at once: a call cut short keeps it
+            budget.progress(f"{part}: {name}: {rate:.0f} img/s")
     if rates:
         log.add({**head, "case": "where the time goes", "summary": where_time_goes(rates)})

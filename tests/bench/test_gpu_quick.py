@@ -110,11 +110,11 @@ def test_the_quick_check_runs_every_part_on_the_cpu(tmp_path, capsys):
     data_cases = [r["case"] for r in by_part["data"]]
     assert data_cases == [
         "bare step",
+        "as run (folder)",
+        "as run (shards)",
         "augmentation",
         "loading (folder)",
         "loading (shards)",
-        "as run (folder)",
-        "as run (shards)",
         "where the time goes",
     ]
     assert all(r["images_per_s"] > 0 for r in by_part["data"][:-1])

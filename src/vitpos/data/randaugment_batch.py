@@ -1,13 +1,14 @@
 """One RandAugment layer on a whole uint8 batch, every image its own op, magnitude and sign.
 
-The 15 ops fall into four families, each run once per layer on the images that drew one of its
-ops, with their magnitudes as tensors: the eight ops that map each grey level of a channel to
-another (invert, posterize, solarize, solarize-add, brightness, and autocontrast, equalize and
-contrast, whose maps depend on the image's statistics) as one 256-entry lookup table per image and
-channel and a single gather; the five geometric ops as one affine warp with a matrix per image;
-colour and sharpness as one blend each. Between ops images stay uint8, as Pillow keeps them in
-timm. Each op's result equals its per-image definition in :mod:`.randaugment_ops` rounded to
-whole grey levels (tests compare them image by image).
+The 15 ops fall into five families, each run once per layer on the images that drew one of its
+ops, with their magnitudes as tensors: invert, posterize, solarize and solarize-add as exact
+integer arithmetic on the grey levels (three passes, each image its own mask, addend and
+threshold); brightness, autocontrast, equalize and contrast (whose maps depend on the image's
+statistics) as one 256-entry lookup table per image and channel and a single gather; the five
+geometric ops as one affine warp with a matrix per image; colour and sharpness as one blend each.
+Between ops images stay uint8, as Pillow keeps them in timm. Each op's result equals its per-image
+definition in :mod:`.randaugment_ops` rounded to whole grey levels (tests compare them image by
+image).
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from .randaugment_ops import (
     factor,
     geometric_amount,
     grey_mean,
+    posterize_mask,
+    solarize_add_amount,
+    solarize_threshold,
     stretch,
     to_levels_,
     warp_,
@@ -37,10 +41,10 @@ __all__ = ["NAMES", "LOOKUP", "apply_layer_", "lookup_tables", "equalize_tables"
 
 NAMES = tuple(OPS)
 """The ops in the order a draw indexes them."""
-POINTWISE = ("Invert", "Posterize", "Solarize", "SolarizeAdd", "Brightness")
-"""Ops whose output pixel depends on that pixel alone: their table is the op applied to every grey level."""
-LOOKUP = ("AutoContrast", "Equalize", "Contrast", *POINTWISE)
-"""Ops that are a table per image and channel."""
+INTEGER = ("Invert", "Posterize", "Solarize", "SolarizeAdd")
+"""Ops that are exact integer arithmetic on grey levels: one pass each, every image its own parameters."""
+LOOKUP = ("AutoContrast", "Equalize", "Contrast", "Brightness")
+"""Ops that are a table per image and channel (Brightness: the op applied to every grey level)."""
 
 Family = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, "RandAugment"], torch.Tensor]
 
@@ -74,12 +78,14 @@ def _table(name: str, x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, 
         out = stretch(ramp, _float(lo), _float(hi))
     elif name == "Contrast":
         out = blend(grey_mean(_float(x)).expand_as(ramp), ramp, factor(level, sign, ra))
-    else:
-        out = OPS[name](ramp, level, sign, ra)
+    else:  # Brightness
+        out = blend(torch.zeros_like(ramp), ramp, factor(level, sign, ra))
     return to_levels_(out).view(b, c, 256)
 
 
-def lookup_tables(x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment):
+def lookup_tables(
+    x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment
+) -> torch.Tensor:
     """The (B, C, 256) uint8 table of each image of ``x``, whose op ``NAMES[op]`` is one of :data:`LOOKUP`."""
     tables = torch.empty(*x.shape[:2], 256, dtype=torch.uint8, device=x.device)
     for name in LOOKUP:  # tables are tiny: only the statistics read the images
@@ -89,13 +95,35 @@ def lookup_tables(x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: 
     return tables
 
 
-def _lookup(x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment):
+def _lookup(
+    x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment
+) -> torch.Tensor:
     tables = lookup_tables(x, op, level, sign, ra)
     return tables.gather(2, x.flatten(2).long()).view_as(x)
 
 
+def _integer(
+    x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment
+) -> torch.Tensor:
+    """Invert, Posterize, Solarize and SolarizeAdd in uint8, each image its own (identity for the others)."""
+
+    def drew(name: str) -> torch.Tensor:
+        return op == NAMES.index(name)
+
+    mask = torch.where(drew("Posterize"), posterize_mask(level, ra), 255).to(torch.uint8)
+    add = torch.where(drew("SolarizeAdd"), solarize_add_amount(level), 0).to(torch.uint8)
+    threshold = torch.where(drew("Solarize"), solarize_threshold(level, ra), 256)
+    threshold = torch.where(drew("Invert"), 0, threshold).to(torch.int16)  # inverting: solarizing from 0
+    # arithmetic rather than torch.where, which is several times slower on uint8
+    out = x & mask.view(-1, 1, 1, 1)
+    out += (out < 128).to(torch.uint8).mul_(add.view(-1, 1, 1, 1))  # at most 127 + 110: no overflow
+    return out.bitwise_xor_((out >= threshold.view(-1, 1, 1, 1)).to(torch.uint8).mul_(255))  # 255 - v = v ^ 255
+
+
 def _one(name: str) -> Family:
-    def run(x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment):
+    def run(
+        x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment
+    ) -> torch.Tensor:
         return to_levels_(OPS[name](_float(x), level, sign, ra))
 
     return run
@@ -104,7 +132,9 @@ def _one(name: str) -> Family:
 _KIND = torch.tensor([GEOMETRIC.index(n) if n in GEOMETRIC else -1 for n in NAMES])
 
 
-def _geometric(x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment):
+def _geometric(
+    x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment
+) -> torch.Tensor:
     kind = _KIND.to(op.device)[op]
     inverse = affine_matrices(kind, geometric_amount(kind, level, sign), *x.shape[-2:])
     return to_levels_(warp_(_float(x), inverse, ra))
@@ -112,6 +142,7 @@ def _geometric(x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: tor
 
 _FAMILIES: tuple[tuple[tuple[str, ...], Family], ...] = (
     (LOOKUP, _lookup),
+    (INTEGER, _integer),
     (GEOMETRIC, _geometric),
     (("Color",), _one("Color")),
     (("Sharpness",), _one("Sharpness")),
@@ -127,4 +158,4 @@ def apply_layer_(x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: t
     for index, (_, run) in enumerate(_FAMILIES):
         rows = (family == index).nonzero().squeeze(1)
         if rows.numel():  # the families' images are disjoint, so each reads its images before any is written
-            x.index_copy_(0, rows, run(x.index_select(0, rows), op[rows], level[rows], sign[rows], ra))
+            x[rows] = run(x.index_select(0, rows), op[rows], level[rows], sign[rows], ra)

@@ -1,9 +1,10 @@
 """RandAugment's operations (timm's ``_RAND_TRANSFORMS``), each defined on float images in [0, 1].
 
 Every op takes a batch (B, C, H, W), one magnitude ``level`` (0..10) and one sign (+-1) per image,
-and computes Pillow's definition: kornia's ops (equalize, posterize, grayscale, affine warps) where
-they compute it, and Pillow's own blend formulas where kornia's differ (its brightness adds, its
-contrast does not blend with the mean, its saturation works in HSV). These are the per-image
+and computes Pillow's definition: kornia's ops (equalize, invert, solarize, grayscale) where they
+compute it, Pillow's own blend formulas where kornia's differ (its brightness adds, its contrast does
+not blend with the mean, its saturation works in HSV), Pillow's smoothing kernel for sharpness, and
+one bicubic (or bilinear) ``grid_sample`` per affine warp. These are the per-image
 definitions; :mod:`.randaugment_batch` applies them to a uint8 batch in a few batched kernels and
 is tested equal to them image by image.
 """
@@ -65,21 +66,39 @@ def _invert(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAu
     return kornia.enhance.invert(x)
 
 
-def _posterize(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+def posterize_bits(level: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+    """The high bits ``Posterize`` keeps per image: 4 down to 0 (increasing), else 4 up to 8."""
     bits = (level / MAX_LEVEL * 4).long()
-    bits = 4 - bits if ra.increasing else bits + 4  # bits kept: 4 down to 0, or 4 up to 8
-    keep = (x.mul(255).round().to(torch.uint8) & _per_image((256 - 2 ** (8 - bits)).to(torch.uint8))).float() / 255
-    return torch.where(_per_image(bits >= 8), x, keep)
+    return 4 - bits if ra.increasing else bits + 4
+
+
+def posterize_mask(level: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+    """The uint8 mask of the bits ``Posterize`` keeps per image."""
+    return (256 - 2 ** (8 - posterize_bits(level, ra))).to(torch.uint8)
+
+
+def solarize_threshold(level: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+    """The grey level from which ``Solarize`` inverts, per image (256: none)."""
+    threshold = (level / MAX_LEVEL * 256).long()
+    return 256 - threshold if ra.increasing else threshold
+
+
+def solarize_add_amount(level: torch.Tensor) -> torch.Tensor:
+    """The grey levels ``SolarizeAdd`` adds below level 128, per image."""
+    return (level / MAX_LEVEL * 110).long()
+
+
+def _posterize(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+    keep = (x.mul(255).round().to(torch.uint8) & _per_image(posterize_mask(level, ra))).float() / 255
+    return torch.where(_per_image(posterize_bits(level, ra) >= 8), x, keep)
 
 
 def _solarize(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
-    threshold = (level / MAX_LEVEL * 256).long()
-    threshold = 256 - threshold if ra.increasing else threshold
-    return kornia.enhance.solarize(x, threshold.to(x.dtype) / 255)
+    return kornia.enhance.solarize(x, solarize_threshold(level, ra).to(x.dtype) / 255)
 
 
 def _solarize_add(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
-    add = (level / MAX_LEVEL * 110).long().float() / 255
+    add = solarize_add_amount(level).float() / 255
     return torch.where(x < 128 / 255, (x + _per_image(add)).clamp(max=1.0), x)
 
 
