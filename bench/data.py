@@ -230,9 +230,11 @@ def report(image: Rates, batch: Rates, loaders: dict[int, float], e2e: dict[str,
         theirs = f"{DEIT}, {args.against}"
         cpu = _median(batch, DEIT) / _median(batch, theirs)
         wall = _median(batch, DEIT, True) / _median(batch, theirs, True)
+        paired = [a / b for a, b in zip(batch[DEIT][0], batch[theirs][0], strict=True)]
         lines += [
             f"The DeiT recipe's augmentation: ×{cpu:.2f} the images per CPU second of the tree in `{args.against}` "
-            f"(the same rounds; ×{wall:.2f} per wall second).",
+            f"(medians; round by round ×{statistics.median(paired):.2f}, {min(paired):.2f}–{max(paired):.2f}; "
+            f"×{wall:.2f} per wall second).",
             "",
         ]
     if e2e is not None:
