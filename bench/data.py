@@ -255,8 +255,8 @@ def report(image: Rates, batch: Rates, loaders: dict[int, float], e2e: dict[str,
         f"not measured here). At {draft:.0f} images per CPU second per worker, decode + crop needs **{workers} "
         "loading workers** (a core each), before the DataLoader's own cost of handing batches between processes. "
         "ImageNet's photographs have about half the pixels of these, so this errs high. The per-batch augmentation "
-        'runs on the training device; its cost on a GPU is part "data" of `python -m bench.gpu --quick`, and the '
-        "CPU figures above are no guide to it."
+        'runs on the training device; its cost on a GPU is part "augment" of `python -m bench.gpu --quick` (the '
+        'whole path part "data"), and the CPU figures above are no guide to it.'
     )
     return "\n".join(lines) + "\n"
 
