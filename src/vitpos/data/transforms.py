@@ -160,12 +160,11 @@ def random_erasing_(
     rows = erase.nonzero().squeeze(1)
     if not rows.numel():
         return images
-    top, left, bh, bw = (v[rows].view(-1, 1, 1, 1) for v in (top, left, bh, bw))
-    ys, xs = torch.arange(h, device=dev).view(1, 1, h, 1), torch.arange(w, device=dev).view(1, 1, 1, w)
-    inside = (ys >= top) & (ys < top + bh) & (xs >= left) & (xs < left + bw)
-    chosen = images[rows]
-    mask = inside.expand_as(chosen)
-    images[rows] = chosen.masked_scatter_(mask, torch.randn(int(mask.sum()), device=dev, dtype=images.dtype))
+    top, left, bh, bw = (v[rows].view(-1, 1, 1) for v in (top, left, bh, bw))
+    ys, xs = torch.arange(h, device=dev).view(1, h, 1), torch.arange(w, device=dev).view(1, 1, w)
+    inside = (ys >= top) & (ys < top + bh) & (xs >= left) & (xs < left + bw)  # k, H, W
+    which, y, x = inside.nonzero(as_tuple=True)
+    images[rows[which], :, y, x] = torch.randn(len(which), images.shape[1], device=dev, dtype=images.dtype)
     return images
 
 
