@@ -2,14 +2,15 @@
 ``--budget`` seconds (240 by default, leaving a minute of a five-minute call to start the machine
 and import torch), compiling and autotuning included.
 
-Five parts, each with a share of ``--budget`` seconds (:data:`SHARES`; time a part leaves goes to
+Six parts, each with a share of ``--budget`` seconds (:data:`SHARES`; time a part leaves goes to
 the later ones): (i) correctness of every bucketed encoding on every attention path
 (:mod:`bench.gpu_check`); (ii) bf16 training-step overhead over no PE, eager: every bucketed term
 on every path that computes it, first calls timed apart, the fastest marked (:mod:`bench.path_rows`;
 the rows of the CUDA policy's table they propose are printed last), then every other slot value
 with the path it took; (iii) compiled DeiT-S with iRPE ctx k against compiled timm
 DeiT-S; (iv) ``swin_tiny`` against timm's Swin-T; (v) the DeiT recipe's device-side
-augmentation in images/s beside the training step's (:mod:`bench.quick_parts`). A progress line
+augmentation in images/s beside the training step's; (vi) ``vitpos train --recipe deit`` as run on
+a JPEG folder and its shards against the bare step (:mod:`bench.quick_data`). A progress line
 with the time elapsed and left goes to stderr per row; every row goes to ``--json`` as soon as
 it is measured, so a call cut short still leaves its rows. Exit status 1 if a correctness row
 fails.
@@ -33,11 +34,12 @@ from .check_layers import CheckCase, check_cases
 from .gpu_check import PART as CORRECTNESS
 from .gpu_check import check_rows
 from .path_report import table_lines
+from .quick_data import augment_rows, data_rows
 from .quick_log import Budget, RowLog
-from .quick_parts import QuickSettings, augment_rows, compiled_rows, overhead_rows, swin_rows
+from .quick_parts import QuickSettings, compiled_rows, overhead_rows, swin_rows
 from .quick_report import write_section
 
-SHARES = {CORRECTNESS: 0.30, "overhead": 0.45, "compiled": 0.12, "swin": 0.07, "augment": 0.06}
+SHARES = {CORRECTNESS: 0.28, "overhead": 0.40, "compiled": 0.11, "swin": 0.06, "augment": 0.05, "data": 0.10}
 """Each part's share of the budget, in the order the parts run."""
 DEFAULT_JSON = Path("runs/bench/gpu_quick.json")
 
@@ -98,6 +100,7 @@ def run_quick(s: QuickSettings, path: Path, command: str, stream: TextIO | None 
         "compiled": lambda: compiled_rows(s, budget, log),
         "swin": lambda: swin_rows(s, budget, log),
         "augment": lambda: augment_rows(s, budget, log, rates),
+        "data": lambda: data_rows(s, budget, log),
     }
     for part, run in parts.items():
         if part not in chosen:

@@ -1,6 +1,6 @@
-"""Parts (ii) to (v) of ``python -m bench.gpu --quick``: training-step overheads (every bucketed term on
-every path, :mod:`bench.path_rows`), compiled and Swin models against timm's, and the device-side
-augmentation's rate; one JSON row per measurement.
+"""Parts (ii) to (iv) of ``python -m bench.gpu --quick``: training-step overheads (every bucketed term on
+every path, :mod:`bench.path_rows`), compiled and Swin models against timm's; one JSON row per
+measurement (parts (v) and (vi), the data pipeline's, are in :mod:`bench.quick_data`).
 
 Every timing is paired (:func:`bench.timing.paired_overheads`: the baseline timed between the rounds
 of the case) and synchronised; a row also names the attention path its model's calls took. A part
@@ -9,7 +9,6 @@ whose share of the time is spent writes one 'skipped' row saying how much it lef
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib.util
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ import vitpos
 from .cases import BASELINE, Case
 from .check_layers import CheckShape
 from .gpu_report import gpu_cases
-from .gpu_steps import bf16_step, peak_bytes, synchronize
+from .gpu_steps import bf16_step, peak_bytes
 from .path_rows import KINDS, path_rows
 from .quick_log import Budget, RowLog
 from .taken_path import recording
@@ -224,50 +223,4 @@ def swin_rows(s: QuickSettings, budget: Budget, log: RowLog) -> None:
     row |= _paired(s, steps, f"timm {theirs}", s.batch)
     log.add(row)
     budget.progress(f"{part}: vitpos {ours} ({taken.label}) against timm {theirs}: {row['overhead']:+.1%}")
-    return None
-
-
-def augment_rows(s: QuickSettings, budget: Budget, log: RowLog, train_rates: dict[int, float]) -> None:
-    """Part (v): the DeiT recipe's device-side augmentation (RandAugment, normalisation, erasing,
-    mixup / cutmix) in images/s, beside the no-PE training step's rate at the first token count."""
-    from vitpos.data.dataset import DataInfo
-    from vitpos.engine.config import TrainConfig
-    from vitpos.engine.pipeline import build_augment
-    from vitpos.engine.recipes import get_recipe
-
-    part, tokens = "augment", s.tokens[0]
-    if _spent(budget, log, part, "the DeiT recipe's augmentation"):
-        return
-    recipe = TrainConfig.from_dict(dict(get_recipe("deit").train))
-    info = DataInfo("bench", "classification", classes=tuple(str(i) for i in range(1000)), photographic=True)
-    try:
-        augment = build_augment(recipe, info)
-    except ImportError as err:  # RandAugment is built from kornia's operations
-        return _skip(log, budget, part, "the DeiT recipe's augmentation", f"{err} (pip install kornia)")
-    augment = dataclasses.replace(augment, crop_scale=None, hflip=0.0)  # done per image, in the workers
-    side = image_side(s.model, tokens)
-    images = torch.randint(0, 256, (s.batch, 3, side, side), dtype=torch.uint8, device=s.device)
-    labels = torch.randint(0, 1000, (s.batch,), device=s.device)
-
-    def run() -> None:
-        augment(images, labels)
-        synchronize(s.device)
-
-    rate = interleaved_throughput({"augment": run}, s.batch, warmup=1, repeats=s.repeats, iters=s.iters)["augment"]
-    recipe_text = (
-        f"DeiT recipe: RandAugment {recipe.randaugment}, erasing {recipe.random_erasing}, "
-        f"mixup {recipe.mixup} / cutmix {recipe.cutmix}, normalisation"
-    )
-    row: dict[str, Any] = {"part": part, "case": recipe_text}
-    row |= {"side": side, "batch": s.batch, "images_per_s": rate.median, "low": rate.low, "high": rate.high}
-    row |= {
-        "train_step_images_per_s": train_rates.get(tokens),
-        "train_step": f"{s.model} {BASELINE.label}, {tokens} tokens",
-    }
-    log.add(row)
-    train = train_rates.get(tokens)
-    budget.progress(
-        f"{part}: {rate.median:.0f} img/s; training step: "
-        + ("not measured" if train is None else f"{train:.0f} img/s")
-    )
     return None

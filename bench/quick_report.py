@@ -131,6 +131,11 @@ def render(data: dict[str, Any]) -> str:
         train = r.get("train_step_images_per_s")
         beside = f"; the training step ({r['train_step']}): {train:.1f} img/s" if train else ""
         lines += ["### Device-side augmentation", "", f"- {r['case']}: {r['images_per_s']:.1f} img/s{beside}", ""]
+    data = part("data")
+    if data:
+        rates = [f"- {r['case']}: {r['images_per_s']:.1f} img/s" for r in data if "images_per_s" in r]
+        lines += ["### The DeiT recipe end to end (folder and shards)", "", *rates]
+        lines += [*(r["summary"] for r in data if "summary" in r), ""]
     left_out = [
         f"- {r['part']}: " + (f"skipped {r['skipped']}: {r['reason']}" if "skipped" in r else f"failed: {r['error']}")
         for r in rows

@@ -117,6 +117,18 @@ def test_the_quick_check_runs_every_part_on_the_cpu(tmp_path, capsys):
     assert swin["skipped"] and "timm" in swin["reason"]
     (augment,) = by_part["augment"]
     assert augment["images_per_s"] > 0 and augment["train_step_images_per_s"] == overhead[0]["images_per_s"]
+    data_cases = [r["case"] for r in by_part["data"]]
+    assert data_cases == [
+        "bare step",
+        "as run (folder)",
+        "as run (shards)",
+        "augmentation",
+        "loading (folder)",
+        "loading (shards)",
+        "where the time goes",
+    ]
+    assert all(r["images_per_s"] > 0 for r in by_part["data"][:-1])
+    assert "% of the bare step" in by_part["data"][-1]["summary"]
     out = capsys.readouterr()
     assert f"correctness: {2 * len(plan()) * 2} calls checked, 0 failed" in out.out
     assert "s left] overhead: 4 tokens, iRPE ctx k · stored: " in out.err
@@ -125,7 +137,7 @@ def test_the_quick_check_runs_every_part_on_the_cpu(tmp_path, capsys):
     assert text.startswith("# Benchmarks\n\n## GPU quick check\n\n- Device: CPU") and text.endswith(
         "## Later\n\nkept\n"
     )
-    assert "old" not in text and "cut short" not in text
+    assert "\nold\n" not in text and "cut short" not in text
     assert "| policy | float32 | 4 | 0 |" in text and "| flex | float32 | 4 | 0 |" in text
     assert "| 4 | 2 | learned | sdpa |" in text
     assert {"| 4 | 2 | iRPE ctx k | stored | yes |", "| 4 | 2 | iRPE ctx k | **stored** (fastest) | yes |"} & {
@@ -133,13 +145,14 @@ def test_the_quick_check_runs_every_part_on_the_cpu(tmp_path, capsys):
     }
     assert '- `("values", "bfloat16", "short"): "' in text
     assert "- swin: skipped swin_tiny against timm swin_tiny_patch4_window7_224: timm does not import here" in text
+    assert "### The DeiT recipe end to end (folder and shards)" in text and "Where the time goes: as run" in text
 
 
 def test_a_spent_budget_skips_every_part_and_says_so(tmp_path, capsys):
     path = tmp_path / "quick.json"
     assert gpu.main([*TINY_ARGS, "--budget", "0", "--json", str(path)]) == 0
     rows = rows_of(path)["rows"]
-    assert [r["part"] for r in rows] == ["correctness", "overhead", "compiled", "swin", "augment"]
+    assert [r["part"] for r in rows] == ["correctness", "overhead", "compiled", "swin", "augment", "data"]
     assert all("skipped" in r for r in rows)
     assert rows[0]["skipped"] == len(check_cases()) * len(plan())
     assert "correctness: time spent" in capsys.readouterr().err
@@ -179,7 +192,7 @@ def test_a_run_cut_short_keeps_the_rows_measured_before(tmp_path, monkeypatch):
         (["--model-args", "depth"], "--model-args takes key=value pairs"),
         (["--check-side", "5", "--check-window", "2"], "must be a multiple of Swin's window"),
         (["--check-cases", "nope"], "unknown check case 'nope'; valid cases: irpe:euclidean:bias:qk"),
-        (["--parts", "swin,nope"], "unknown part 'nope'; parts: correctness, overhead, compiled, swin, augment"),
+        (["--parts", "swin,nope"], "unknown part 'nope'; parts: correctness, overhead, compiled, swin, augment, data"),
     ],
 )
 def test_bad_quick_options_name_what_to_change(args, message, capsys, tmp_path):

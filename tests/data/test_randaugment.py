@@ -1,11 +1,14 @@
 """RandAugment's ops against their definition: the Pillow calls timm's RandAugment makes, on a small image."""
 
+import kornia
 import numpy as np
 import pytest
 import torch
 from PIL import Image, ImageEnhance, ImageOps
 
 from vitpos.data.randaugment import OPS, RandAugment, apply_op
+from vitpos.data.randaugment_batch import NAMES, apply_layer_, equalize_tables
+from vitpos.data.randaugment_ops import to_levels_
 
 FILL = (0.5, 0.25, 0.75)
 FILL_RGB = tuple(round(255 * f) for f in FILL)
@@ -110,3 +113,54 @@ def test_every_op_runs_on_grey_images():
     for name in OPS:
         out = apply_op(name, x, torch.full((3,), 9.0), torch.tensor([1.0, -1.0, 1.0]), ra)
         assert out.shape == x.shape and out.min() >= 0 and out.max() <= 1, name
+
+
+def _reference(x, op, level, sign, ra):
+    """Each image alone through each layer's op definition (floats), rounded to grey levels between ops."""
+    out = x.clone()
+    for i in range(x.shape[0]):
+        for layer in range(op.shape[0]):
+            k = int(op[layer, i])
+            if k >= 0:
+                one = apply_op(
+                    NAMES[k], out[i : i + 1].float() / 255, level[layer, i : i + 1], sign[layer, i : i + 1], ra
+                )
+                out[i] = to_levels_(one)[0]
+    return out
+
+
+@pytest.mark.parametrize("increasing", [True, False])
+def test_batched_layers_equal_each_image_alone(increasing):
+    g = torch.Generator().manual_seed(int(increasing))
+    images = [_photo(18, 22, seed) for seed in range(4)]
+    x = torch.from_numpy(np.stack(images * 15)).permute(0, 3, 1, 2).contiguous()  # 60 images
+    b = x.shape[0]
+    op = torch.stack([torch.randperm(b, generator=g) % len(NAMES), torch.randint(-1, len(NAMES), (b,), generator=g)])
+    level = torch.rand(2, b, generator=g) * 10
+    sign = torch.where(torch.rand(2, b, generator=g) < 0.5, -1.0, 1.0)
+    ra = RandAugment(fill=FILL, increasing=increasing)
+    got = x.clone()
+    for layer in range(2):
+        apply_layer_(got, op[layer], level[layer], sign[layer], ra)
+    assert torch.equal(got, _reference(x, op, level, sign, ra))
+    assert (got != x).flatten(1).any(1).float().mean() > 0.8
+
+
+def test_equalize_tables_equal_kornias_equalize():
+    x = torch.from_numpy(np.stack([_photo(20, 24, s) for s in range(3)])).permute(0, 3, 1, 2).contiguous()
+    x[1, 2] = 77  # a flat channel: left as it is
+    x[2, 0, :10] = 255  # a channel half at one level
+    tables = equalize_tables(x)
+    got = tables.gather(2, x.flatten(2).long()).view_as(x)
+    want = to_levels_(kornia.enhance.equalize(x.float() / 255))
+    assert torch.equal(got, want) and torch.equal(got[1, 2], x[1, 2])
+
+
+def test_randaugment_keeps_uint8_and_rounds_floats():
+    x = torch.from_numpy(_photo(16, 16)).permute(2, 0, 1)[None].repeat(8, 1, 1, 1)
+    ra = RandAugment.from_spec("rand-m9-mstd0.5-inc1")
+    torch.manual_seed(1)
+    a = ra(x)
+    torch.manual_seed(1)
+    b = ra(x.float() / 255)
+    assert a.dtype == torch.uint8 and b.dtype == torch.float32 and torch.equal(a.float() / 255, b)

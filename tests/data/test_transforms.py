@@ -6,10 +6,10 @@ import torch.nn.functional as F
 
 from vitpos.data.transforms import (
     Augment,
-    cutmix,
-    mixup,
+    cutmix_,
+    mixup_,
     normalize,
-    random_erasing,
+    random_erasing_,
     random_hflip,
     random_resized_crop,
     resize,
@@ -72,6 +72,16 @@ def test_normalize_per_channel():
     assert torch.allclose(out[0, 0], torch.full((3, 3), 2.0)) and torch.allclose(out[0, 1], torch.zeros(3, 3))
 
 
+def test_normalize_scales_uint8_in_the_same_pass():
+    x = torch.randint(0, 256, (2, 3, 5, 4), dtype=torch.uint8)
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    out = normalize(x, mean, std)
+    want = (x.double() / 255 - torch.tensor(mean, dtype=torch.float64).view(1, 3, 1, 1)) / torch.tensor(
+        std, dtype=torch.float64
+    ).view(1, 3, 1, 1)
+    assert out.dtype == torch.float32 and torch.allclose(out.double(), want, atol=1e-5)
+
+
 def test_label_smoothing_matches_torch():
     logits, labels = torch.randn(6, 5), torch.randint(5, (6,))
     soft = smooth_one_hot(labels, 5, 0.1)
@@ -81,7 +91,8 @@ def test_label_smoothing_matches_torch():
 
 def test_mixup_blends_with_the_mirrored_batch():
     x, t = torch.rand(4, 3, 8, 8), smooth_one_hot(torch.tensor([0, 1, 2, 3]), 4)
-    mixed, targets, lam = mixup(x, t, alpha=0.4)
+    mixed, targets = x.clone(), t.clone()
+    lam = mixup_(mixed, targets, alpha=0.4)
     assert torch.allclose(mixed, lam * x + (1 - lam) * x.flip(0))
     assert torch.allclose(targets[:, 0], torch.tensor([lam, 0, 0, 1 - lam]))
     assert torch.allclose(targets.sum(-1), torch.ones(4))
@@ -91,9 +102,12 @@ def test_cutmix_target_weight_is_the_pasted_area():
     x = torch.arange(4.0).view(4, 1, 1, 1).expand(4, 3, 16, 16).clone()  # constant, distinct images
     t = smooth_one_hot(torch.arange(4), 4)
     for _ in range(5):
-        mixed, targets, lam = cutmix(x, t, alpha=1.0)
+        mixed, targets = x.clone(), t.clone()
+        lam = cutmix_(mixed, targets, alpha=1.0)
         pasted = (mixed[0, 0] == 3.0).float().mean().item()
         assert pasted == pytest.approx(1 - lam)
+        # sample i holds its own pixels outside one box and sample 3 - i's inside it
+        assert torch.equal(mixed[3, 0] == 0.0, mixed[0, 0] == 3.0) and ((mixed[0] == 0) | (mixed[0] == 3)).all()
         assert targets[0, 0].item() == pytest.approx(lam) and targets[0, 3].item() == pytest.approx(1 - lam)
 
 
@@ -109,7 +123,7 @@ def test_augment_without_mixing_keeps_hard_labels():
 def test_random_erasing_fills_one_box_per_image_with_noise():
     torch.manual_seed(0)
     x = torch.zeros(400, 3, 20, 30)
-    out = random_erasing(x, p=1.0)
+    out = random_erasing_(x.clone(), p=1.0)
     erased = out[:, 0] != 0
     area = erased.float().mean(dim=(1, 2))
     assert (area > 0).float().mean() > 0.9  # nearly every draw finds a box that fits in ten tries
@@ -119,8 +133,8 @@ def test_random_erasing_fills_one_box_per_image_with_noise():
     assert torch.equal((rows * cols)[hit], erased.sum(dim=(1, 2))[hit])  # one axis-aligned box
     noise = out[erased.unsqueeze(1).expand_as(out)]
     assert torch.equal(out[:, 1] != 0, erased) and 0.95 < noise.std() < 1.05  # every channel, normal noise
-    assert torch.equal(random_erasing(x, p=0.0), x)
-    kept = random_erasing(x, p=0.25)
+    assert torch.equal(random_erasing_(x.clone(), p=0.0), x)
+    kept = random_erasing_(x.clone(), p=0.25)
     assert 0.15 < (kept != 0).flatten(1).any(1).float().mean() < 0.35
 
 

@@ -21,9 +21,9 @@ __all__ = [
     "normalize",
     "random_resized_crop",
     "random_hflip",
-    "mixup",
-    "cutmix",
-    "random_erasing",
+    "mixup_",
+    "cutmix_",
+    "random_erasing_",
     "smooth_one_hot",
     "soft_cross_entropy",
     "Augment",
@@ -48,10 +48,12 @@ def resize(images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
 
 
 def normalize(images: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ...]) -> torch.Tensor:
-    """(x - mean) / std per channel."""
-    mean_t = torch.tensor(mean, device=images.device, dtype=images.dtype).view(1, -1, 1, 1)
-    std_t = torch.tensor(std, device=images.device, dtype=images.dtype).view(1, -1, 1, 1)
-    return (images - mean_t) / std_t
+    """(x - mean) / std per channel, as a new float tensor; uint8 images are scaled to [0, 1] in the same step."""
+    scale = 1.0 / 255.0 if images.dtype == torch.uint8 else 1.0
+    out = images.float() if images.dtype == torch.uint8 else images.clone()
+    gain = torch.tensor([scale / s for s in std], device=images.device, dtype=out.dtype).view(1, -1, 1, 1)
+    shift = torch.tensor([-m / s for m, s in zip(mean, std, strict=True)], device=images.device, dtype=out.dtype)
+    return torch.addcmul(shift.view(1, -1, 1, 1), out, gain, out=out)
 
 
 def random_resized_crop(
@@ -99,15 +101,22 @@ def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Ten
     return -(targets * logits.float().log_softmax(dim=-1)).sum(dim=-1).mean()
 
 
-def mixup(images: torch.Tensor, targets: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """Blend each sample with its mirror in the batch: lam * x + (1 - lam) * x[::-1] (Zhang et al. 2018)."""
+def mixup_(images: torch.Tensor, targets: torch.Tensor, alpha: float) -> float:
+    """In place: blend each sample with its mirror in the batch, lam * x + (1 - lam) * x[::-1] (Zhang et al.
+    2018), and the targets alike; returns lam."""
     lam = float(torch.distributions.Beta(alpha, alpha).sample())
-    mixed = images.mul(lam).add_(images.flip(0), alpha=1.0 - lam)
-    return mixed, targets.mul(lam).add_(targets.flip(0), alpha=1.0 - lam), lam
+    half = images.shape[0] // 2  # a middle sample of an odd batch is its own mirror
+    first, last = images[:half], images[images.shape[0] - half :]
+    first_mirror, last_mirror = last.flip(0), first.flip(0)  # copies of half the batch each
+    first.lerp_(first_mirror, 1.0 - lam)
+    last.lerp_(last_mirror, 1.0 - lam)
+    targets.lerp_(targets.flip(0), 1.0 - lam)
+    return lam
 
 
-def cutmix(images: torch.Tensor, targets: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """Paste a box from each sample's mirror in the batch; targets mix by pasted area (Yun et al. 2019)."""
+def cutmix_(images: torch.Tensor, targets: torch.Tensor, alpha: float) -> float:
+    """In place: paste a box from each sample's mirror in the batch; targets mix by pasted area (Yun et al.
+    2019); returns the weight lam of each sample's own target."""
     lam = float(torch.distributions.Beta(alpha, alpha).sample())
     h, w = images.shape[-2:]
     cut = math.sqrt(1.0 - lam)
@@ -115,24 +124,27 @@ def cutmix(images: torch.Tensor, targets: torch.Tensor, alpha: float) -> tuple[t
     cy, cx = int(torch.randint(h, ())), int(torch.randint(w, ()))
     y0, y1 = max(cy - ch // 2, 0), min(cy + ch - ch // 2, h)
     x0, x1 = max(cx - cw // 2, 0), min(cx + cw - cw // 2, w)
-    mixed = images.clone()
-    mixed[..., y0:y1, x0:x1] = images.flip(0)[..., y0:y1, x0:x1]
+    box = images[..., y0:y1, x0:x1]
+    box.copy_(box.flip(0))  # flip copies the boxes before any is overwritten
     lam = 1.0 - (y1 - y0) * (x1 - x0) / (h * w)  # the box may have been clipped at the border
-    return mixed, targets.mul(lam).add_(targets.flip(0), alpha=1.0 - lam), lam
+    targets.lerp_(targets.flip(0), 1.0 - lam)
+    return lam
 
 
-def random_erasing(
+def random_erasing_(
     images: torch.Tensor,
     p: float,
     area: tuple[float, float] = (0.02, 1 / 3),
     ratio: tuple[float, float] = (0.3, 1 / 0.3),
     attempts: int = 10,
 ) -> torch.Tensor:
-    """Erase one box per image with probability ``p``, filled with per-pixel normal noise (Zhong et al. 2020).
+    """In place: erase one box per image with probability ``p``, filled with per-pixel normal noise (Zhong et
+    al. 2020); returns ``images``.
 
     timm's ``RandomErasing(mode="pixel")`` as DeiT uses it on normalised images: up to ``attempts``
     draws of an area fraction in ``area`` and a log-uniform aspect in ``ratio``; the first box that
-    fits strictly inside the image is erased, and none if none fits.
+    fits strictly inside the image is erased, and none if none fits. Noise is drawn only for the
+    erased pixels.
     """
     b, _, h, w = images.shape
     dev = images.device
@@ -145,11 +157,15 @@ def random_erasing(
     erase = fits.any(dim=1) & (torch.rand(b, device=dev) < p)
     top = (torch.rand(b, device=dev) * (h - bh + 1)).floor()
     left = (torch.rand(b, device=dev) * (w - bw + 1)).floor()
+    rows = erase.nonzero().squeeze(1)
+    if not rows.numel():
+        return images
+    top, left, bh, bw = (v[rows].view(-1, 1, 1) for v in (top, left, bh, bw))
     ys, xs = torch.arange(h, device=dev).view(1, h, 1), torch.arange(w, device=dev).view(1, 1, w)
-    inside = (ys >= top.view(-1, 1, 1)) & (ys < (top + bh).view(-1, 1, 1))
-    inside = inside & (xs >= left.view(-1, 1, 1)) & (xs < (left + bw).view(-1, 1, 1))
-    mask = (inside & erase.view(-1, 1, 1)).unsqueeze(1)
-    return torch.where(mask, torch.randn_like(images), images)
+    inside = (ys >= top) & (ys < top + bh) & (xs >= left) & (xs < left + bw)  # k, H, W
+    which, y, x = inside.nonzero(as_tuple=True)
+    images[rows[which], :, y, x] = torch.randn(len(which), images.shape[1], device=dev, dtype=images.dtype)
+    return images
 
 
 @dataclass
@@ -158,7 +174,8 @@ class Augment:
 
     Called with uint8 images on the device and hard labels (or regression targets); returns
     float images and either the targets unchanged or soft class targets when mixing or
-    smoothing labels.
+    smoothing labels. Runs without autograd; images stay uint8 until normalised, and erasing and
+    mixing then work in place on the normalised copy.
     """
 
     mean: tuple[float, ...]
@@ -172,7 +189,7 @@ class Augment:
     cutmix_alpha: float = 0.0
     label_smoothing: float = 0.0
     randaugment: Callable[[torch.Tensor], torch.Tensor] | None = None
-    """RandAugment on float images in [0, 1] (:class:`~.randaugment.RandAugment`)."""
+    """RandAugment on uint8 images (or floats in [0, 1]) (:class:`~.randaugment.RandAugment`)."""
     erasing: float = 0.0
     """Random-erasing probability per image."""
     mixup_switch: float = 0.5
@@ -183,21 +200,22 @@ class Augment:
         """Whether targets come out soft (mixup or cutmix on)."""
         return self.mixup_alpha > 0 or self.cutmix_alpha > 0
 
+    @torch.no_grad()
     def __call__(self, images: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x = to_float(images)
+        x = images
         if self.crop_scale is not None:
-            x = random_resized_crop(x, (x.shape[-2], x.shape[-1]), scale=(self.crop_scale, 1.0))
+            x = random_resized_crop(to_float(x), (x.shape[-2], x.shape[-1]), scale=(self.crop_scale, 1.0))
         if self.hflip > 0:
             x = random_hflip(x, self.hflip)
         if self.randaugment is not None:
-            x = self.randaugment(x)
-        x = normalize(x, self.mean, self.std)
+            x = self.randaugment(x)  # uint8 stays uint8
+        x = normalize(x, self.mean, self.std)  # a new float tensor: the steps below work in place
         if self.erasing > 0:
-            x = random_erasing(x, self.erasing)
+            random_erasing_(x, self.erasing)
         if not self.mixes:
             return x, targets
         soft = smooth_one_hot(targets, self.num_classes, self.label_smoothing)
         # with both on, pick one per batch (DeiT / timm: cutmix with probability 0.5)
         use_cutmix = self.cutmix_alpha > 0 and (self.mixup_alpha <= 0 or bool(torch.rand(()) < self.mixup_switch))
-        x, soft, _ = cutmix(x, soft, self.cutmix_alpha) if use_cutmix else mixup(x, soft, self.mixup_alpha)
+        cutmix_(x, soft, self.cutmix_alpha) if use_cutmix else mixup_(x, soft, self.mixup_alpha)
         return x, soft

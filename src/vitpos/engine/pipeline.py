@@ -3,7 +3,8 @@
 Sources that hand out single images (image folders, CIFAR, digits: ``ImageDataset.per_image``)
 are cropped and flipped image by image from the *whole* image in the workers
 (:class:`~vitpos.data.crops.TrainCrop`); RandAugment, normalisation, random erasing and
-mixup / cutmix then run batched on the training device (:class:`~vitpos.data.transforms.Augment`).
+mixup / cutmix then run batched on the training device (:class:`~vitpos.data.transforms.Augment`),
+the next batch's while the current one trains (:class:`~.prefetch.DeviceBatches`).
 WebDataset shards are streamed (:class:`~vitpos.data.shard_stream.ShardStream`).
 Sources that draw whole batches (the synthetic tasks, dense tasks) keep the batched path at the
 model size; dense tasks' images keep their own sizes, padded per batch to a multiple of the model's
@@ -14,7 +15,7 @@ stride (:mod:`~vitpos.data.padded`). Evaluation of photographs from files uses `
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -29,6 +30,7 @@ from ..data.transforms import Augment
 from ..data.views import AugmentedViews
 from .config import TrainConfig
 from .distributed import Dist, epoch_batches, steps_per_epoch
+from .prefetch import DeviceBatches
 from .sampling import rank_batches
 
 __all__ = ["build_augment", "TrainData", "eval_split", "for_evaluation"]
@@ -130,3 +132,17 @@ class TrainData:
         keys = rank_batches(len(self.split), cfg.batch_size, cfg.seed, epoch, self.ctx, cfg.repeated_aug)
         views = AugmentedViews(self.split, self.crop, cfg.seed, epoch)
         return iterate_batches(views, keys[start:], cfg.workers, pin_memory=pin)
+
+    def device_batches(
+        self,
+        epoch: int,
+        start: int,
+        device: torch.device,
+        seed_of: Callable[[int], int],
+        report: Callable[[str], None] | None = None,
+    ) -> DeviceBatches:
+        """:meth:`batches` augmented on ``device`` (:class:`~.prefetch.DeviceBatches`), the next one
+        prepared while the current one trains; ``seed_of(k)`` seeds the augmentation of the k-th."""
+        n = self.cfg.workers
+        source = f"{n} loading worker{'s' if n > 1 else ''}" if n else "the main process (--workers 0)"
+        return DeviceBatches(self.batches(epoch, start), self.augment, device, seed_of, report, source)

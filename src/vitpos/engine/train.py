@@ -326,10 +326,8 @@ class _Trainer:
         bar = self.bar
         bar.set_description(f"epoch {self.epoch + 1}/{cfg.epochs}", refresh=False)
         began, first = time.perf_counter(), self.batch
-        for images, targets in self.train_data.batches(self.epoch, self.batch):
-            torch.manual_seed(step_seed(cfg.seed, self.step, ctx.rank))
-            images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
-            x, y = self.augment(images, targets)
+        seed_of = lambda k, step=self.step: step_seed(cfg.seed, step + k, ctx.rank)  # noqa: E731
+        for x, y, targets in self.train_data.device_batches(self.epoch, self.batch, device, seed_of, self._log):
             x, padding = model_inputs(x.to(dtype), y)
             lr = self.schedule.apply(self.optimizer, self.step)
             with self.precision.autocast():
