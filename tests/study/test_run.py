@@ -134,19 +134,37 @@ def test_missing_families_are_skipped_and_named(tmp_path):
 
 def test_stacked_ensembles_give_the_results_of_one_model_at_a_time(tmp_path):
     """Seeds and tasks of a family train as one ensemble, iRPE's included (its attention takes the explicit
-    path under vmap), and end where training them one at a time ends."""
-    config = tiny(families=(parse_family("sincos2d"), parse_family("irpe_product")), seeds=2, efficiency_sizes=())
+    path under vmap), its learning-rate trials too (one stack per family, each member at its rate), and
+    end where training them one at a time ends."""
+    config = tiny(
+        families=(parse_family("sincos2d"), parse_family("irpe_product")),
+        seeds=2,
+        efficiency_sizes=(),
+        lr_grid=(2e-3, 5e-3),
+    )
     logs = []
     run_study(config, tmp_path / "stacked", ensemble=True, log=logs.append)
     run_study(config, tmp_path / "alone", ensemble=False, log=lambda _: None)
     assert not any("one model at a time" in line for line in logs)
-    assert "16 training runs: 0 already done, 16 to go in 6 jobs" in logs[0]  # one ensemble per family and training
+    assert (
+        "16 training runs: 0 already done, 16 to go in 2 jobs" in logs[0]
+    )  # one ensemble per family: all seeds, tasks
     stacked, alone = (
         json.loads((tmp_path / name / "results.json").read_text())["cells"] for name in ("stacked", "alone")
     )
     for a, b in zip(stacked, alone, strict=True):
         assert (a["family"], a["task"], a["seed"]) == (b["family"], b["task"], b["seed"])
         assert a["test"] == pytest.approx(b["test"], abs=1e-5)
+    trials = [json.loads((tmp_path / name / "rates.json").read_text()) for name in ("stacked", "alone")]
+    for key, tasks in trials[1].items():
+        for task, entry in tasks.items():
+            if task != "family":
+                for lr, ref in entry["trials"].items():
+                    got = trials[0][key][task]["trials"][lr]
+                    assert got["steps"] == ref["steps"] and got["val"] == pytest.approx(ref["val"], abs=1e-5)
+    assert (
+        len([line for line in logs if line.startswith("  rate trial")]) == 2 * 3 * 2
+    )  # families, training tasks, rates
 
 
 def test_pyramid_families_end_to_end(tmp_path):

@@ -58,11 +58,11 @@ def stacked_families(
 
 
 def projection(seconds_per_run: float, jobs: int, workers: int) -> str:
-    """The log line that projects the wall time of ``jobs`` from the learning-rate trials' pace."""
+    """The log line that projects the wall time of ``jobs`` from the learning-rate trials' pace per job."""
     minutes = seconds_per_run * jobs / max(1, min(workers, jobs)) / 60
     return (
         f"projected wall time: ~{minutes:.1f} min for {jobs} jobs, {workers} at a time (the rate trials took "
-        f"{seconds_per_run:.1f} s per run; a stacked ensemble counted as one run, measurements beyond the "
+        f"{seconds_per_run:.1f} s per job, a stacked ensemble being one job; measurements beyond the "
         "validation metric not counted)"
     )
 
@@ -133,7 +133,7 @@ def run_study(
     if device == "cpu":
         torch.set_num_threads(1)
     try:
-        rates, per_run = runnable.choose_rates(folder, device, workers, log) if todo else ({}, None)
+        rates, per_run = runnable.choose_rates(folder, device, workers, log, frozenset(stacked)) if todo else ({}, None)
         if per_run is not None and jobs:
             log(projection(per_run, len(jobs) + len(schedule.to_pretrain), workers))
         run_jobs(schedule, families, runnable, folder, device, rates, stacked, workers, finished, log)
