@@ -2,12 +2,14 @@
 ``--budget`` seconds (240 by default, leaving a minute of a five-minute call to start the machine
 and import torch), compiling and autotuning included.
 
-Five parts, each with a share of ``--budget`` seconds (:data:`SHARES`; time a part leaves goes to
+Six parts, each with a share of ``--budget`` seconds (:data:`SHARES`; time a part leaves goes to
 the later ones): (i) correctness of every bucketed encoding on every attention path
 (:mod:`bench.gpu_check`); (ii) bf16 training-step overhead of every slot value over no PE,
 eager, with the path each took; (iii) compiled DeiT-S with iRPE ctx k against compiled timm
 DeiT-S; (iv) ``swin_tiny`` against timm's Swin-T; (v) the DeiT recipe's device-side
-augmentation in images/s beside the training step's (:mod:`bench.quick_parts`). A progress line
+augmentation in images/s beside the training step's (:mod:`bench.quick_parts`); (vi) the study's
+stacked ensembles: member steps/s, stacks in flight, the projected study times, the compiled step
+(:mod:`bench.quick_ensemble`). A progress line
 with the time elapsed and left goes to stderr per row; every row goes to ``--json`` as soon as
 it is measured, so a call cut short still leaves its rows. Exit status 1 if a correctness row
 fails.
@@ -30,11 +32,12 @@ import torch
 from .check_layers import CheckCase, check_cases
 from .gpu_check import PART as CORRECTNESS
 from .gpu_check import check_rows
+from .quick_ensemble import ensemble_rows
 from .quick_log import Budget, RowLog
 from .quick_parts import QuickSettings, augment_rows, compiled_rows, overhead_rows, swin_rows
 from .quick_report import write_section
 
-SHARES = {CORRECTNESS: 0.40, "overhead": 0.30, "compiled": 0.15, "swin": 0.08, "augment": 0.07}
+SHARES = {CORRECTNESS: 0.40, "overhead": 0.30, "compiled": 0.15, "swin": 0.08, "augment": 0.07, "ensemble": 0.25}
 """Each part's share of the budget, in the order the parts run."""
 DEFAULT_JSON = Path("runs/bench/gpu_quick.json")
 
@@ -95,6 +98,7 @@ def run_quick(s: QuickSettings, path: Path, command: str, stream: TextIO | None 
         "compiled": lambda: compiled_rows(s, budget, log),
         "swin": lambda: swin_rows(s, budget, log),
         "augment": lambda: augment_rows(s, budget, log, rates),
+        "ensemble": lambda: ensemble_rows(s, budget, log, s.ensemble_members),
     }
     for part, run in parts.items():
         if part not in chosen:
