@@ -36,7 +36,7 @@ from torch import nn
 from torch.func import functional_call
 
 from ..config import HostConfig
-from ..data.dataset import DataSplits, ImageDataset
+from ..data.dataset import DataSplits, ImageDataset, TensorImages
 from ..models.factory import create_model
 from ..models.saved_encoding import load_position_encoding
 from ..tasks import loss_precision, primary_metric, task_for
@@ -205,6 +205,10 @@ def train_ensemble(
     histories: list[list[dict[str, Any]]] = [[] for _ in members]
     watches = [_Watch(stopping, primary_metric(info.task)) for info in infos] if stopping else []
     batched_eval = len(members) > 1 and stackable([s["val"] for s in splits])
+    rates = torch.tensor(
+        [[schedule(t) for schedule in schedules] for t in range(cfg.epochs * per_epoch)], dtype=torch.float64
+    ).to(device)  # every step's rates on the device at once: no copy per step
+    sources = [_Batches(s["train"], device) for s in splits]
     step = 0
     for epoch in range(cfg.epochs):
         if watches and all(w.stop for w in watches):
@@ -212,22 +216,21 @@ def train_ensemble(
         stack.train(True)
         began = time.perf_counter()
         orders = [
-            epoch_batches(len(s["train"]), cfg.batch_size, m.cfg.seed, epoch, Dist())
-            for m, s in zip(members, splits, strict=True)
+            torch.stack(epoch_batches(len(s["train"]), cfg.batch_size, m.cfg.seed, epoch, Dist())).to(source.device)
+            for m, s, source in zip(members, splits, sources, strict=True)
         ]
         running = [task.metrics(device) for task in tasks]
         for t in range(per_epoch):
             xs, ys, raw = [], [], []
             for i, member in enumerate(members):
-                images, targets = splits[i]["train"][orders[i][t]]
+                images, targets = sources[i](orders[i][t])
                 torch.manual_seed(step_seed(member.cfg.seed, step, 0))
                 images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
                 x, y = augments[i](images, targets)
                 xs.append(x.to(dtype))
                 ys.append(y)
                 raw.append(targets)
-            lrs = [schedule(step) for schedule in schedules]
-            loss, outputs = step_fn(torch.stack(xs), ys, torch.tensor(lrs, dtype=torch.float64, device=device))
+            loss, outputs = step_fn(torch.stack(xs), ys, rates[step])
             for i in range(len(members)):
                 running[i].add_loss(loss[i], len(xs[i]))
                 if not augments[i].mixes:
@@ -239,7 +242,7 @@ def train_ensemble(
         for i in range(len(members)):
             if watches and watches[i].stop:
                 continue  # stopped: its updates are masked, its run ended at its best epoch
-            row: dict[str, Any] = {"epoch": epoch + 1, "step": step, "lr": lrs[i]} | {
+            row: dict[str, Any] = {"epoch": epoch + 1, "step": step, "lr": schedules[i](step - 1)} | {
                 f"train_{k}": v for k, v in running[i].compute().items()
             }
             if val is not None:
@@ -265,6 +268,23 @@ def train_ensemble(
         TrainResult(model.eval(), None, history, metrics, None, None)
         for model, history, metrics in zip(stack.models, histories, test, strict=True)
     ]
+
+
+class _Batches:
+    """A training split's batches by index tensor. On CUDA a split held in memory at its stored size moves to
+    the device once, and batches are gathered there (no copy per step); elsewhere the split hands them out."""
+
+    def __init__(self, split: ImageDataset, device: torch.device) -> None:
+        self.split = split
+        self.device = torch.device("cpu")
+        if device.type == "cuda" and isinstance(split, TensorImages) and split.images.shape[-2:] == split.image_size:
+            self.device = device
+            self.images, self.targets = split.images.to(device), split.targets.to(device)
+
+    def __call__(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.device.type == "cuda":
+            return self.images[index], self.targets[index]
+        return self.split[index]
 
 
 def _evaluate_members(

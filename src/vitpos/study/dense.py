@@ -160,6 +160,7 @@ class DenseStudy:
         workers: int,
         log: Callable[[str], None],
         stacked: frozenset[str] = frozenset(),
+        compile: bool = False,
     ) -> RateChoice:
         """None to choose: every family trains at ``lr``."""
         return {}, None

@@ -1,4 +1,4 @@
-"""Run cells of a study: train to convergence within a cap (one model, or the seeds of one task as
+"""Run cells of a study: train to convergence within a cap (one model, or the seeds and tasks of one size as
 a stacked ensemble), then measure what the encoding learned."""
 
 from __future__ import annotations
@@ -45,10 +45,16 @@ so one trained model answers both (same seed, same images, same steps)."""
 
 
 def train_config(
-    config: StudyConfig, cell: Cell, *, device: str, init_pe: str | None = None, lr: float | None = None
+    config: StudyConfig,
+    cell: Cell,
+    *,
+    device: str,
+    init_pe: str | None = None,
+    lr: float | None = None,
+    compile: bool = False,
 ) -> TrainConfig:
     """The engine settings of a cell: the same cap of optimiser steps and warm-up at every training-set
-    size; ``lr`` the family's rate for the task (default: the study's)."""
+    size; ``lr`` the family's rate for the task (default: the study's); ``compile`` the stacked step's."""
     epochs = config.epochs_for(cell.train_size)
     return TrainConfig(
         data=f"synthetic:{cell.task}",
@@ -62,6 +68,7 @@ def train_config(
         device=device,
         eval_every=epochs,
         progress=False,
+        compile=compile,
     )
 
 
@@ -108,7 +115,14 @@ class _Prepared:
 
 
 def _prepare(
-    cell: Cell, family: Family, config: StudyConfig, device: str, init_pe: str | None, lr: float | None, extras: bool
+    cell: Cell,
+    family: Family,
+    config: StudyConfig,
+    device: str,
+    init_pe: str | None,
+    lr: float | None,
+    extras: bool,
+    compile: bool = False,
 ) -> _Prepared:
     model_base = config.model
     task = SyntheticTask(
@@ -131,7 +145,7 @@ def _prepare(
         cell,
         data,
         model_cfg,
-        train_config(config, cell, device=device, init_pe=init_pe, lr=lr),
+        train_config(config, cell, device=device, init_pe=init_pe, lr=lr, compile=compile),
         probes,
         similarity,
         contrast,
@@ -216,6 +230,7 @@ def run_cells(
     rates: dict[str, float] | None = None,
     ensemble: bool = False,
     extras: bool = True,
+    compile: bool = False,
 ) -> dict[Cell, dict[str, Any]]:
     """Train and measure ``cells`` of one family; returns each cell's results.
 
@@ -225,12 +240,16 @@ def run_cells(
     (seeds and tasks of one training-set size, each at its task's rate) run as one stacked ensemble,
     which ends exactly where training them one by one would (``vitpos.engine.ensemble``). ``extras``
     off skips the probes, maps and resolution sweep (learning-rate selection needs the val metric
-    alone). ``seconds`` and ``cpu_seconds`` are the call's times shared equally among its cells.
+    alone). ``compile`` compiles each stack's training step (:mod:`vitpos.engine.stacked_step`; opt-in).
+    ``seconds`` and ``cpu_seconds`` are the call's times shared equally among its cells.
     """
     start, cpu_start = time.perf_counter(), time.process_time()
     init = str(init_pe) if init_pe else None
     rates = rates or {}
-    jobs = [_prepare(c, family, config, device, init, rates.get(TRAINS_AS.get(c.task, c.task)), extras) for c in cells]
+    jobs = [
+        _prepare(c, family, config, device, init, rates.get(TRAINS_AS.get(c.task, c.task)), extras, compile)
+        for c in cells
+    ]
     trainings: dict[tuple[str, int, int], _Prepared] = {}
     for job in sorted(jobs, key=lambda j: j.cell.task != TRAINS_AS.get(j.cell.task, j.cell.task)):
         trainings.setdefault(_training_key(job.cell), job)
@@ -253,12 +272,13 @@ def run_trials(
     device: str = "cpu",
     init_pe: str | Path | None = None,
     ensemble: bool = False,
+    compile: bool = False,
 ) -> dict[tuple[Cell, float], dict[str, Any]]:
     """Learning-rate trials: each (cell, rate) trained at that rate and measured on its validation split
     (no extras); with ``ensemble`` all of them as one stacked ensemble, each member at its own rate."""
     start, cpu_start = time.perf_counter(), time.process_time()
     init = str(init_pe) if init_pe else None
-    units = [_prepare(cell, family, config, device, init, lr, False) for cell, lr in trials]
+    units = [_prepare(cell, family, config, device, init, lr, False, compile) for cell, lr in trials]
     trained = _train(units, config, ensemble)
     out = {(u.cell, u.train_cfg.lr): _measure(u, r, config) for u, r in zip(units, trained, strict=True)}
     return _shared_times(out, start, cpu_start)

@@ -43,6 +43,8 @@ class JobOptions:
     """The measurements beyond the test and validation metric (off: learning-rate trials)."""
     threads: int | None = None
     """Intra-op threads of the worker process that runs the job (None: leave them)."""
+    compile: bool = False
+    """Compile each stacked ensemble's training step (:mod:`vitpos.engine.stacked_step`; opt-in)."""
 
 
 class StudyPlan(Protocol):
@@ -82,10 +84,11 @@ class StudyPlan(Protocol):
         workers: int,
         log: Callable[[str], None],
         stacked: frozenset[str] = frozenset(),
+        compile: bool = False,
     ) -> RateChoice:
         """Family label -> training task -> learning rate, chosen (and recorded in ``folder``) before the cells
-        run (the families in ``stacked`` with their trials as one stacked ensemble); and the wall seconds per
-        job that the trials took here (None: no trial ran)."""
+        run (the families in ``stacked`` with their trials as one stacked ensemble, its step compiled with
+        ``compile``); and the wall seconds per job that the trials took here (None: no trial ran)."""
         ...
 
     def pretrain(self, path: Path, family: Family, rates: dict[str, float], device: str, threads: int | None) -> str:

@@ -71,11 +71,12 @@ def trial_work(
     device: str,
     ensemble: bool,
     threads: int | None,
+    compile: bool = False,
 ) -> dict[tuple[Cell, float], dict[str, Any]]:
     """Run learning-rate trials (in a worker process, or in this one); stacked where ``ensemble``."""
     if threads:
         torch.set_num_threads(threads)
-    return run_trials(trials, family, config, device=device, ensemble=ensemble)
+    return run_trials(trials, family, config, device=device, ensemble=ensemble, compile=compile)
 
 
 def _select_rates(
@@ -85,6 +86,7 @@ def _select_rates(
     workers: int,
     log: Callable[[str], None],
     stacked: frozenset[str] = frozenset(),
+    compile: bool = False,
 ) -> RateChoice:
     """Family label -> training task -> its learning rate, choosing (and recording) what ``rates.json`` lacks;
     and the trials' wall seconds per job (a family in ``stacked`` runs all its trials as one stacked
@@ -114,7 +116,15 @@ def _select_rates(
     began = time.perf_counter()
     threads = threads_per_worker(device, workers) if workers > 1 else None
     args = [
-        ([(cell, lr) for _, _, cell, lr in job], job[0][1], config, device, job[0][1].label in stacked, threads)
+        (
+            [(cell, lr) for _, _, cell, lr in job],
+            job[0][1],
+            config,
+            device,
+            job[0][1].label in stacked,
+            threads,
+            compile,
+        )
         for job in jobs
     ]
 
@@ -180,8 +190,11 @@ class RedGreenStudy:
         workers: int,
         log: Callable[[str], None],
         stacked: frozenset[str] = frozenset(),
+        compile: bool = False,
     ) -> RateChoice:
-        return _select_rates(self, folder, device, workers, log, stacked) if self.config.lr_grid else ({}, None)
+        if not self.config.lr_grid:
+            return {}, None
+        return _select_rates(self, folder, device, workers, log, stacked, compile)
 
     def pretrain(self, path: Path, family: Family, rates: dict[str, float], device: str, threads: int | None) -> str:
         lr = rates.get("direction", self.config.lr)
@@ -190,7 +203,7 @@ class RedGreenStudy:
     def run_cells(self, cells: list[Cell], family: Family, job: JobOptions) -> Results:
         return run_cells(
             cells, family, self.config, device=job.device, init_pe=job.init_pe, rates=job.rates,
-            ensemble=job.ensemble, extras=job.extras,
+            ensemble=job.ensemble, extras=job.extras, compile=job.compile,
         )  # fmt: skip
 
     def describe(self, cell: Cell, result: dict[str, Any]) -> str:

@@ -118,6 +118,7 @@ def run_jobs(
     workers: int,
     finished: Callable[[Results], None],
     log: Callable[[str], None],
+    compile: bool = False,
 ) -> None:
     """Run every job of ``schedule``, pretraining first, at each family's ``rates`` (by label), the
     families in ``stacked`` as ensembles; ``workers`` at a time: in this process when 1, else each
@@ -126,7 +127,7 @@ def run_jobs(
 
     def job_of(label: str) -> JobOptions:
         init = schedule.init.get(label)
-        return JobOptions(device, init, label in stacked, rates.get(label, {}), threads=threads)
+        return JobOptions(device, init, label in stacked, rates.get(label, {}), threads=threads, compile=compile)
 
     if workers <= 1:
         for family in list(schedule.to_pretrain):
