@@ -6,11 +6,14 @@ one stacked ensemble; rounds alternate the two, and the table gives the median t
 their ratio per round (median, min-max). Both paths include data, the final val and test
 evaluation, and model construction, as in the study.
 
-With ``--rate`` (e.g. ``--rate --device cuda --members 1,10,40``): optimiser steps per second of a
-stack of S study models (forward, loss, backward, clipping, AdamW on random images), S = 1 being
-one model, and the ``--full`` study's training time projected from them: every family's capped
-optimiser steps (:func:`bench.study_cost.training_steps`) at the member steps per second of its
-stack of 10 (``--full``'s seeds), one ensemble at a time; evaluation, probes and pretraining aside.
+With ``--rate`` (e.g. ``--rate --device cuda --compile off,reduce-overhead``): member optimiser steps
+per second of stacks of S study models (:mod:`bench.ensemble_rate`: forward, losses, backward,
+clipping, stacked AdamW on random images), S in ``--members`` (``all``: every training of the
+family's ``--full`` cells), eager and compiled, paired; the rate of several stacks in flight
+(``--in-flight``: CUDA streams and processes, the faster one named); and the ``--full`` study's
+training time projected from them (every family's stacks at their cap, one at a time and with the
+faster way in flight; evaluation, probes and start-up aside). ``--dense`` adds the projected
+training time of ``--task detect`` and ``--task segment`` (:mod:`bench.dense_cost`).
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ from vitpos.models.factory import create_model
 from vitpos.study.families import DEFAULT_FAMILIES, parse_family
 from vitpos.study.protocol import StudyConfig, study_model
 
-from .study_cost import training_steps
-from .study_step import stack_step
+from .dense_cost import DENSE, projection_row
+from .ensemble_rate import SEQUENTIAL, all_members, fit, in_flight_rows, process_rows, projected_seconds, rate_rows
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -56,8 +59,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--device", default="cpu")
     p.add_argument("--note", default="", help="a line in the report (e.g. that the machine was shared)")
     p.add_argument("--rate", action="store_true", help="steps per second of stacks of --members, and the --full time")
-    p.add_argument("--members", default="1,10,40", help="with --rate: comma-separated stack sizes (1: one model)")
-    p.add_argument("--steps", type=int, default=20, help="with --rate: timed steps per stack (after 3 warm-up steps)")
+    p.add_argument(
+        "--members",
+        default="1,10,30,all",
+        help="with --rate: stack sizes (1: one model; all: the family's --full cells)",
+    )
+    p.add_argument(
+        "--compile",
+        default="off",
+        help="with --rate: compile modes of the step, the first the baseline (off,default,"
+        "reduce-overhead,max-autotune)",
+    )
+    p.add_argument("--iters", type=int, default=10, help="with --rate: steps per timing")
+    p.add_argument("--in-flight", default="1,2,4", help="with --rate: stacks in flight to time (empty: none)")
+    p.add_argument("--processes", action="store_true", help="with --rate: time stacks in flight as processes too")
+    p.add_argument("--dense", action="store_true", help="with --rate: project --task detect and segment too")
     return p.parse_args(argv)
 
 
@@ -97,64 +113,78 @@ def _seconds(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def stack_rate(model_cfg: ModelConfig, members: int, args: argparse.Namespace) -> float:
-    """Optimiser steps per second of a stack of ``members`` models (each step trains every member once)."""
-    step = stack_step(model_cfg, args.batch, members, args.device)
-    for _ in range(3):
-        step()
-    _sync(args.device)
-    start = time.perf_counter()
-    for _ in range(args.steps):
-        step()
-    _sync(args.device)
-    return args.steps / (time.perf_counter() - start)
-
-
-def projected_seconds(member_rates: dict[str, float], steps: dict[str, int]) -> float:
-    """Seconds to train every family's ``steps`` at its member steps per second, one family after another."""
-    return sum(steps[label] / rate for label, rate in member_rates.items())
-
-
 def rate_report(args: argparse.Namespace) -> list[str]:
-    """The ``--rate`` table's rows and the projection of the ``--full`` study's training time."""
-    sizes = [int(s) for s in args.members.split(",")]
-    full = StudyConfig.full()
+    """The ``--rate`` tables and projections."""
+    device = torch.device(args.device)
+    full = StudyConfig.full(model=study_model(args.img_size))
     labels = args.families.split(",")
     unknown = sorted(set(labels) - {f.label for f in full.families})
     if unknown:
         raise SystemExit(f"--families: {', '.join(unknown)} are not families of the --full study")
-    rows, member_rates = [], {}
+    modes = tuple(args.compile.split(","))
+    rows, fits = [], {}
     for label in labels:
-        model_cfg = study_model(args.img_size).replace(**parse_family(label).model_overrides, num_classes=2)
-        rates = {s: stack_rate(model_cfg, s, args) for s in sizes}
-        for s, rate in rates.items():
-            speed = f"×{s * rate / rates.get(1, math.nan):.1f}"
-            rows.append(f"| {label} | {s} | {rate:.1f} | {s * rate:.0f} | {speed} |")
-            print(rows[-1], flush=True)
-        if full.seeds in rates:
-            member_rates[label] = full.seeds * rates[full.seeds]
-    table = [
-        "| family | members S | stack steps/s | member steps/s | × one model |",
-        "| --- | ---: | ---: | ---: | ---: |",
-    ]
-    if len(member_rates) < len(labels):
-        return [*table, *rows, "", f"No `--full` projection: --members lacks {full.seeds} (`--full`'s seeds)."]
-    steps = training_steps(full)
-    total = sum(steps[label] for label in labels)
-    minutes = projected_seconds(member_rates, steps) / 60
-    return [
-        *table,
+        model_cfg = parse_family(label).model_config(full.model, num_classes=2)
+        sizes = [all_members(full, label) if s == "all" else int(s) for s in args.members.split(",")]
+        rates: dict[str, dict[int, float]] = {mode: {} for mode in modes}
+        for size in sizes:
+            for r in rate_rows(model_cfg, args.batch, size, device, modes, args.repeats, args.iters):
+                rates[r["compile"]][size] = r["member_steps_per_s"]
+                one = rates[r["compile"]].get(1, math.nan)
+                speed = r.get(f"speedup_over_{modes[0]}")
+                rate = f"{r['member_steps_per_s']:.0f} ({r['low']:.0f}–{r['high']:.0f})"
+                rows.append(
+                    f"| {label} | {size} | {r['compile']} | {rate} "
+                    f"| ×{r['member_steps_per_s'] / one:.1f} | {r['first_call_s']:.1f} | "
+                    + ("—" if speed is None else f"×{speed:.2f}")
+                    + " |"
+                )
+                print(rows[-1], flush=True)
+        fits[label] = {mode: fit(r) for mode, r in rates.items()}
+    lines = [
+        "| family | members S | compile | member steps/s (min–max) | × one model | first call, s | × eager |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: |",
         *rows,
-        "",
-        f"Projected `--full` training time of {', '.join(labels)} ({total:,} member optimiser steps at the cap, "
-        f"stacks of {full.seeds} at batch {args.batch} and {args.img_size} px, one at a time; `--full` trains "
-        f"batch {full.batch_size} at {full.model.image_hw[0]} px): {minutes:.1f} min",
     ]
+    gain, flight = 1.0, []
+    counts = [int(k) for k in args.in_flight.split(",") if k]
+    if counts:
+        model_cfg = parse_family(labels[0]).model_config(full.model, num_classes=2)
+        size = min(30, max(int(s) for s in args.members.split(",") if s != "all"))
+        flight = in_flight_rows(model_cfg, args.batch, size, device, counts, args.iters * args.repeats)
+        if args.processes:
+            flight += process_rows(model_cfg, args.batch, size, device, counts, args.iters * args.repeats)
+        alone = next(r["member_steps_per_s"] for r in flight if r["stacks"] == min(counts))
+        concurrent = [r for r in flight if r["how"] != SEQUENTIAL]  # on a CPU only processes run side by side
+        best = max(concurrent, key=lambda r: r["member_steps_per_s"]) if concurrent else None
+        gain = best["member_steps_per_s"] / alone if best else 1.0
+        lines += [
+            "",
+            f"Stacks of {size} ({labels[0]}) in flight:",
+            "",
+            "| stacks | how | member steps/s |",
+            "| ---: | --- | ---: |",
+            *(f"| {r['stacks']} | {r['how']} | {r['member_steps_per_s']:.0f} |" for r in flight),
+            "",
+            f"Fastest: {best['stacks']} stack(s), {best['how']}: ×{gain:.2f} over {min(counts)}."
+            if best
+            else "Nothing ran in flight (streams need CUDA; --processes times processes).",
+        ]
+    for mode in modes:
+        minutes = projected_seconds({label: f[mode] for label, f in fits.items()}, full) / 60
+        lines.append(
+            f"Projected `--full` training time of {', '.join(labels)} (compile {mode}; every stack at its cap, "
+            f"batch {args.batch} at {args.img_size} px): {minutes:.1f} min one stack at a time"
+            + (f", {minutes / gain:.1f} min with the fastest way in flight" if gain != 1.0 else "")
+        )
+    if args.dense:
+        for task in DENSE:
+            r = projection_row(task, args.device)
+            lines.append(
+                f"Projected `--task {task}` training time ({r['family']}: {r['step_ms']:.1f} ms per step, "
+                f"{r['steps']:,} steps, {r['how']}): {r['projected_min']:.1f} min"
+            )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

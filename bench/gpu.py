@@ -169,6 +169,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         )
     quick.add_argument("--check-cases", default="", help="comma-separated labels of part (i)'s cases (default: all)")
     quick.add_argument("--parts", default="", help="comma-separated parts to run (default: all), e.g. correctness")
+    quick.add_argument("--ensemble-members", default="1,10,30,all", help="part (vii)'s stack sizes (all: a family's)")
     args = p.parse_args(argv)
     args.repeats = args.repeats or (3 if args.quick else 7)
     args.iters = args.iters or (2 if args.quick else 5)
@@ -199,6 +200,7 @@ def quick_settings(args: argparse.Namespace) -> QuickSettings:
         cases=args.check_cases,
         parts=args.parts,
         budget_s=args.budget,
+        ensemble_members=args.ensemble_members,
     )
 
 

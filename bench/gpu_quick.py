@@ -2,7 +2,7 @@
 ``--budget`` seconds (240 by default, leaving a minute of a five-minute call to start the machine
 and import torch), compiling and autotuning included.
 
-Six parts, each with a share of ``--budget`` seconds (:data:`SHARES`; time a part leaves goes to
+Seven parts, each with a share of ``--budget`` seconds (:data:`SHARES`; time a part leaves goes to
 the later ones): (i) correctness of every bucketed encoding on every attention path
 (:mod:`bench.gpu_check`); (ii) bf16 training-step overhead over no PE, eager: every bucketed term
 on every path that computes it, first calls timed apart, the fastest marked (:mod:`bench.path_rows`;
@@ -10,7 +10,9 @@ the rows of the CUDA policy's table they propose are printed last), then every o
 with the path it took; (iii) compiled DeiT-S with iRPE ctx k against compiled timm
 DeiT-S; (iv) ``swin_tiny`` against timm's Swin-T; (v) the DeiT recipe's device-side
 augmentation in images/s beside the training step's; (vi) ``vitpos train --recipe deit`` as run on
-a JPEG folder and its shards against the bare step (:mod:`bench.quick_data`). A progress line
+a JPEG folder and its shards against the bare step (:mod:`bench.quick_data`); (vii) the study's
+stacked ensembles: member steps/s, stacks in flight, the projected study times, the compiled step
+(:mod:`bench.quick_ensemble`). A progress line
 with the time elapsed and left goes to stderr per row; every row goes to ``--json`` as soon as
 it is measured, so a call cut short still leaves its rows. Exit status 1 if a correctness row
 fails.
@@ -35,11 +37,20 @@ from .gpu_check import PART as CORRECTNESS
 from .gpu_check import check_rows
 from .path_report import table_lines
 from .quick_data import augment_rows, data_rows
+from .quick_ensemble import ensemble_rows
 from .quick_log import Budget, RowLog
 from .quick_parts import QuickSettings, compiled_rows, overhead_rows, swin_rows
 from .quick_report import write_section
 
-SHARES = {CORRECTNESS: 0.28, "overhead": 0.40, "compiled": 0.11, "swin": 0.06, "augment": 0.05, "data": 0.10}
+SHARES = {
+    CORRECTNESS: 0.25,
+    "overhead": 0.33,
+    "compiled": 0.09,
+    "swin": 0.05,
+    "augment": 0.04,
+    "data": 0.08,
+    "ensemble": 0.16,
+}
 """Each part's share of the budget, in the order the parts run."""
 DEFAULT_JSON = Path("runs/bench/gpu_quick.json")
 
@@ -101,6 +112,7 @@ def run_quick(s: QuickSettings, path: Path, command: str, stream: TextIO | None 
         "swin": lambda: swin_rows(s, budget, log),
         "augment": lambda: augment_rows(s, budget, log, rates),
         "data": lambda: data_rows(s, budget, log),
+        "ensemble": lambda: ensemble_rows(s, budget, log, s.ensemble_members),
     }
     for part, run in parts.items():
         if part not in chosen:

@@ -53,6 +53,8 @@ class QuickSettings:
     budget_s: float = 240.0
     parts: tuple[str, ...] = ()
     """The parts to run (names in :data:`bench.gpu_quick.SHARES`); empty: all."""
+    ensemble_members: str = "1,10,30,all"
+    """Part (vii)'s stack sizes (:mod:`bench.quick_ensemble`)."""
 
 
 def _build(s: QuickSettings, model: str, slots: dict, tokens: int) -> torch.nn.Module:

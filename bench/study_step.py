@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from vitpos.config import HostConfig
-from vitpos.engine.ensemble import Stack
+from vitpos.engine.stacked_step import Stack, StackStep
 from vitpos.models.factory import create_model
 from vitpos.study.families import parse_family
 from vitpos.study.protocol import study_model
@@ -61,20 +61,23 @@ def model_step(model_cfg: HostConfig, batch: int, *, compiled: bool = False, bf1
 
 
 def stack_step(model_cfg: HostConfig, batch: int, members: int = 1, device: str = "cpu") -> Step:
-    """A step of ``members`` models stacked as the study's trainer holds them (one member: no vmap)."""
+    """A step of ``members`` models stacked as the study's trainer steps them (:class:`StackStep`; one member:
+    no vmap), with the optimiser settings of :func:`model_step` (AdamW at 1e-3, decay 0.01 on every tensor)."""
     models = []
     for seed in range(members):
         torch.manual_seed(seed)
         models.append(create_model(model_cfg).to(device).train())
     stack = Stack(models)
     x = torch.randn(members, batch, 3, *model_cfg.image_hw, device=device)
-    y = torch.randint(0, 2, (members, batch), device=device)
+    y = [torch.randint(0, 2, (batch,), device=device) for _ in range(members)]
+    lr = torch.full((members,), 1e-3, dtype=torch.float64, device=device)
 
-    def loss() -> torch.Tensor:
-        out = stack(x)
-        return sum(F.cross_entropy(out[i], y[i]) for i in range(members))  # type: ignore[return-value]
+    def losses(outputs: torch.Tensor, targets: list[torch.Tensor]) -> list[torch.Tensor]:
+        return [F.cross_entropy(outputs[i], targets[i]) for i in range(members)]
 
-    return _optimised(list(stack.params.values()), loss)
+    every = dict.fromkeys(stack.params, True)
+    step = StackStep(stack, every, losses, weight_decay=0.01, betas=(0.9, 0.999), grad_clip=1.0)
+    return lambda: step(x, y, lr)[0].sum()
 
 
 def variants(model_cfg: HostConfig, batch: int) -> dict[str, tuple[Step, int]]:

@@ -1,29 +1,26 @@
-"""The ensemble bench's --rate mode: its table, and the --full projection's arithmetic."""
+"""The ensemble bench's --rate mode on a CPU: its tables, the stacks in flight, the --full projection."""
 
 import pytest
 
-from bench.ensemble import main, projected_seconds
+from bench.ensemble import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-
-def test_the_projection_adds_each_familys_steps_at_its_rate():
-    assert projected_seconds({"a": 10.0, "b": 20.0}, {"a": 100, "b": 400, "c": 7}) == 30.0
+TINY = ["--rate", "--img-size", "16", "--batch", "2", "--iters", "1", "--repeats", "1"]
 
 
 def test_the_rate_table_runs_on_a_cpu_with_tiny_sizes(capsys):
-    """One model and a stack of 10 (``--full``'s seeds) per family, iRPE included, then the projection."""
-    args = ["--rate", "--families", "learned,irpe_product", "--members", "1,10", "--img-size", "16"]
-    assert main([*args, "--batch", "2", "--steps", "1"]) == 0
+    """One model and a stack of 2 per family, iRPE included, stacks in flight, then the projection."""
+    assert main([*TINY, "--families", "learned,irpe_product", "--members", "1,2", "--in-flight", "1,2"]) == 0
     out = capsys.readouterr().out
     for family in ("learned", "irpe_product"):
-        assert out.count(f"| {family} | 1 |") == 2 and out.count(f"| {family} | 10 |") == 2  # progress and table
-    assert "Projected `--full` training time of learned, irpe_product (" in out and out.rstrip().endswith("min")
-
-
-def test_no_projection_without_a_stack_of_ten(capsys):
-    main(["--rate", "--families", "none", "--members", "1,2", "--img-size", "16", "--batch", "2", "--steps", "1"])
-    assert "No `--full` projection: --members lacks 10" in capsys.readouterr().out
+        assert (
+            out.count(f"| {family} | 1 | off |") == 2 and out.count(f"| {family} | 2 | off |") == 2
+        )  # progress, table
+    assert "| 2 | one after another (no streams on a CPU) |" in out
+    assert "Nothing ran in flight (streams need CUDA; --processes times processes)." in out
+    assert "Projected `--full` training time of learned, irpe_product (compile off; every stack at its cap" in out
+    assert out.rstrip().endswith("min one stack at a time")
 
 
 def test_an_unknown_family_is_named():

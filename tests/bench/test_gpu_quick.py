@@ -29,7 +29,7 @@ TINY_ARGS = [
     "--quick", "--device", "cpu",
     "--model", "deit_tiny_patch16_224", "--model-args", "depth=1,embed_dim=32,num_heads=2",
     "--tokens", "4", "--batch", "2", "--repeats", "1", "--iters", "1", "--no-compile",
-    "--check-side", "4", "--check-dim", "8", "--check-heads", "2", "--check-window", "2",
+    "--check-side", "4", "--check-dim", "8", "--check-heads", "2", "--check-window", "2", "--ensemble-members", "1",
 ]  # fmt: skip
 
 
@@ -115,6 +115,7 @@ def test_the_quick_check_runs_every_part_on_the_cpu(tmp_path, capsys):
     assert compiled["against"] == "vitpos deit_tiny_patch16_224 no PE" and compiled["compiled"] is False
     (swin,) = by_part["swin"]
     assert swin["skipped"] and "timm" in swin["reason"]
+    assert by_part["ensemble"][-1]["skipped"] == "the compiled step (default)"  # part (vii): its own test file
     (augment,) = by_part["augment"]
     assert augment["images_per_s"] > 0 and augment["train_step_images_per_s"] == overhead[0]["images_per_s"]
     data_cases = [r["case"] for r in by_part["data"]]
@@ -152,7 +153,7 @@ def test_a_spent_budget_skips_every_part_and_says_so(tmp_path, capsys):
     path = tmp_path / "quick.json"
     assert gpu.main([*TINY_ARGS, "--budget", "0", "--json", str(path)]) == 0
     rows = rows_of(path)["rows"]
-    assert [r["part"] for r in rows] == ["correctness", "overhead", "compiled", "swin", "augment", "data"]
+    assert [r["part"] for r in rows] == ["correctness", "overhead", "compiled", "swin", "augment", "data", "ensemble"]
     assert all("skipped" in r for r in rows)
     assert rows[0]["skipped"] == len(check_cases()) * len(plan())
     assert "correctness: time spent" in capsys.readouterr().err

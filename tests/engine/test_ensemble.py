@@ -87,8 +87,8 @@ def test_stopping_keeps_each_members_best_epoch_and_says_why():
 
 
 def test_members_that_cannot_share_one_optimiser_are_refused():
-    with pytest.raises(EnsembleError, match="members differ in lr"):
-        train_ensemble(MODEL, [_member("direction", 0), _member("direction", 1, lr=1e-2)])
+    with pytest.raises(EnsembleError, match="members differ in weight_decay"):
+        train_ensemble(MODEL, [_member("direction", 0), _member("direction", 1, weight_decay=0.2)])
     with pytest.raises(EnsembleError, match="ema_decay need the single-model trainer"):
         train_ensemble(MODEL, [_member("direction", 0, ema_decay=0.9), _member("direction", 1, ema_decay=0.9)])
 

@@ -134,19 +134,37 @@ def test_missing_families_are_skipped_and_named(tmp_path):
 
 def test_stacked_ensembles_give_the_results_of_one_model_at_a_time(tmp_path):
     """Seeds and tasks of a family train as one ensemble, iRPE's included (its attention takes the explicit
-    path under vmap), and end where training them one at a time ends."""
-    config = tiny(families=(parse_family("sincos2d"), parse_family("irpe_product")), seeds=2, efficiency_sizes=())
+    path under vmap), its learning-rate trials too (one stack per family, each member at its rate), and
+    end where training them one at a time ends."""
+    config = tiny(
+        families=(parse_family("sincos2d"), parse_family("irpe_product")),
+        seeds=2,
+        efficiency_sizes=(),
+        lr_grid=(2e-3, 5e-3),
+    )
     logs = []
     run_study(config, tmp_path / "stacked", ensemble=True, log=logs.append)
     run_study(config, tmp_path / "alone", ensemble=False, log=lambda _: None)
     assert not any("one model at a time" in line for line in logs)
-    assert "16 training runs: 0 already done, 16 to go in 6 jobs" in logs[0]  # one ensemble per family and training
+    assert (
+        "16 training runs: 0 already done, 16 to go in 2 jobs" in logs[0]
+    )  # one ensemble per family: all seeds, tasks
     stacked, alone = (
         json.loads((tmp_path / name / "results.json").read_text())["cells"] for name in ("stacked", "alone")
     )
     for a, b in zip(stacked, alone, strict=True):
         assert (a["family"], a["task"], a["seed"]) == (b["family"], b["task"], b["seed"])
         assert a["test"] == pytest.approx(b["test"], abs=1e-5)
+    trials = [json.loads((tmp_path / name / "rates.json").read_text()) for name in ("stacked", "alone")]
+    for key, tasks in trials[1].items():
+        for task, entry in tasks.items():
+            if task != "family":
+                for lr, ref in entry["trials"].items():
+                    got = trials[0][key][task]["trials"][lr]
+                    assert got["steps"] == ref["steps"] and got["val"] == pytest.approx(ref["val"], abs=1e-5)
+    assert (
+        len([line for line in logs if line.startswith("  rate trial")]) == 2 * 3 * 2
+    )  # families, training tasks, rates
 
 
 def test_pyramid_families_end_to_end(tmp_path):
@@ -191,3 +209,30 @@ def test_the_projection_divides_the_jobs_among_the_workers():
 
     assert projection(12.0, 10, 2).startswith("projected wall time: ~1.0 min for 10 jobs, 2 at a time")
     assert projection(30.0, 2, 4).startswith("projected wall time: ~0.5 min for 2 jobs, 4 at a time")  # 2 in flight
+
+
+def test_compile_reaches_every_stack_and_only_the_red_green_study_takes_it(tmp_path, monkeypatch, capsys):
+    """``--compile`` hands each stack's step to torch.compile (here recorded, not compiled: the compiled step's
+    equality with the eager one is tests/engine/test_stacked_step.py's); the dense studies refuse it."""
+    from vitpos.cli import main
+    from vitpos.commands import study as command
+    from vitpos.engine import stacked_step
+    from vitpos.study.cells import Cell
+    from vitpos.study.execute import run_trials
+    from vitpos.study.plan import JobOptions
+
+    modes = []
+    monkeypatch.setattr(stacked_step.torch, "compile", lambda fn, mode, backend: modes.append(mode) or fn)
+    family = parse_family("sincos2d")
+    config = tiny(families=(family,), efficiency_sizes=(), resolutions=())
+    cells = [Cell("sincos2d", task, 64, 0) for task in ("direction", "distance")]
+    trials = run_trials([(cells[0], 2e-3), (cells[0], 5e-3)], family, config, ensemble=True, compile=True)
+    assert len(trials) == 2 and modes == [None]  # one stack; on a CPU the default mode
+    job = JobOptions("cpu", ensemble=True, extras=False, compile=True)
+    assert set(study_run.RedGreenStudy(config).run_cells(cells, family, job)) == set(cells) and modes == [None] * 2
+    calls = []
+    monkeypatch.setattr(command, "run_study", lambda *args, **kwargs: calls.append(kwargs))
+    assert main(["study", "--compile", "--device", "cpu", "--out", str(tmp_path / "s")]) == 0
+    assert calls[0]["compile"] is True and calls[0]["command"].startswith("vitpos study --compile")
+    assert main(["study", "--task", "detect", "--compile", "--out", str(tmp_path / "d")]) == 2
+    assert "--task detect takes --seeds" in capsys.readouterr().err

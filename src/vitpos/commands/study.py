@@ -69,6 +69,7 @@ def _command(args: argparse.Namespace) -> str:
         ["vitpos", "study"]
         + (["--full"] if args.full else [])
         + (["--task", args.task] if args.task != "classify" else [])
+        + (["--compile"] if args.compile else [])
     )
     for name in _OPTIONS:
         value = getattr(args, name)
@@ -94,7 +95,15 @@ _DENSE: dict[str, type[DenseStudy]] = {"detect": DetectStudyConfig, "segment": S
 def run_dense(args: argparse.Namespace) -> int:
     """``--task detect`` (iRPE Table 6, :mod:`vitpos.study.detect`) or ``--task segment`` (CPVT Table 13,
     :mod:`vitpos.study.segment`)."""
-    if args.full or args.report_only or args.efficiency_sizes or args.resolutions or args.patience or args.lr_grid:
+    if (
+        args.full
+        or args.report_only
+        or args.efficiency_sizes
+        or args.resolutions
+        or args.patience
+        or args.lr_grid
+        or args.compile
+    ):
         raise ValueError(
             f"--task {args.task} takes --seeds, --epochs, --train-size, --family, --workers, --device, --out and "
             "--fresh"
@@ -116,7 +125,9 @@ def _run(config: StudyConfig | DenseStudy, out: Path, args: argparse.Namespace, 
     workers = (
         args.workers if args.workers is not None else min(4 if device.startswith("cuda") else 2, os.cpu_count() or 1)
     )
-    run_study(config, out, command=_command(args), workers=workers, device=device, ensemble=ensemble)
+    run_study(
+        config, out, command=_command(args), workers=workers, device=device, ensemble=ensemble, compile=args.compile
+    )
     return 0
 
 
@@ -194,8 +205,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--ensemble",
         choices=tuple(_ENSEMBLE),
         default="auto",
-        help="train the seeds and tasks of one setting as one stacked ensemble (exact; default auto: on "
+        help="train the seeds and tasks of one family and training-set size, and each family's learning-rate "
+        "trials, as one stacked ensemble (exact; default auto: on "
         "CUDA, where it fills the GPU, off on a CPU, where it measured slower)",
+    )
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="compile each stacked ensemble's training step with torch.compile (CUDA graphs on CUDA); off by "
+        "default until a GPU measurement shows it faster (python -m bench.ensemble --rate --compile "
+        "off,reduce-overhead)",
     )
     p.add_argument("--out", type=Path, default=Path("runs/study"), help="the study folder (default runs/study)")
     p.add_argument("--fresh", action="store_true", help="delete the study folder first instead of continuing it")

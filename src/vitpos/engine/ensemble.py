@@ -2,20 +2,25 @@
 
 Every parameter of the S members is stacked on a leading axis; one forward runs all members
 through :func:`torch.func.functional_call` under :func:`torch.vmap`, and one AdamW steps the
-stacked tensors. AdamW is elementwise, so this is exactly S independent optimisers; gradient
-clipping is per member. Each member keeps its own seed (initialisation, batch order,
-augmentation) and its own data, and ends where :func:`~vitpos.engine.train.train` would have
-taken the same model alone (``tests/engine/test_ensemble.py`` checks it in float64). Only
-randomness inside the forward (dropout, drop path) is drawn differently: per member by vmap.
+stacked tensors (:class:`~.stacked_step.StackStep`). AdamW is elementwise, so this is exactly S
+independent optimisers, each at its own learning rate; gradient clipping is per member. Each member
+keeps its own seed (initialisation, batch order, augmentation), data and learning rate, and ends
+where :func:`~vitpos.engine.train.train` would have taken the same model alone
+(``tests/engine/test_ensemble.py`` checks it in float64). Only randomness inside the forward
+(dropout, drop path) is drawn differently: per member by vmap.
 
 Small models gain most: S members fill the matrix units that one tiny model leaves idle.
 An ensemble of one runs its model without vmap. Under vmap every attention call takes the explicit
 path (:mod:`vitpos.attention.vmap`), which has a batching rule on every device, so every family
 stacks on CUDA too. The ensemble keeps nothing on disk; runs that
-need checkpoints, EMA, compile or several processes use the single-model trainer.
+need checkpoints, EMA or several processes use the single-model trainer. ``TrainConfig.compile``
+compiles the stacked step (:mod:`.stacked_step`; opt-in, off by default).
 
 With a :class:`Stopping` rule each member trains until its validation metric stops improving
-(or reaches its task's solved value), with ``epochs`` as the cap, and ends at its best epoch.
+(or reaches its task's solved value), with ``epochs`` as the cap, and ends at its best epoch. A
+stopped member's updates are masked from then on (its weights and AdamW state frozen exactly), and
+the stack ends when its last member stops. With several members every evaluation is one stacked pass
+(:mod:`.stack_evaluate`).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from torch import nn
 from torch.func import functional_call
 
 from ..config import HostConfig
-from ..data.dataset import DataSplits, ImageDataset
+from ..data.dataset import DataSplits, ImageDataset, TensorImages
 from ..models.factory import create_model
 from ..models.saved_encoding import load_position_encoding
 from ..tasks import loss_precision, primary_metric, task_for
@@ -41,13 +46,15 @@ from .evaluate import evaluate, input_dtype
 from .optim import WarmupCosine, decays
 from .precision import Precision
 from .setup import check_model_fits_data
+from .stack_evaluate import evaluate_stack, stackable
+from .stacked_step import Stack, StackStep
 from .train import TrainResult, build_augment, step_seed
 
 __all__ = ["Member", "EnsembleError", "Stack", "Stopping", "train_ensemble", "stack_error"]
 
-_PER_MEMBER = ("seed", "data", "init_pe")
+_PER_MEMBER = ("seed", "data", "init_pe", "lr")
 """Training options that may differ between the members of one ensemble."""
-_UNSUPPORTED = {"ema_decay": 0.0, "compile": False, "run_dir": None, "save_every": 0}
+_UNSUPPORTED = {"ema_decay": 0.0, "run_dir": None, "save_every": 0}
 
 
 class EnsembleError(ValueError):
@@ -139,63 +146,6 @@ def stack_error(model: nn.Module) -> str | None:
     return None
 
 
-class Stack:
-    """The members' modules and their parameters stacked on a leading axis."""
-
-    def __init__(self, models: list[nn.Module]) -> None:
-        self.models = models
-        self.base = models[0]
-        self.params = {
-            name: torch.stack([dict(m.named_parameters())[name].detach() for m in models]).requires_grad_(True)
-            for name, _ in self.base.named_parameters()
-        }
-        self.buffers = {
-            name: torch.stack([dict(m.named_buffers())[name] for m in models]) for name, _ in self.base.named_buffers()
-        }
-        self._forward = self._alone if len(models) == 1 else torch.vmap(self._one, randomness="different")
-
-    def _one(self, params: dict, buffers: dict, x: torch.Tensor) -> torch.Tensor:
-        return functional_call(self.base, (params, buffers), (x,))
-
-    def _alone(self, params: dict, buffers: dict, x: torch.Tensor) -> torch.Tensor:
-        """One member: its model on its slice, no vmap (nothing to batch)."""
-        first = {k: v[0] for k, v in params.items()}, {k: v[0] for k, v in buffers.items()}
-        return functional_call(self.base, first, (x[0],))[None]
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # S, B, C, H, W -> S, B, outputs
-        return self._forward(self.params, self.buffers, x)
-
-    def member(self, i: int) -> dict[str, torch.Tensor]:
-        """A copy of member ``i``'s parameters."""
-        return {name: p[i].detach().clone() for name, p in self.params.items()}
-
-    @torch.no_grad()
-    def restore(self, i: int, weights: dict[str, torch.Tensor]) -> None:
-        """Put ``weights`` (from :meth:`member`) back as member ``i``'s parameters."""
-        for name, value in weights.items():
-            self.params[name][i].copy_(value)
-
-    def train(self, mode: bool) -> None:
-        self.base.train(mode)
-
-    @torch.no_grad()
-    def write_back(self) -> None:
-        """Copy every member's slice of the stacked parameters into its own module."""
-        for i, model in enumerate(self.models):
-            for name, param in model.named_parameters():
-                param.copy_(self.params[name][i])
-
-    def clip_(self, max_norm: float) -> None:
-        """Clip each member's gradient to global norm ``max_norm``, as ``clip_grad_norm_`` clips one model's."""
-        grads = [p.grad for p in self.params.values() if p.grad is not None]
-        if not grads:
-            return
-        norms = torch.stack([g.flatten(1).norm(2, dim=1) for g in grads], dim=1).norm(2, dim=1)  # S
-        coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
-        for g in grads:
-            g.mul_(coef.view(-1, *([1] * (g.ndim - 1))).to(g.dtype))
-
-
 def _build_member(model_cfg: HostConfig, member: Member, device: torch.device) -> nn.Module:
     """The member's model exactly as the single-model trainer builds it (same seed, same order)."""
     torch.manual_seed(member.cfg.seed)
@@ -210,7 +160,7 @@ def train_ensemble(
 ) -> list[TrainResult]:
     """Train every member as :func:`~vitpos.engine.train.train` would alone, all in one stacked model.
 
-    Members share every training option except ``seed``, ``data`` and ``init_pe``, and their
+    Members share every training option except ``seed``, ``data``, ``init_pe`` and ``lr``, and their
     training splits must give the same number of steps per epoch. Returns one result per member,
     in order (no run folder, no checkpoint). With ``stopping`` every epoch is evaluated, each
     member's history ends at the epoch it stopped, and its last row says why (``stop``: solved,
@@ -230,18 +180,11 @@ def train_ensemble(
             f"ensemble members have different steps per epoch ({sorted(steps)}); give them equal training splits"
         )
     per_epoch = steps.pop()
-    schedule = WarmupCosine(cfg.lr, cfg.min_lr, round(cfg.warmup_epochs * per_epoch), cfg.epochs * per_epoch)
-
+    schedules = [
+        WarmupCosine(m.cfg.lr, cfg.min_lr, round(cfg.warmup_epochs * per_epoch), cfg.epochs * per_epoch)
+        for m in members
+    ]
     stack = Stack([_build_member(model_cfg, m, device) for m in members])
-    mask = decays(stack.base)
-    optimizer = torch.optim.AdamW(
-        [
-            {"params": [stack.params[n] for n, on in mask.items() if on], "weight_decay": cfg.weight_decay},
-            {"params": [stack.params[n] for n, on in mask.items() if not on], "weight_decay": 0.0},
-        ],
-        lr=cfg.lr,
-        betas=cfg.betas,
-    )
     tasks = [task_for(info, stack.base) for info in infos]
     dtype = input_dtype(stack.base)
     precision = Precision.for_run(cfg.amp, cfg.amp_dtype, cfg.cpu_amp, device)
@@ -250,8 +193,22 @@ def train_ensemble(
             "TrainConfig.amp_dtype = 'float16' on CUDA needs a gradient scaler, which stacked ensembles do not use: "
             "set amp_dtype to bfloat16 or turn amp off"
         )
+
+    def losses(outputs: torch.Tensor, targets: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        return [task.loss(outputs[i], targets[i], cfg.label_smoothing) for i, task in enumerate(tasks)]
+
+    step_fn = StackStep(
+        stack, decays(stack.base), losses, weight_decay=cfg.weight_decay, betas=cfg.betas,
+        grad_clip=cfg.grad_clip, precision=precision,
+        compile=("reduce-overhead" if device.type == "cuda" else "default") if cfg.compile else False,
+    )  # fmt: skip
     histories: list[list[dict[str, Any]]] = [[] for _ in members]
     watches = [_Watch(stopping, primary_metric(info.task)) for info in infos] if stopping else []
+    batched_eval = len(members) > 1 and stackable([s["val"] for s in splits])
+    rates = torch.tensor(
+        [[schedule(t) for schedule in schedules] for t in range(cfg.epochs * per_epoch)], dtype=torch.float64
+    ).to(device)  # every step's rates on the device at once: no copy per step
+    sources = [_Batches(s["train"], device) for s in splits]
     step = 0
     for epoch in range(cfg.epochs):
         if watches and all(w.stop for w in watches):
@@ -259,53 +216,44 @@ def train_ensemble(
         stack.train(True)
         began = time.perf_counter()
         orders = [
-            epoch_batches(len(s["train"]), cfg.batch_size, m.cfg.seed, epoch, Dist())
-            for m, s in zip(members, splits, strict=True)
+            torch.stack(epoch_batches(len(s["train"]), cfg.batch_size, m.cfg.seed, epoch, Dist())).to(source.device)
+            for m, s, source in zip(members, splits, sources, strict=True)
         ]
         running = [task.metrics(device) for task in tasks]
         for t in range(per_epoch):
             xs, ys, raw = [], [], []
             for i, member in enumerate(members):
-                images, targets = splits[i]["train"][orders[i][t]]
+                images, targets = sources[i](orders[i][t])
                 torch.manual_seed(step_seed(member.cfg.seed, step, 0))
                 images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
                 x, y = augments[i](images, targets)
                 xs.append(x.to(dtype))
                 ys.append(y)
                 raw.append(targets)
-            lr = schedule.apply(optimizer, step)
-            with precision.autocast():
-                outputs = stack(torch.stack(xs))
-            losses = [
-                tasks[i].loss(loss_precision(outputs[i]), ys[i], cfg.label_smoothing) for i in range(len(members))
-            ]
-            optimizer.zero_grad(set_to_none=True)
-            torch.stack(losses).sum().backward()  # member i's gradient is that of its own loss alone
-            if cfg.grad_clip:
-                stack.clip_(cfg.grad_clip)
-            optimizer.step()
-            for i, loss in enumerate(losses):
-                running[i].add_loss(loss, len(xs[i]))
+            loss, outputs = step_fn(torch.stack(xs), ys, rates[step])
+            for i in range(len(members)):
+                running[i].add_loss(loss[i], len(xs[i]))
                 if not augments[i].mixes:
-                    running[i].add_predictions(loss_precision(outputs[i]).detach(), raw[i])
+                    running[i].add_predictions(loss_precision(outputs[i]), raw[i])
             step += 1
         elapsed = time.perf_counter() - began
         evaluate_now = bool(watches) or (epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs
-        if evaluate_now:
-            stack.write_back()
-        for i, model in enumerate(stack.models):
+        val = _evaluate_members(stack, splits, "val", cfg, device, precision, batched_eval) if evaluate_now else None
+        for i in range(len(members)):
             if watches and watches[i].stop:
-                continue  # trained on in the stack, but its run ended at its best epoch
-            row: dict[str, Any] = {"epoch": epoch + 1, "step": step, "lr": lr} | {
+                continue  # stopped: its updates are masked, its run ended at its best epoch
+            row: dict[str, Any] = {"epoch": epoch + 1, "step": step, "lr": schedules[i](step - 1)} | {
                 f"train_{k}": v for k, v in running[i].compute().items()
             }
-            if evaluate_now:
-                row |= {f"val_{k}": v for k, v in _evaluate(model, splits[i]["val"], cfg, device, precision).items()}
+            if val is not None:
+                row |= {f"val_{k}": v for k, v in val[i].items()}
             if watches:
                 watches[i].update(
                     epoch + 1, {k[4:]: v for k, v in row.items() if k.startswith("val_")}, stack.member(i)
                 )
-                row |= {"stop": watches[i].stop, "best_epoch": watches[i].best_epoch} if watches[i].stop else {}
+                if watches[i].stop:
+                    step_fn.stop(i)
+                    row |= {"stop": watches[i].stop, "best_epoch": watches[i].best_epoch}
             histories[i].append(
                 row | {"time_s": elapsed, "images_per_s": per_epoch * cfg.batch_size * len(members) / elapsed}
             )
@@ -315,14 +263,46 @@ def train_ensemble(
             histories[i][-1] |= {"stop": "cap", "best_epoch": watch.best_epoch}
         if watch.weights is not None:
             stack.restore(i, watch.weights)
-    stack.write_back()
+    test = _evaluate_members(stack, splits, "test", cfg, device, precision, batched_eval)
     return [
-        TrainResult(model.eval(), None, history, _evaluate(model, s["test"], cfg, device, precision), None, None)
-        for model, history, s in zip(stack.models, histories, splits, strict=True)
+        TrainResult(model.eval(), None, history, metrics, None, None)
+        for model, history, metrics in zip(stack.models, histories, test, strict=True)
     ]
 
 
-def _evaluate(
-    model: nn.Module, dataset: ImageDataset, cfg: TrainConfig, device: torch.device, precision: Precision
-) -> dict[str, float]:
-    return evaluate(model, dataset, batch_size=cfg.batch_size, device=device, precision=precision, workers=cfg.workers)
+class _Batches:
+    """A training split's batches by index tensor. On CUDA a split held in memory at its stored size moves to
+    the device once, and batches are gathered there (no copy per step); elsewhere the split hands them out."""
+
+    def __init__(self, split: ImageDataset, device: torch.device) -> None:
+        self.split = split
+        self.device = torch.device("cpu")
+        if device.type == "cuda" and isinstance(split, TensorImages) and split.images.shape[-2:] == split.image_size:
+            self.device = device
+            self.images, self.targets = split.images.to(device), split.targets.to(device)
+
+    def __call__(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.device.type == "cuda":
+            return self.images[index], self.targets[index]
+        return self.split[index]
+
+
+def _evaluate_members(
+    stack: Stack,
+    splits: list[dict[str, ImageDataset]],
+    name: str,
+    cfg: TrainConfig,
+    device: torch.device,
+    precision: Precision,
+    batched: bool,
+) -> list[dict[str, float]]:
+    """Every member's metrics on its split ``name``: one stacked pass where ``batched``, else model by model.
+    Either way each member's module holds its stacked weights afterwards."""
+    stack.write_back()
+    datasets = [s[name] for s in splits]
+    if batched:
+        return evaluate_stack(stack, datasets, batch_size=cfg.batch_size, device=device, precision=precision)
+    return [
+        evaluate(model, d, batch_size=cfg.batch_size, device=device, precision=precision, workers=cfg.workers)
+        for model, d in zip(stack.models, datasets, strict=True)
+    ]

@@ -153,7 +153,15 @@ class DenseStudy:
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "families": [f.to_dict() for f in self.families]}
 
-    def choose_rates(self, folder: Path, device: str, workers: int, log: Callable[[str], None]) -> RateChoice:
+    def choose_rates(
+        self,
+        folder: Path,
+        device: str,
+        workers: int,
+        log: Callable[[str], None],
+        stacked: frozenset[str] = frozenset(),
+        compile: bool = False,
+    ) -> RateChoice:
         """None to choose: every family trains at ``lr``."""
         return {}, None
 

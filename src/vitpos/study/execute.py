@@ -1,4 +1,4 @@
-"""Run cells of a study: train to convergence within a cap (one model, or the seeds of one task as
+"""Run cells of a study: train to convergence within a cap (one model, or the seeds and tasks of one size as
 a stacked ensemble), then measure what the encoding learned."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from .convergence import run_record
 from .families import Family
 from .protocol import StudyConfig
 
-__all__ = ["PROBE_TASKS", "SIMILARITY_TASK", "TRAINS_AS", "train_config", "half_contrast", "run_cells"]
+__all__ = ["PROBE_TASKS", "SIMILARITY_TASK", "TRAINS_AS", "train_config", "half_contrast", "run_cells", "run_trials"]
 
 PROBE_TASKS = ("direction", "distance")
 """Thesis Table 2 probes the tables trained on these tasks."""
@@ -45,10 +45,16 @@ so one trained model answers both (same seed, same images, same steps)."""
 
 
 def train_config(
-    config: StudyConfig, cell: Cell, *, device: str, init_pe: str | None = None, lr: float | None = None
+    config: StudyConfig,
+    cell: Cell,
+    *,
+    device: str,
+    init_pe: str | None = None,
+    lr: float | None = None,
+    compile: bool = False,
 ) -> TrainConfig:
     """The engine settings of a cell: the same cap of optimiser steps and warm-up at every training-set
-    size; ``lr`` the family's rate for the task (default: the study's)."""
+    size; ``lr`` the family's rate for the task (default: the study's); ``compile`` the stacked step's."""
     epochs = config.epochs_for(cell.train_size)
     return TrainConfig(
         data=f"synthetic:{cell.task}",
@@ -62,6 +68,7 @@ def train_config(
         device=device,
         eval_every=epochs,
         progress=False,
+        compile=compile,
     )
 
 
@@ -108,7 +115,14 @@ class _Prepared:
 
 
 def _prepare(
-    cell: Cell, family: Family, config: StudyConfig, device: str, init_pe: str | None, lr: float | None, extras: bool
+    cell: Cell,
+    family: Family,
+    config: StudyConfig,
+    device: str,
+    init_pe: str | None,
+    lr: float | None,
+    extras: bool,
+    compile: bool = False,
 ) -> _Prepared:
     model_base = config.model
     task = SyntheticTask(
@@ -131,7 +145,7 @@ def _prepare(
         cell,
         data,
         model_cfg,
-        train_config(config, cell, device=device, init_pe=init_pe, lr=lr),
+        train_config(config, cell, device=device, init_pe=init_pe, lr=lr, compile=compile),
         probes,
         similarity,
         contrast,
@@ -179,6 +193,33 @@ def _training_key(cell: Cell) -> tuple[str, int, int]:
     return TRAINS_AS.get(cell.task, cell.task), cell.train_size, cell.seed
 
 
+def _train(units: list[_Prepared], config: StudyConfig, ensemble: bool) -> list[TrainResult]:
+    """Train ``units`` by the study's stopping rule, in order: with ``ensemble`` the units of one model shape
+    and training-set size as one stacked ensemble (its members may differ in seed, task and learning
+    rate), else one by one."""
+    groups: list[list[int]] = []
+    for i, unit in enumerate(units):
+        same = (unit.model_cfg, unit.cell.train_size)
+        group = next((g for g in groups if (units[g[0]].model_cfg, units[g[0]].cell.train_size) == same), None)
+        if ensemble and group is not None:
+            group.append(i)
+        else:
+            groups.append([i])
+    trained: dict[int, TrainResult] = {}
+    for group in groups:
+        first = units[group[0]]
+        members = [Member(units[i].train_cfg, units[i].data) for i in group]
+        results = train_ensemble(first.model_cfg, members, config.stopping(first.cell.train_size))
+        trained |= dict(zip(group, results, strict=True))
+    return [trained[i] for i in range(len(units))]
+
+
+def _shared_times(out: dict[Any, dict[str, Any]], start: float, cpu_start: float) -> dict[Any, dict[str, Any]]:
+    """``out`` with the call's wall and CPU seconds shared equally among its entries."""
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    return {key: result | {"seconds": seconds / len(out), "cpu_seconds": cpu / len(out)} for key, result in out.items()}
+
+
 def run_cells(
     cells: list[Cell],
     family: Family,
@@ -189,37 +230,30 @@ def run_cells(
     rates: dict[str, float] | None = None,
     ensemble: bool = False,
     extras: bool = True,
+    compile: bool = False,
 ) -> dict[Cell, dict[str, Any]]:
     """Train and measure ``cells`` of one family; returns each cell's results.
 
     Each training stops by the study's patience rule within its cap (:class:`~vitpos.engine.ensemble.Stopping`);
     ``rates`` maps a training task to its learning rate (default: the study's). Cells that train
     alike (:data:`TRAINS_AS`) share one trained model. With ``ensemble`` the distinct trainings
-    (seeds of one task and training-set size) run as one stacked ensemble, which ends exactly where
-    training them one by one would (``vitpos.engine.ensemble``). ``extras`` off skips the probes,
-    maps and resolution sweep (learning-rate selection needs the val metric alone). ``seconds`` and
-    ``cpu_seconds`` are the call's times shared equally among its cells.
+    (seeds and tasks of one training-set size, each at its task's rate) run as one stacked ensemble,
+    which ends exactly where training them one by one would (``vitpos.engine.ensemble``). ``extras``
+    off skips the probes, maps and resolution sweep (learning-rate selection needs the val metric
+    alone). ``compile`` compiles each stack's training step (:mod:`vitpos.engine.stacked_step`; opt-in).
+    ``seconds`` and ``cpu_seconds`` are the call's times shared equally among its cells.
     """
     start, cpu_start = time.perf_counter(), time.process_time()
     init = str(init_pe) if init_pe else None
     rates = rates or {}
-    jobs = [_prepare(c, family, config, device, init, rates.get(TRAINS_AS.get(c.task, c.task)), extras) for c in cells]
+    jobs = [
+        _prepare(c, family, config, device, init, rates.get(TRAINS_AS.get(c.task, c.task)), extras, compile)
+        for c in cells
+    ]
     trainings: dict[tuple[str, int, int], _Prepared] = {}
     for job in sorted(jobs, key=lambda j: j.cell.task != TRAINS_AS.get(j.cell.task, j.cell.task)):
         trainings.setdefault(_training_key(job.cell), job)
-    units = list(trainings.values())
-    if ensemble and len(units) > 1:
-        if any(u.model_cfg != units[0].model_cfg or u.train_cfg.lr != units[0].train_cfg.lr for u in units):
-            raise ValueError(
-                f"an ensemble needs one model shape and learning rate; got cells {', '.join(map(str, cells))}"
-            )
-        stopping = config.stopping(units[0].cell.train_size)
-        trained = train_ensemble(units[0].model_cfg, [Member(u.train_cfg, u.data) for u in units], stopping)
-    else:
-        trained = [
-            train_ensemble(u.model_cfg, [Member(u.train_cfg, u.data)], config.stopping(u.cell.train_size))[0]
-            for u in units
-        ]
+    trained = _train(list(trainings.values()), config, ensemble)
     by_key = dict(zip(trainings, trained, strict=True))
     out = {}
     for job in jobs:
@@ -227,8 +261,24 @@ def run_cells(
         if trainings[_training_key(job.cell)] is not job:  # a twin: same model, its own test split
             result = dataclasses.replace(result, test={})
         out[job.cell] = _measure(job, result, config)
-    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    return {
-        cell: result | {"seconds": seconds / len(cells), "cpu_seconds": cpu / len(cells)}
-        for cell, result in out.items()
-    }
+    return _shared_times(out, start, cpu_start)
+
+
+def run_trials(
+    trials: list[tuple[Cell, float]],
+    family: Family,
+    config: StudyConfig,
+    *,
+    device: str = "cpu",
+    init_pe: str | Path | None = None,
+    ensemble: bool = False,
+    compile: bool = False,
+) -> dict[tuple[Cell, float], dict[str, Any]]:
+    """Learning-rate trials: each (cell, rate) trained at that rate and measured on its validation split
+    (no extras); with ``ensemble`` all of them as one stacked ensemble, each member at its own rate."""
+    start, cpu_start = time.perf_counter(), time.process_time()
+    init = str(init_pe) if init_pe else None
+    units = [_prepare(cell, family, config, device, init, lr, False, compile) for cell, lr in trials]
+    trained = _train(units, config, ensemble)
+    out = {(u.cell, u.train_cfg.lr): _measure(u, r, config) for u, r in zip(units, trained, strict=True)}
+    return _shared_times(out, start, cpu_start)

@@ -25,7 +25,7 @@ __all__ = ["StudyPlan", "Results", "RateChoice", "JobOptions"]
 Results = dict[Cell, dict[str, Any]]
 """Each finished cell's measurements."""
 RateChoice = tuple[dict[str, dict[str, float]], float | None]
-"""The learning rates (family label -> training task -> rate) and the trials' wall seconds per run."""
+"""The learning rates (family label -> training task -> rate) and the trials' wall seconds per job."""
 
 
 @dataclass(frozen=True)
@@ -36,13 +36,15 @@ class JobOptions:
     init_pe: str | None = None
     """The family's pretrained encoding (a file), where it has one."""
     ensemble: bool = False
-    """Train the seeds of one task and training-set size as one stacked ensemble."""
+    """Train the seeds and tasks of one training-set size as one stacked ensemble."""
     rates: dict[str, float] = field(default_factory=dict)
     """Training task -> learning rate (a task not named: the study's)."""
     extras: bool = True
     """The measurements beyond the test and validation metric (off: learning-rate trials)."""
     threads: int | None = None
     """Intra-op threads of the worker process that runs the job (None: leave them)."""
+    compile: bool = False
+    """Compile each stacked ensemble's training step (:mod:`vitpos.engine.stacked_step`; opt-in)."""
 
 
 class StudyPlan(Protocol):
@@ -75,9 +77,18 @@ class StudyPlan(Protocol):
         """Plain dict with ``seeds`` and ``families`` (one dict with a ``label`` each); equal dicts, same study."""
         ...
 
-    def choose_rates(self, folder: Path, device: str, workers: int, log: Callable[[str], None]) -> RateChoice:
+    def choose_rates(
+        self,
+        folder: Path,
+        device: str,
+        workers: int,
+        log: Callable[[str], None],
+        stacked: frozenset[str] = frozenset(),
+        compile: bool = False,
+    ) -> RateChoice:
         """Family label -> training task -> learning rate, chosen (and recorded in ``folder``) before the cells
-        run; and the wall seconds per training run that the trials took here (None: no trial ran)."""
+        run (the families in ``stacked`` with their trials as one stacked ensemble, its step compiled with
+        ``compile``); and the wall seconds per job that the trials took here (None: no trial ran)."""
         ...
 
     def pretrain(self, path: Path, family: Family, rates: dict[str, float], device: str, threads: int | None) -> str:

@@ -17,13 +17,13 @@ from ..engine.config import TrainConfig
 from ..files import write_json
 from ..pretrain import pretrain_position_encoding
 from .cells import Cell
-from .execute import run_cells
+from .execute import run_cells, run_trials
 from .families import Family
 from .plan import JobOptions, RateChoice, Results
 from .protocol import StudyConfig
 from .rates import Rates, rate_key, rate_trials
 from .report import write_report
-from .schedule import threads_per_worker, work, worker_pool
+from .schedule import threads_per_worker, worker_pool
 
 __all__ = ["RedGreenStudy"]
 
@@ -64,11 +64,33 @@ def _pretrained_line(label: str, summary: dict[str, Any]) -> str:
     )
 
 
+def trial_work(
+    trials: list[tuple[Cell, float]],
+    family: Family,
+    config: StudyConfig,
+    device: str,
+    ensemble: bool,
+    threads: int | None,
+    compile: bool = False,
+) -> dict[tuple[Cell, float], dict[str, Any]]:
+    """Run learning-rate trials (in a worker process, or in this one); stacked where ``ensemble``."""
+    if threads:
+        torch.set_num_threads(threads)
+    return run_trials(trials, family, config, device=device, ensemble=ensemble, compile=compile)
+
+
 def _select_rates(
-    plan: RedGreenStudy, folder: Path, device: str, workers: int, log: Callable[[str], None]
+    plan: RedGreenStudy,
+    folder: Path,
+    device: str,
+    workers: int,
+    log: Callable[[str], None],
+    stacked: frozenset[str] = frozenset(),
+    compile: bool = False,
 ) -> RateChoice:
     """Family label -> training task -> its learning rate, choosing (and recording) what ``rates.json`` lacks;
-    and the trials' wall seconds per run."""
+    and the trials' wall seconds per job (a family in ``stacked`` runs all its trials as one stacked
+    ensemble, each member at its rate; the others run one trial per job)."""
     config = plan.config
     rates = Rates(folder)
     trials = rate_trials(config)
@@ -82,28 +104,44 @@ def _select_rates(
     if todo:
         log(f"choosing learning rates: {len(todo)} trial runs (grid {', '.join(map(str, config.lr_grid))})")
 
-    def record(trial: tuple[str, Family, Cell, float], result: Results) -> None:
+    def record(trial: tuple[str, Family, Cell, float], result: dict[str, Any]) -> None:
         key, family, cell, lr = trial
-        rates.add(key, family.label, cell.task, lr, result[cell])
-        r = result[cell]
-        shown = _shown(r["metric"], r["val"])
-        log(f"  rate trial {family.label} {cell.task} lr {lr:g}: val {shown} after {r['steps']} steps")
+        rates.add(key, family.label, cell.task, lr, result)
+        shown = _shown(result["metric"], result["val"])
+        log(f"  rate trial {family.label} {cell.task} lr {lr:g}: val {shown} after {result['steps']} steps")
 
+    groups: dict[tuple, list[tuple[str, Family, Cell, float]]] = {}
+    for i, trial in enumerate(todo):
+        groups.setdefault((trial[0],) if trial[1].label in stacked else (trial[0], i), []).append(trial)
+    jobs = list(groups.values())
     began = time.perf_counter()
     threads = threads_per_worker(device, workers) if workers > 1 else None
     args = [
-        ([cell], family, plan, JobOptions(device, rates={cell.task: lr}, extras=False, threads=threads))
-        for _, family, cell, lr in todo
+        (
+            [(cell, lr) for _, _, cell, lr in job],
+            job[0][1],
+            config,
+            device,
+            job[0][1].label in stacked,
+            threads,
+            compile,
+        )
+        for job in jobs
     ]
+
+    def finished(job: list[tuple[str, Family, Cell, float]], results: dict[tuple[Cell, float], Any]) -> None:
+        for trial in job:
+            record(trial, results[(trial[2], trial[3])])
+
     if workers <= 1:
-        for trial, arg in zip(todo, args, strict=True):
-            record(trial, work(*arg))
+        for job, arg in zip(jobs, args, strict=True):
+            finished(job, trial_work(*arg))
     else:
         with worker_pool(workers) as pool:
-            futures = {pool.submit(work, *arg): trial for trial, arg in zip(todo, args, strict=True)}
+            futures = {pool.submit(trial_work, *arg): job for job, arg in zip(jobs, args, strict=True)}
             for future in futures:
-                record(futures[future], future.result())
-    per_run = (time.perf_counter() - began) * min(workers, len(todo)) / len(todo) if todo else None
+                finished(futures[future], future.result())
+    per_run = (time.perf_counter() - began) * min(workers, len(jobs)) / len(jobs) if jobs else None
     chosen = {}
     for family in config.families:
         chosen[family.label] = rates.chosen(rate_key(family), config.lr_grid)
@@ -149,8 +187,18 @@ class RedGreenStudy:
     def to_dict(self) -> dict[str, Any]:
         return self.config.to_dict()
 
-    def choose_rates(self, folder: Path, device: str, workers: int, log: Callable[[str], None]) -> RateChoice:
-        return _select_rates(self, folder, device, workers, log) if self.config.lr_grid else ({}, None)
+    def choose_rates(
+        self,
+        folder: Path,
+        device: str,
+        workers: int,
+        log: Callable[[str], None],
+        stacked: frozenset[str] = frozenset(),
+        compile: bool = False,
+    ) -> RateChoice:
+        if not self.config.lr_grid:
+            return {}, None
+        return _select_rates(self, folder, device, workers, log, stacked, compile)
 
     def pretrain(self, path: Path, family: Family, rates: dict[str, float], device: str, threads: int | None) -> str:
         lr = rates.get("direction", self.config.lr)
@@ -159,7 +207,7 @@ class RedGreenStudy:
     def run_cells(self, cells: list[Cell], family: Family, job: JobOptions) -> Results:
         return run_cells(
             cells, family, self.config, device=job.device, init_pe=job.init_pe, rates=job.rates,
-            ensemble=job.ensemble, extras=job.extras,
+            ensemble=job.ensemble, extras=job.extras, compile=job.compile,
         )  # fmt: skip
 
     def describe(self, cell: Cell, result: dict[str, Any]) -> str:

@@ -58,11 +58,11 @@ def stacked_families(
 
 
 def projection(seconds_per_run: float, jobs: int, workers: int) -> str:
-    """The log line that projects the wall time of ``jobs`` from the learning-rate trials' pace."""
+    """The log line that projects the wall time of ``jobs`` from the learning-rate trials' pace per job."""
     minutes = seconds_per_run * jobs / max(1, min(workers, jobs)) / 60
     return (
         f"projected wall time: ~{minutes:.1f} min for {jobs} jobs, {workers} at a time (the rate trials took "
-        f"{seconds_per_run:.1f} s per run; a stacked ensemble counted as one run, measurements beyond the "
+        f"{seconds_per_run:.1f} s per job, a stacked ensemble being one job; measurements beyond the "
         "validation metric not counted)"
     )
 
@@ -75,6 +75,7 @@ def run_study(
     workers: int = 1,
     device: str = "cpu",
     ensemble: bool | None = None,
+    compile: bool = False,
     log: Callable[[str], None] = print,
 ) -> Path:
     """Run every unfinished cell of ``config`` (the red-green study's settings, or any
@@ -84,9 +85,12 @@ def run_study(
     with one thread each on a CPU, which uses several cores better than threads inside one small
     model; on CUDA several ensembles in flight, whose launches one process alone would serialise.
     Learning rates are chosen first (:mod:`.rates`), and the wall time of the rest is projected
-    from their pace. ``ensemble`` trains the seeds of one family, task and training-set size as
-    one stacked ensemble; the default (None) does so on CUDA only, where it fills the GPU, and not
-    on a CPU, where it measured slower than one model at a time (BENCHMARKS.md).
+    from their pace. ``ensemble`` trains the seeds and tasks of one family and training-set size
+    (and each family's learning-rate trials) as one stacked ensemble; the default (None) does so on
+    CUDA only, where it fills the GPU, and not on a CPU, where it measured slower than one model at a
+    time (BENCHMARKS.md). ``compile`` compiles each stack's training step
+    (:mod:`vitpos.engine.stacked_step`: CUDA graphs on CUDA); opt-in, as no
+    GPU measurement has shown it faster yet.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise VitposError(f"run_study: workers = {quote(workers)}; expected an integer >= 1 (jobs at once)")
@@ -133,10 +137,12 @@ def run_study(
     if device == "cpu":
         torch.set_num_threads(1)
     try:
-        rates, per_run = runnable.choose_rates(folder, device, workers, log) if todo else ({}, None)
+        rates, per_run = (
+            runnable.choose_rates(folder, device, workers, log, frozenset(stacked), compile) if todo else ({}, None)
+        )
         if per_run is not None and jobs:
             log(projection(per_run, len(jobs) + len(schedule.to_pretrain), workers))
-        run_jobs(schedule, families, runnable, folder, device, rates, stacked, workers, finished, log)
+        run_jobs(schedule, families, runnable, folder, device, rates, stacked, workers, finished, log, compile)
     finally:
         torch.set_num_threads(threads_before)
         seconds = time.perf_counter() - start

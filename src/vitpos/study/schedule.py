@@ -43,14 +43,15 @@ def jobs_of(cells: list[Cell], ensemble_families: set[str]) -> list[list[Cell]]:
     """Cells grouped into jobs, in the order of ``cells`` (seed by seed).
 
     A job trains once per distinct training (twins of :data:`~.execute.TRAINS_AS` share one);
-    for a family in ``ensemble_families`` one job holds every seed of one training task and
-    training-set size (one learning rate), trained as one stacked ensemble.
+    for a family in ``ensemble_families`` one job holds every seed of every task at one training-set
+    size (the tasks share the model's shape; each trains at its own learning rate), trained as one
+    stacked ensemble: 30 members at ``--full``'s largest size.
     """
     jobs: dict[tuple, list[Cell]] = {}
     for cell in cells:
-        key: tuple[str, str, int] | tuple[str, str, int, int]
+        key: tuple[str, int] | tuple[str, str, int, int]
         if cell.family in ensemble_families:
-            key = (cell.family, TRAINS_AS.get(cell.task, cell.task), cell.train_size)
+            key = (cell.family, cell.train_size)
         else:
             key = (cell.family, TRAINS_AS.get(cell.task, cell.task), cell.train_size, cell.seed)
         jobs.setdefault(key, []).append(cell)
@@ -117,6 +118,7 @@ def run_jobs(
     workers: int,
     finished: Callable[[Results], None],
     log: Callable[[str], None],
+    compile: bool = False,
 ) -> None:
     """Run every job of ``schedule``, pretraining first, at each family's ``rates`` (by label), the
     families in ``stacked`` as ensembles; ``workers`` at a time: in this process when 1, else each
@@ -125,7 +127,7 @@ def run_jobs(
 
     def job_of(label: str) -> JobOptions:
         init = schedule.init.get(label)
-        return JobOptions(device, init, label in stacked, rates.get(label, {}), threads=threads)
+        return JobOptions(device, init, label in stacked, rates.get(label, {}), threads=threads, compile=compile)
 
     if workers <= 1:
         for family in list(schedule.to_pretrain):

@@ -1,0 +1,248 @@
+"""Member steps per second of stacked study models, and the study wall times they project.
+
+A stack step (:class:`vitpos.engine.stacked_step.StackStep`: forward, losses, backward, clipping,
+stacked AdamW, in the study's precision on the device) on random images, eager or compiled; timings
+are paired (:func:`bench.timing.paired_overheads`: eager between the compiled rounds) and synchronised.
+The seconds per stack step of S members are fitted as ``a + b * S`` (launch cost plus per-member
+work) over the measured sizes, which prices every stack a protocol trains: the ``--full`` study's
+(:func:`full_stacks`: one stack per family and training-set size, its learning-rate trials as one
+more, the pretraining one model at a time) at its optimiser steps' cap, evaluation aside.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from vitpos.config import HostConfig
+from vitpos.engine.config import TrainConfig
+from vitpos.engine.optim import decays
+from vitpos.engine.precision import Precision
+from vitpos.engine.stacked_step import Stack, StackStep
+from vitpos.models.factory import create_model
+from vitpos.study.execute import TRAINS_AS
+from vitpos.study.protocol import StudyConfig
+from vitpos.study.rates import TRAINING_TASKS
+from vitpos.study.schedule import jobs_of
+
+from .gpu_steps import synchronize
+from .timing import paired_overheads
+
+SEQUENTIAL = "one after another (no streams on a CPU)"
+"""How :func:`in_flight_rows` runs its stacks where there are no CUDA streams."""
+
+__all__ = [
+    "SEQUENTIAL",
+    "Fit", "stack_step", "rate_rows", "fit", "training_stacks", "full_stacks", "all_members", "projected_seconds",
+    "in_flight_rows", "process_rows",
+]  # fmt: skip
+
+
+def stack_step(model_cfg: HostConfig, batch: int, members: int, device: torch.device, compile: str) -> StackStep:
+    """A stack of ``members`` study models (seeds 0..S-1) with the study's optimiser settings and precision."""
+    models = []
+    for seed in range(members):
+        torch.manual_seed(seed)
+        models.append(create_model(model_cfg).to(device).train())
+    stack = Stack(models)
+    cfg = TrainConfig()
+
+    def losses(outputs: torch.Tensor, targets: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        return [F.cross_entropy(outputs[i], targets[i]) for i in range(len(targets))]
+
+    precision = Precision.for_run(cfg.amp, cfg.amp_dtype, cfg.cpu_amp, device)
+    return StackStep(
+        stack, decays(stack.base), losses, weight_decay=0.05, betas=cfg.betas, grad_clip=1.0,
+        precision=precision, compile=compile,
+    )  # fmt: skip
+
+
+def _inputs(model_cfg: HostConfig, batch: int, members: int, device: torch.device) -> tuple:
+    """Random images, labels and learning rates of a stack step."""
+    x = torch.randn(members, batch, model_cfg.in_chans, *model_cfg.image_hw, device=device)
+    targets = [torch.randint(0, 2, (batch,), device=device) for _ in range(members)]
+    return x, targets, torch.full((members,), 1e-3, dtype=torch.float64, device=device)
+
+
+def runner(step: StackStep, model_cfg: HostConfig, batch: int, device: torch.device) -> Callable[[], None]:
+    """One synchronised call of ``step`` on fixed random images and labels."""
+    x, targets, lr = _inputs(model_cfg, batch, len(step.stack), device)
+
+    def run() -> None:
+        step(x, targets, lr)
+        synchronize(device)
+
+    return run
+
+
+def rate_rows(
+    model_cfg: HostConfig,
+    batch: int,
+    members: int,
+    device: torch.device,
+    modes: Sequence[str],
+    repeats: int,
+    iters: int,
+) -> list[dict]:
+    """Member steps/s of a stack of ``members`` in each compile mode (the first is the paired baseline), with
+    each mode's first call (compiling) timed."""
+    runs, first = {}, {}
+    for mode in modes:
+        run = runner(stack_step(model_cfg, batch, members, device, mode), model_cfg, batch, device)
+        start = time.perf_counter()
+        run()
+        first[mode] = time.perf_counter() - start
+        runs[mode] = run
+    rates, over = paired_overheads(runs, modes[0], members, warmup=2, repeats=repeats, iters=iters)
+    return [
+        {
+            "members": members,
+            "compile": mode,
+            "member_steps_per_s": rates[mode].median,
+            "low": rates[mode].low,
+            "high": rates[mode].high,
+            "first_call_s": first[mode],
+            **({} if mode == modes[0] else {"speedup_over_" + modes[0]: 1 / (1 + over[mode].median)}),
+        }
+        for mode in modes
+    ]
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Seconds per stack step of S members: ``launch + per_member * S``."""
+
+    launch: float
+    per_member: float
+
+    def seconds(self, members: int) -> float:
+        return max(self.launch + self.per_member * members, 0.0)
+
+
+def fit(rates: dict[int, float]) -> Fit:
+    """The least-squares line through the seconds per stack step (S / member steps/s) at each measured S."""
+    sizes = sorted(rates)
+    seconds = [s / rates[s] for s in sizes]
+    if len(sizes) == 1:
+        return Fit(0.0, seconds[0] / sizes[0])
+    mean_s, mean_t = statistics.fmean(sizes), statistics.fmean(seconds)
+    slope = sum((s - mean_s) * (t - mean_t) for s, t in zip(sizes, seconds, strict=True)) / sum(
+        (s - mean_s) ** 2 for s in sizes
+    )
+    return Fit(mean_t - slope * mean_s, slope)
+
+
+def training_stacks(config: StudyConfig, label: str) -> list[tuple[int, int]]:
+    """(members, capped optimiser steps) of the stacks family ``label`` trains its cells in: one per
+    training-set size, holding every seed and task."""
+    out = []
+    for job in jobs_of([c for c in config.cells() if c.family == label], {label}):
+        size = job[0].train_size
+        out.append(
+            (
+                len({(TRAINS_AS.get(c.task, c.task), c.seed) for c in job}),
+                config.epochs_for(size) * (size // config.batch_size),
+            )
+        )
+    return out
+
+
+def full_stacks(config: StudyConfig, label: str) -> list[tuple[int, int]]:
+    """:func:`training_stacks`, the learning-rate trials as one stack, and the pretraining (one model per task)."""
+    family = next(f for f in config.families if f.label == label)
+    out = training_stacks(config, label)
+    if config.lr_grid:
+        out.append(
+            (len(TRAINING_TASKS) * len(config.lr_grid), config.epochs * (config.train_size // config.batch_size))
+        )
+    if family.pretrained:
+        out += [(1, config.pretrain_epochs * (config.pretrain_size // config.batch_size))] * 2
+    return out
+
+
+def projected_seconds(fits: dict[str, Fit], config: StudyConfig, in_flight_gain: float = 1.0) -> float:
+    """Training seconds of ``config``'s families at their fitted rates, every stack at its cap, one stack at a
+    time divided by ``in_flight_gain`` (the measured gain of several stacks in flight)."""
+    total = sum(steps * fits[label].seconds(members) for label in fits for members, steps in full_stacks(config, label))
+    return total / in_flight_gain
+
+
+def all_members(config: StudyConfig, label: str) -> int:
+    """Every distinct training of family ``label``'s cells (all sizes, seeds and tasks): the rate table's
+    'all members' stack."""
+    return sum(members for members, _ in training_stacks(config, label))
+
+
+def _round(runs: list[StackStep], streams: list, inputs: list[tuple], device: torch.device) -> None:
+    """One step of every stack, each on its stream (None: the current one), then a synchronisation."""
+    for step, stream, (x, targets, lr) in zip(runs, streams, inputs, strict=True):
+        if stream is None:
+            step(x, targets, lr)
+        else:
+            with torch.cuda.stream(stream):
+                step(x, targets, lr)
+    synchronize(device)
+
+
+def in_flight_rows(
+    model_cfg: HostConfig, batch: int, members: int, device: torch.device, counts: Sequence[int], steps: int
+) -> list[dict]:
+    """Member steps/s of ``k`` eager stacks of ``members`` in flight for each ``k`` of ``counts``: each on its
+    own CUDA stream (on a CPU: one after another, the same code without streams)."""
+    rows = []
+    for k in counts:
+        runs = [stack_step(model_cfg, batch, members, device, "off") for _ in range(k)]
+        streams = [torch.cuda.Stream(device) for _ in runs] if device.type == "cuda" else [None] * k
+        inputs = [_inputs(model_cfg, batch, members, device) for _ in runs]
+        for _ in range(2):
+            _round(runs, streams, inputs, device)
+        start = time.perf_counter()
+        for _ in range(steps):
+            _round(runs, streams, inputs, device)
+        seconds = time.perf_counter() - start
+        how = "CUDA streams" if device.type == "cuda" else SEQUENTIAL
+        rows.append({"stacks": k, "members": members, "how": how, "member_steps_per_s": k * members * steps / seconds})
+    return rows
+
+
+def _process(model_cfg: HostConfig, batch: int, members: int, device: str, steps: int, barrier, out) -> None:
+    """One stack in a process of its own: warm up, wait for the others, time ``steps`` steps."""
+    torch.set_num_threads(1)
+    run = runner(
+        stack_step(model_cfg, batch, members, torch.device(device), "off"), model_cfg, batch, torch.device(device)
+    )
+    for _ in range(2):
+        run()
+    barrier.wait()
+    start = time.perf_counter()
+    for _ in range(steps):
+        run()
+    out.put(time.perf_counter() - start)
+
+
+def process_rows(
+    model_cfg: HostConfig, batch: int, members: int, device: torch.device, counts: Sequence[int], steps: int
+) -> list[dict]:
+    """Member steps/s of ``k`` stacks of ``members`` in flight, each in its own (spawned) process, timed from a
+    common start after every process has warmed up; the slowest process's time counts."""
+    context = multiprocessing.get_context("spawn")
+    rows = []
+    for k in counts:
+        barrier, out = context.Barrier(k), context.Queue()
+        args = (model_cfg, batch, members, str(device), steps, barrier, out)
+        processes = [context.Process(target=_process, args=args) for _ in range(k)]
+        for process in processes:
+            process.start()
+        seconds = max(out.get(timeout=600) for _ in processes)
+        for process in processes:
+            process.join()
+        rows.append(
+            {"stacks": k, "members": members, "how": "processes", "member_steps_per_s": k * members * steps / seconds}
+        )
+    return rows

@@ -1,0 +1,57 @@
+"""Members of one stack at their own learning rates and with their own stops end where each ends alone."""
+
+import pytest
+import torch
+
+from vitpos.engine.ensemble import Stopping, train_ensemble
+from vitpos.engine.train import train
+
+from .test_ensemble import MODEL, _member
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _assert_same_run(result, alone, tol: float) -> None:
+    for (name, p), q in zip(result.model.named_parameters(), alone.model.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=0, atol=tol, msg=name)
+    assert result.test == pytest.approx(alone.test, rel=tol, abs=tol)
+    assert len(result.history) == len(alone.history)
+    for row, ref in zip(result.history, alone.history, strict=True):
+        for key, value in ref.items():
+            if isinstance(value, str):
+                assert row[key] == value, key
+            elif key not in ("time_s", "images_per_s"):
+                assert row[key] == pytest.approx(value, rel=tol, abs=tol), key
+
+
+def test_members_at_different_learning_rates_equal_their_runs_alone(float64):
+    """The learning-rate trials of a study stack: three rates, two tasks, each member as trained alone."""
+    model_cfg = MODEL.replace(absolute="learned:std=1", num_classes=2)
+    members = [
+        _member("direction", 0, lr=1e-3, grad_clip=0.05),
+        _member("distance", 0, lr=3e-3, grad_clip=0.05),
+        _member("direction", 0, lr=1e-2, grad_clip=0.05),
+    ]
+    together = train_ensemble(model_cfg, members)
+    for member, result in zip(members, together, strict=True):
+        _assert_same_run(result, train(model_cfg, member.cfg, member.data), 1e-12)
+    assert together[0].history[0]["lr"] != together[2].history[0]["lr"]
+
+
+def test_masked_stopping_leaves_each_member_as_trained_alone(float64):
+    """Members that stop at different epochs (a rate of 0 stops by patience at once, the others later or at
+    the cap): each member's weights, history and test metrics equal an ensemble of it alone, to 1e-12."""
+    model_cfg = MODEL.replace(absolute="learned:std=1", num_classes=2)
+    members = [
+        _member("direction", 0, epochs=6, lr=3e-3, min_lr=0.0),
+        _member("distance", 1, epochs=6, lr=0.0, min_lr=0.0),
+        _member("absolute", 2, epochs=6, lr=1e-3, min_lr=0.0),
+    ]
+    rule = Stopping(patience=1)
+    together = train_ensemble(model_cfg, members, rule)
+    ends = [len(r.history) for r in together]
+    assert ends[1] == 2 and together[1].history[-1]["stop"] == "patience"
+    assert ends[0] > max(ends[1:]), ends  # the first trains on with the others masked
+    for member, result in zip(members, together, strict=True):
+        (alone,) = train_ensemble(model_cfg, [member], rule)
+        _assert_same_run(result, alone, 1e-12)

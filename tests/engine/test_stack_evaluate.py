@@ -1,0 +1,49 @@
+"""One stacked evaluation pass gives each member the metrics of its model evaluated alone."""
+
+import pytest
+import torch
+
+from vitpos.data.synthetic import SyntheticTask
+from vitpos.engine.evaluate import evaluate
+from vitpos.engine.precision import Precision
+from vitpos.engine.stack_evaluate import evaluate_stack, stackable
+from vitpos.engine.stacked_step import Stack
+from vitpos.models.factory import create_model
+
+from .test_ensemble import MODEL
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _split(task: str, seed: int, n: int = 20):
+    return SyntheticTask(task, img_size=16, square_size=4, train=8, val=n, test=8, seed=seed).splits().val
+
+
+def test_each_member_gets_the_metrics_of_its_model_alone(float64):
+    """Classification and regression members, a last batch shorter than the others."""
+    models = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        models.append(create_model(MODEL.replace(absolute="learned:std=1", num_classes=2)).train())
+    splits = [_split("direction", 0), _split("distance", 1), _split("absolute", 2)]
+    stack = Stack(models)
+    results = evaluate_stack(stack, splits, batch_size=8, device=torch.device("cpu"), precision=Precision("cpu"))
+    assert stack.base.training  # its mode restored
+    for model, split, result in zip(models, splits, results, strict=True):
+        alone = evaluate(model, split, batch_size=8)
+        assert set(result) == set(alone)
+        assert result == pytest.approx(alone, rel=1e-12, abs=1e-12)
+
+
+def test_splits_that_cannot_stack_are_named():
+    assert stackable([_split("direction", 0), _split("distance", 1)])
+    assert not stackable([_split("direction", 0), _split("direction", 1, n=12)])
+    model = create_model(MODEL.replace(num_classes=2))
+    with pytest.raises(ValueError, match="differ in task kind, length or image size"):
+        evaluate_stack(
+            Stack([model, model]),
+            [_split("direction", 0), _split("direction", 1, n=12)],
+            batch_size=8,
+            device=torch.device("cpu"),
+            precision=Precision("cpu"),
+        )
