@@ -1,7 +1,20 @@
-"""Shared fixtures: deterministic seeds and tiny model settings."""
+"""Shared fixtures: deterministic seeds, one core's threads per test process, tiny model settings."""
+
+import os
 
 import pytest
 import torch
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``pytest -n N`` each of the N test processes gets its share of the cores (intra-op threads of
+    torch and of the subprocesses it starts): more threads than cores only make the processes contend."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers and "OMP_NUM_THREADS" not in os.environ:  # a thread count set by hand stands
+        share = max(1, len(os.sched_getaffinity(0)) // workers)
+        os.environ["OMP_NUM_THREADS"] = str(share)
+        torch.set_num_threads(share)
+
 
 TINY = dict(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, num_classes=5)
 """A 4x4-grid model small enough for exhaustive parametrised tests."""

@@ -21,7 +21,7 @@ from ..tasks import loss_precision, task_for, task_kind
 from .distributed import Dist, eval_batches
 from .precision import Precision
 
-__all__ = ["evaluate", "evaluate_resolutions", "resolution_table", "input_dtype"]
+__all__ = ["evaluate", "evaluate_with_ema", "evaluate_resolutions", "resolution_table", "input_dtype"]
 
 
 def input_dtype(model: nn.Module) -> torch.dtype:
@@ -61,6 +61,17 @@ def evaluate(
         metrics.add_predictions(outputs, targets)
     model.train(was_training)
     return metrics.reduced(ctx).compute()
+
+
+def evaluate_with_ema(
+    model: nn.Module, ema: nn.Module | None, dataset: ImageDataset, prefix: str, **kwargs
+) -> dict[str, float]:
+    """:func:`evaluate` of ``model`` (keys ``prefix`` + metric) and of its ``ema`` where there is one
+    (keys ``ema_`` + ``prefix`` + metric); ``kwargs`` go to :func:`evaluate`."""
+    out = {prefix + k: v for k, v in evaluate(model, dataset, **kwargs).items()}
+    if ema is not None:
+        out |= {f"ema_{prefix}{k}": v for k, v in evaluate(ema, dataset, **kwargs).items()}
+    return out
 
 
 def evaluate_resolutions(

@@ -15,11 +15,10 @@ import dataclasses
 import logging
 import os
 import time
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import nn
@@ -31,53 +30,31 @@ from ..data.catalog import open_data
 from ..data.dataset import DataSplits
 from ..data.padded import model_inputs
 from ..data.shards import ShardImages
-from ..errors import VitposError
 from ..models.factory import create_model
 from ..models.saved_encoding import load_position_encoding
 from ..tasks import loss_precision, task_for, task_kind
-from ..weights import WeightsFile, load_weights
+from ..weights import load_weights
 from .board import log_epoch
-from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_training_checkpoint, save_checkpoint
+from .checkpoint import save_checkpoint
 from .config import TrainConfig
 from .distillation import Distiller, load_teacher, training_loss
 from .distributed import Dist, setup, teardown
 from .divergence import DivergenceGuard
-from .evaluate import evaluate, input_dtype
+from .evaluate import evaluate_with_ema, input_dtype
 from .interrupt import InterruptRequest, TrainingInterrupted
 from .optim import ModelEma, WarmupCosine, build_optimizer, warn_long_warmup
 from .pipeline import TrainData, build_augment, eval_split
 from .preamble import preamble_lines, run_facts
 from .precision import Precision
 from .records import write_history, write_run_config, write_summary
-from .resume_data import keep_stream_settings
+from .resume import Resume, RunChangedWarning, checkpoint_to_resume, restore
 from .run_lock import locked_run_folder
 from .setup import check_model_fits_data, check_train_arguments
 
-__all__ = ["train", "TrainResult", "build_augment", "RunChangedWarning"]
+__all__ = ["train", "TrainResult", "Resume", "build_augment", "RunChangedWarning"]
 
 LOG = logging.getLogger("vitpos.train")
 """Per-epoch summaries when the progress bar is off (``progress=False``); the CLI prints them."""
-
-Resume = bool | Literal["if_present"]
-
-_BOOKKEEPING = frozenset(
-    {
-        "device",
-        "workers",
-        "run_dir",
-        "save_every",
-        "keep_checkpoints",
-        "eval_every",
-        "progress",
-        "compile",
-        "deterministic",
-    }
-)
-"""Training options that may change on resume without changing what the run computes."""
-
-
-class RunChangedWarning(UserWarning):
-    """A resumed run continues with options that differ from those it was started with."""
 
 
 @dataclass
@@ -188,82 +165,22 @@ class _Trainer:
             self.net = torch.compile(self.net)
 
     def _check_run_dir(self, resume: Resume) -> None:
-        if self.run_dir is None:
-            if resume:
-                raise VitposError("resume needs a run folder (run_dir)")
+        found = checkpoint_to_resume(self.run_dir, resume)
+        if found is None:
             return
-        found = latest_checkpoint(self.run_dir)
-        if found is not None and not resume:
-            raise VitposError(
-                f"run folder {self.run_dir} already holds checkpoint {found.name}; pass --resume to "
-                "continue it, or choose another --run-dir"
-            )
-        if found is None and resume is True:
-            raise VitposError(
-                f"run folder {self.run_dir} holds no checkpoint to resume (is the path right?); drop --resume to start "
-                "a new run there, or pass --resume-if-present to start one only when there is nothing to resume"
-            )
-        if found is not None:
-            self._restore(found)
-
-    def _restore(self, path: Path) -> None:
-        ckpt = load_training_checkpoint(path)
-        check_same_model(ckpt.model_config, self.model_cfg, ckpt.path)
-        trained_on = ckpt.train_config.get("data")
-        if trained_on != self.cfg.data:
-            raise CheckpointError(
-                f"checkpoint {ckpt.path} was trained on {trained_on!r}, not {self.cfg.data!r}; "
-                "resume with the same --data"
-            )
-        load_weights(self.model, WeightsFile(ckpt.path, ckpt.weights, ckpt.metadata))
-        if self.ema is not None:
-            if ckpt.ema is None:
-                raise CheckpointError(f"checkpoint {ckpt.path} has no EMA weights; resume with ema_decay=0")
-            load_weights(self.ema.module, WeightsFile(ckpt.path, ckpt.ema, ckpt.metadata))
-        state = ckpt.state
-        assert state is not None  # load_training_checkpoint reads the state by default
-        if state["epoch"] > self.cfg.epochs:
-            raise CheckpointError(
-                f"checkpoint {ckpt.path} has already trained {state['epoch']} epochs, "
-                f"more than epochs={self.cfg.epochs}; "
-                f"a run cannot be shortened: resume with epochs >= {state['epoch']}, or evaluate it with `vitpos eval`"
-            )
-        self.cfg, kept = keep_stream_settings(
-            self.cfg, ckpt.train_config, isinstance(self.train_data.split, ShardImages)
-        )
-        if kept:
-            self.train_data.cfg = self.cfg
-            self._log(kept)
-        self._warn_changes(ckpt.train_config, ckpt.path)
-        if state["batch"] and ckpt.train_config.get("batch_size") != self.cfg.batch_size:
-            raise CheckpointError(
-                f"checkpoint {ckpt.path} was taken mid-epoch with batch_size {ckpt.train_config.get('batch_size')}; "
-                "resume with the same batch size"
-            )
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.epoch, self.batch, self.step = state["epoch"], state["batch"], state["step"]
-        self.history = list(state["history"])
+        streamed = isinstance(self.train_data.split, ShardImages)
+        ema = self.ema.module if self.ema else None
+        point = restore(found, self.model, ema, self.model_cfg, self.cfg, streamed=streamed, warn=self.ctx.is_main)
+        if point.kept:
+            self.cfg = self.train_data.cfg = point.cfg
+            self._log(point.kept)
+        self.optimizer.load_state_dict(point.optimizer)
+        self.epoch, self.batch, self.step = point.epoch, point.batch, point.step
+        self.history = point.history
         if self.ctx.is_main:  # the saved sums are already totals over all processes
-            self.running.load_state(state["running"])
-        self.last_checkpoint = ckpt.path
-        self.resumed = {"checkpoint": str(ckpt.path), "epoch": self.epoch, "step": self.step}
-
-    def _warn_changes(self, saved: dict[str, Any], where: Path) -> None:
-        """Warn about options that change what a resumed run computes (the schedule, the optimiser ...)."""
-        now = self.cfg.to_dict()
-        changed = [
-            f"{k} {saved[k]!r} -> {now[k]!r}"
-            for k in now
-            if k not in _BOOKKEEPING and k in saved and saved[k] != now[k]
-        ]
-        if changed and self.ctx.is_main:
-            warnings.warn(
-                f"resuming {where} with changed training options ({'; '.join(changed)}): the run continues from the "
-                "checkpoint under the new values (a changed epochs or lr reshapes the rest of the schedule), so it "
-                "will not match a run trained with either setting throughout",
-                RunChangedWarning,
-                stacklevel=2,
-            )
+            self.running.load_state(point.running)
+        self.last_checkpoint = point.path
+        self.resumed = {"checkpoint": str(point.path), "epoch": self.epoch, "step": self.step}
 
     def _log(self, text: str) -> None:
         if not self.ctx.is_main:
@@ -381,21 +298,17 @@ class _Trainer:
         )
 
     def _evaluate(self, dataset, prefix: str) -> dict[str, float]:
-        def run(model: nn.Module) -> dict[str, float]:
-            return evaluate(
-                model,
-                dataset,
-                batch_size=self.cfg.batch_size,
-                device=self.device,
-                ctx=self.ctx,
-                precision=self.precision,
-                workers=self.cfg.workers,
-            )
-
-        out = {prefix + k: v for k, v in run(self.model).items()}
-        if self.ema is not None:
-            out |= {f"ema_{prefix}{k}": v for k, v in run(self.ema.module).items()}
-        return out
+        return evaluate_with_ema(
+            self.model,
+            self.ema.module if self.ema else None,
+            dataset,
+            prefix,
+            batch_size=self.cfg.batch_size,
+            device=self.device,
+            ctx=self.ctx,
+            precision=self.precision,
+            workers=self.cfg.workers,
+        )
 
     def _save(self, lr: float) -> None:
         """Checkpoint the current position (called on every process; rank 0 writes)."""

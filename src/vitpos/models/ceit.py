@@ -31,17 +31,9 @@ class CeiTBlock(Block):
         super().__init__(dim, num_heads, mlp_ratio, **options)
         self.mlp = LocallyEnhancedFeedForward(dim, int(dim * mlp_ratio), leff_kernel)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        grid: Grid,
-        num_prefix_tokens: int,
-        pos: torch.Tensor | None = None,
-        qk_pos: torch.Tensor | None = None,
-        padding: Padding | None = None,
-    ) -> torch.Tensor:
-        x = x + self.drop_path1(self.attend(x, grid, num_prefix_tokens, pos, qk_pos, padding))
-        return x + self.drop_path2(self.mlp(self.norm2(x), grid, num_prefix_tokens))
+    def feed_forward(self, h: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:
+        """LeFF of the normalised tokens on the ``grid``'s token map (the prefix tokens pass through)."""
+        return self.mlp(h, grid, num_prefix_tokens)
 
 
 @ARCHITECTURES.register("ceit")

@@ -8,12 +8,9 @@ it goes in the ViT: the join's per-block addition (LaPE) joins the normalised at
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 
 from ..config import CompactConfig
-from ..grid import Grid
-from ..padding import Padding
 from ..registry import ARCHITECTURES
 from .layers import Block, PatchEmbed
 from .tokenizers import ConvTokenizer
@@ -29,17 +26,7 @@ class CompactBlock(Block):
     ViT block; the parameters (names and shapes) are the ViT block's.
     """
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        grid: Grid,
-        num_prefix_tokens: int,
-        pos: torch.Tensor | None = None,
-        qk_pos: torch.Tensor | None = None,
-        padding: Padding | None = None,
-    ) -> torch.Tensor:
-        x = self.norm2(x + self.drop_path1(self.attend(x, grid, num_prefix_tokens, pos, qk_pos, padding)))
-        return x + self.drop_path2(self.mlp(x))
+    norm_on_residual = True
 
 
 @ARCHITECTURES.register("compact")

@@ -310,7 +310,15 @@ class DropPath(nn.Module):
 
 class Block(nn.Module):
     """Pre-norm transformer block; ``pos`` (if given) is added to the normalised attention input,
-    ``qk_pos`` to its query and key inputs only; ``padding`` marks a padded batch's padded tokens."""
+    ``qk_pos`` to its query and key inputs only; ``padding`` marks a padded batch's padded tokens.
+
+    The one block forward of every host: a host's block changes where the second norm
+    sits (:attr:`norm_on_residual`) or what the feed-forward branch is (:meth:`feed_forward`).
+    """
+
+    norm_on_residual = False
+    """False: ``x + mlp(norm2(x))`` after attention (pre-norm); True: the second norm on the residual
+    stream itself, ``x = norm2(x)``, then ``x + mlp(x)`` (the Compact Transformers' layer)."""
 
     def __init__(
         self,
@@ -346,7 +354,15 @@ class Block(nn.Module):
         padding: Padding | None = None,
     ) -> torch.Tensor:
         x = x + self.drop_path1(self.attend(x, grid, num_prefix_tokens, pos, qk_pos, padding))
-        return x + self.drop_path2(self.mlp(self.norm2(x)))
+        if self.norm_on_residual:
+            x = h = self.norm2(x)
+        else:
+            h = self.norm2(x)
+        return x + self.drop_path2(self.feed_forward(h, grid, num_prefix_tokens))
+
+    def feed_forward(self, h: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:
+        """The feed-forward branch of the normalised tokens ``h``, before the residual: the MLP."""
+        return self.mlp(h)
 
     def attend(
         self,
