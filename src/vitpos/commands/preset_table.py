@@ -120,6 +120,7 @@ PRESETS: dict[str, tuple[str, int, str]] = {
     "vit_lite_7_4_compact": ("classification", 3716874, "learned / input / none / none"),
     "vit_lite_7_4_compact_lape": ("classification", 3720458, "learned / lape / none / none"),
     "vit_lite_7_4_lape": ("classification", 3725834, "learned / lape / none / none"),
+    "vit_small_patch16_224": ("classification", 22050664, "learned / input / none / none"),
 }
 
 RELEASED: dict[str, str] = {
