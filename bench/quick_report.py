@@ -102,6 +102,31 @@ def policy_lines(rows: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
+def ensemble_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Part (vii): member steps/s per family, stack size and compile mode; stacks in flight; the projections."""
+    lines = [
+        "| family | members | compile | member steps/s (min to max) | first call |",
+        "| --- | ---: | --- | --- | --- |",
+    ]
+    for r in (r for r in rows if "compile" in r and "member_steps_per_s" in r):
+        first = f"{r['first_call_s']:.1f} s" if r.get("first_call_s") is not None else ""
+        rate = f"{r['member_steps_per_s']:.0f} ({r['low']:.0f} to {r['high']:.0f})"
+        lines.append(f"| {r['family']} | {r['members']} | {r['compile']} | {rate} | {first} |")
+    lines.append("")
+    for r in (r for r in rows if "stacks" in r):
+        lines.append(
+            f"- {r['stacks']} stack(s) of {r['members']} in flight ({r['how']}): {r['member_steps_per_s']:.0f}"
+        )
+    for r in (r for r in rows if "projection" in r):
+        of = f"{len(r['families'])} of {r['of']} families"
+        lines.append(
+            f"- projected {r['projection']} ({of}, compile {r['compile']}): {r['projected_min']:.1f} min ({r['how']})"
+        )
+    for r in (r for r in rows if "task" in r and "projected_min" in r):
+        lines.append(f"- projected `--task {r['task']}`: {r['projected_min']:.1f} min ({r['how']})")
+    return [*lines, ""]
+
+
 def render(data: dict[str, Any]) -> str:
     """The whole section from the JSON of a run."""
     rows = data["rows"]
@@ -136,6 +161,9 @@ def render(data: dict[str, Any]) -> str:
         rates = [f"- {r['case']}: {r['images_per_s']:.1f} img/s" for r in data if "images_per_s" in r]
         lines += ["### The DeiT recipe end to end (folder and shards)", "", *rates]
         lines += [*(r["summary"] for r in data if "summary" in r), ""]
+    stacks = part("ensemble")
+    if stacks:
+        lines += ["### The study's stacked ensembles", "", *ensemble_lines(stacks)]
     left_out = [
         f"- {r['part']}: " + (f"skipped {r['skipped']}: {r['reason']}" if "skipped" in r else f"failed: {r['error']}")
         for r in rows

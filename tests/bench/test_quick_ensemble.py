@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from bench import gpu
+from bench.quick_report import render
 from bench.dense_cost import DENSE, protocol_steps
 from bench.ensemble_rate import SEQUENTIAL, Fit, all_members, fit, full_stacks, projected_seconds
 from vitpos.study.protocol import StudyConfig
@@ -52,4 +53,10 @@ def test_the_part_runs_on_the_cpu(tmp_path):
     assert set(dense) == set(DENSE) and all(dense[t]["steps"] == protocol_steps(DENSE[t]()) for t in DENSE)
     assert all(r["measured_batch"] == 2 and r["step_ms"] >= 0 for r in dense.values())
     assert rows[-1] == {"part": "ensemble", "skipped": "the compiled step (default)", "reason": "--no-compile"}
+    text = render(json.loads(path.read_text()))
+    section = text[text.index("### The study's stacked ensembles") :]
+    assert (
+        "| learned | 2 | off | " in section and "- projected --full training (9 of 9 families, compile off)" in section
+    )
+    assert all(f"- projected `--task {t}`: " in section for t in DENSE)
     assert torch.get_num_threads() == 1
