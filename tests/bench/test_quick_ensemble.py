@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from bench import gpu
-from bench.quick_report import render
 from bench.dense_cost import DENSE, protocol_steps
 from bench.ensemble_rate import SEQUENTIAL, Fit, all_members, fit, full_stacks, projected_seconds
+from bench.quick_report import render
 from vitpos.study.protocol import StudyConfig
 
 from .test_gpu_quick import TINY_ARGS
