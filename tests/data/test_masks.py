@@ -71,6 +71,14 @@ def test_class_names_from_classes_txt(folder: Path) -> None:
         load_mask_splits(folder, classes=4)
 
 
+def test_classes_txt_is_read_as_written(folder: Path) -> None:
+    (folder / "classes.txt").write_text("wall\nsky\nroad")  # no final newline
+    assert load_mask_splits(folder).info.classes == ("wall", "sky", "road")
+    (folder / "classes.txt").write_text("wall\nsky\nwall\n")
+    with pytest.raises(ValueError, match=r"classes\.txt: line 3 repeats 'wall' \(line 1\)"):
+        load_mask_splits(folder)
+
+
 def test_missing_class_count_is_explained(folder: Path) -> None:
     with pytest.raises(ValueError, match=r"no classes\.txt.*classes=N"):
         open_data(f"masks:{folder}")

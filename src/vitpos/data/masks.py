@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from ..errors import VitposError
+from .class_list import read_class_list
 from .dataset import DataInfo, DataSplits, ImageDataset, Size, TensorImages, as_size
 from .decode import open_image
 from .folders import IMAGE_EXTENSIONS, IMAGENET_MEAN, IMAGENET_STD, READ_ERRORS, decode_image, fit_to_size
@@ -160,7 +161,7 @@ def _pairs(images: Path, annotations: Path) -> list[tuple[Path, Path]]:
 def _class_names(root: Path, classes: int | None) -> tuple[str, ...]:
     listed = root / "classes.txt"
     if listed.is_file():
-        names = tuple(line.strip() for line in listed.read_text().splitlines() if line.strip())
+        names = read_class_list(listed)
         if classes is not None and classes != len(names):
             raise ValueError(f"classes={classes} but {listed} names {len(names)} classes; drop one of them")
         return names

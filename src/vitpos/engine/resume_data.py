@@ -1,7 +1,7 @@
 """On resume, keep the data-loading settings that decide which samples form each batch.
 
 A run that streams shards makes batch ``j`` in loading worker ``j % workers`` from that
-worker's own shards, through a shuffle buffer of ``shuffle_buffer`` samples: another worker
+worker's part of the epoch's samples, through a shuffle buffer of ``shuffle_buffer`` samples: another worker
 count or buffer size gives other batches, and the resumed run would not be the run that was
 stopped. The saved values are kept instead (with a log line saying so); for data read by index
 the worker count changes nothing and may change freely.
