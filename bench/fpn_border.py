@@ -39,6 +39,8 @@ def run(encoding: str, padding: str, seed: int, args: argparse.Namespace) -> flo
     data = f"synthetic:segment_absolute:{sizes}:seed={seed}"
     options = {"data": data, "epochs": args.epochs, "batch_size": 32, "lr": 2e-3, "seed": seed,
                "progress": False, "device": "cpu", "run_dir": None}  # fmt: skip
+    if args.warmup_epochs is not None:
+        options["warmup_epochs"] = args.warmup_epochs
     host = {"patch_size": args.patch_size} | ({"sr_ratios": None} if args.full_attention else {})
     request = RunRequest(preset, {**SMALL, **host, **slots, "conv_padding": padding}, options)
     return train(*request.resolve()).test["miou"]
@@ -50,6 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seeds", type=int, default=2)
     p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--train", type=int, default=500)
+    p.add_argument("--warmup-epochs", type=float, help="learning-rate warm-up (default: the trainer's)")
     p.add_argument("--val", type=int, default=100)
     p.add_argument("--test", type=int, default=500)
     p.add_argument("--paddings", default="zeros,circular")
