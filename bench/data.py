@@ -52,8 +52,9 @@ HEADING = "## Data pipeline: decode + crop per worker, augmentation per batch"
 PHOTOS = Path(sklearn.datasets.__file__).parent / "images"
 """scikit-learn's two sample photographs: 640 x 427 JPEGs, about ImageNet's average size (~400 x 350) or larger."""
 DEIT = "DeiT recipe (RandAugment, erasing, mixup/cutmix, normalise)"
-GPU_TARGET = 3000
-"""Images per second one H100 trains DeiT-S at in bf16 (the issue's figure; not measured here)."""
+GPU_TARGET = 5475
+"""Images per second one H200 trained DeiT-S at, bf16 autocast, eager, batch 256 (BENCHMARKS.md's quick check,
+measured at commit 6e9ae7c)."""
 
 
 class FullDecode(TrainCrop):
@@ -251,8 +252,8 @@ def report(image: Rates, batch: Rates, loaders: dict[int, float], e2e: dict[str,
             "",
         ]
     lines.append(
-        f"An H100 training DeiT-S in bf16 takes about {GPU_TARGET} images/s (a figure from outside this project, "
-        f"not measured here). At {draft:.0f} images per CPU second per worker, decode + crop needs **{workers} "
+        f"One H200 trains DeiT-S in bf16 at {GPU_TARGET:,} images/s (an eager step of batch 256; BENCHMARKS.md's "
+        f"quick check). At {draft:.0f} images per CPU second per worker, decode + crop needs **{workers} "
         "loading workers** (a core each), before the DataLoader's own cost of handing batches between processes. "
         "ImageNet's photographs have about half the pixels of these, so this errs high. The per-batch augmentation "
         'runs on the training device; its cost on a GPU is part "augment" of `python -m bench.gpu --quick` (the '
