@@ -10,12 +10,12 @@ from .cases import BASELINE, CASES, Case
 
 HEADING = "## GPU"
 NOT_MEASURED = (
-    f"{HEADING}\n\nNo GPU figures have been measured yet: `python -m bench.gpu --out BENCHMARKS.md` on a "
-    "machine with CUDA writes this section (device, torch version, command, bf16 autocast training "
-    "and inference overheads of every slot value on DeiT-S at 196 and 784 tokens, eager and compiled, "
-    "peak memory, every bucketed term on every attention path that computes it (the fused `triton` "
-    "path against no PE and against the best other path), and vitpos against timm's DeiT-S and "
-    "Swin-T when timm is installed).\n"
+    f"{HEADING}\n\nThe full `python -m bench.gpu` has not run on a GPU yet: `python -m bench.gpu --out BENCHMARKS.md` "
+    "on a machine with CUDA writes this section (device, torch version, command, bf16 autocast training and "
+    "inference overheads of every slot value on DeiT-S at 196 and 784 tokens, eager and compiled, peak memory, "
+    "every bucketed term on every attention path that computes it (the fused `triton` path against no PE and "
+    "against the best other path), and vitpos against timm's DeiT-S and Swin-T when timm is installed). The "
+    "short check (`--quick`) writes a section of its own.\n"
 )
 
 
