@@ -39,7 +39,7 @@ from .gpu_report import (
     replace_section,
 )
 from .gpu_steps import bf16_step, peak_bytes
-from .quick_parts import MODEL, QuickSettings
+from .quick_settings import MODEL, QuickSettings
 from .timing import build, image_side, paired_overheads
 
 TIMM_PAIRS = {"deit_small_patch16_224": "deit_small_patch16_224", "swin_tiny": "swin_tiny_patch4_window7_224"}

@@ -39,8 +39,9 @@ from .path_report import table_lines
 from .quick_data import augment_rows, data_rows
 from .quick_ensemble import ensemble_rows
 from .quick_log import Budget, RowLog
-from .quick_parts import QuickSettings, compiled_rows, overhead_rows, swin_rows
+from .quick_parts import compiled_rows, overhead_rows, swin_rows
 from .quick_report import write_section
+from .quick_settings import QuickSettings
 
 SHARES = {
     CORRECTNESS: 0.25,

@@ -29,7 +29,7 @@ from .taken_path import recording
 
 if TYPE_CHECKING:
     from .quick_log import Budget, RowLog
-    from .quick_parts import QuickSettings
+    from .quick_settings import QuickSettings
 
 PART = "overhead"
 SHAW = Case("Shaw", {"absolute": "none", "relative": "shaw"})

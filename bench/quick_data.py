@@ -20,8 +20,8 @@ import torch
 from .cases import BASELINE
 from .data_pipeline import RunShape, measure, where_time_goes
 from .gpu_steps import synchronize
-from .quick_log import Budget, RowLog
-from .quick_parts import QuickSettings, _skip, _spent
+from .quick_log import Budget, RowLog, skip, spent
+from .quick_settings import QuickSettings
 from .timing import image_side, interleaved_throughput
 
 DATA_STEPS = 6
@@ -37,14 +37,14 @@ def augment_rows(s: QuickSettings, budget: Budget, log: RowLog, train_rates: dic
     from vitpos.engine.recipes import get_recipe
 
     part, tokens = "augment", s.tokens[0]
-    if _spent(budget, log, part, "the DeiT recipe's augmentation"):
+    if spent(budget, log, part, "the DeiT recipe's augmentation"):
         return
     recipe = TrainConfig.from_dict(dict(get_recipe("deit").train))
     info = DataInfo("bench", "classification", classes=tuple(str(i) for i in range(1000)), photographic=True)
     try:
         augment = build_augment(recipe, info)
     except ImportError as err:  # RandAugment is built from kornia's operations
-        return _skip(log, budget, part, "the DeiT recipe's augmentation", f"{err} (pip install kornia)")
+        return skip(log, budget, part, "the DeiT recipe's augmentation", f"{err} (pip install kornia)")
     augment = dataclasses.replace(augment, crop_scale=None, hflip=0.0)  # done per image, in the workers
     side = image_side(s.model, tokens)
     images = torch.randint(0, 256, (s.batch, 3, side, side), dtype=torch.uint8, device=s.device)
@@ -78,7 +78,7 @@ def data_rows(s: QuickSettings, budget: Budget, log: RowLog) -> None:
     """Part (vi): the DeiT recipe as run on a JPEG folder and its shards against the bare step, one row per
     rate and one saying where the time goes."""
     part = "data"
-    if _spent(budget, log, part, "the DeiT recipe end to end"):
+    if spent(budget, log, part, "the DeiT recipe end to end"):
         return
     cpu = s.device.type == "cpu"
     shape = RunShape(
@@ -93,7 +93,7 @@ def data_rows(s: QuickSettings, budget: Budget, log: RowLog) -> None:
     head = {"part": part, "model": s.model, "batch": shape.batch, "steps": shape.steps, "workers": shape.workers}
     rates: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, rate in measure(shape, Path(tmp), lambda name: not _spent(budget, log, part, name)):
+        for name, rate in measure(shape, Path(tmp), lambda name: not spent(budget, log, part, name)):
             rates[name] = rate
             log.add({**head, "case": name, "images_per_s": rate})  # written at once: a call cut short keeps it
             budget.progress(f"{part}: {name}: {rate:.0f} img/s")

@@ -19,8 +19,8 @@ from vitpos.study.protocol import StudyConfig
 
 from .dense_cost import DENSE, projection_row
 from .ensemble_rate import SEQUENTIAL, Fit, all_members, fit, in_flight_rows, projected_seconds, rate_rows
-from .quick_log import Budget, RowLog
-from .quick_parts import QuickSettings
+from .quick_log import Budget, RowLog, spent
+from .quick_settings import QuickSettings
 
 PART = "ensemble"
 FIRST = "learned"
@@ -30,15 +30,6 @@ MEMBERS = "1,10,30,all"
 OTHERS = (10, 30)
 """The stack sizes of the other families (enough for the fit of the projection; at most the largest of the
 first family's)."""
-
-
-def _skip(log: RowLog, budget: Budget, what: str) -> bool:
-    """True (and a 'skipped' row) if the part's share of the budget is spent."""
-    if budget.left(PART) > 0:
-        return False
-    log.add({"part": PART, "skipped": what, "reason": "its share of the time budget is spent"})
-    budget.progress(f"{PART}: skipped {what}: its share of the time budget is spent")
-    return True
 
 
 def _sizes(text: str, full: StudyConfig, label: str) -> list[int]:
@@ -55,7 +46,7 @@ def ensemble_rows(s: QuickSettings, budget: Budget, log: RowLog, members: str = 
     rates: dict[str, dict[int, float]] = {}
     sizes = _sizes(members, full, first.label)
     for size in sizes:
-        if _skip(log, budget, f"{first.label} at {size} members"):
+        if spent(budget, log, PART, f"{first.label} at {size} members"):
             return
         (row,) = rate_rows(model_cfg, batch, size, s.device, ("off",), s.repeats, s.iters)
         rates.setdefault(first.label, {})[size] = row["member_steps_per_s"]
@@ -63,7 +54,7 @@ def ensemble_rows(s: QuickSettings, budget: Budget, log: RowLog, members: str = 
         budget.progress(f"{PART}: {first.label}, {size} members: {row['member_steps_per_s']:.0f} member steps/s")
     flight_size = min(30, max(sizes))
     gain = 1.0
-    if not _skip(log, budget, f"stacks of {flight_size} in flight"):
+    if not spent(budget, log, PART, f"stacks of {flight_size} in flight"):
         flight = in_flight_rows(model_cfg, batch, flight_size, s.device, (1, 2, 4), s.iters)
         for row in flight:
             log.add({**head, "family": first.label, **row})
@@ -72,7 +63,7 @@ def ensemble_rows(s: QuickSettings, budget: Budget, log: RowLog, members: str = 
         budget.progress(f"{PART}: in flight: " + ", ".join(f"{r['member_steps_per_s']:.0f}" for r in flight))
     others = [n for n in OTHERS if n <= max(sizes)] or [max(sizes)]
     for family in (f for f in DEFAULT_FAMILIES if f is not first):
-        if _skip(log, budget, f"{family.label} at {', '.join(map(str, others))} members"):
+        if spent(budget, log, PART, f"{family.label} at {', '.join(map(str, others))} members"):
             break
         cfg = family.model_config(full.model, num_classes=2)
         for size in others:
@@ -83,7 +74,7 @@ def ensemble_rows(s: QuickSettings, budget: Budget, log: RowLog, members: str = 
     fits = {label: fit(r) for label, r in rates.items()}
     log.add(_projection(head, fits, full, gain, "off"))
     for task in DENSE:
-        if _skip(log, budget, f"the --task {task} projection"):
+        if spent(budget, log, PART, f"the --task {task} projection"):
             continue
         log.add({**head, **projection_row(task, str(s.device), batch=s.batch)})
         budget.progress(f"{PART}: --task {task} projected")
@@ -122,7 +113,7 @@ def _compiled(
     if not s.compiled:
         log.add({"part": PART, "skipped": f"the compiled step ({mode})", "reason": "--no-compile"})
         return
-    if _skip(log, budget, f"the compiled step ({mode}) at {size} members"):
+    if spent(budget, log, PART, f"the compiled step ({mode}) at {size} members"):
         return
     rows = rate_rows(model_cfg, batch, size, s.device, ("off", mode), s.repeats, s.iters)
     for row in rows:

@@ -65,3 +65,17 @@ class RowLog:
         temporary = self.path.with_name(self.path.name + ".tmp")
         temporary.write_text(json.dumps({**self.header, "finished": self.finished, "rows": self.rows}, indent=1))
         os.replace(temporary, self.path)
+
+
+def skip(log: RowLog, budget: Budget, part: str, what: str, reason: str) -> None:
+    """A 'skipped' row for ``what`` of ``part``, and its progress line."""
+    log.add({"part": part, "skipped": what, "reason": reason})
+    budget.progress(f"{part}: skipped {what}: {reason}")
+
+
+def spent(budget: Budget, log: RowLog, part: str, what: str) -> bool:
+    """True (and a 'skipped' row for ``what``) if ``part``'s share of the budget is spent."""
+    if budget.left(part) > 0:
+        return False
+    skip(log, budget, part, what, "its share of the time budget is spent")
+    return True

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -19,42 +18,17 @@ import torch
 import vitpos
 
 from .cases import BASELINE, Case
-from .check_layers import CheckShape
 from .gpu_report import gpu_cases
 from .gpu_steps import bf16_step, peak_bytes
 from .path_rows import KINDS, path_rows
-from .quick_log import Budget, RowLog
+from .quick_log import Budget, RowLog, skip, spent
+from .quick_settings import MODEL, QuickSettings
 from .taken_path import recording
 from .timing import image_side, interleaved_throughput, paired_overheads
 
-MODEL = "deit_small_patch16_224"
 SWIN = ("swin_tiny", "swin_tiny_patch4_window7_224")
 """vitpos's Swin-T and the timm model it is timed against."""
 COMPILED_CASE = Case("iRPE ctx k", {"absolute": "none", "relative": "irpe:product:ctx:k"})
-
-
-@dataclass(frozen=True)
-class QuickSettings:
-    """What the quick check runs: on which device, which model at which sizes, for how long."""
-
-    device: torch.device
-    model: str = MODEL
-    model_args: dict[str, Any] = field(default_factory=dict)
-    """Overrides of the model's preset (e.g. depth=1 for a test)."""
-    tokens: tuple[int, ...] = (196, 784)
-    batch: int = 256
-    """Images per step at up to 196 tokens (scaled by 196 / tokens above)."""
-    repeats: int = 3
-    iters: int = 2
-    compiled: bool = True
-    check: CheckShape = field(default_factory=CheckShape)
-    cases: tuple[str, ...] = ()
-    """Labels of the correctness cases to run (:func:`bench.check_layers.check_cases`); empty: all."""
-    budget_s: float = 240.0
-    parts: tuple[str, ...] = ()
-    """The parts to run (names in :data:`bench.gpu_quick.SHARES`); empty: all."""
-    ensemble_members: str = "1,10,30,all"
-    """Part (vii)'s stack sizes (:mod:`bench.quick_ensemble`)."""
 
 
 def _build(s: QuickSettings, model: str, slots: dict, tokens: int) -> torch.nn.Module:
@@ -65,19 +39,6 @@ def _build(s: QuickSettings, model: str, slots: dict, tokens: int) -> torch.nn.M
 def _images(s: QuickSettings, model: str, tokens: int, batch: int) -> torch.Tensor:
     side = image_side(model, tokens)
     return torch.randn(batch, 3, side, side, device=s.device)
-
-
-def _skip(log: RowLog, budget: Budget, part: str, what: str, reason: str) -> None:
-    log.add({"part": part, "skipped": what, "reason": reason})
-    budget.progress(f"{part}: skipped {what}: {reason}")
-
-
-def _spent(budget: Budget, log: RowLog, part: str, what: str) -> bool:
-    """True (and a 'skipped' row) if ``part``'s share of the budget is spent."""
-    if budget.left(part) > 0:
-        return False
-    _skip(log, budget, part, what, "its share of the time budget is spent")
-    return True
 
 
 def _paired_all(s: QuickSettings, steps: dict, baseline: str, batch: int) -> dict[str, dict[str, Any]]:
@@ -120,7 +81,7 @@ def overhead_rows(s: QuickSettings, budget: Budget, log: RowLog) -> dict[int, fl
     the baseline's images/s per token count."""
     part, rates, bases = "overhead", {}, {}
     for tokens in s.tokens:
-        if _spent(budget, log, part, f"{tokens} tokens"):
+        if spent(budget, log, part, f"{tokens} tokens"):
             continue
         batch = max(1, s.batch * 196 // max(tokens, 196))
         images = _images(s, s.model, tokens, batch)
@@ -133,12 +94,12 @@ def overhead_rows(s: QuickSettings, budget: Budget, log: RowLog) -> dict[int, fl
     for tokens, (head, images, base, base_peak) in bases.items():
         cases = [c for c in gpu_cases() if c is not BASELINE and c.label not in KINDS]
         for i, case in enumerate(cases):
-            if _spent(budget, log, part, f"{tokens} tokens: {len(cases) - i} slot values"):
+            if spent(budget, log, part, f"{tokens} tokens: {len(cases) - i} slot values"):
                 break
             try:
                 model = _build(s, s.model, case.position, tokens)
             except ValueError as err:  # e.g. PEG after a block a shallow test model lacks
-                _skip(log, budget, part, f"{tokens} tokens: {case.label}", str(err))
+                skip(log, budget, part, f"{tokens} tokens: {case.label}", str(err))
                 continue
             step = bf16_step(model, images, "train", False)
             with recording() as taken:
@@ -181,7 +142,7 @@ def compiled_rows(s: QuickSettings, budget: Budget, log: RowLog) -> None:
     part, tokens = "compiled", s.tokens[0]
     timm_deit = s.model == MODEL and _timm_missing() is None
     against = f"timm {MODEL}" if timm_deit else f"vitpos {s.model} {BASELINE.label}"
-    if _spent(budget, log, part, f"{COMPILED_CASE.label} against {against}"):
+    if spent(budget, log, part, f"{COMPILED_CASE.label} against {against}"):
         return
     images = _images(s, s.model, tokens, s.batch)
     theirs = _timm(MODEL, s) if timm_deit else _build(s, s.model, BASELINE.position, tokens)
@@ -193,7 +154,7 @@ def compiled_rows(s: QuickSettings, budget: Budget, log: RowLog) -> None:
     }
     first_call = []
     for label, step in steps.items():
-        if _spent(budget, log, part, f"{COMPILED_CASE.label} against {against} (compiling {label})"):
+        if spent(budget, log, part, f"{COMPILED_CASE.label} against {against} (compiling {label})"):
             return
         start = budget.elapsed()
         step()
@@ -211,8 +172,8 @@ def swin_rows(s: QuickSettings, budget: Budget, log: RowLog) -> None:
     part, (ours, theirs) = "swin", SWIN
     missing = _timm_missing()
     if missing is not None:
-        return _skip(log, budget, part, f"{ours} against timm {theirs}", missing)
-    if _spent(budget, log, part, f"{ours} against timm {theirs}"):
+        return skip(log, budget, part, f"{ours} against timm {theirs}", missing)
+    if spent(budget, log, part, f"{ours} against timm {theirs}"):
         return None
     images = torch.randn(s.batch, 3, 224, 224, device=s.device)
     steps = {

@@ -14,13 +14,13 @@ image).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import torch
 
 from .randaugment_ops import (
     GEOMETRIC,
     OPS,
+    OpSettings,
     affine_matrices,
     blend,
     factor,
@@ -34,9 +34,6 @@ from .randaugment_ops import (
     warp_,
 )
 
-if TYPE_CHECKING:
-    from .randaugment import RandAugment
-
 __all__ = ["NAMES", "LOOKUP", "apply_layer_", "lookup_tables", "equalize_tables"]
 
 NAMES = tuple(OPS)
@@ -46,7 +43,7 @@ INTEGER = ("Invert", "Posterize", "Solarize", "SolarizeAdd")
 LOOKUP = ("AutoContrast", "Equalize", "Contrast", "Brightness")
 """Ops that are a table per image and channel (Brightness: the op applied to every grey level)."""
 
-Family = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, "RandAugment"], torch.Tensor]
+Family = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, OpSettings], torch.Tensor]
 
 
 def _float(x: torch.Tensor) -> torch.Tensor:
@@ -67,7 +64,7 @@ def equalize_tables(x: torch.Tensor) -> torch.Tensor:
     return torch.where(step == 0, levels, table).to(torch.uint8).view(b, c, 256)
 
 
-def _table(name: str, x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+def _table(name: str, x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: OpSettings) -> torch.Tensor:
     """The (B, C, 256) uint8 tables of lookup op ``name`` for uint8 images ``x``."""
     if name == "Equalize":
         return equalize_tables(x)
@@ -84,7 +81,7 @@ def _table(name: str, x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, 
 
 
 def lookup_tables(
-    x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment
+    x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: OpSettings
 ) -> torch.Tensor:
     """The (B, C, 256) uint8 table of each image of ``x``, whose op ``NAMES[op]`` is one of :data:`LOOKUP`."""
     tables = torch.empty(*x.shape[:2], 256, dtype=torch.uint8, device=x.device)
@@ -95,15 +92,13 @@ def lookup_tables(
     return tables
 
 
-def _lookup(
-    x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment
-) -> torch.Tensor:
+def _lookup(x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: OpSettings) -> torch.Tensor:
     tables = lookup_tables(x, op, level, sign, ra)
     return tables.gather(2, x.flatten(2).long()).view_as(x)
 
 
 def _integer(
-    x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment
+    x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: OpSettings
 ) -> torch.Tensor:
     """Invert, Posterize, Solarize and SolarizeAdd in uint8, each image its own (identity for the others)."""
 
@@ -121,9 +116,7 @@ def _integer(
 
 
 def _one(name: str) -> Family:
-    def run(
-        x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment
-    ) -> torch.Tensor:
+    def run(x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: OpSettings) -> torch.Tensor:
         return to_levels_(OPS[name](_float(x), level, sign, ra))
 
     return run
@@ -133,7 +126,7 @@ _KIND = torch.tensor([GEOMETRIC.index(n) if n in GEOMETRIC else -1 for n in NAME
 
 
 def _geometric(
-    x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment
+    x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: OpSettings
 ) -> torch.Tensor:
     kind = _KIND.to(op.device)[op]
     inverse = affine_matrices(kind, geometric_amount(kind, level, sign), *x.shape[-2:])
@@ -151,7 +144,7 @@ _FAMILY = torch.tensor([next(i for i, (names, _) in enumerate(_FAMILIES) if n in
 assert sorted(n for names, _ in _FAMILIES for n in names) == sorted(NAMES), "every op belongs to one family"
 
 
-def apply_layer_(x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> None:
+def apply_layer_(x: torch.Tensor, op: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: OpSettings) -> None:
     """In place on uint8 images ``x`` (B, C, H, W): image i gets op ``NAMES[op[i]]`` (none where ``op[i] < 0``)
     at magnitude ``level[i]`` and sign ``sign[i]``."""
     family = _FAMILY.to(op.device)[op.clamp_min(0)].masked_fill_(op < 0, -1)

@@ -12,21 +12,42 @@ is tested equal to them image by image.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import kornia
 import torch
 import torch.nn.functional as F
 
-if TYPE_CHECKING:
-    from .randaugment import RandAugment
-
-__all__ = ["OPS", "GEOMETRIC", "MAX_LEVEL", "apply_op", "affine_matrix", "affine_matrices", "warp_", "stretch"]
+__all__ = [
+    "OpSettings",
+    "OPS",
+    "GEOMETRIC",
+    "MAX_LEVEL",
+    "apply_op",
+    "affine_matrix",
+    "affine_matrices",
+    "warp_",
+    "stretch",
+]
 
 MAX_LEVEL = 10.0
 """timm's magnitude scale: 10 is the strongest."""
 
-OpFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, "RandAugment"], torch.Tensor]
+
+class OpSettings(Protocol):
+    """What an op reads of its RandAugment (:class:`~.randaugment.RandAugment` has these fields)."""
+
+    @property
+    def increasing(self) -> bool: ...
+
+    @property
+    def fill(self) -> tuple[float, ...]: ...
+
+    @property
+    def interpolation(self) -> str: ...
+
+
+OpFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, OpSettings], torch.Tensor]
 
 
 def _per_image(v: torch.Tensor) -> torch.Tensor:
@@ -54,30 +75,30 @@ def grey_mean(x: torch.Tensor) -> torch.Tensor:
     return grey_levels.mean(dim=(-3, -2, -1), keepdim=True).add(0.5).floor() / 255
 
 
-def _auto_contrast(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+def _auto_contrast(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: OpSettings) -> torch.Tensor:
     return stretch(x, x.amin(dim=(-2, -1), keepdim=True), x.amax(dim=(-2, -1), keepdim=True))
 
 
-def _equalize(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+def _equalize(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: OpSettings) -> torch.Tensor:
     return kornia.enhance.equalize(x)
 
 
-def _invert(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+def _invert(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: OpSettings) -> torch.Tensor:
     return kornia.enhance.invert(x)
 
 
-def posterize_bits(level: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+def posterize_bits(level: torch.Tensor, ra: OpSettings) -> torch.Tensor:
     """The high bits ``Posterize`` keeps per image: 4 down to 0 (increasing), else 4 up to 8."""
     bits = (level / MAX_LEVEL * 4).long()
     return 4 - bits if ra.increasing else bits + 4
 
 
-def posterize_mask(level: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+def posterize_mask(level: torch.Tensor, ra: OpSettings) -> torch.Tensor:
     """The uint8 mask of the bits ``Posterize`` keeps per image."""
     return (256 - 2 ** (8 - posterize_bits(level, ra))).to(torch.uint8)
 
 
-def solarize_threshold(level: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+def solarize_threshold(level: torch.Tensor, ra: OpSettings) -> torch.Tensor:
     """The grey level from which ``Solarize`` inverts, per image (256: none)."""
     threshold = (level / MAX_LEVEL * 256).long()
     return 256 - threshold if ra.increasing else threshold
@@ -88,40 +109,40 @@ def solarize_add_amount(level: torch.Tensor) -> torch.Tensor:
     return (level / MAX_LEVEL * 110).long()
 
 
-def _posterize(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+def _posterize(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: OpSettings) -> torch.Tensor:
     keep = (x.mul(255).round().to(torch.uint8) & _per_image(posterize_mask(level, ra))).float() / 255
     return torch.where(_per_image(posterize_bits(level, ra) >= 8), x, keep)
 
 
-def _solarize(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+def _solarize(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: OpSettings) -> torch.Tensor:
     return kornia.enhance.solarize(x, solarize_threshold(level, ra).to(x.dtype) / 255)
 
 
-def _solarize_add(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+def _solarize_add(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: OpSettings) -> torch.Tensor:
     add = solarize_add_amount(level).float() / 255
     return torch.where(x < 128 / 255, (x + _per_image(add)).clamp(max=1.0), x)
 
 
-def factor(level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+def factor(level: torch.Tensor, sign: torch.Tensor, ra: OpSettings) -> torch.Tensor:
     """Enhancement factor: 1 +- 0.9 * m / 10 (at least 0.1) increasing, else 0.1 + 1.8 * m / 10."""
     if ra.increasing:
         return (1.0 + sign * level / MAX_LEVEL * 0.9).clamp_min(0.1)
     return level / MAX_LEVEL * 1.8 + 0.1
 
 
-def _color(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+def _color(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: OpSettings) -> torch.Tensor:
     return blend(grey(x), x, factor(level, sign, ra))
 
 
-def _contrast(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+def _contrast(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: OpSettings) -> torch.Tensor:
     return blend(grey_mean(x).expand_as(x), x, factor(level, sign, ra))
 
 
-def _brightness(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+def _brightness(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: OpSettings) -> torch.Tensor:
     return blend(torch.zeros_like(x), x, factor(level, sign, ra))
 
 
-def _sharpness(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+def _sharpness(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: OpSettings) -> torch.Tensor:
     """Pillow's ``Sharpness``: blend with the image smoothed by (1 1 1 / 1 5 1 / 1 1 1) / 13, border pixels kept."""
     h, w = x.shape[-2:]
     rows = x[..., :, :-2] + x[..., :, 1:-1] + x[..., :, 2:]  # horizontal sums of three, (B, C, H, W - 2)
@@ -169,7 +190,7 @@ def geometric_amount(kind: torch.Tensor, level: torch.Tensor, sign: torch.Tensor
     return sign * level / MAX_LEVEL * top
 
 
-def warp_(x: torch.Tensor, inverse: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+def warp_(x: torch.Tensor, inverse: torch.Tensor, ra: OpSettings) -> torch.Tensor:
     """``x`` resampled through Pillow-style inverse maps (B, 3, 3); outside the image: ``ra.fill``. Overwrites
     ``x`` (scratch space: the batched path saves a copy of the batch this way)."""
     h, w = x.shape[-2:]
@@ -194,7 +215,7 @@ def warp_(x: torch.Tensor, inverse: torch.Tensor, ra: RandAugment) -> torch.Tens
 def _geometric(name: str) -> OpFn:
     kind_index = GEOMETRIC.index(name)
 
-    def op(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+    def op(x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: OpSettings) -> torch.Tensor:
         kind = torch.full(level.shape, kind_index, device=x.device)
         amount = geometric_amount(kind, level, sign)
         return warp_(x.clone(), affine_matrices(kind, amount, *x.shape[-2:]), ra)
@@ -222,7 +243,7 @@ OPS: dict[str, OpFn] = {
 """timm's RandAugment op set (``_RAND_TRANSFORMS``); with ``inc1`` the magnitude maps to increasing severity."""
 
 
-def apply_op(name: str, x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: RandAugment) -> torch.Tensor:
+def apply_op(name: str, x: torch.Tensor, level: torch.Tensor, sign: torch.Tensor, ra: OpSettings) -> torch.Tensor:
     """Op ``name`` on images ``x`` in [0, 1] at per-image magnitude ``level`` (0..10) and sign (+-1)."""
     return OPS[name](x, level, sign, ra)
 
