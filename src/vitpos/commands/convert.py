@@ -10,6 +10,9 @@ the preset of its family with the stem, depth and widths read from the file's sh
 training checkpoint holding both ``state_dict`` and ``state_dict_ema`` (timm's and T2T-ViT's
 train scripts) gives its EMA weights, as T2T-ViT's evaluation does; --entry state_dict picks
 the others.
+SRC may be a URL or a preset with released weights (``vitpos convert deit_tiny_patch16_224 DST``;
+``--pretrained`` reads SRC as a preset's name only): the file is downloaded once into the weights cache
+and verified.
 Then: ``vitpos eval --checkpoint DST --data SPEC`` or ``vitpos train --init DST ...``.
 """
 
@@ -28,6 +31,7 @@ from ..weights.data_config import DataConfig
 from ..weights.export import released_data_config
 from ..weights.files import WeightsFile
 from ..weights.load import LAYOUTS, NATIVE, layout_of
+from ..weights.pretrained import fetch_pretrained, names_release
 from ..weights.resize import RESIZES
 from ..weights.run_folder import read_saved_model, saved_config
 from .options import add_model_options, given_options
@@ -35,9 +39,11 @@ from .options import add_model_options, given_options
 
 def run(args: argparse.Namespace) -> int:
     check_destination(args.dst, folder=True, force=args.force)
+    name = args.model or (args.src if args.pretrained or names_release(args.src) else None)
+    if args.pretrained:  # SRC names a preset, even where a file of that name exists
+        args.src = str(fetch_pretrained(args.src))
     overrides = given_options(args, args.option_names)
     file = read_weights(args.src, args.entry)
-    name = args.model
     if name is None and saved_config(file.metadata, file.path) is None:  # a released file: the preset it fits
         name, fields = guess_model(file, layout_of(file))
         overrides = {**stored_classes(file), **fields, **overrides}  # what the preset was found with
@@ -81,8 +87,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description=f"{__doc__}\nReleased layouts:\n{released_layouts()}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("src", help="the released checkpoint (.pth or .safetensors)")
+    p.add_argument(
+        "src",
+        help="the released checkpoint: a .pth or .safetensors file, its URL, or a preset with released weights "
+        "(downloaded once into the weights cache)",
+    )
     p.add_argument("dst", help="folder to write model.safetensors and config.yaml into")
+    p.add_argument(
+        "--pretrained", action="store_true", help="SRC is a preset whose released weights to convert, never a path"
+    )
     p.add_argument("--force", action="store_true", help="write into DST even if it holds files (they are replaced)")
     p.add_argument("--model", metavar="NAME", help="preset to load into (default: the one the checkpoint fits)")
     p.add_argument(

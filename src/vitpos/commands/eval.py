@@ -8,6 +8,8 @@ results into each folder it evaluated (a run folder, or a converted one): ``eval
 ``eval-SPLIT.md`` (the line and the table); ``-ema`` is added for ``--ema`` and ``-data-HASH`` for
 a ``--data`` other than the one trained on, so two evaluations never share a file. ``--out FILE``
 writes one JSON of every run there instead, and the table beside it (``FILE`` with ``.md``).
+Released weights (``--model NAME --pretrained``, or a released file, its URL or a preset's name as
+``--checkpoint``) have no folder: their results are written only with ``--out``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..files import write_atomic, write_json
 from ..spec import non_negative_int, positive_int
 from ..tasks import TaskKind, task_kind
 from ..weights import load_model
+from ..weights.build import is_released
 from ..weights.run_folder import CHECKPOINTS
 from .options import option_type, parse_size_list
 
@@ -32,10 +35,12 @@ from .options import option_type, parse_size_list
 def run(args: argparse.Namespace) -> int:
     device = pick_device(args.device)
     rows, task = [], None
-    records: list[tuple[Path, dict]] = []
+    records: list[tuple[Path | None, dict]] = []
     splits: set[str] = set()
     specs: set[str] = set()
-    for path in args.checkpoint:
+    if args.pretrained != bool(args.model) or not (args.checkpoint or args.pretrained):
+        raise ValueError("name what to evaluate: --checkpoint RUN [RUN ...], or --model NAME --pretrained, or both")
+    for path in [*(args.checkpoint or []), *([args.model] if args.pretrained else [])]:
         model, ckpt = load_model(path, ema=args.ema, device=device)
         cfg = ckpt.model_config
         trained_on = ckpt.train_config.get("data")
@@ -43,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         if not spec:
             raise ValueError(f"checkpoint {ckpt.path} does not record its data set; pass --data")
         data = open_data(spec, patch_size=cfg.patch_size)
-        check_model_fits_data(cfg, data.info, trained_on=ckpt.data, checkpoint=Path(path))
+        check_model_fits_data(cfg, data.info, trained_on=ckpt.data, checkpoint=path)
         if task not in (None, data.info.task):
             raise ValueError("all checkpoints in one table must share a task (classification or regression)")
         task = data.info.task
@@ -55,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
         folder = ckpt.path.parent.parent if ckpt.path.parent.name == CHECKPOINTS else ckpt.path
         split_name = data.test_name if args.split == "test" else args.split
         other = data.info.spec if trained_on and data.info.spec != trained_on else None  # as the run recorded it
-        file = folder / _file_name(split_name, args.ema, other)
-        if args.out is None and file in (earlier for earlier, _ in records):
+        file = None if is_released(ckpt.path) else folder / _file_name(split_name, args.ema, other)  # no folder
+        if args.out is None and file is not None and file in (earlier for earlier, _ in records):
             raise ValueError(f"two checkpoints would write {file}; name one file for all with --out FILE")
         raw = data.split(args.split)
         split = for_evaluation(raw, crop, prepared.interpolation)
@@ -79,7 +84,10 @@ def run(args: argparse.Namespace) -> int:
                 shown = (kind.format_metric(k, metrics[k]) if k in metrics else f"{k} -" for k in names)
                 print(f"{name} at {h}x{w} on {split_name}: " + "  ".join(shown))
     written = _write(records, table, args.out)
-    print("wrote " + ", ".join(map(str, written)))
+    if written:
+        print("wrote " + ", ".join(map(str, written)))
+    if args.out is None and any(file is None for file, _ in records):
+        print("released weights have no run folder to keep their results in; --out FILE writes them")
     return 0
 
 
@@ -113,13 +121,16 @@ def _record(checkpoint: Path, spec: str, split: str, ema: bool, params: int, res
     }
 
 
-def _write(records: list[tuple[Path, dict]], table: str, out: Path | None) -> list[Path]:
-    """``out`` and its ``.md`` table, or each evaluated folder's own JSON file and its ``.md`` table."""
+def _write(records: list[tuple[Path | None, dict]], table: str, out: Path | None) -> list[Path]:
+    """``out`` and its ``.md`` table, or each evaluated folder's own JSON file and its ``.md`` table (released
+    weights, with no folder, have none)."""
     if out is not None:
         write_atomic(out.with_suffix(".md"), table + "\n")
         return [write_json(out, {"runs": [record for _, record in records]}), out.with_suffix(".md")]
     written = []
     for file, record in records:
+        if file is None:
+            continue
         write_atomic(file.with_suffix(".md"), table + "\n")
         written += [write_json(file, record), file.with_suffix(".md")]
     return written
@@ -135,9 +146,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--checkpoint",
         nargs="+",
-        required=True,
         metavar="RUN",
-        help="run folders (their newest checkpoint) or checkpoint folders; one table row each",
+        help="run folders (their newest checkpoint) or checkpoint folders; released files, URLs or presets with "
+        "released weights; one table row each",
+    )
+    p.add_argument("--model", metavar="NAME", help="with --pretrained: the preset whose released weights to evaluate")
+    p.add_argument(
+        "--pretrained",
+        action="store_true",
+        help="evaluate the released weights of --model (a row after --checkpoint's), downloaded once into the weights "
+        "cache; give --data",
     )
     p.add_argument(
         "--data", metavar="SPEC", help="data set to evaluate on (default: the one each checkpoint was trained on)"

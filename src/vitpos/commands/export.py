@@ -2,6 +2,7 @@
 
     vitpos export --model deit_tiny_patch16_224 --format pt2 --min-size 64 --max-size 1024 deit.pt2
     vitpos export --checkpoint runs/cifar --format onnx --min-size 32 --max-size 256 cifar.onnx
+    vitpos export --model deit_small_patch16_224 --pretrained deit_small.pt2
 
 Writes OUT and, beside it, OUT with the suffix ``.yaml``: the resolved model config, the
 accepted sizes and the data config (input size, mean and std, resize, crop and interpolation,
@@ -18,7 +19,7 @@ from pathlib import Path
 from ..deploy import FORMATS, export_model, metadata_path
 from ..files import check_destination
 from ..progress import progress_bar
-from ..weights import read_saved_model
+from ..weights.build import saved_data_config
 from .model_args import add_model_arguments, build_model
 
 
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     with progress_bar(2, f"{args.format} export (build, export)") as bar:
         model = build_model(args)
         bar.update()
-        prepared = read_saved_model(args.checkpoint).data_config if args.checkpoint else None
+        prepared = saved_data_config(args.checkpoint) if args.checkpoint else None
         meta = export_model(
             model, args.out, fmt=args.format, min_size=args.min_size, max_size=args.max_size, data_config=prepared
         )

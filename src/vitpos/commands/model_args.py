@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .. import weights
 from ..analysis.stages import as_host, stage_count
 from ..config import HEADS, SLOT_NAMES
 from ..data.catalog import open_data
@@ -52,10 +53,18 @@ def add_model_arguments(p: argparse.ArgumentParser, default_model: str = "thesis
     """--checkpoint, or --model with one flag per slot, --img-size, --depth, --head; and --seed."""
     g = p.add_argument_group("model")
     g.add_argument(
-        "--checkpoint", metavar="RUN", help="analyse a trained model: a run folder of `vitpos train` or a checkpoint"
+        "--checkpoint",
+        metavar="RUN",
+        help="a trained model: a run folder of `vitpos train`, a checkpoint folder, a released file, its URL, or a "
+        "preset with released weights",
     )
     g.add_argument(
         "--model", default=default_model, help=f"preset to build fresh (default {default_model}); see 'vitpos models'"
+    )
+    g.add_argument(
+        "--pretrained",
+        action="store_true",
+        help="load the preset's released weights (`vitpos models --pretrained`), downloaded once into the weights cache",
     )
     for slot in SLOT_NAMES:
         g.add_argument(
@@ -101,8 +110,9 @@ def build_model(args: argparse.Namespace) -> nn.Module:
     overrides: dict[str, Any] = {s: getattr(args, s) for s in SLOT_NAMES if getattr(args, s)}
     overrides |= {n: getattr(args, n) for n in _MODEL_OPTIONS if getattr(args, n, None) is not None}
     if args.checkpoint:
-        if overrides:
-            raise ValueError(f"--checkpoint fixes the model; drop {', '.join(_flag(k) for k in overrides)}")
+        if overrides or args.pretrained:
+            given = [*(_flag(k) for k in overrides), *(["--pretrained"] if args.pretrained else [])]
+            raise ValueError(f"--checkpoint fixes the model; drop {', '.join(given)}")
         return load_model(args.checkpoint)[0]
     base = get_config(args.model)
     fields = {f.name for f in dataclasses.fields(base)}
@@ -114,6 +124,8 @@ def build_model(args: argparse.Namespace) -> nn.Module:
             f"its options here: {', '.join(own)}"
         )
     torch.manual_seed(args.seed)
+    if args.pretrained:
+        return weights.create_model(args.model, pretrained=True, **overrides).eval()
     return create_model(base, **overrides).eval()
 
 
@@ -132,6 +144,8 @@ def model_label(args: argparse.Namespace) -> str:
     """The analysed model in a few words, for figure titles: the run, or the preset and its overrides."""
     if args.checkpoint:
         return f"run {Path(args.checkpoint).name or args.checkpoint}"
+    if args.pretrained:
+        return f"{args.model} (released weights)"
     overrides = [f"{s}={getattr(args, s)}" for s in SLOT_NAMES if getattr(args, s)]
     overrides += [f"{n}={getattr(args, n)}" for n in _MODEL_OPTIONS if getattr(args, n, None) is not None]
     return args.model + (f" ({', '.join(overrides)})" if overrides else "")

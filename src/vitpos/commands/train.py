@@ -70,6 +70,8 @@ def layered_request(args: argparse.Namespace) -> tuple[RunRequest, dict[str, str
         args.model, given_options(args, names["model"] + names["slots"]), given_options(args, names["train"])
     )
     file = RunRequest.from_yaml(args.config) if args.config else RunRequest()
+    if args.pretrained:  # the preset's name: resolved to its released file when the weights are loaded
+        cli.train["init"] = _pretrained_init(args.model or file.preset, cli.train.get("init"))
     layers = [(f"config {args.config}", file), ("command line", cli)]  # lowest first
     request = file.merged(cli)
     recipe = None
@@ -92,6 +94,13 @@ def layered_request(args: argparse.Namespace) -> tuple[RunRequest, dict[str, str
         layers.insert(0, (f"recipe {args.recipe}", recipe))
     origins = {key: origin for origin, layer in layers for key in (*layer.model, *layer.train)}
     return request, origins
+
+
+def _pretrained_init(preset: str | None, init: str | None) -> str:
+    """What ``--pretrained`` sets ``init`` to: the preset whose released weights the run starts from."""
+    if preset is None or init is not None:
+        raise ValueError("--pretrained starts from the released weights of --model NAME; give --model, and not --init")
+    return preset
 
 
 @contextlib.contextmanager
@@ -172,6 +181,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         choices=tuple(RECIPES),
         help="a paper's training recipe as the base of every option: "
         + "; ".join(f"{r.name} ({r.source})" for r in RECIPES.values()),
+    )
+    p.add_argument(
+        "--pretrained",
+        action="store_true",
+        help="start from the released weights of --model (as --init NAME; `vitpos models --pretrained` lists them), "
+        "downloaded once into the weights cache",
     )
     p.add_argument("--print-config", action="store_true", help="print the resolved settings as YAML and exit")
     resume = p.add_mutually_exclusive_group()

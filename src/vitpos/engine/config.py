@@ -87,8 +87,9 @@ class TrainConfig:
     init_pe: str | None = None
     """Start the absolute position encoding from a file saved by `vitpos pretrain-pe` (same encoding and width)."""
     init: str | None = None
-    """Start from these weights: a `vitpos convert` folder, a run or checkpoint folder, or a released
-    checkpoint (timm/DeiT, iRPE, LaPE, Swin, PVT v1); a classifier of another class count is re-initialised;
+    """Start from these weights: a `vitpos convert` folder, a run or checkpoint folder, a released
+    checkpoint (timm/DeiT, iRPE, LaPE, Swin, PVT v1), its URL, or a preset with released weights (its file,
+    downloaded once into the weights cache); a classifier of another class count is re-initialised;
     a segmenter loads a classifier's weights into its host."""
     init_drop: tuple[str, ...] = bounded((), min_items=0)
     """Parameters (names, prefixes or patterns such as '*.relative.*' or 'pos_embed,absolute.*') that

@@ -176,7 +176,7 @@ def check_train_arguments(model_cfg: Any, cfg: Any, data: Any) -> None:
 
 
 def check_model_fits_data(
-    cfg: HostConfig, info: DataInfo, trained_on: dict[str, Any] | None = None, checkpoint: Path | None = None
+    cfg: HostConfig, info: DataInfo, trained_on: dict[str, Any] | None = None, checkpoint: str | Path | None = None
 ) -> None:
     """Raise if the model's outputs or input channels do not match the data.
 

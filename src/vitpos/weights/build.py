@@ -9,6 +9,7 @@ package builds architectures only; weights live one floor up, so nothing below i
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -20,14 +21,24 @@ from ..config import HostConfig
 from ..errors import CheckpointError, setting
 from ..memory import AllocationTooLarge
 from ..models import factory
+from .data_config import DataConfig
+from .export import released_data_config
 from .files import WeightsFile, read_weights
 from .layout import Layout
 from .load import check_arch, convert_for, layout_of, released_config
-from .pretrained import fetch_pretrained
+from .pretrained import fetch_pretrained, names_release, resolve_checkpoint
 from .resize import Resize
-from .run_folder import SavedModel, read_saved_model, saved_config
+from .run_folder import EMA_FILE, MODEL_FILE, SavedModel, read_saved_model, saved_config
 
-__all__ = ["create_model", "guess_model", "guess_preset", "load_model", "stored_classes"]
+__all__ = [
+    "create_model",
+    "guess_model",
+    "guess_preset",
+    "is_released",
+    "load_model",
+    "saved_data_config",
+    "stored_classes",
+]
 
 CLASSIFIER_KEYS = ("head.weight", "head.fc.weight", "classifier.fc.weight")
 """Where released files keep their classifier's weight: most; timm's newer Swin; Compact Transformers."""
@@ -80,13 +91,41 @@ def load_model(
     path: str | Path, *, ema: bool = False, device: torch.device | str = "cpu"
 ) -> tuple[nn.Module, SavedModel]:
     """Rebuild the model a vitpos checkpoint was written for, with its (EMA) weights, in eval mode;
-    also returns what is stored with it (configs, data set)."""
-    saved = read_saved_model(path)
+    also returns what is stored with it (configs, data set). Released weights (a file, a URL or a
+    preset's name) give the preset they fit, with no training or data config, the released models'
+    preprocessing, and their file as ``path``."""
+    source = resolve_checkpoint(path)
+    if is_released(source):
+        if ema:
+            raise CheckpointError(f"{path} is a released file, not a vitpos run; EMA weights are a run's")
+        model, saved = _released(source, path if names_release(path) else None)
+        return model.to(device).eval(), saved
+    saved = read_saved_model(source)
     weights = saved.ema if ema else saved.weights
     if weights is None:
         raise CheckpointError(f"checkpoint {saved.path} has no EMA weights (trained with ema_decay=0)")
     model = _from_file(saved.model_config, WeightsFile(saved.path, weights, saved.metadata))
     return model.to(device).eval(), saved
+
+
+def is_released(source: Path) -> bool:
+    """Whether a resolved checkpoint is a released file rather than a vitpos run, checkpoint or ``model.safetensors``."""
+    return source.is_file() and source.name not in (MODEL_FILE, EMA_FILE)
+
+
+def saved_data_config(path: str | Path) -> DataConfig | None:
+    """How images are prepared for a vitpos checkpoint; None for released weights (their models' own applies)."""
+    source = resolve_checkpoint(path)
+    return None if is_released(source) else read_saved_model(source).data_config
+
+
+def _released(source: Path, preset: str | None) -> tuple[nn.Module, SavedModel]:
+    """A released file's model (``preset``, or the preset it fits) and what :func:`load_model` returns with it."""
+    model = _from_file(preset, read_weights(source))
+    cfg = model.cfg
+    assert isinstance(cfg, HostConfig), "a released file is read into a host: a classifier"
+    prepared = json.dumps(released_data_config(cfg).to_dict())
+    return model, SavedModel(source, cfg, {}, {}, model.state_dict(), None, {"data_config": prepared})
 
 
 def _from_file(

@@ -114,8 +114,8 @@ def _fetch(url: str, dst: Path) -> str:
     except (urllib.error.URLError, HTTPException, OSError) as err:
         raise CheckpointError(
             f"downloading {url} failed ({type(err).__name__}: {err}); nothing was cached. Without a network, fetch "
-            f"that file elsewhere, place it in the cache {cache_dir()} as {Path(urlparse(url).path).name} "
-            "and set VITPOS_OFFLINE=1 to use the cache only"
+            f"that URL elsewhere and place the file in the cache folder {cache_dir()} by hand, named "
+            f"{Path(urlparse(url).path).name}: it is checked against its hash and used from there"
         ) from None
     if announced is not None and received != int(announced):
         raise CheckpointError(

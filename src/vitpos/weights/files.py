@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from ..errors import CheckpointError, plain_text, setting
+from .pretrained import resolve_checkpoint
 from .run_folder import EMA_FILE, MODEL_FILE, find_checkpoint, read_safetensors
 
 __all__ = ["ENTRIES", "WeightsFile", "read_state_dict", "read_weights"]
@@ -50,7 +51,7 @@ class WeightsFile:
 
 def read_weights(path: str | Path, entry: str | None = None) -> WeightsFile:
     """The weights in ``path``; ``entry`` picks one of :data:`ENTRIES` (or ``ema`` of a vitpos folder)."""
-    path = Path(path)
+    path = resolve_checkpoint(path)
     if path.is_dir():
         if entry not in (None, "model", "ema"):
             raise CheckpointError(
@@ -59,7 +60,10 @@ def read_weights(path: str | Path, entry: str | None = None) -> WeightsFile:
         path = find_checkpoint(path) / (EMA_FILE if entry == "ema" else MODEL_FILE)
         entry = None
     if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} does not exist; check the path")
+        raise CheckpointError(
+            f"checkpoint {path} does not exist; check the path, or give a URL or a preset with released weights "
+            "(`vitpos models --pretrained`)"
+        )
     if path.suffix == ".safetensors":
         state, meta = read_safetensors(path)
         return WeightsFile(path, _unwrap(state, path, entry), meta)

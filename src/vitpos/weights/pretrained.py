@@ -1,4 +1,5 @@
-"""The authors' released weights of each preset: ``create_model(NAME, pretrained=True)``.
+"""The authors' released weights of each preset: ``create_model(NAME, pretrained=True)``, and a
+checkpoint named on the command line by a preset or a URL (:func:`resolve_checkpoint`).
 
 Every URL is copied from the README of the repository that publishes it (``source``); a preset
 whose authors publish no file there has none. No publisher here states a full SHA-256: the
@@ -12,15 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CheckpointError
+from ..models.factory import list_models
 from .download import download
 
-__all__ = ["RELEASES", "Release", "fetch_pretrained", "pretrained_models"]
+__all__ = ["RELEASES", "Release", "fetch_pretrained", "names_release", "pretrained_models", "resolve_checkpoint"]
 
 DEIT = "facebookresearch/deit README_deit.md"
 IRPE = "microsoft/Cream iRPE/README.md"
 SWIN = "microsoft/Swin-Transformer README.md"
 PVT = "whai362/PVT classification/README.md"
 IRPE_ZOO = "https://github.com/wkcn/iRPE-model-zoo/releases/download/1.0/"
+URL_SCHEMES = ("http://", "https://")
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,23 @@ def fetch_pretrained(name: str) -> Path:
     if release is None:
         raise CheckpointError(
             f"preset {name!r} has no released weights; presets with weights: {', '.join(pretrained_models())} "
-            "(`vitpos models --pretrained`), or pass checkpoint=PATH"
+            "(`vitpos models --pretrained`), or give a checkpoint file"
         )
     return download(release.url, release.sha256)
+
+
+def names_release(source: str | Path) -> bool:
+    """Whether ``source`` names a preset with released weights rather than a path (a path that exists wins)."""
+    return isinstance(source, str) and source in RELEASES and not Path(source).exists()
+
+
+def resolve_checkpoint(source: str | Path) -> Path:
+    """The file or folder a checkpoint names: a path as it is; a URL, or a preset with released
+    weights, as its file in the weights cache (downloaded and verified first, or checked there)."""
+    if isinstance(source, Path) or Path(source).exists():
+        return Path(source)
+    if source.startswith(URL_SCHEMES):
+        return download(source)
+    if source in list_models():  # a preset without released weights: fetch_pretrained says so
+        return fetch_pretrained(source)
+    return Path(source)
