@@ -64,7 +64,7 @@ def add_model_arguments(p: argparse.ArgumentParser, default_model: str = "thesis
     g.add_argument(
         "--pretrained",
         action="store_true",
-        help="load the preset's released weights (`vitpos models --pretrained`), downloaded once into the weights cache",
+        help="load the preset's released weights (`vitpos models --pretrained`), downloaded once into the cache",
     )
     for slot in SLOT_NAMES:
         g.add_argument(

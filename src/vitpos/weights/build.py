@@ -109,7 +109,7 @@ def load_model(
 
 
 def is_released(source: Path) -> bool:
-    """Whether a resolved checkpoint is a released file rather than a vitpos run, checkpoint or ``model.safetensors``."""
+    """Whether a resolved checkpoint is a released file, not a vitpos run, checkpoint or ``model.safetensors``."""
     return source.is_file() and source.name not in (MODEL_FILE, EMA_FILE)
 
 
