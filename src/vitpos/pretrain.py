@@ -30,6 +30,8 @@ from .engine.train import train
 from .files import check_destination
 from .models.factory import create_model
 from .models.saved_encoding import load_position_encoding, save_position_encoding
+from .tasks import task_kind
+from .tasks.chance import chance_note
 
 __all__ = ["PRETRAIN_TASKS", "PretrainResult", "pretrain_position_encoding"]
 
@@ -46,6 +48,8 @@ class PretrainResult:
     after: ProbeResult
     test: dict[str, dict[str, float]] = field(default_factory=dict)
     """Test metrics of the model trained on each pretraining task."""
+    at_chance: dict[str, str] = field(default_factory=dict)
+    """The tasks whose training stayed at chance, each with the sentence that says so."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict, for JSON."""
@@ -54,6 +58,7 @@ class PretrainResult:
             "before": self.before.to_dict(),
             "after": self.after.to_dict(),
             "test": self.test,
+            "at_chance": self.at_chance,
         }
 
 
@@ -94,6 +99,7 @@ def pretrain_position_encoding(
     before = probe_table(absolute_table(trained), grid, folds=probe_folds, seed=train_cfg.seed)
     path = Path(path)
     tests: dict[str, dict[str, float]] = {}
+    stuck: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as scratch:
         carried: str | None = train_cfg.init_pe
         for index, task in enumerate(tasks):
@@ -101,6 +107,9 @@ def pretrain_position_encoding(
             cfg = model_cfg.replace(num_classes=data.info.num_outputs)
             result = train(cfg, train_cfg.replace(data=f"synthetic:{task}", init_pe=carried, run_dir=None), data)
             tests[task] = result.test
+            note = chance_note(result.history, task_kind(data.info.task).headline, data.info.num_outputs)
+            if note:
+                stuck[task] = note
             carried = str(Path(scratch) / f"after-{index}.safetensors")
             save_position_encoding(result.model, carried)
             trained = result.model
@@ -114,4 +123,4 @@ def pretrain_position_encoding(
         probes_before=before.to_dict(),
         probes_after=after.to_dict(),
     )
-    return PretrainResult(path, before, after, tests)
+    return PretrainResult(path, before, after, tests, stuck)

@@ -6,9 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from vitpos.engine import load_training_checkpoint
+from vitpos.engine.run_lock import locked_run_folder
 
 from .conftest import TINY_MODEL, tiny_request
 
@@ -54,3 +56,15 @@ def test_a_second_process_on_the_same_folder_stops_with_the_lock_message(tmp_pat
     assert [row["epoch"] for row in rows] == [1, 2, 3] and rows == final.state["history"]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["checkpoint"] == str(final.path)
+
+
+def test_a_run_that_stops_before_writing_leaves_no_folder_it_made(tmp_path):
+    """Not its run folder, nor the parents it created: a failed first `vitpos train` leaves no empty runs/."""
+    with pytest.raises(RuntimeError, match="stopped"), locked_run_folder(tmp_path / "runs" / "a" / "run"):
+        raise RuntimeError("stopped")
+    assert not (tmp_path / "runs").exists()
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "kept.txt").write_text("a user's file")
+    with locked_run_folder(tmp_path / "runs" / "b"):
+        pass
+    assert os.listdir(tmp_path / "runs") == ["kept.txt"]  # a folder it did not make stays, and what it holds

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     last = stage == stage_count(model) - 1
     grid = stage_grid(model, (images.shape[-2], images.shape[-1]), stage)
     print(f"{stage_name(model, stage, f'{grid[0]}x{grid[1]} grid')}")
-    print(f"{'features':10s} {'R2':>7s} {'cell acc':>8s}")
+    print(f"{'features':10s} {'R²':>7s} {'cell acc':>8s}")
     results = {}
     # the last stage's output after the final norm; an earlier stage's output is its last block's
     for block in [*range(len(stage_blocks(model, stage))), *([None] if last else [])]:

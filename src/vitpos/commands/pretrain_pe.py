@@ -18,6 +18,10 @@ from ..spec import non_negative_int, positive_float, positive_int
 from ..tasks import task_kind
 from .options import option_type
 
+STUDY_FOURIER = "fourier:gamma=2:scale=10"
+"""The Fourier settings the study pretrains (docs/study.md, "Family settings"): a kernel about two patches
+wide, and outputs scaled so the cells' encodings differ enough for the model to tell them apart."""
+
 
 def run(args: argparse.Namespace) -> int:
     model_cfg = get_config(args.model, absolute=args.absolute)
@@ -43,10 +47,15 @@ def run(args: argparse.Namespace) -> int:
     for stage, probe in (("before", result.before), ("after", result.after)):
         print(f"{stage:10s} {probe.left_right:10.3f} {probe.up_down:8.3f} {probe.distance_r2:10.3f}")
     write_json(out.with_suffix(".json"), result.to_dict())
-    print(
-        f"wrote {out} ({time.perf_counter() - start:.0f} s); use it with: vitpos train --init-pe {out} --absolute "
-        f"{model_cfg.position.absolute} ..."
-    )
+    wrote = f"wrote {out} ({time.perf_counter() - start:.0f} s)"
+    if result.at_chance:
+        stuck = "; ".join(f"{task} {note}" for task, note in result.at_chance.items())
+        print(
+            f"{wrote}, but its pretraining sat at chance ({stuck}), so the encoding gained nothing: try more --epochs "
+            "or --size, or another --lr"
+        )
+    else:
+        print(f"{wrote}; use it with: vitpos train --init-pe {out} --absolute {model_cfg.position.absolute} ...")
     return 0
 
 
@@ -59,7 +68,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--model", default="thesis_vit", help="preset the encoding is trained in (default thesis_vit)")
     p.add_argument(
-        "--absolute", default="fourier", metavar="SPEC", help="a learnable absolute encoding (default fourier)"
+        "--absolute",
+        default=STUDY_FOURIER,
+        metavar="SPEC",
+        help=f"a learnable absolute encoding (default {STUDY_FOURIER}, the study's: with Fourier's own defaults, "
+        "gamma 10 and no output scale, its pretraining sits at chance on the thesis's 6x6 grid)",
     )
     p.add_argument(
         "--size",
@@ -67,9 +80,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=5000,
         help="training images per task (default 5000, as the thesis)",
     )
-    p.add_argument("--epochs", type=option_type(positive_int), default=30, help="epochs per task (default 30)")
+    p.add_argument("--epochs", type=option_type(positive_int), default=20, help="epochs per task (default 20)")
     p.add_argument("--batch-size", type=option_type(positive_int), default=64, help="batch size (default 64)")
-    p.add_argument("--lr", type=option_type(positive_float), default=1e-3, help="peak learning rate (default 1e-3)")
+    p.add_argument("--lr", type=option_type(positive_float), default=2e-3, help="peak learning rate (default 2e-3)")
     p.add_argument("--seed", type=option_type(non_negative_int), default=0, help="seed (default 0)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default auto)")
     p.add_argument("--force", action="store_true", help="replace the output file (and its .json) if they exist")

@@ -17,9 +17,10 @@ from .stage_runs import each_stage
 
 def run(args: argparse.Namespace) -> int:
     model = build_host(args)
+    folds = f"{args.folds} folds" if args.folds else "10 folds (N // 3 on a grid of N < 30 cells)"
     print(
-        f"{'table':20s} {'grid':>6s} {'left/right':>10s} {'up/down':>8s} {'(dx,dy) R2':>10s} {'pairs':>19s}   "
-        f"{args.folds or 'default'} folds over {args.split}"
+        f"{'table':20s} {'grid':>6s} {'left/right':>10s} {'up/down':>8s} {'(dx,dy) R²':>10s} {'pairs':>19s}   "
+        f"{folds} over {args.split}"
     )
     results: dict[str, ProbeResult] = {}
     records = {}

@@ -34,6 +34,7 @@ from ..engine.setup import RunRequest
 from ..engine.train import Resume, train
 from ..files import write_atomic
 from ..tasks import task_kind
+from ..tasks.chance import chance_note
 from ..weights.data_config import DATA_CONFIG_FILE, DataConfig
 from ..weights.run_folder import CONFIG_FILE
 from .options import Once, add_dataclass_options, add_model_options, given_options
@@ -146,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
         kind = task_kind(data.info.task)
         metrics = "  ".join(kind.format_metric(k, v) for k, v in result.test.items())
         where = f"run folder {result.run_dir}" if result.run_dir else "no run folder"
-        print(f"{where}: {result.evaluated_split} {metrics}")
+        note = chance_note(result.history, kind.headline, data.info.num_outputs)
+        print(f"{where}: {result.evaluated_split} {metrics}" + (f"; {note}" if note else ""))
     return 0
 
 

@@ -26,12 +26,13 @@ class RunFolderBusy(VitposError):
     """Another process holds the run folder."""
 
 
-def _make_folder(run_dir: Path) -> bool:
-    """Create ``run_dir`` (and parents); True if it did not exist. Raises a clear error if it cannot be a folder."""
+def _make_folder(run_dir: Path) -> list[Path]:
+    """Create ``run_dir`` (and parents); the folders this created, innermost first. Raises a clear error if it
+    cannot be a folder."""
     if run_dir.exists() and not run_dir.is_dir():
         raise VitposError(f"run folder {run_dir} is a file, not a folder; choose another --run-dir")
     try:
-        created = not run_dir.exists()
+        created = [folder for folder in (run_dir, *run_dir.parents) if not folder.exists()]
         run_dir.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):  # a parent is a file
         raise VitposError(
@@ -44,12 +45,22 @@ def _make_folder(run_dir: Path) -> bool:
     return created
 
 
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove ``folders`` (innermost first) while they are empty: another run may have written into a parent."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
 @contextlib.contextmanager
 def locked_run_folder(run_dir: str | Path | None) -> Iterator[None]:
     """Hold the lock of ``run_dir`` (created if missing) for the ``with`` block; None locks nothing.
 
     A folder this call created and that holds nothing but the lock when the block ends (the
-    run stopped before writing anything) is removed again.
+    run stopped before writing anything) is removed again, with the parents it created (``runs/``)
+    that are left empty.
     """
     if run_dir is None:
         yield
@@ -87,6 +98,6 @@ def locked_run_folder(run_dir: str | Path | None) -> Iterator[None]:
         finally:
             if created and sorted(os.listdir(run_dir)) == [LOCK_FILE]:
                 os.unlink(path)
-                os.rmdir(run_dir)
+                _remove_empty(created)
     finally:
         os.close(fd)  # closing the descriptor releases the lock

@@ -13,19 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..tasks.chance import CHANCE_MARGIN, CHANCE_R2, at_chance
+
 __all__ = ["CHANCE_MARGIN", "CHANCE_R2", "at_chance", "stayed_at_chance", "is_flagged", "run_record"]
-
-CHANCE_MARGIN = 10.0
-"""Points above chance (100 / classes) within which a training accuracy counts as chance."""
-CHANCE_R2 = 0.1
-"""Training R² below which a regression run counts as chance."""
-
-
-def at_chance(metric: str, value: float, classes: int) -> bool:
-    """Whether a training ``value`` of ``metric`` (``acc1`` in %, or ``r2``) is at chance."""
-    if metric == "acc1":
-        return value < 100.0 / classes + CHANCE_MARGIN
-    return value < CHANCE_R2
 
 
 def stayed_at_chance(curve: list[list], metric: str, classes: int) -> bool:
