@@ -1,5 +1,6 @@
 """Numbers and lists the pages state in prose, checked against the code: the slot values, the data
-specs, the study's run time, the columns of a quoted eval table and (slow) the test counts."""
+specs, the study's run time, the columns of a quoted eval table, the presets with released weights
+and (slow) the test counts."""
 
 import re
 import subprocess
@@ -7,10 +8,12 @@ import sys
 
 import pytest
 
+import vitpos
 from vitpos import registry
 from vitpos.commands.study import __doc__ as STUDY_HELP
 from vitpos.data import DATA_FORMS
 from vitpos.engine.evaluate import resolution_table
+from vitpos.weights.pretrained import RELEASES
 
 from .blocks import PAGES, REPO, page_blocks
 
@@ -78,3 +81,10 @@ def test_the_stated_test_counts_are_the_collected_ones():
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     stated_slow = int(re.search(r"(\d+) tests in about", ci)[1])
     assert (stated, stated_slow) == (fast, slow), "README.md and .ci/run state other counts than pytest collects"
+
+
+def test_the_presets_with_released_weights_are_the_ones_vitpos_downloads():
+    page = (REPO / "docs" / "weights.md").read_text(encoding="utf-8")
+    paragraph = page.split("**Weights by name.**")[1].split("\n\n")[0]
+    named = {name for name in re.findall(r"`([a-z][\w]*)`", paragraph) if name in vitpos.list_models()}
+    assert named == set(RELEASES), f"docs/weights.md lists {sorted(named ^ set(RELEASES))} unlike the registry"

@@ -4,6 +4,7 @@ import torch
 
 from vitpos.data.randaugment import RandAugment
 from vitpos.data.transforms import Augment
+from vitpos.engine import prefetch
 from vitpos.engine.prefetch import DeviceBatches
 
 SEED = 11
@@ -47,25 +48,45 @@ def test_prefetched_batches_and_the_steps_randomness_equal_the_plain_loop():
     assert torch.equal(host[0][0], _host_batches()[0][0])  # the loaded batches are left as they were
 
 
-def test_slow_loading_is_reported_with_its_share():
-    lines = []
+class Clock:
+    """``time.perf_counter`` for the prefetcher: seconds pass only when a test says so."""
 
-    def work():
-        start = torch.randn(200, 200)
-        for _ in range(20):
-            start = start @ start.clamp(-1, 1) / 200
+    def __init__(self) -> None:
+        self.now = 0.0
 
-    def slow():
-        for batch in _host_batches(3):
-            work()  # the loading: far slower than the empty step below
-            yield batch
+    def __call__(self) -> float:
+        return self.now
 
-    batches = DeviceBatches(slow(), lambda x, y: (x, y), torch.device("cpu"), lambda k: k, lines.append, "2 workers")
-    assert len(list(batches)) == 3 and batches.waited_s > 0
-    assert len(lines) == 1 and "data loading is the bottleneck" in lines[0] and "2 workers" in lines[0]
-    share = int(lines[0].split("(")[1].split("%")[0])
-    assert 10 <= share <= 100
-    quiet = []
-    for _ in DeviceBatches(_host_batches(3), lambda x, y: (x, y), torch.device("cpu"), lambda k: k, quiet.append):
-        work()  # a step far slower than taking a batch from a list
-    assert quiet == []
+
+def _batches_taking(clock: Clock, seconds: float, count: int = 3):
+    for batch in _host_batches(count):
+        clock.now += seconds  # the loading
+        yield batch
+
+
+def test_slow_loading_is_reported_with_its_share_in_an_epoch_long_enough_to_matter(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(prefetch.time, "perf_counter", clock)
+    lines: list[str] = []
+
+    def epoch(load_s: float, step_s: float) -> None:
+        batches = DeviceBatches(
+            _batches_taking(clock, load_s),
+            lambda x, y: (x, y),
+            torch.device("cpu"),
+            lambda k: k,
+            lines.append,
+            "2 workers",
+        )
+        for _ in batches:
+            clock.now += step_s
+
+    epoch(load_s=3.0, step_s=1.0)  # 9 s of a 12 s epoch waiting
+    assert lines == [
+        "data loading is the bottleneck: 9.0 s of this epoch's 12.0 s (75%) went to waiting for batches from "
+        "2 workers; more loading workers (--workers, one per free core) would feed the step faster"
+    ]
+    assert prefetch.MIN_EPOCH_S == 10.0
+    epoch(load_s=2.0, step_s=1.0)  # the same share of a 9 s epoch: too short to matter
+    epoch(load_s=0.3, step_s=4.0)  # a 12.9 s epoch, 7% of it waiting: below the 10% that is reported
+    assert len(lines) == 1

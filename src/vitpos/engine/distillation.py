@@ -9,7 +9,6 @@ student's. At inference the student averages its two heads (:meth:`PyramidTransf
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
@@ -20,6 +19,7 @@ from ..errors import ConfigError
 from ..models.pyramid import PyramidTransformer
 from ..tasks.base import Task
 from ..weights import create_model
+from ..weights.pretrained import names_release
 
 __all__ = ["DistilledOutputs", "Distiller", "load_teacher", "training_loss"]
 
@@ -57,8 +57,8 @@ class Distiller(nn.Module):
 
 
 def load_teacher(spec: str, num_classes: int, device: torch.device) -> nn.Module:
-    """The teacher named by ``spec`` (a checkpoint path, or a preset with released weights), in eval mode."""
-    teacher = create_model(None, checkpoint=spec) if Path(spec).exists() else create_model(spec, pretrained=True)
+    """The teacher named by ``spec`` (a checkpoint path, its URL, or a preset with released weights), in eval mode."""
+    teacher = create_model(spec if names_release(spec) else None, checkpoint=spec)
     classes = getattr(teacher, "num_classes", None)
     if classes != num_classes:
         raise ConfigError(

@@ -9,7 +9,8 @@ them while the step runs, and the main stream waits for the side stream only whe
 batch ``k + 1``; this is opt-in until a GPU measurement shows it correct and faster (part
 "augment" of ``python -m bench.gpu --quick`` times the run both ways). Otherwise the work is
 queued in order on the current stream. The time spent waiting for the loading workers is
-counted: where it is a noticeable share of the epoch, a line says so and by how much.
+counted: where it is a noticeable share of an epoch long enough to matter, a line says so and by
+how much.
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["DeviceBatches", "WAIT_SHARE", "SIDE_STREAM_ENV"]
+__all__ = ["DeviceBatches", "MIN_EPOCH_S", "WAIT_SHARE", "SIDE_STREAM_ENV"]
 
 Augment = Callable[[torch.Tensor, Any], tuple[torch.Tensor, Any]]
 WAIT_SHARE = 0.1
 """The share of an epoch spent waiting for batches above which :class:`DeviceBatches` reports it."""
+MIN_EPOCH_S = 10.0
+"""Seconds an epoch must last for its waiting to be reported: in a shorter one more loading workers
+would save under a second or so, and its share is mostly the first batch's start-up."""
 SIDE_STREAM_ENV = "VITPOS_SIDE_STREAM"
 """Set to 1 to prepare batches on a side CUDA stream."""
 
@@ -93,7 +97,7 @@ class DeviceBatches:
         self._report(time.perf_counter() - began)
 
     def _report(self, elapsed: float) -> None:
-        if self.report is None or elapsed <= 0 or self.waited_s < WAIT_SHARE * elapsed:
+        if self.report is None or elapsed < MIN_EPOCH_S or self.waited_s < WAIT_SHARE * elapsed:
             return
         self.report(
             f"data loading is the bottleneck: {self.waited_s:.1f} s of this epoch's {elapsed:.1f} s "
