@@ -98,7 +98,7 @@ def load_model(
     if is_released(source):
         if ema:
             raise CheckpointError(f"{path} is a released file, not a vitpos run; EMA weights are a run's")
-        model, saved = _released(source, path if names_release(path) else None)
+        model, saved = _released(source, str(path) if names_release(path) else None)
         return model.to(device).eval(), saved
     saved = read_saved_model(source)
     weights = saved.ema if ema else saved.weights
