@@ -71,8 +71,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--absolute",
         default=STUDY_FOURIER,
         metavar="SPEC",
-        help=f"a learnable absolute encoding (default {STUDY_FOURIER}, the study's: with Fourier's own defaults, "
-        "gamma 10 and no output scale, its pretraining sits at chance on the thesis's 6x6 grid)",
+        help=f"a learnable absolute encoding (default {STUDY_FOURIER}, the study's; with Fourier's own defaults, "
+        "gamma 10 and no output scale, the pretraining sits at chance: docs/study.md, Family settings)",
     )
     p.add_argument(
         "--size",
