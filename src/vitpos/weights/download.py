@@ -6,8 +6,8 @@ beside the final one, checked, and renamed into place only when whole and verifi
 failed, interrupted or tampered transfer leaves no file behind. Verified: the byte count the
 server announced, the SHA-256 prefix the file name carries (``name-<hex>.pth``, torch.hub's
 convention) and the full SHA-256 where the publisher states one. A cached file is verified the
-same way every time it is used, so a file placed in the cache by hand, or damaged there, is an
-error saying to delete it, never loaded. ``VITPOS_OFFLINE=1`` (or ``true``) uses the cache only;
+same way every time it is used: a file placed in the cache by hand (on a machine without a network)
+is used when it passes, and a wrong or damaged one is an error saying to delete it, never loaded. ``VITPOS_OFFLINE=1`` (or ``true``) uses the cache only;
 ``0``, ``false`` or unset downloads what is missing.
 """
 
