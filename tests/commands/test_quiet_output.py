@@ -98,5 +98,7 @@ def test_a_failed_download_says_how_to_work_offline(tmp_path, monkeypatch):
     with pytest.raises(CheckpointError) as err:
         fetching.download("https://example.org/weights/model-0123abcd.pth")
     message = str(err.value)
-    assert "VITPOS_OFFLINE=1" in message and f"place it in the cache {tmp_path} as model-0123abcd.pth" in message
+    assert (
+        "VITPOS_OFFLINE=1" in message and f"in the cache folder {tmp_path} by hand, named model-0123abcd.pth" in message
+    )
     assert list(tmp_path.iterdir()) == []

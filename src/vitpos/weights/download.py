@@ -6,9 +6,10 @@ beside the final one, checked, and renamed into place only when whole and verifi
 failed, interrupted or tampered transfer leaves no file behind. Verified: the byte count the
 server announced, the SHA-256 prefix the file name carries (``name-<hex>.pth``, torch.hub's
 convention) and the full SHA-256 where the publisher states one. A cached file is verified the
-same way every time it is used: a file placed in the cache by hand (on a machine without a network)
-is used when it passes, and a wrong or damaged one is an error saying to delete it, never loaded. ``VITPOS_OFFLINE=1`` (or ``true``) uses the cache only;
-``0``, ``false`` or unset downloads what is missing.
+same way every time it is used: a file placed in the cache by hand (on a machine without a
+network) is used when it passes, and a wrong or damaged one is an error saying to delete it, never
+loaded. ``VITPOS_OFFLINE=1`` (or ``true``) uses the cache only; ``0``, ``false`` or unset downloads
+what is missing.
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ def _fetch(url: str, dst: Path) -> str:
         raise CheckpointError(
             f"downloading {url} failed ({type(err).__name__}: {err}); nothing was cached. Without a network, fetch "
             f"that URL elsewhere and place the file in the cache folder {cache_dir()} by hand, named "
-            f"{Path(urlparse(url).path).name}: it is checked against its hash and used from there"
+            f"{Path(urlparse(url).path).name}: it is checked against its hash and used from there (VITPOS_OFFLINE=1 "
+            "then keeps vitpos off the network)"
         ) from None
     if announced is not None and received != int(announced):
         raise CheckpointError(
