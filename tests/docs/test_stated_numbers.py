@@ -88,3 +88,13 @@ def test_the_presets_with_released_weights_are_the_ones_vitpos_downloads():
     paragraph = page.split("**Weights by name.**")[1].split("\n\n")[0]
     named = {name for name in re.findall(r"`([a-z][\w]*)`", paragraph) if name in vitpos.list_models()}
     assert named == set(RELEASES), f"docs/weights.md lists {sorted(named ^ set(RELEASES))} unlike the registry"
+
+
+def test_the_first_training_run_takes_the_same_time_on_both_pages():
+    """The README's first run is training.md's first command: one measured time (re-measure both together)."""
+    training = (REPO / "docs" / "training.md").read_text(encoding="utf-8")
+    stated = [
+        re.findall(r"about (\d+) s of CPU time \(a minute or more on 2 busy cores\)", page)
+        for page in (README, training)
+    ]
+    assert stated[0] and stated[0] == stated[1], f"README.md states {stated[0]}, docs/training.md {stated[1]}"
