@@ -5,6 +5,8 @@ import re
 import tokenize
 from pathlib import Path
 
+import pytest
+
 from vitpos.cli import main
 
 from .test_analysis_commands import TINY_ARGS
@@ -33,3 +35,11 @@ def test_probe_and_awareness_headers(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[0].endswith("   3 folds over pairs")
     assert main(["awareness", *TINY_ARGS, "--images", "8", "--out", str(tmp_path / "c")]) == 0
     assert re.match(r"features +R² +cell acc$", capsys.readouterr().out.splitlines()[1])
+
+
+def test_export_says_what_its_checkpoint_is_for(capsys):
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--checkpoint RUN a trained model: a run folder of `vitpos train`, a checkpoint folder, a released" in text
+    assert "analyse" not in text
