@@ -65,9 +65,9 @@ def test_command(tmp_path, capsys):
     # one epoch on 64 images learns nothing: the last line says so instead of offering the file
     last = text.strip().splitlines()[-1]
     assert re.fullmatch(
-        rf"wrote {out} \(\d+ s\), but its pretraining sat at chance \(direction4 at chance: its best validation acc1 "
-        r"[\d.]+% is within 10 points of chance \(25% for 4 classes\); distance at chance: .*\), so the encoding "
-        r"gained nothing: try more --epochs or --size, or another --lr",
+        rf"wrote {out} \(\d+ s\), but its pretraining learned too little to use \(direction4 at chance: its best "
+        r"validation acc1 [\d.]+% is within 10 points of chance \(25% for 4 classes\); distance at chance: .*\): "
+        r"try more --epochs or --size, or another --lr",
         last,
     ), last
     assert "--init-pe" not in last and set(json.loads(out.with_suffix(".json").read_text())["at_chance"]) == {

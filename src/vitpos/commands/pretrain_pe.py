@@ -51,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
     if result.at_chance:
         stuck = "; ".join(f"{task} {note}" for task, note in result.at_chance.items())
         print(
-            f"{wrote}, but its pretraining sat at chance ({stuck}), so the encoding gained nothing: try more --epochs "
-            "or --size, or another --lr"
+            f"{wrote}, but its pretraining learned too little to use ({stuck}): try more --epochs or --size, or "
+            "another --lr"
         )
     else:
         print(f"{wrote}; use it with: vitpos train --init-pe {out} --absolute {model_cfg.position.absolute} ...")
