@@ -17,11 +17,11 @@ rest on these measurements:
   (:func:`token_range`), each with the measurement behind it. The ``triton`` path (:mod:`.triton`),
   compiled ``flex`` and the compiled rotation of RoPE are opt-in (``path="triton"``,
   ``Attention.path = "triton"``): a path becomes a row of the table only after a GPU row shows it
-  right on first and later calls and fastest. ``python -m bench.gpu --quick`` times every path of
-  every bucketed term side by side, and ``python -m bench.quick_report ROWS.json --table`` prints the
-  rows of :data:`CUDA_TABLE` its fastest paths propose. On CPU ``triton`` runs, when forced, the
-  same arithmetic in PyTorch, or the kernels in Triton's interpreter under ``TRITON_INTERPRET=1``
-  (how the tests prove them).
+  right on first and later calls and fastest. ``python -m bench.gpu --session`` times every path and
+  variant of every bucketed term side by side, and ``python -m bench.quick_report ROWS.json --table
+  --policy THIS_FILE`` writes the rows of :data:`CUDA_TABLE` its fastest paths propose. On CPU
+  ``triton`` runs, when forced, the same arithmetic in PyTorch, or the kernels in Triton's
+  interpreter under ``TRITON_INTERPRET=1`` (how the tests prove them).
 
 A path asked for (``path=``) that cannot give what the call needs (a value term, the weights,
 dropout, a gradient, the dtype) falls back to the policy's choice with a warning; a term is
