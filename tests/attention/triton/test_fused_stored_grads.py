@@ -1,11 +1,11 @@
 """The ``triton_stored`` path (score gradients stored once, reduced per bucket by matmuls, no atomics)
 equals the float64 literal reference, value and every gradient, in Triton's interpreter: every bucket
 method, bias and contextual terms on q, k and v, shared and per-head tables, padding, a dense bias,
-Swin's shifted windows, fp32, bf16 and fp16. Tiny grids: one tile per (image, head)."""
+fp32, bf16 and fp16 (Swin's shifted windows: ``test_fused_terms.py``, on both variants). Tiny grids:
+one tile per (image, head)."""
 
 from __future__ import annotations
 
-import copy
 import warnings
 from dataclasses import replace
 
@@ -13,10 +13,6 @@ import pytest
 import torch
 
 from vitpos.attention import attention
-from vitpos.encodings.base import SlotContext
-from vitpos.models.windows import WindowAttention
-from vitpos.registry import RELATIVE
-from vitpos.spec import SlotSpec
 
 from .literal import assert_relative, literal_attention
 from .test_fused_terms import TOLERANCE, padding_mask, random_encoding
@@ -64,29 +60,6 @@ def test_stored_score_gradients_equal_the_literal_reference(case):
     for name, got, want in zip(names, grads, expected_grads, strict=True):
         assert got.dtype == want.dtype
         assert_relative(got, want, tol, name)
-
-
-def test_stored_score_gradients_in_shifted_swin_windows():
-    """A 5 x 5 grid in shifted 4 x 4 windows: padded to 8 x 8, four windows, shift and padding masks."""
-    relative = RELATIVE.get("swin").from_spec(SlotSpec.parse("swin"), SlotContext(32, 2, 1, (4, 4), 0))
-    attn = WindowAttention(32, 2, 4, True, relative=relative)
-    with torch.no_grad():
-        relative.table.normal_(std=0.5)
-    reference = copy.deepcopy(attn).double()
-    reference.path, attn.path = "explicit", "triton_stored"
-    x = torch.randn(2, 25, 32, requires_grad=True)
-    x64 = x.detach().double().requires_grad_()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        out = attn(x, (5, 5), 0)
-    expected = reference(x64, (5, 5), 0)
-    assert_relative(out, expected, 1e-5, "out")
-    weight = torch.randn(out.shape, dtype=torch.float64)
-    (out.double() * weight).sum().backward()
-    (expected * weight).sum().backward()
-    assert_relative(x.grad, x64.grad, 1e-5, "x")
-    for (name, p), p64 in zip(attn.named_parameters(), reference.parameters(), strict=True):
-        assert_relative(p.grad, p64.grad, 1e-5, name)
 
 
 def test_both_variants_give_the_same_gradients():

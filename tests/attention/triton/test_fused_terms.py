@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from vitpos.attention import attention
+from vitpos.attention.policy import FUSED_PATHS
 from vitpos.encodings.base import SlotContext
 from vitpos.models.windows import WindowAttention
 from vitpos.registry import RELATIVE
@@ -80,7 +81,8 @@ def test_fused_path_equals_the_literal_reference(case):
         assert_relative(got, want, tol, name)
 
 
-def test_swin_windows_with_the_shift_mask_equal_the_explicit_path():
+@pytest.mark.parametrize("path", FUSED_PATHS)
+def test_swin_windows_with_the_shift_mask_equal_the_explicit_path(path):
     """A 9 x 9 grid in shifted 7 x 7 windows: padded to 14 x 14, four windows, shift and padding masks."""
     spec = SlotSpec.parse("swin")
     relative = RELATIVE.get(spec.name).from_spec(spec, SlotContext(32, 1, 1, (7, 7), 0))
@@ -88,7 +90,7 @@ def test_swin_windows_with_the_shift_mask_equal_the_explicit_path():
     with torch.no_grad():
         relative.table.normal_(std=0.5)
     reference = copy.deepcopy(attn).double()
-    reference.path, attn.path = "explicit", "triton"
+    reference.path, attn.path = "explicit", path
     x = torch.randn(1, 81, 32, requires_grad=True)
     x64 = x.detach().double().requires_grad_()
     with warnings.catch_warnings():
