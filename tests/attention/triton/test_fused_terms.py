@@ -52,6 +52,12 @@ def padding_mask(batch: int, tokens: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1][0]}x{c[1][1]}+{c[2]}-{c[6]}-{c[7]}")
 def test_fused_path_equals_the_literal_reference(case):
+    check_fused_path(case, "triton")
+
+
+def check_fused_path(case, path: str) -> None:
+    """The fused ``path`` on ``case`` (spec, grid, prefix, batch, heads, head width, dtype, extra term)
+    against the float64 literal reference: output and every gradient."""
     spec_text, grid, prefix, batch, heads, head_dim, dtype, extra = case
     n = prefix + grid[0] * grid[1]
     relative = random_encoding(spec_text, heads, head_dim, grid, prefix)
@@ -67,7 +73,7 @@ def test_fused_path_equals_the_literal_reference(case):
     scale = head_dim**-0.5
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no fallback: the fused path computes the call
-        out = attention(q, k, v, terms, scale=scale, mask=None if mask is None else mask.to(dtype), path="triton")
+        out = attention(q, k, v, terms, scale=scale, mask=None if mask is None else mask.to(dtype), path=path)
     expected = literal_attention(q, k, v, terms, scale, mask)
     assert out.dtype == dtype
     tol = TOLERANCE[dtype]
