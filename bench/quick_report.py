@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .gpu_report import replace_section
-from .path_report import path_table, pinned_lines, proposed_rows, table_lines, write_policy
+from .gpu.path_report import path_table, pinned_lines, proposed_rows, table_lines, write_policy
+from .gpu.report import replace_section
 
 HEADING = "## GPU quick check"
 NOT_RUN = (

@@ -6,7 +6,7 @@ import torch
 
 from bench import gpu
 from bench.cases import BASELINE, CASES
-from bench.gpu_report import (
+from bench.gpu.report import (
     NOT_MEASURED,
     GpuGroup,
     GpuRow,

@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench import gpu, quick_report, session_terms
+from bench import gpu, quick_report
 from bench.cases import BASELINE
-from bench.path_report import pinned_lines
+from bench.gpu import session_terms
+from bench.gpu.path_report import pinned_lines
+from bench.gpu.session import SESSION_SECONDS, _run_until, section_writer, session_plan
+from bench.gpu.session_part import run_part
 from bench.quick_log import RowLog
 from bench.quick_settings import QuickSettings
-from bench.session import SESSION_SECONDS, _run_until, section_writer, session_plan
-from bench.session_part import run_part
 from vitpos.attention import policy
 
 ROOT = Path(__file__).parents[2]
@@ -56,7 +57,7 @@ def test_the_floor_comes_first_then_every_term_on_every_path_and_variant():
 
 def test_the_session_imports_nothing_the_gpu_machine_lacks():
     code = (
-        "import json, sys, bench.gpu, bench.session, bench.session_part, bench.session_terms; "
+        "import json, sys, bench.gpu, bench.gpu.session, bench.gpu.session_part, bench.gpu.session_terms; "
         f"print(json.dumps([m for m in {LACKING!r} if m in sys.modules]))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)

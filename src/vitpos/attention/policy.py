@@ -185,5 +185,5 @@ def choose_path(request: Request) -> str:
 
 def rotation_path(device: str, dtype: torch.dtype, num_tokens: int) -> str:
     """How RoPE turns q and k (:data:`ROTATIONS`): the table's row on CUDA, eager elsewhere (on CPU the
-    complex multiplication is the fastest form, ``python -m bench.rope``)."""
+    complex multiplication is the fastest form, ``python -m bench.attention.rope``)."""
     return table_path("rotation", dtype, num_tokens) if device == "cuda" else "eager"

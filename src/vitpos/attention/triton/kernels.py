@@ -46,7 +46,7 @@ TUNING = [
 ]
 """Tile sizes and warps ``triton.autotune`` may pick from on CUDA (:mod:`.tuning` keeps, per GPU, those
 that compile without spills). ptxas compiles the kernels for sm_90 with 200 to 255 registers per
-thread; these are the configurations that spill least there (``python -m bench.fused_compile``,
+thread; these are the configurations that spill least there (``python -m bench.attention.fused_compile``,
 BENCHMARKS.md); 64 x 64 tiles on 4 warps spill more."""
 
 

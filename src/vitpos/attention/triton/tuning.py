@@ -3,7 +3,7 @@
 The first call of a new shape compiles every configuration it benchmarks (ptxas takes seconds for
 each of these kernels), so the configurations are pruned per GPU by a measured table,
 :data:`SPILL_FREE`: those that ptxas compiles without spilling registers to local memory
-(``python -m bench.fused_compile``, BENCHMARKS.md, "Fused attention kernels compiled for a GPU").
+(``python -m bench.attention.fused_compile``, BENCHMARKS.md, "Fused attention kernels compiled for a GPU").
 Each kept configuration is timed briefly (:func:`brief_bench`), and the tunings are cached on disk
 next to Triton's compiled kernels (``cache_results``), so another process with the same kernels and
 key tunes nothing. The key holds sizes rounded up to powers of two (:mod:`.launch`), so another

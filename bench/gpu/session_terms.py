@@ -29,14 +29,14 @@ import torch
 from vitpos.attention import flex
 from vitpos.attention.policy import CHUNK_FROM_TOKENS, FLEX_PATHS
 
-from .cases import BASELINE, Case
-from .gpu_steps import bf16_step, peak_bytes
+from ..cases import BASELINE, Case
+from ..gpu_steps import bf16_step, peak_bytes
+from ..quick_log import spent
 from .path_rows import KINDS, PATH_CASES, default_path, first_call, on_path
-from .quick_log import spent
 
 if TYPE_CHECKING:
-    from .quick_log import Budget, RowLog
-    from .quick_settings import QuickSettings
+    from ..quick_log import Budget, RowLog
+    from ..quick_settings import QuickSettings
 
 PART = "overhead"
 """The part name of the rows (that of the quick check's path rows: one report and one table reader)."""

@@ -1,4 +1,4 @@
-"""``python -m bench.gpu``: every slot value against no PE on DeiT-S on one CUDA device.
+"""The command line of ``python -m bench.gpu``: every slot value against no PE on DeiT-S on one CUDA device.
 
 bf16 autocast training steps and inference at 196 and 784 tokens, eager and compiled, paired
 timings (:func:`bench.timing.paired_overheads`) with a CUDA synchronisation closing every step,
@@ -6,7 +6,7 @@ peak CUDA memory of a training step; training steps of every bucketed term on ev
 path that computes it (the fused ``triton`` path against no PE and against the best other path);
 and vitpos against timm's DeiT-S and Swin-T in the same rounds when timm imports.
 ``--out BENCHMARKS.md`` replaces the GPU section of that file. Exits with a message where CUDA
-is not available. ``--quick`` runs the short check of :mod:`bench.gpu_quick` instead.
+is not available. ``--quick`` runs the short check of :mod:`bench.gpu.quick` instead.
 """
 
 from __future__ import annotations
@@ -23,10 +23,13 @@ import torch
 
 from vitpos.models.layers import Attention
 
-from . import gpu_quick
-from .cases import BASELINE
+from ..cases import BASELINE
+from ..gpu_steps import bf16_step, peak_bytes
+from ..quick_settings import MODEL, QuickSettings
+from ..timing import build, image_side, paired_overheads
+from . import quick as gpu_quick
 from .check_layers import CheckShape
-from .gpu_report import (
+from .report import (
     GpuGroup,
     GpuRow,
     gpu_cases,
@@ -38,12 +41,9 @@ from .gpu_report import (
     render_table,
     replace_section,
 )
-from .gpu_steps import bf16_step, peak_bytes
-from .quick_settings import MODEL, QuickSettings
 from .session import DEFAULT_JSON as SESSION_JSON
 from .session import SESSION_SECONDS, plan_lines, run_session, session_parts, session_plan
 from .session_terms import DYNAMO
-from .timing import build, image_side, paired_overheads
 
 TIMM_PAIRS = {"deit_small_patch16_224": "deit_small_patch16_224", "swin_tiny": "swin_tiny_patch4_window7_224"}
 """vitpos preset -> the timm model it is timed against."""
@@ -151,7 +151,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-compile", action="store_true", help="eager only")
     p.add_argument("--no-paths", action="store_true", help="skip the bucketed terms on every attention path")
     p.add_argument("--out", default="", help="replace the GPU section (with --quick: the quick check's) of this file")
-    quick = p.add_argument_group("--quick", "a check sized for one short call: parts (i) to (v) of bench/gpu_quick.py")
+    quick = p.add_argument_group("--quick", "a check sized for one short call: parts (i) to (v) of bench/gpu/quick.py")
     quick.add_argument("--quick", action="store_true", help="the short check instead of the long tables")
     quick.add_argument("--json", default="", help=f"where the rows go (default {gpu_quick.DEFAULT_JSON})")
     quick.add_argument(
@@ -179,7 +179,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="comma-separated parts to run (default: all), e.g. correctness (--session: terms, ...)",
     )
     quick.add_argument("--ensemble-members", default="1,10,30,all", help="part (vii)'s stack sizes (all: a family's)")
-    session = p.add_argument_group("--session", "the whole GPU session in one command (bench/session.py)")
+    session = p.add_argument_group("--session", "the whole GPU session in one command (bench/gpu/session.py)")
     session.add_argument("--session", action="store_true", help="every part of the session, timing first")
     session.add_argument("--dry-run", action="store_true", help="print the session's plan and budgets, run nothing")
     session.add_argument("--session-part", default="", help=argparse.SUPPRESS)  # a part's own process
@@ -274,7 +274,3 @@ def main(argv: list[str] | None = None) -> int:
         path = Path(args.out)
         path.write_text(replace_section(path.read_text() if path.exists() else "", section))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

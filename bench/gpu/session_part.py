@@ -1,4 +1,4 @@
-"""One part of ``python -m bench.gpu --session``, run in its own process (:mod:`bench.session`).
+"""One part of ``python -m bench.gpu --session``, run in its own process (:mod:`bench.gpu.session`).
 
 The part adds its rows to the session's JSON file (and rewrites its markdown section) as it measures
 them, and stops starting rows when its seconds are spent. Each part imports only what it uses: the
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import torch
 
-from .cases import Case
-from .quick_log import Budget, RowLog
-from .quick_settings import QuickSettings
+from ..cases import Case
+from ..quick_log import Budget, RowLog
+from ..quick_settings import QuickSettings
 from .session import section_writer
 from .session_terms import PART as TERMS_ROWS
 from .session_terms import configure_dynamo
@@ -43,7 +43,7 @@ def _terms(s: QuickSettings, budget: Budget, log: RowLog, tokens: int) -> None:
 
 
 def _study(s: QuickSettings, budget: Budget, log: RowLog) -> None:
-    from .quick_ensemble import ensemble_rows
+    from ..quick_ensemble import ensemble_rows
 
     ensemble_rows(s, budget, log, s.ensemble_members)
 
@@ -61,8 +61,8 @@ def _data(s: QuickSettings, budget: Budget, log: RowLog) -> None:
 
 
 def _correctness(s: QuickSettings, budget: Budget, log: RowLog) -> None:
-    from .gpu_check import check_rows
-    from .gpu_quick import selected_cases
+    from .check import check_rows
+    from .quick import selected_cases
 
     check_rows(s.check, s.device, budget, log, selected_cases(s.cases))
 

@@ -23,13 +23,13 @@ from vitpos.attention import kernel
 from vitpos.attention.policy import CHUNK_FROM_TOKENS
 from vitpos.models.layers import Attention
 
-from .cases import CASES, Case
-from .gpu_steps import bf16_step, peak_bytes
+from ..cases import CASES, Case
+from ..gpu_steps import bf16_step, peak_bytes
 from .taken_path import recording
 
 if TYPE_CHECKING:
-    from .quick_log import Budget, RowLog
-    from .quick_settings import QuickSettings
+    from ..quick_log import Budget, RowLog
+    from ..quick_settings import QuickSettings
 
 PART = "overhead"
 SHAW = Case("Shaw", {"absolute": "none", "relative": "shaw"})

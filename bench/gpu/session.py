@@ -4,12 +4,12 @@ The parts (:func:`session_plan`), in order, each in a fresh process with a deadl
 the total, plus what earlier parts left; the process is ended at the deadline):
 
 1. ``terms-196``: every bucketed term on every path and variant at 196 tokens, the bare floor first,
-   each compiled just before it is timed, first call and warm step apart (:mod:`bench.session_terms`);
+   each compiled just before it is timed, first call and warm step apart (:mod:`bench.gpu.session_terms`);
 2. ``terms-784``: the same at 784 tokens;
 3. ``study``: the study's member steps/s and the projected study times (:mod:`bench.quick_ensemble`);
-4. ``data``: the DeiT recipe's device-side augmentation and its data path end to end (:mod:`bench.quick_data`);
+4. ``data``: the DeiT recipe's device-side augmentation and its data path end to end (:mod:`bench.gpu.quick_data`);
 5. ``correctness``: every bucketed encoding on every path against float64, with the time left
-   (:mod:`bench.gpu_check`).
+   (:mod:`bench.gpu.check`).
 
 Every row goes to ``--json`` as soon as it is measured and, with ``--out``, the file's "GPU session"
 section is rewritten after every row, so a session cut short keeps what it measured.
@@ -101,7 +101,7 @@ def part_command(argv: list[str], part: Part, seconds: float) -> list[str]:
 
 def run_session(argv: list[str], parts: list[Part], json_path: Path, header: dict[str, Any], out: str) -> int:
     """Run every part in its own process within its seconds; 1 if a correctness row fails or a part failed."""
-    from .quick_log import RowLog
+    from ..quick_log import RowLog
 
     print("\n".join(plan_lines(parts, header["device"])), file=sys.stderr, flush=True)
     RowLog(json_path, header, on_write=section_writer(out))
@@ -122,8 +122,8 @@ def run_session(argv: list[str], parts: list[Part], json_path: Path, header: dic
         status = max(status, min(code, 1))
     log = RowLog.resume(json_path, section_writer(out))
     log.finish()
-    from .gpu_quick import summary
     from .path_report import table_lines
+    from .quick import summary
 
     print("\n".join(summary(log.rows)))
     paths = [r for r in log.rows if r["part"] == "overhead" and "path" in r and "overhead" in r]
@@ -149,7 +149,7 @@ def section_writer(out: str):
         return None
 
     def render(data: dict[str, Any]) -> None:
-        from .quick_report import write_section
+        from ..quick_report import write_section
 
         write_section(data, Path(out), HEADING)
 
@@ -157,7 +157,7 @@ def section_writer(out: str):
 
 
 def _note(json_path: Path, out: str, row: dict[str, Any]) -> None:
-    from .quick_log import RowLog
+    from ..quick_log import RowLog
 
     RowLog.resume(json_path, section_writer(out)).add(row)
     print(f"[session] {row}", file=sys.stderr, flush=True)

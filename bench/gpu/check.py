@@ -24,6 +24,7 @@ from vitpos.attention import PATHS
 from vitpos.attention.policy import FLEX_PATHS, FUSED_PATHS
 from vitpos.models.layers import Attention
 
+from ..quick_log import Budget, RowLog
 from .check_layers import (
     CheckCase,
     CheckShape,
@@ -34,7 +35,6 @@ from .check_layers import (
     run_layer,
     token_mask,
 )
-from .quick_log import Budget, RowLog
 from .taken_path import recording
 
 TOLERANCE = {"float32": 1e-3, "bfloat16": 5e-2}

@@ -1,4 +1,4 @@
-"""The path rows of the quick check (:mod:`bench.path_rows`) as a markdown table, and the rows of the
+"""The path rows of the quick check (:mod:`bench.gpu.path_rows`) as a markdown table, and the rows of the
 CUDA policy's table (:data:`vitpos.attention.policy.CUDA_TABLE`) that their fastest paths propose."""
 
 from __future__ import annotations

@@ -4,13 +4,13 @@ and import torch), compiling and autotuning included.
 
 Seven parts, each with a share of ``--budget`` seconds (:data:`SHARES`; time a part leaves goes to
 the later ones): (i) correctness of every bucketed encoding on every attention path
-(:mod:`bench.gpu_check`); (ii) bf16 training-step overhead over no PE, eager: every bucketed term
-on every path that computes it, first calls timed apart, the fastest marked (:mod:`bench.path_rows`;
+(:mod:`bench.gpu.check`); (ii) bf16 training-step overhead over no PE, eager: every bucketed term
+on every path that computes it, first calls timed apart, the fastest marked (:mod:`bench.gpu.path_rows`;
 the rows of the CUDA policy's table they propose are printed last), then every other slot value
 with the path it took; (iii) compiled DeiT-S with iRPE ctx k against compiled timm
 DeiT-S; (iv) ``swin_tiny`` against timm's Swin-T; (v) the DeiT recipe's device-side
 augmentation in images/s beside the training step's; (vi) ``vitpos train --recipe deit`` as run on
-a JPEG folder and its shards against the bare step (:mod:`bench.quick_data`); (vii) the study's
+a JPEG folder and its shards against the bare step (:mod:`bench.gpu.quick_data`); (vii) the study's
 stacked ensembles: member steps/s, stacks in flight, the projected study times, the compiled step
 (:mod:`bench.quick_ensemble`). A progress line
 with the time elapsed and left goes to stderr per row; every row goes to ``--json`` as soon as
@@ -32,14 +32,14 @@ from typing import Any, TextIO
 
 import torch
 
+from ..quick_log import Budget, RowLog
+from ..quick_report import write_section
+from ..quick_settings import QuickSettings
+from .check import PART as CORRECTNESS
+from .check import check_rows
 from .check_layers import CheckCase, check_cases
-from .gpu_check import PART as CORRECTNESS
-from .gpu_check import check_rows
 from .path_report import table_lines
-from .quick_log import Budget, RowLog
 from .quick_parts import compiled_rows, overhead_rows, swin_rows
-from .quick_report import write_section
-from .quick_settings import QuickSettings
 
 SHARES = {
     CORRECTNESS: 0.25,
@@ -115,7 +115,7 @@ def run_quick(s: QuickSettings, path: Path, command: str, stream: TextIO | None 
         data_rows(s, budget, log)
 
     def ensemble() -> None:
-        from .quick_ensemble import ensemble_rows  # the study imports scikit-learn and matplotlib
+        from ..quick_ensemble import ensemble_rows  # the study imports scikit-learn and matplotlib
 
         ensemble_rows(s, budget, log, s.ensemble_members)
 
