@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from .cases import BASELINE, CASES, TARGETS, Case
-from .gpu_report import NOT_MEASURED, gpu_section, replace_section
+from .gpu.report import NOT_MEASURED, gpu_section, replace_section
 from .reference import report as reference_report
 from .report import Miss, render, target_misses
 from .timing import Timing, build, image_side, paired_overheads, peak_memory, step_fn

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -41,15 +42,31 @@ class Budget:
 
 class RowLog:
     """Rows in a JSON file, rewritten atomically after every row, so a run cut short leaves every
-    row measured before the cut."""
+    row measured before the cut; ``on_write`` gets the file's content after each write (e.g. to
+    render a report from it)."""
 
-    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        header: dict[str, Any],
+        rows: list[dict[str, Any]] | None = None,
+        on_write: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.path = path
         self.header = header
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[dict[str, Any]] = list(rows or [])
         self.finished = False
+        self.on_write = on_write
         path.parent.mkdir(parents=True, exist_ok=True)
         self._write()
+
+    @classmethod
+    def resume(cls, path: Path, on_write: Callable[[dict[str, Any]], None] | None = None) -> RowLog:
+        """The log of ``path`` as another process left it, to add rows to."""
+        data = json.loads(path.read_text())
+        rows = data.pop("rows")
+        data.pop("finished", None)
+        return cls(path, data, rows, on_write)
 
     def add(self, row: dict[str, Any]) -> None:
         """Append ``row`` and rewrite the file."""
@@ -62,9 +79,12 @@ class RowLog:
         self._write()
 
     def _write(self) -> None:
+        data = {**self.header, "finished": self.finished, "rows": self.rows}
         temporary = self.path.with_name(self.path.name + ".tmp")
-        temporary.write_text(json.dumps({**self.header, "finished": self.finished, "rows": self.rows}, indent=1))
+        temporary.write_text(json.dumps(data, indent=1))
         os.replace(temporary, self.path)
+        if self.on_write is not None:
+            self.on_write(data)
 
 
 def skip(log: RowLog, budget: Budget, part: str, what: str, reason: str) -> None:

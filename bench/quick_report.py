@@ -1,6 +1,8 @@
-"""``python -m bench.quick_report ROWS.json [--out BENCHMARKS.md] [--table]``: the quick GPU check's rows as
-a markdown section, from a finished run or from one cut short (what it measured, and what it did not);
-``--table``: the rows of the CUDA policy's table that the fastest paths propose, as Python lines."""
+"""``python -m bench.quick_report ROWS.json [--out BENCHMARKS.md] [--table [--policy FILE]]``: the rows of a
+quick GPU check or a GPU session as a markdown section, from a finished run or from one cut short (what it
+measured, and what it did not); ``--table``: the rows of the CUDA policy's table that the fastest paths
+propose, as Python lines (and the kernels' pinned configurations the session's tunings propose);
+``--policy FILE`` writes those rows into FILE's ``CUDA_TABLE``: a path becomes a default only this way."""
 
 from __future__ import annotations
 
@@ -10,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .gpu_report import replace_section
-from .path_report import path_table, proposed_rows, table_lines
+from .gpu.path_report import path_table, pinned_lines, proposed_rows, table_lines, write_policy
+from .gpu.report import replace_section
 
 HEADING = "## GPU quick check"
 NOT_RUN = (
@@ -127,11 +129,13 @@ def ensemble_lines(rows: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def render(data: dict[str, Any]) -> str:
-    """The whole section from the JSON of a run."""
+def render(data: dict[str, Any], heading: str = HEADING) -> str:
+    """The whole section under ``heading`` from the JSON of a run."""
     rows = data["rows"]
     versions = ", ".join(f"{k} {data.get(k) or 'not installed'}" for k in ("torch", "triton", "timm", "kornia"))
-    lines = [HEADING, "", f"- Device: {data['device']}; {versions}", f"- Command: `{data['command']}`"]
+    lines = [heading, "", f"- Device: {data['device']}; {versions}", f"- Command: `{data['command']}`"]
+    if data.get("dynamo"):
+        lines.append(f"- Dynamo: {', '.join(f'{k} {v}' for k, v in data['dynamo'].items())}")
     if not data.get("finished"):
         lines.append("- The run was cut short: these are the rows it wrote before the cut.")
     lines.append("")
@@ -141,14 +145,19 @@ def render(data: dict[str, Any]) -> str:
 
     checks, overheads = part("correctness"), part("overhead")
     paths = [r for r in overheads if "path" in r]
+    others = [r for r in overheads if "path" not in r and "images_per_s" in r]  # not a first call alone
     if checks:
         lines += ["### Correctness against the float64 literal reference", "", *correctness_table(checks)]
     if paths:
         lines += ["### Every path of every bucketed term: bf16 training step over no PE (eager)", ""]
         lines += [*path_table(paths), *policy_lines(paths)]
-    if len(paths) < len(overheads):
+    if others:
         lines += ["### bf16 training step over no PE (eager)", ""]
-        lines += overhead_table([r for r in overheads if "path" not in r])
+        lines += overhead_table(others)
+    firsts = [r for r in overheads if "path" not in r and "images_per_s" not in r]
+    if firsts:
+        lines += ["First calls of the no-PE step (the baseline of the rows above):", ""]
+        lines += [f"- {r['tokens']} tokens, {r['step']} step: {r['first_call_s']:.1f} s" for r in firsts] + [""]
     pairs = part("compiled") + part("swin")
     if pairs:
         lines += ["### Model against model", "", *against_lines(pairs), ""]
@@ -174,10 +183,21 @@ def render(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_section(data: dict[str, Any], out: Path) -> None:
-    """Replace the quick check's section of ``out`` (append it where there is none)."""
+def write_section(data: dict[str, Any], out: Path, heading: str = HEADING) -> None:
+    """Replace the section under ``heading`` (the quick check's) of ``out`` (append it where there is none)."""
     text = out.read_text() if out.exists() else ""
-    out.write_text(replace_section(text, render(data), HEADING))
+    out.write_text(replace_section(text, render(data, heading), heading))
+
+
+def _write_policy(path: Path, rows: list[dict[str, Any]], source: str) -> int:
+    """Write the proposed rows into the CUDA_TABLE of ``path``; 2 with a message where it cannot."""
+    try:
+        path.write_text(write_policy(path.read_text(), rows, source))
+    except (OSError, ValueError) as err:
+        print(f"cannot write the policy's rows into {path}: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote the measured rows of CUDA_TABLE in {path}", file=sys.stderr)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,6 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("rows", help="the JSON file of a `python -m bench.gpu --quick` run")
     p.add_argument("--out", default="", help="replace the quick check's section of this markdown file")
     p.add_argument("--table", action="store_true", help="print the rows of the CUDA policy's table it proposes")
+    p.add_argument(
+        "--policy",
+        default="",
+        help="with --table: write those rows into this file's CUDA_TABLE (vitpos/attention/policy.py)",
+    )
     args = p.parse_args(argv)
     try:
         data = json.loads(Path(args.rows).read_text())
@@ -199,7 +224,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.table:
         rows = [r for r in data["rows"] if r.get("part") == "overhead" and "path" in r and "overhead" in r]
-        print("\n".join(table_lines(rows, f"{args.rows} ({data['device']})")))
+        source = f"{args.rows} ({data['device']})"
+        print("\n".join(table_lines(rows, source)))
+        tunings = [r for r in data["rows"] if r.get("part") == "tuning"]
+        if tunings:
+            print("\n".join(pinned_lines(tunings)))
+        if args.policy:
+            return _write_policy(Path(args.policy), rows, source)
     elif args.out:
         write_section(data, Path(args.out))
     else:

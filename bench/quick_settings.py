@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from .check_layers import CheckShape
+from .gpu.check_layers import CheckShape
 
 MODEL = "deit_small_patch16_224"
 
@@ -28,9 +28,9 @@ class QuickSettings:
     compiled: bool = True
     check: CheckShape = field(default_factory=CheckShape)
     cases: tuple[str, ...] = ()
-    """Labels of the correctness cases to run (:func:`bench.check_layers.check_cases`); empty: all."""
+    """Labels of the correctness cases to run (:func:`bench.gpu.check_layers.check_cases`); empty: all."""
     budget_s: float = 240.0
     parts: tuple[str, ...] = ()
-    """The parts to run (names in :data:`bench.gpu_quick.SHARES`); empty: all."""
+    """The parts to run (names in :data:`bench.gpu.quick.SHARES`); empty: all."""
     ensemble_members: str = "1,10,30,all"
     """Part (vii)'s stack sizes (:mod:`bench.quick_ensemble`)."""

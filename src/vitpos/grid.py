@@ -3,7 +3,7 @@
 the grid and some parameters.
 
 Every module computes what it needs from its parameters at each call; a :class:`GridCache`
-holds a result only where ``python -m bench.caches`` shows that recomputing it costs at least
+holds a result only where ``python -m bench.attention.caches`` shows that recomputing it costs at least
 1% of an inference forward pass (BENCHMARKS.md, "Per-grid caches"):
 
 * the bucket ids of a grid (:mod:`vitpos.encodings.relative.buckets`, shared by every layer): 10-18% of a

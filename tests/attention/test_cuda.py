@@ -10,6 +10,7 @@ import torch
 
 import vitpos
 from vitpos.attention import attention
+from vitpos.attention.policy import FLEX_PATHS, FUSED_PATHS
 
 from ..conftest import TINY
 from .test_kernel import qkv, random_terms, reference
@@ -45,8 +46,9 @@ def test_training_steps_under_cuda_autocast(relative, dtype):
             assert p.grad is not None and p.grad.dtype == torch.float32 and torch.isfinite(p.grad).all(), name
 
 
+@pytest.mark.parametrize("path", FUSED_PATHS)
 @pytest.mark.parametrize("spec_text", ["irpe:product:bias:qk", "irpe:product:ctx:k", "irpe:cross:ctx:qkv"])
-def test_the_forced_fused_path_is_right_on_its_first_autotuned_call(spec_text, monkeypatch):
+def test_the_forced_fused_path_is_right_on_its_first_autotuned_call(spec_text, path, monkeypatch):
     """Ids built on the CPU (no device given), tables and queries on CUDA, a shape not tuned before."""
     from vitpos.attention.triton import launch, tuning
 
@@ -63,7 +65,7 @@ def test_the_forced_fused_path_is_right_on_its_first_autotuned_call(spec_text, m
     launch._tuned.cache_clear()  # a new tuning: the autotuner zeroes its buffers and reruns every kept tile size
     q, k, v = (torch.randn(3, heads, n, head_dim, device="cuda", requires_grad=True) for _ in range(3))
     leaves = [q, k, v, *relative.parameters()]
-    out = attention(q, k, v, terms, scale=head_dim**-0.5, path="triton")
+    out = attention(q, k, v, terms, scale=head_dim**-0.5, path=path)
     expected = literal_attention(q, k, v, terms.on(q.device), head_dim**-0.5)
     assert_relative(out, expected, 1e-4, "out")
     weight = torch.randn(out.shape, dtype=torch.float64, device="cuda")
@@ -87,15 +89,16 @@ def test_the_compiled_rotation_equals_the_eager_one(dtype):
         torch.testing.assert_close(got, want, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("path", FLEX_PATHS)
 @pytest.mark.parametrize("case_id", ["irpe:cross:ctx:qk-dense bias", "swin-padding", "irpe:product:bias:qk-None"])
-def test_compiled_flex_equals_the_literal_reference_for_bucketed_encodings(case_id):
+def test_compiled_flex_equals_the_literal_reference_for_bucketed_encodings(case_id, path):
     """Two bucket maps and a dense bias; a (heads, buckets) table with padded keys; a table shared by the heads."""
     from .test_flex_terms import CASES, HEAD_DIM, case_inputs
     from .triton.literal import assert_relative, literal_attention
 
     (case,) = (c for c in CASES if f"{c[0]}-{c[4]}" == case_id)
     q, k, v, terms, mask, leaves = case_inputs(case, "cuda", torch.float32)
-    out = attention(q, k, v, terms, scale=HEAD_DIM**-0.5, mask=mask, path="flex")
+    out = attention(q, k, v, terms, scale=HEAD_DIM**-0.5, mask=mask, path=path)
     expected = literal_attention(q, k, v, terms, HEAD_DIM**-0.5, mask)
     assert_relative(out, expected, 1e-4, "out")
     weight = torch.randn(out.shape, dtype=torch.float64, device="cuda")

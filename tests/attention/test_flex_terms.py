@@ -1,6 +1,7 @@
-"""The flex path equals the float64 literal reference for the terms every bucketed encoding declares:
-forward, and backward through FlexAttention's eager math, with each captured tensor that needs a
-gradient indexed once in the ``score_mod`` (Inductor's check, run on every joint graph)."""
+"""The flex paths (the per-bucket tables read at every pair, or the biases per bucket gathered first)
+equal the float64 literal reference for the terms every bucketed encoding declares: forward, and
+backward through FlexAttention's eager math, with each captured tensor that needs a gradient indexed
+once in the ``score_mod`` (Inductor's check, run on every joint graph)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 from vitpos.attention import attention, flex
+from vitpos.attention.policy import FLEX_PATHS
 
 from .flex_backward import flex_backward_on_cpu
 from .triton.literal import assert_relative, literal_attention
@@ -48,22 +50,33 @@ def case_inputs(case, device: str = "cpu", dtype: torch.dtype = torch.float64):
 
 
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")  # eager on CPU, as meant
+@pytest.mark.parametrize("path", FLEX_PATHS)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[4]}")
-def test_flex_equals_the_literal_reference_in_value_and_gradient(case, monkeypatch):
+def test_flex_equals_the_literal_reference_in_value_and_gradient(case, path, monkeypatch):
     q, k, v, terms, mask, leaves = case_inputs(case)
     scale = HEAD_DIM**-0.5
     expected = literal_attention(q, k, v, terms, scale, mask)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.filterwarnings("error", "attention path")  # no fallback: flex computes the forward
-        assert_relative(attention(q, k, v, terms, scale=scale, mask=mask, path="flex"), expected, 1e-12, "out")
+        assert_relative(attention(q, k, v, terms, scale=scale, mask=mask, path=path), expected, 1e-12, "out")
     with flex_backward_on_cpu(monkeypatch) as verdicts:
-        out = attention(q, k, v, terms, scale=scale, mask=mask, path="flex")
+        out = attention(q, k, v, terms, scale=scale, mask=mask, path=path)
         weight = torch.randn(out.shape, dtype=torch.float64)
         grads = torch.autograd.grad((out * weight).sum(), leaves, retain_graph=True)  # terms: one graph
     assert verdicts and set(verdicts) == {"valid"}, verdicts
     assert_relative(out, expected, 1e-12, "out")
     for i, (got, want) in enumerate(zip(grads, torch.autograd.grad((expected * weight).sum(), leaves), strict=True)):
         assert_relative(got, want, 1e-10, f"gradient {i}")
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+def test_the_gathered_bias_is_batch_free_and_replaces_the_bias_table():
+    relative = random_encoding("irpe:product:bias:qk:unshared", 3, HEAD_DIM, (3, 4), 1)
+    terms = relative.relative_terms((3, 4), 1)
+    gathered = flex.gathered_bias(terms)
+    assert terms.bias_table is not None and gathered.bias_table is None
+    assert gathered.bias is not None and gathered.bias.shape == (3, 13, 13)
+    assert torch.equal(gathered.bias, terms.logits(None, None, 1.0)[0])
 
 
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from vitpos.attention import PATHS, SUPPORTED_DTYPES, RelativeTerms, attention, policy
-from vitpos.attention.policy import CHUNK_FROM_TOKENS, Request, choose_path, unsupported
+from vitpos.attention.policy import CHUNK_FROM_TOKENS, FLEX_PATHS, Request, choose_path, unsupported
 from vitpos.attention.triton import op
 
 B, H, N, D, K = 2, 2, 9, 8, 5
@@ -143,7 +143,7 @@ def test_a_path_that_cannot_give_a_term_falls_back_and_keeps_it(path):
         warnings.simplefilter("always")
         out = attention(q, k, v, terms, scale=0.3, path=path)
     fell_back = [w for w in caught if "cannot compute this call" in str(w.message)]
-    assert bool(fell_back) == (path in ("sdpa", "flex"))  # the value term; flex also lacks a CPU backward
+    assert bool(fell_back) == (path in ("sdpa", *FLEX_PATHS))  # the value term; flex also lacks a CPU backward
     torch.testing.assert_close(out, expected, rtol=1e-9, atol=1e-10)
     for got, want in zip(torch.autograd.grad(out.sum(), leaves), expected_grads, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-8, atol=1e-10)

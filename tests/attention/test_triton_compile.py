@@ -13,7 +13,7 @@ import pytest
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1", reason="compiles, so not under the interpreter")
 @pytest.mark.parametrize("dtype,maps", [("bf16", 1), ("fp32", 2)])
 def test_kernels_compile_for_sm90(dtype, maps):
-    from bench.fused_compile import compile_kernels, flags
+    from bench.attention.fused_compile import compile_kernels, flags
 
     compiled = compile_kernels(flags(dtype, maps, 64, 32), dtype, 90, num_warps=8, num_stages=2)
     assert set(compiled) == {"forward_kernel", "backward_kv_kernel", "backward_q_kernel"}

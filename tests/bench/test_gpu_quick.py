@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench import gpu, gpu_check, quick_report
-from bench.check_layers import CheckCase, CheckShape, check_cases
-from bench.gpu_check import TOLERANCE, check_rows, expected, measure, plan
-from bench.gpu_report import gpu_cases, gpu_section
-from bench.path_rows import KINDS, PATH_CASES, contenders
+from bench import gpu, quick_report
+from bench.gpu import check as gpu_check
+from bench.gpu.check import TOLERANCE, check_rows, expected, measure, plan
+from bench.gpu.check_layers import CheckCase, CheckShape, check_cases
+from bench.gpu.path_rows import KINDS, PATH_CASES, contenders
+from bench.gpu.report import gpu_cases, gpu_section
 from bench.quick_log import Budget, RowLog
 from bench.quick_report import HEADING, NOT_RUN, render
 from vitpos.attention import PATHS
@@ -53,7 +54,7 @@ def test_every_bucketed_encoding_is_checked_on_every_path():
         assert f"irpe:{method}:ctx:qkv:unshared" in labels
     assert {"shaw", "xl", "huang", "sasa", "swin (shifted)", "irpe:product:ctx:qkv (padded)"} <= labels
     assert {path for dtype, path in plan() if dtype == "float32"} == {None, *PATHS}
-    assert {path for dtype, path in plan() if dtype == "bfloat16"} == {None, "triton"}
+    assert {path for dtype, path in plan() if dtype == "bfloat16"} == {None, "triton", "triton_stored"}
 
 
 def test_every_path_equals_the_float64_reference_on_the_cpu(tmp_path):

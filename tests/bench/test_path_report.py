@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from bench import quick_report
-from bench.path_report import path_table, proposed_rows, table_lines
-from bench.path_rows import KINDS, PATH_CASES, contenders
+from bench.gpu.path_report import path_table, proposed_rows, table_lines
+from bench.gpu.path_rows import KINDS, PATH_CASES, contenders
 from vitpos.attention import policy
 
 

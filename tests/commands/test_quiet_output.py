@@ -78,7 +78,7 @@ def test_vitpos_warnings_go_under_the_command(monkeypatch, capsys):
 
 
 def test_the_coco_fixture_says_what_it_wrote(tmp_path, capsys):
-    from bench.coco_fixture import main as write
+    from bench.data.coco_fixture import main as write
 
     write([str(tmp_path / "coco"), "--train", "2", "--val", "1"])
     out = capsys.readouterr().out

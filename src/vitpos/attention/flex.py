@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import flex_attention as _flex_attention
 
-from .terms import bucket_maps
+from .terms import RelativeTerms, bucket_maps
 
-__all__ = ["score_mod", "flex_attention"]
+__all__ = ["score_mod", "gathered_bias", "flex_attention"]
 
 
 def _squeezed(t: torch.Tensor, axes: int) -> tuple[torch.Tensor, tuple[int, ...]]:
@@ -70,9 +71,26 @@ def score_mod(
     return mod
 
 
+def gathered_bias(terms: RelativeTerms) -> RelativeTerms:
+    """``terms`` with the bias per bucket gathered into the dense bias: a batch-free (heads or 1, N, N)
+    tensor that the ``score_mod`` reads at (h, i, j) once, so no pair reads a table shared by the
+    others; the contextual tables, which differ per image, are still read per pair."""
+    if terms.bias_table is None:
+        return terms
+    gathered = replace(terms, key_table=None, query_table=None, value_table=None, bias=None).logits(None, None, 1.0)
+    assert gathered is not None  # a bias table is set
+    dense = gathered[0] if terms.bias is None else gathered[0] + terms.bias
+    return replace(terms, bias_table=None, bias=dense)
+
+
 def head_width(d: int) -> int:
     """The head width FlexAttention computes with for heads of width ``d``: a power of two, at least 16."""
     return max(16, 1 << (d - 1).bit_length())
+
+
+COMPILED_ON = {"cuda"}
+"""Device types on which FlexAttention runs compiled. A benchmark may add ``"cpu"`` to time the compiled
+forward there (Inductor compiles it; FlexAttention has no CPU backward)."""
 
 
 @functools.cache
@@ -83,13 +101,13 @@ def _compiled() -> Callable:
 def flex_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mod: Callable | None, scale: float
 ) -> torch.Tensor:
-    """FlexAttention of (B, heads, N, d) inputs with ``mod``: compiled on CUDA, eager elsewhere."""
+    """FlexAttention of (B, heads, N, d) inputs with ``mod``: compiled on CUDA (:data:`COMPILED_ON`), else eager."""
     if not torch.is_grad_enabled():  # FlexAttention checks requires_grad, not the grad mode
         q, k, v = q.detach(), k.detach(), v.detach()
     d = q.shape[-1]
     if head_width(d) != d:  # zero channels: the same logits, and output channels that are cut off
         q, k, v = (F.pad(x, (0, head_width(d) - d)) for x in (q, k, v))
-    if q.is_cuda and not torch.compiler.is_compiling():
+    if q.device.type in COMPILED_ON and not torch.compiler.is_compiling():
         out = _compiled()(q, k, v, score_mod=mod, scale=scale)
     else:
         out = _flex_attention(q, k, v, score_mod=mod, scale=scale)

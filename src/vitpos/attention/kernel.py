@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from ..grid import tracing
 from .bucketed import bucketed_attention
-from .flex import flex_attention, score_mod
+from .flex import flex_attention, gathered_bias, score_mod
 from .policy import SUPPORTED_DTYPES, Request, choose_path, rotation_path, unsupported
 from .terms import RelativeTerms
 from .triton import fused_attention
@@ -143,6 +143,8 @@ def _explicit(q, k, v, terms, scale, mask, dropout_p, return_weights, path):
 
 def _flex(q, k, v, terms, scale, mask, dropout_p, return_weights, path):
     row = col = None
+    if terms is not None and path == "flex_gathered":
+        terms = gathered_bias(terms)
     if terms is not None:
         row, col = terms.scores(q, k, scale)
     bias = None if terms is None or terms.bias is None else terms.bias.unsqueeze(0)
@@ -184,10 +186,12 @@ def _triton(q, k, v, terms, scale, mask, dropout_p, return_weights, path):
     out, weights = fused_attention(
         _content_query(q, terms), k, v, scale, ids, num_buckets=num_buckets, row_scores=row, col_scores=col,
         bias=bias, bucket_weights=terms is not None and terms.value_term,
+        score_grads="stored" if path == "triton_stored" else "atomic",
     )  # fmt: skip
     return _with_values(out, weights, terms)
 
 
 _PATHS = {
-    "sdpa": _sdpa, "explicit": _explicit, "flex": _flex, "stored": _bucketed, "chunked": _bucketed, "triton": _triton,
+    "sdpa": _sdpa, "explicit": _explicit, "flex": _flex, "flex_gathered": _flex, "stored": _bucketed,
+    "chunked": _bucketed, "triton": _triton, "triton_stored": _triton,
 }  # fmt: skip

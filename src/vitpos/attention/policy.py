@@ -17,11 +17,11 @@ rest on these measurements:
   (:func:`token_range`), each with the measurement behind it. The ``triton`` path (:mod:`.triton`),
   compiled ``flex`` and the compiled rotation of RoPE are opt-in (``path="triton"``,
   ``Attention.path = "triton"``): a path becomes a row of the table only after a GPU row shows it
-  right on first and later calls and fastest. ``python -m bench.gpu --quick`` times every path of
-  every bucketed term side by side, and ``python -m bench.quick_report ROWS.json --table`` prints the
-  rows of :data:`CUDA_TABLE` its fastest paths propose. On CPU ``triton`` runs, when forced, the
-  same arithmetic in PyTorch, or the kernels in Triton's interpreter under ``TRITON_INTERPRET=1``
-  (how the tests prove them).
+  right on first and later calls and fastest. ``python -m bench.gpu --session`` times every path and
+  variant of every bucketed term side by side, and ``python -m bench.quick_report ROWS.json --table
+  --policy THIS_FILE`` writes the rows of :data:`CUDA_TABLE` its fastest paths propose. On CPU
+  ``triton`` runs, when forced, the same arithmetic in PyTorch, or the kernels in Triton's
+  interpreter under ``TRITON_INTERPRET=1`` (how the tests prove them).
 
 A path asked for (``path=``) that cannot give what the call needs (a value term, the weights,
 dropout, a gradient, the dtype) falls back to the policy's choice with a warning; a term is
@@ -38,15 +38,22 @@ from .terms import RelativeTerms
 from .triton import available, runs_kernels
 
 __all__ = [
-    "PATHS", "ROTATIONS", "SUPPORTED_DTYPES", "CHUNK_FROM_TOKENS", "KINDS", "CUDA_TABLE", "Request", "kind",
-    "token_range", "table_path", "unsupported", "choose_path", "rotation_path",
+    "PATHS", "FLEX_PATHS", "FUSED_PATHS", "ROTATIONS", "SUPPORTED_DTYPES", "CHUNK_FROM_TOKENS", "KINDS", "CUDA_TABLE",
+    "Request", "kind", "token_range", "table_path", "unsupported", "choose_path", "rotation_path",
 ]  # fmt: skip
 
-PATHS = ("sdpa", "flex", "explicit", "stored", "chunked", "triton")
+PATHS = ("sdpa", "flex", "flex_gathered", "explicit", "stored", "chunked", "triton", "triton_stored")
 """``sdpa``: ``scaled_dot_product_attention`` with the logit terms as one float mask;
-``flex``: FlexAttention with a ``score_mod``; ``explicit``: logits, softmax and weights as
+``flex``: FlexAttention with a ``score_mod`` that reads the per-bucket tables at every pair;
+``flex_gathered``: the same with the biases per bucket first gathered into one batch-free
+(heads, N, N) bias (:func:`.flex.gathered_bias`); ``explicit``: logits, softmax and weights as
 tensors (the only path that returns the weights); ``stored`` / ``chunked``: :mod:`.bucketed`;
-``triton``: the fused kernels of :mod:`.triton`."""
+``triton``: the fused kernels of :mod:`.triton`, the score gradients added into their buckets by
+atomics; ``triton_stored``: the same kernels, the score gradients stored once and reduced per
+bucket by matmuls (:mod:`.triton.score_grads`, no atomics)."""
+
+FLEX_PATHS = ("flex", "flex_gathered")
+FUSED_PATHS = ("triton", "triton_stored")
 
 ROTATIONS = ("eager", "compiled")
 """How RoPE turns q and k (:meth:`.terms.Rotation.apply`): eager operations, or one compiled region."""
@@ -82,9 +89,12 @@ CUDA_TABLE: dict[tuple[str, str, str], str] = {
     ("values", ANY_DTYPE, "long"): "chunked",  # memory as on CPU (H200: x1.19 the no-PE peak at 784 tokens)
     ("rotation", ANY_DTYPE, "short"): "eager",  # H200: +31% at 196 tokens; the compiled rotation is unmeasured
     ("rotation", ANY_DTYPE, "long"): "eager",
+    # measured rows: `python -m bench.quick_report ROWS.json --table --policy THIS_FILE` writes them here
+    # end of the measured rows
 }
 """The CUDA defaults: (kind of term, dtype name or ``"*"`` for any, token range) -> path (a rotation:
-one of :data:`ROTATIONS`). A row for the exact dtype wins over the ``"*"`` row."""
+one of :data:`ROTATIONS`). A row for the exact dtype wins over the ``"*"`` row; the rows for one dtype
+are written, with their evidence, from the rows of a GPU session (``python -m bench.gpu --session``)."""
 
 
 def token_range(num_tokens: int) -> str:
@@ -136,13 +146,13 @@ def unsupported(path: str, request: Request) -> str | None:
         return "only the explicit path returns the attention weights"
     if request.dropout and path not in ("sdpa", "explicit"):
         return "attention dropout runs on the sdpa and explicit paths only"
-    if request.value_term and path in ("sdpa", "flex"):
+    if request.value_term and path in ("sdpa", *FLEX_PATHS):
         return "a term on values needs the attention weights per bucket"
-    if path == "flex" and request.needs_grad and request.device != "cuda":
+    if path in FLEX_PATHS and request.needs_grad and request.device != "cuda":
         return "FlexAttention's backward runs on CUDA only"
-    if path == "triton" and request.device == "cuda" and not available():
+    if path in FUSED_PATHS and request.device == "cuda" and not available():
         return "Triton is not installed (pip install triton)"
-    if path == "triton" and request.dtype == torch.float64 and runs_kernels(torch.device(request.device)):
+    if path in FUSED_PATHS and request.dtype == torch.float64 and runs_kernels(torch.device(request.device)):
         return "the fused kernels compute in float32 and take bf16, fp16 or float32 inputs"
     return None
 
@@ -175,5 +185,5 @@ def choose_path(request: Request) -> str:
 
 def rotation_path(device: str, dtype: torch.dtype, num_tokens: int) -> str:
     """How RoPE turns q and k (:data:`ROTATIONS`): the table's row on CUDA, eager elsewhere (on CPU the
-    complex multiplication is the fastest form, ``python -m bench.rope``)."""
+    complex multiplication is the fastest form, ``python -m bench.attention.rope``)."""
     return table_path("rotation", dtype, num_tokens) if device == "cuda" else "eager"

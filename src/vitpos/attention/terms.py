@@ -90,7 +90,7 @@ class Rotation:
     def apply(self, q: torch.Tensor, k: torch.Tensor, compiled: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotated (q, k), both (B, heads, N, d), in one step over both.
 
-        Eager: one complex multiplication of the stacked pairs (``python -m bench.rope``: x0.15 to
+        Eager: one complex multiplication of the stacked pairs (``python -m bench.attention.rope``: x0.15 to
         x0.31 the time of rotating q and k apart in real arithmetic, DeiT-S shapes, one CPU
         thread, two runs on a shared machine). Traced by ``torch.compile``, or ``compiled``: the
         same in real arithmetic, which Inductor fuses into one kernel forward and one backward

@@ -32,9 +32,9 @@ import io
 import logging
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
-from pycocotools.coco import COCO  # type: ignore[import-untyped]  # no stubs declared for pycocotools yet
 
 from ..errors import VitposError
 from .coco_checks import check_coco_entries
@@ -44,6 +44,9 @@ from .dense_transforms import DenseRecipe, DenseSample
 from .folders import IMAGENET_MEAN, IMAGENET_STD
 from .objects import ObjectTargets
 from .padded import PaddedImages
+
+if TYPE_CHECKING:
+    from pycocotools.coco import COCO  # type: ignore[import-untyped]  # no stubs declared for pycocotools yet
 
 __all__ = ["load_coco_splits", "read_coco_annotations", "coco_images", "decode_image"]
 
@@ -87,6 +90,8 @@ def decode_image(path: Path) -> torch.Tensor:
 
 
 def _load_index(file: Path) -> COCO:
+    from pycocotools.coco import COCO  # imported when a COCO folder is read: the rest of vitpos runs without it
+
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             return COCO(str(file))

@@ -203,7 +203,7 @@ class UnsharedJoin(Join):
 
     def layer_tables(self, grid: Grid) -> torch.Tensor:  # depth - 1, P + H*W, D
         """The own tables of blocks 1..depth-1 at ``grid``: resampled in one call off the native grid,
-        and cached per grid while no gradient is recorded (``python -m bench.caches``: recomputing
+        and cached per grid while no gradient is recorded (``python -m bench.attention.caches``: recomputing
         them costs 7-8% of a DeiT-S forward at 288 px; see BENCHMARKS.md)."""
         tables = self.tables
         if not tracing() and tuple(grid) == self.native_grid:

@@ -220,7 +220,7 @@ class WindowAttention(Attention):
         self.shifted = shifted
         self._masks: GridCache[torch.Tensor | None] = (
             GridCache()
-        )  # per layout: rebuilding them costs 2-4% of a Swin-T forward (bench.caches)
+        )  # per layout: rebuilding them costs 2-4% of a Swin-T forward (bench.attention.caches)
 
     def layout(self, grid: Grid) -> WindowLayout:
         """This block's windows on ``grid``."""

@@ -143,3 +143,12 @@ def test_a_gpu_without_a_measured_row_benchmarks_the_sm90_spill_free_pair():
     assert tuning.configs_for("_forward_kernel", (8, 0)) == [TUNING[0], TUNING[1]]
     assert tuning.configs_for("_backward_kv_kernel", (9, 0)) == [TUNING[0], TUNING[1], TUNING[3]]
     assert tuning.capability(torch.device("cpu")) == (0, 0)
+
+
+def test_a_pinned_configuration_is_the_only_one_a_gpu_runs(autotuned, monkeypatch):
+    monkeypatch.setattr(launch, "capability", lambda device: (9, 0))
+    monkeypatch.setitem(tuning.PINNED, (9, 0), {"_forward_kernel": 2, "_backward_q_kernel": 1})
+    check_call(17, 5, (1, H, 1, 5), (B, H, 17, 5), None, 1)
+    configs = {tuner.kernel.__name__: tuner.configs for tuner in StandInAutotuner.made}
+    assert configs["_forward_kernel"] == [TUNING[2]] and configs["_backward_q_kernel"] == [TUNING[1]]
+    assert configs["_backward_kv_kernel"] == [TUNING[i] for i in tuning.SPILL_FREE[(9, 0)]["_backward_kv_kernel"]]

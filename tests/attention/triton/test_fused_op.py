@@ -67,7 +67,8 @@ def test_tiles_and_shared_gradients(config, n, k, row_shape, col_shape, bias_sha
         assert_relative(got, want, 1e-5, name)
 
 
-def test_opcheck_with_non_contiguous_inputs():
+@pytest.mark.parametrize("stored", [False, True], ids=["atomic", "stored"])
+def test_opcheck_with_non_contiguous_inputs(stored):
     n, k = 20, 9
     gen = torch.Generator().manual_seed(0)
     qkv = torch.randn(1, n, 3, H, 16, generator=gen).requires_grad_()
@@ -77,12 +78,13 @@ def test_opcheck_with_non_contiguous_inputs():
     row = torch.randn(1, H, 1, k, generator=gen).requires_grad_()
     col = torch.randn(1, H, n, k, generator=gen).transpose(-2, -1).contiguous().transpose(-2, -1).requires_grad_()
     bias = torch.randn(1, 1, n, n, generator=gen).requires_grad_()
-    args = (q, k_, v, ids, row, col, bias, 0.25, k, True, [])
+    args = (q, k_, v, ids, row, col, bias, 0.25, k, True, [], stored)
     torch.library.opcheck(torch.ops.vitpos.fused_attention.default, args)
     out, lse, weights = torch.ops.vitpos.fused_attention(*args)
     backward_args = (
         torch.randn_like(out), torch.randn_like(weights), q.detach(), k_.detach(), v.detach(), ids, row.detach(),
         col.detach(), bias.detach(), out.detach(), lse.detach(), weights.detach(), 0.25, k, [True, True, True], [],
+        stored,
     )  # fmt: skip
     torch.library.opcheck(torch.ops.vitpos.fused_attention_backward.default, backward_args)
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from vitpos.attention import attention
+from vitpos.attention.policy import FUSED_PATHS
 from vitpos.encodings.base import SlotContext
 from vitpos.models.windows import WindowAttention
 from vitpos.registry import RELATIVE
@@ -51,6 +52,12 @@ def padding_mask(batch: int, tokens: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1][0]}x{c[1][1]}+{c[2]}-{c[6]}-{c[7]}")
 def test_fused_path_equals_the_literal_reference(case):
+    check_fused_path(case, "triton")
+
+
+def check_fused_path(case, path: str) -> None:
+    """The fused ``path`` on ``case`` (spec, grid, prefix, batch, heads, head width, dtype, extra term)
+    against the float64 literal reference: output and every gradient."""
     spec_text, grid, prefix, batch, heads, head_dim, dtype, extra = case
     n = prefix + grid[0] * grid[1]
     relative = random_encoding(spec_text, heads, head_dim, grid, prefix)
@@ -66,7 +73,7 @@ def test_fused_path_equals_the_literal_reference(case):
     scale = head_dim**-0.5
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no fallback: the fused path computes the call
-        out = attention(q, k, v, terms, scale=scale, mask=None if mask is None else mask.to(dtype), path="triton")
+        out = attention(q, k, v, terms, scale=scale, mask=None if mask is None else mask.to(dtype), path=path)
     expected = literal_attention(q, k, v, terms, scale, mask)
     assert out.dtype == dtype
     tol = TOLERANCE[dtype]
@@ -80,7 +87,8 @@ def test_fused_path_equals_the_literal_reference(case):
         assert_relative(got, want, tol, name)
 
 
-def test_swin_windows_with_the_shift_mask_equal_the_explicit_path():
+@pytest.mark.parametrize("path", FUSED_PATHS)
+def test_swin_windows_with_the_shift_mask_equal_the_explicit_path(path):
     """A 9 x 9 grid in shifted 7 x 7 windows: padded to 14 x 14, four windows, shift and padding masks."""
     spec = SlotSpec.parse("swin")
     relative = RELATIVE.get(spec.name).from_spec(spec, SlotContext(32, 1, 1, (7, 7), 0))
@@ -88,7 +96,7 @@ def test_swin_windows_with_the_shift_mask_equal_the_explicit_path():
     with torch.no_grad():
         relative.table.normal_(std=0.5)
     reference = copy.deepcopy(attn).double()
-    reference.path, attn.path = "explicit", "triton"
+    reference.path, attn.path = "explicit", path
     x = torch.randn(1, 81, 32, requires_grad=True)
     x64 = x.detach().double().requires_grad_()
     with warnings.catch_warnings():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bench.coco_fixture import write_coco_fixture
+from bench.data.coco_fixture import write_coco_fixture
 from vitpos.cli import main
 from vitpos.engine import RunRequest
 from vitpos.engine.train import train

@@ -15,7 +15,9 @@ the dQ kernel a block of queries. Every score's gradient ds_ij is added into its
 gradient (dR[i, I(i, j)], dC[j, I(i, j)]) by one float32 atomic per element, as iRPE's CUDA
 operator and FlexAttention's gradients of captured tables do: the cost of a tile does not grow
 with the number of buckets it spans. The per-bucket buffers hold a row per (image, head), so only
-the programs of one (image, head) add into the same address.
+the programs of one (image, head) add into the same address. The atomic-free variant
+(``triton_stored``) turns those adds off and has the dQ kernel store every ds_ij once, in the
+dense bias's gradient buffer (:mod:`.score_grads` reduces them per bucket).
 
 This module imports :mod:`triton`; set ``TRITON_INTERPRET=1`` before importing it to run the
 kernels on CPU tensors (the interpreter keeps bf16 as raw integers, so the kernels then compute
@@ -44,7 +46,7 @@ TUNING = [
 ]
 """Tile sizes and warps ``triton.autotune`` may pick from on CUDA (:mod:`.tuning` keeps, per GPU, those
 that compile without spills). ptxas compiles the kernels for sm_90 with 200 to 255 registers per
-thread; these are the configurations that spill least there (``python -m bench.fused_compile``,
+thread; these are the configurations that spill least there (``python -m bench.attention.fused_compile``,
 BENCHMARKS.md); 64 x 64 tiles on 4 warps spill more."""
 
 

@@ -5,7 +5,8 @@ Every tensor is passed with its own strides (zero along the axes it broadcasts o
 the caller is ever passed where a kernel or the autotuner writes: outputs and gradients are new
 tensors, an absent input or an unwanted output gets a one-element buffer of its own. Per-bucket
 gradients are added up in float32 buffers with a row per (image, head), summed to the tables'
-shapes afterwards.
+shapes afterwards; or, with ``stored``, the dQ kernel stores every score gradient once (as it
+stores a dense bias's) and :mod:`.score_grads` reduces them per bucket by matmuls, no atomics.
 
 Tile sizes are autotuned on CUDA (:data:`AUTOTUNE`) among the configurations :mod:`.tuning` keeps
 for the GPU, keyed on sizes rounded up to the next power of two: queries and keys (N, M), images
@@ -21,6 +22,7 @@ import functools
 import torch
 import triton
 
+from . import score_grads
 from .kernels import (
     ATOMIC_ROWS,
     ATOMIC_SUM,
@@ -153,10 +155,12 @@ def forward(q, k, v, ids, row, col, bias, scale: float, num_buckets: int, value_
 
 
 def backward(
-    grad_out, grad_weights, q, k, v, ids, row, col, bias, out, lse, weights, scale, num_buckets, grads, config
-):
+    grad_out, grad_weights, q, k, v, ids, row, col, bias, out, lse, weights, scale, num_buckets, grads, config,
+    stored=False,
+):  # fmt: skip
     """(dq, dk, dv, d_row, d_col, d_bias), the last three empty where ``grads`` (row, col, bias) says
-    none is wanted."""
+    none is wanted. ``stored``: the score gradients are stored once and reduced per bucket by matmuls
+    (:mod:`.score_grads`) instead of added into their buckets by atomics."""
     call = _Call(q, k, v, ids, row, col, bias, num_buckets)
     b, h, n, m, d = call.shape
     grad_out = grad_out.contiguous()
@@ -171,9 +175,13 @@ def backward(
         q.new_empty(b, h, m, d, dtype=store),
         q.new_empty(b, h, m, d, dtype=store),
     )
-    d_row = _per_bucket_grad(row, (b, h)) if row is not None and grads[0] else None
-    d_col = _per_bucket_grad(col, (b, h)) if col is not None and grads[1] else None
-    d_bias = q.new_zeros(bias.shape, dtype=torch.float32) if bias is not None and grads[2] else None
+    wanted = [t is not None and wanted for t, wanted in zip((row, col, bias), grads, strict=True)]
+    scores = None  # ds (B, heads, N, M), stored once by the dQ kernel where the variant asks for it
+    if stored and any(wanted):
+        scores = q.new_empty(b, h, n, m, dtype=_store_dtype(score_grads.score_grad_dtype(q.dtype)))
+    d_row = _per_bucket_grad(row, (b, h)) if wanted[0] and scores is None else None
+    d_col = _per_bucket_grad(col, (b, h)) if wanted[1] and scores is None else None
+    d_bias = scores if scores is not None else q.new_zeros(bias.shape, dtype=torch.float32) if wanted[2] else None
     shared = [*call.tensors, grad_out, lse, delta, grad_weights if value else _own(q)]
     strides = [*call.strides, *grad_out.stride()]
     call.launch(
@@ -188,8 +196,21 @@ def backward(
         *call.sizes, scale, VALUE=value, ROW_GRAD=d_row is not None, BIAS_GRAD=d_bias is not None,
         BIAS_MODE=STORE if d_bias is None else _grad_mode(d_bias, (b, h)),
     )  # fmt: skip
+    if scores is not None:
+        d_row, d_col, d_bias = _reduced(scores.to(score_grads.score_grad_dtype(q.dtype)), ids, num_buckets,
+                                        (row, col, bias), wanted)  # fmt: skip
     return (
         dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype),
         *(q.new_empty(0) if g is None else g.sum_to_size(t.shape).to(t.dtype)
           for g, t in ((d_row, row), (d_col, col), (d_bias, bias))),
     )  # fmt: skip
+
+
+def _reduced(scores: torch.Tensor, ids, num_buckets: int, tensors: tuple, wanted: list[bool]) -> list:
+    """(d_row, d_col, d_bias) in float32 from the stored score gradients (None where not wanted)."""
+    row, col, bias = tensors
+    return [
+        score_grads.row_grad(scores, ids, num_buckets, row.shape) if wanted[0] else None,
+        score_grads.col_grad(scores, ids, num_buckets, col.shape) if wanted[1] else None,
+        score_grads.dense_grad(scores, bias.shape) if wanted[2] else None,
+    ]

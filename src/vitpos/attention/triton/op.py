@@ -19,7 +19,12 @@ from torch import Tensor
 
 from . import reference
 
-__all__ = ["available", "runs_kernels", "fused_attention"]
+__all__ = ["SCORE_GRADS", "available", "runs_kernels", "fused_attention"]
+
+SCORE_GRADS = ("atomic", "stored")
+"""How the fused backward sums score gradients per bucket: ``atomic``, one float32 atomic per (query,
+key) pair into its bucket (:mod:`.kernels`); ``stored``, every score gradient stored once and
+reduced by matmuls against the one-hot bucket map (:mod:`.score_grads`), no atomic at all."""
 
 
 _INSTALLED = importlib.util.find_spec("triton") is not None
@@ -47,13 +52,13 @@ def _impl(device: torch.device) -> ModuleType:
 @torch.library.custom_op("vitpos::fused_attention", mutates_args=())
 def _forward(
     q: Tensor, k: Tensor, v: Tensor, ids: Tensor | None, row: Tensor | None, col: Tensor | None,
-    bias: Tensor | None, scale: float, num_buckets: int, value_term: bool, config: list[int],
+    bias: Tensor | None, scale: float, num_buckets: int, value_term: bool, config: list[int], stored: bool,
 ) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
     return _impl(q.device).forward(q, k, v, ids, row, col, bias, scale, num_buckets, value_term, config)
 
 
 @_forward.register_fake
-def _(q, k, v, ids, row, col, bias, scale, num_buckets, value_term, config):
+def _(q, k, v, ids, row, col, bias, scale, num_buckets, value_term, config, stored):
     b, h, n, d = q.shape
     weights = (b, h, n, num_buckets) if value_term else (0,)
     stats = reference.stats_dtype(q.dtype)
@@ -64,15 +69,17 @@ def _(q, k, v, ids, row, col, bias, scale, num_buckets, value_term, config):
 def _backward(
     grad_out: Tensor, grad_weights: Tensor | None, q: Tensor, k: Tensor, v: Tensor, ids: Tensor | None,
     row: Tensor | None, col: Tensor | None, bias: Tensor | None, out: Tensor, lse: Tensor, weights: Tensor,
-    scale: float, num_buckets: int, grads: list[bool], config: list[int],
+    scale: float, num_buckets: int, grads: list[bool], config: list[int], stored: bool,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
     return _impl(q.device).backward(
-        grad_out, grad_weights, q, k, v, ids, row, col, bias, out, lse, weights, scale, num_buckets, grads, config
-    )
+        grad_out, grad_weights, q, k, v, ids, row, col, bias, out, lse, weights, scale, num_buckets, grads, config,
+        stored,
+    )  # fmt: skip
 
 
 @_backward.register_fake
-def _(grad_out, grad_weights, q, k, v, ids, row, col, bias, out, lse, weights, scale, num_buckets, grads, config):
+def _(grad_out, grad_weights, q, k, v, ids, row, col, bias, out, lse, weights, scale, num_buckets, grads, config,
+      stored):  # fmt: skip
     def like(t: Tensor | None, wanted: bool) -> Tensor:
         return t.new_empty(t.shape) if t is not None and wanted else q.new_empty(0)
 
@@ -81,11 +88,11 @@ def _(grad_out, grad_weights, q, k, v, ids, row, col, bias, out, lse, weights, s
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    q, k, v, ids, row, col, bias, scale, num_buckets, value_term, config = inputs
+    q, k, v, ids, row, col, bias, scale, num_buckets, value_term, config, stored = inputs
     out, lse, weights = output
     ctx.mark_non_differentiable(lse)
     ctx.save_for_backward(q, k, v, ids, row, col, bias, out, lse, weights)
-    ctx.scale, ctx.num_buckets, ctx.value_term, ctx.config = scale, num_buckets, value_term, config
+    ctx.scale, ctx.num_buckets, ctx.value_term, ctx.config, ctx.stored = scale, num_buckets, value_term, config, stored
 
 
 def _backward_rule(ctx, grad_out, grad_lse, grad_weights):
@@ -99,10 +106,10 @@ def _backward_rule(ctx, grad_out, grad_lse, grad_weights):
     grads = [bool(wanted) for wanted in ctx.needs_input_grad[4:7]]
     dq, dk, dv, d_row, d_col, d_bias = _backward(
         grad_out, grad_weights, q, k, v, ids, row, col, bias, out, lse, weights, ctx.scale, ctx.num_buckets, grads,
-        ctx.config,
+        ctx.config, ctx.stored,
     )  # fmt: skip
     d_row, d_col, d_bias = (g if wanted else None for g, wanted in zip((d_row, d_col, d_bias), grads, strict=True))
-    return dq, dk, dv, None, d_row, d_col, d_bias, None, None, None, None
+    return dq, dk, dv, None, d_row, d_col, d_bias, None, None, None, None, None
 
 
 torch.library.register_autograd("vitpos::fused_attention", _backward_rule, setup_context=_setup_context)
@@ -154,19 +161,24 @@ def fused_attention(
     bias: Tensor | None = None,
     bucket_weights: bool = False,
     config: tuple[int, int] | None = None,
+    score_grads: str = "atomic",
 ) -> tuple[Tensor, Tensor | None]:
     """Attention with bucketed terms in one fused operator; (out, weights per bucket or None).
 
     The arguments are those of :func:`vitpos.attention.bucketed.bucketed_attention` (``bias``:
     additive logits broadcastable to (B, heads, N, M), masks included, with or without gradient). ``config``
-    (BLOCK_M, BLOCK_N) fixes the tiles instead of the device's choice.
+    (BLOCK_M, BLOCK_N) fixes the tiles instead of the device's choice. ``score_grads``: how the
+    backward sums the score gradients into the tables' and the bias's gradients (:data:`SCORE_GRADS`).
     The per-bucket weights are returned in q's dtype.
     """
+    if score_grads not in SCORE_GRADS:
+        raise ValueError(f"score_grads must be one of {', '.join(SCORE_GRADS)}, got {score_grads!r}")
     _check(q, k, v, ids, num_buckets, row_scores, col_scores, bias, bucket_weights)
     if bias is not None:  # 4-D, a column per key (its gradient buffer has unit column stride)
         bias = bias[(None,) * (4 - bias.ndim)]
         bias = bias.expand(*bias.shape[:-1], k.shape[-2])
     out, _, weights = torch.ops.vitpos.fused_attention(
-        q, k, v, ids, row_scores, col_scores, bias, scale, num_buckets, bucket_weights, list(config or ())
-    )
+        q, k, v, ids, row_scores, col_scores, bias, scale, num_buckets, bucket_weights, list(config or ()),
+        score_grads == "stored",
+    )  # fmt: skip
     return out, weights.to(q.dtype) if bucket_weights else None

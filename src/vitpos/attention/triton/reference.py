@@ -55,9 +55,10 @@ def forward(q, k, v, ids, row, col, bias, scale: float, num_buckets: int, value_
 
 
 def backward(
-    grad_out, grad_weights, q, k, v, ids, row, col, bias, out, lse, weights, scale, num_buckets, grads, config
-):
-    """(dq, dk, dv, d_row, d_col, d_bias), as :func:`.launch.backward`."""
+    grad_out, grad_weights, q, k, v, ids, row, col, bias, out, lse, weights, scale, num_buckets, grads, config,
+    stored=False,
+):  # fmt: skip
+    """(dq, dk, dv, d_row, d_col, d_bias), as :func:`.launch.backward` (for either ``stored`` variant)."""
     s, index = _logits(q, k, ids, row, col, bias, scale, num_buckets)
     p = (s - lse[..., None].to(s.dtype)).exp()
     g = grad_out.to(p.dtype)

@@ -3,7 +3,7 @@
 The first call of a new shape compiles every configuration it benchmarks (ptxas takes seconds for
 each of these kernels), so the configurations are pruned per GPU by a measured table,
 :data:`SPILL_FREE`: those that ptxas compiles without spilling registers to local memory
-(``python -m bench.fused_compile``, BENCHMARKS.md, "Fused attention kernels compiled for a GPU").
+(``python -m bench.attention.fused_compile``, BENCHMARKS.md, "Fused attention kernels compiled for a GPU").
 Each kept configuration is timed briefly (:func:`brief_bench`), and the tunings are cached on disk
 next to Triton's compiled kernels (``cache_results``), so another process with the same kernels and
 key tunes nothing. The key holds sizes rounded up to powers of two (:mod:`.launch`), so another
@@ -21,7 +21,7 @@ from triton.runtime.autotuner import Autotuner
 
 from .kernels import TUNING
 
-__all__ = ["SPILL_FREE", "UNMEASURED", "capability", "configs_for", "brief_bench", "autotune_options"]
+__all__ = ["SPILL_FREE", "UNMEASURED", "PINNED", "capability", "configs_for", "brief_bench", "autotune_options"]
 
 SPILL_FREE: dict[tuple[int, int], dict[str, tuple[int, ...]]] = {
     (9, 0): {"_forward_kernel": (0, 1), "_backward_kv_kernel": (0, 1, 3), "_backward_q_kernel": (0, 1)},
@@ -31,6 +31,13 @@ ptxas compiles without spills for that GPU (sm_90: H100, H200; bf16, head width 
 
 UNMEASURED = (0, 1)
 """The configurations benchmarked on a GPU that :data:`SPILL_FREE` does not list: sm_90's spill-free pair."""
+
+PINNED: dict[tuple[int, int], dict[str, int]] = {}
+"""{GPU compute capability: {kernel: index into :data:`.kernels.TUNING`}}: the one configuration a
+kernel runs on that GPU without tuning, so a cold first call compiles one configuration per kernel.
+A kernel is pinned only where a GPU session's autotuner chose the same configuration at every shape
+it timed (``python -m bench.gpu --session``; ``python -m bench.quick_report ROWS.json --table``
+prints the entries). No session has pinned one yet: every kernel takes the pruned autotune."""
 
 BENCH_WARMUP_MS, BENCH_REP_MS = 5, 20
 """The time given to each configuration of a tuning (Triton's default is 25 ms and 100 ms)."""
@@ -42,7 +49,11 @@ def capability(device: torch.device) -> tuple[int, int]:
 
 
 def configs_for(kernel_name: str, gpu: tuple[int, int]) -> list[triton.Config]:
-    """The configurations the autotuner benchmarks for ``kernel_name`` on a GPU of capability ``gpu``."""
+    """The configurations the autotuner benchmarks for ``kernel_name`` on a GPU of capability ``gpu``: the
+    pinned one alone (``triton.autotune`` then benchmarks nothing), else those that compile without spills."""
+    pinned = PINNED.get(gpu, {}).get(kernel_name)
+    if pinned is not None:
+        return [TUNING[pinned]]
     return [TUNING[i] for i in SPILL_FREE.get(gpu, {}).get(kernel_name, UNMEASURED)]
 
 

@@ -60,7 +60,7 @@ class RelativeBias(RelativePosition):
     the dense bias is then read from it); joins such as LaPE may transform the dense bias (see
     :meth:`vitpos.encodings.join.Join.adapt_relative`). While the tables need a gradient the
     terms are per bucket where a bucket form exists (their gradient is summed onto the buckets);
-    otherwise they are the dense bias, cached per grid (``python -m bench.caches``: rebuilding it
+    otherwise they are the dense bias, cached per grid (``python -m bench.attention.caches``: rebuilding it
     in every layer costs 2-3% of a DeiT-S inference forward; see BENCHMARKS.md).
     """
 

@@ -98,7 +98,7 @@ class Rope2d(RelativePosition):
 
     def cos_sin(self, grid: Grid, device=None) -> torch.Tensor:  # 2, heads or 1, H*W, d/2
         """cos and sin of :meth:`angles`, cached per grid while the frequencies are unchanged (recomputing
-        them costs about 2% of a DeiT-S inference forward: ``python -m bench.caches``)."""
+        them costs about 2% of a DeiT-S inference forward: ``python -m bench.attention.caches``)."""
         params = [] if self.mixed_freqs is None else [self.mixed_freqs]
         key = (tuple(grid), None if device is None else torch.device(device))
         return self._cache.get(key, lambda: _cos_sin(self.angles(grid, device)), params)

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import io
+from typing import TYPE_CHECKING
 
 import numpy as np
-from pycocotools.coco import COCO  # type: ignore[import-untyped]  # pycocotools ships no type hints
-from pycocotools.cocoeval import COCOeval  # type: ignore[import-untyped]  # idem
 
 from ...data.objects import ObjectTargets
 from .postprocess import Detections
+
+if TYPE_CHECKING:
+    from pycocotools.coco import COCO  # type: ignore[import-untyped]  # pycocotools ships no type hints
 
 __all__ = ["coco_metrics", "METRIC_NAMES", "coco_ground_truth", "coco_summary"]
 
@@ -36,6 +38,8 @@ def coco_ground_truth(targets: list[ObjectTargets], sizes: list[tuple[int, int]]
                 "id": len(annotations) + 1, "image_id": image_id, "category_id": int(label), "bbox": box,
                 "area": box[2] * box[3], "iscrowd": 0,
             })  # fmt: skip
+    from pycocotools.coco import COCO  # imported when AP is computed: the rest of vitpos runs without it
+
     coco = COCO()
     coco.dataset = {"images": images, "annotations": annotations, "categories": [{"id": c} for c in range(num_classes)]}
     with contextlib.redirect_stdout(io.StringIO()):
@@ -62,6 +66,8 @@ def coco_metrics(
             )
     if not results or not gt.dataset["annotations"]:
         return {name: 0.0 for name in METRIC_NAMES[:3]}
+    from pycocotools.cocoeval import COCOeval  # type: ignore[import-untyped]  # pycocotools ships no type hints
+
     with contextlib.redirect_stdout(io.StringIO()):
         evaluation = COCOeval(gt, gt.loadRes(results), "bbox")
         evaluation.evaluate()

@@ -36,7 +36,7 @@ from vitpos.engine.pipeline import TrainData
 from vitpos.engine.prefetch import SIDE_STREAM_ENV
 from vitpos.engine.recipes import get_recipe
 
-from .gpu_steps import synchronize
+from ..gpu_steps import synchronize
 
 PHOTOS = Path(__import__("sklearn.datasets").datasets.__file__).parent / "images"
 """scikit-learn's two sample photographs (640 x 427 JPEG), cut into the generated folder's images."""

@@ -1,4 +1,4 @@
-"""``python -m bench.padding``: what a padding mask costs in an eval forward pass.
+"""``python -m bench.dense.padding``: what a padding mask costs in an eval forward pass.
 
 Every case is an eval forward (``torch.no_grad``) of a batch of two 224 x 224 images, timed three
 ways, interleaved in every round: ``no mask`` (the batch as it is), ``empty mask`` (a

@@ -1,4 +1,4 @@
-"""``python -m bench.fused_compile``: the fused attention kernels compiled for an NVIDIA GPU, without one.
+"""``python -m bench.attention.fused_compile``: the fused attention kernels compiled for an NVIDIA GPU, without one.
 
 Triton's own compiler builds the forward, dK/dV and dQ kernels of :mod:`vitpos.attention.triton`
 for a target (default sm_90, an H100) at every tile configuration the CUDA autotuner may pick,
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .gpu_report import replace_section
+from ..gpu.report import replace_section
 
 HEADING = "## Fused attention kernels compiled for a GPU (no GPU needed)"
 SIZES = ("H", "N", "M", "D", "NB")
@@ -88,7 +88,7 @@ def ptxas_report(ptx: str, arch: int) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.fused_compile", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m bench.attention.fused_compile", description=__doc__)
     p.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 90 (H100, H200) or 80 (A100)")
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32"))
     p.add_argument("--out", default="", help="replace this section of the markdown file")
@@ -113,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['spill stores']} / {r['spill loads']} | {kernel.metadata.shared / 1024:.0f} KiB |"
             )
         print(lines[-3], lines[-2], lines[-1], sep="\n", flush=True)
-    command = shlex.join(["python", "-m", "bench.fused_compile", *(argv if argv is not None else sys.argv[1:])])
+    command = shlex.join(
+        ["python", "-m", "bench.attention.fused_compile", *(argv if argv is not None else sys.argv[1:])]
+    )
     section = "\n".join([
         HEADING, "",
         f"`{command}` — Triton {triton.__version__} for sm_{args.arch}, {args.dtype} inputs, head dim 64, "

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from vitpos.attention import PATHS
 
-from .cases import BASELINE, CASES, Case
+from ..cases import BASELINE, CASES, Case
 
 HEADING = "## GPU"
 NOT_MEASURED = (

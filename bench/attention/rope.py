@@ -1,4 +1,4 @@
-"""``python -m bench.rope``: RoPE's rotation of q and k, one complex step over both against rotating
+"""``python -m bench.attention.rope``: RoPE's rotation of q and k, one complex step over both against rotating
 each with real arithmetic (the form before it), DeiT-S shapes, one thread, float32."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``python -m bench.caches``: what each per-grid cache saves in an eval forward pass.
+"""``python -m bench.attention.caches``: what each per-grid cache saves in an eval forward pass.
 
 For every case an eval forward (batch 1, ``torch.no_grad``) of ``deit_small_patch16_224`` (and
 ``swin_tiny`` for the window masks) is timed three ways, interleaved in every round:

@@ -1,4 +1,4 @@
-"""``python -m bench.gpu``: every slot value against no PE on DeiT-S on one CUDA device.
+"""The command line of ``python -m bench.gpu``: every slot value against no PE on DeiT-S on one CUDA device.
 
 bf16 autocast training steps and inference at 196 and 784 tokens, eager and compiled, paired
 timings (:func:`bench.timing.paired_overheads`) with a CUDA synchronisation closing every step,
@@ -6,7 +6,7 @@ peak CUDA memory of a training step; training steps of every bucketed term on ev
 path that computes it (the fused ``triton`` path against no PE and against the best other path);
 and vitpos against timm's DeiT-S and Swin-T in the same rounds when timm imports.
 ``--out BENCHMARKS.md`` replaces the GPU section of that file. Exits with a message where CUDA
-is not available. ``--quick`` runs the short check of :mod:`bench.gpu_quick` instead.
+is not available. ``--quick`` runs the short check of :mod:`bench.gpu.quick` instead.
 """
 
 from __future__ import annotations
@@ -23,10 +23,13 @@ import torch
 
 from vitpos.models.layers import Attention
 
-from . import gpu_quick
-from .cases import BASELINE
+from ..cases import BASELINE
+from ..gpu_steps import bf16_step, peak_bytes
+from ..quick_settings import MODEL, QuickSettings
+from ..timing import build, image_side, paired_overheads
+from . import quick as gpu_quick
 from .check_layers import CheckShape
-from .gpu_report import (
+from .report import (
     GpuGroup,
     GpuRow,
     gpu_cases,
@@ -38,9 +41,9 @@ from .gpu_report import (
     render_table,
     replace_section,
 )
-from .gpu_steps import bf16_step, peak_bytes
-from .quick_settings import MODEL, QuickSettings
-from .timing import build, image_side, paired_overheads
+from .session import DEFAULT_JSON as SESSION_JSON
+from .session import SESSION_SECONDS, plan_lines, run_session, session_parts, session_plan
+from .session_terms import DYNAMO
 
 TIMM_PAIRS = {"deit_small_patch16_224": "deit_small_patch16_224", "swin_tiny": "swin_tiny_patch4_window7_224"}
 """vitpos preset -> the timm model it is timed against."""
@@ -148,10 +151,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-compile", action="store_true", help="eager only")
     p.add_argument("--no-paths", action="store_true", help="skip the bucketed terms on every attention path")
     p.add_argument("--out", default="", help="replace the GPU section (with --quick: the quick check's) of this file")
-    quick = p.add_argument_group("--quick", "a check sized for one short call: parts (i) to (v) of bench/gpu_quick.py")
+    quick = p.add_argument_group("--quick", "a check sized for one short call: parts (i) to (v) of bench/gpu/quick.py")
     quick.add_argument("--quick", action="store_true", help="the short check instead of the long tables")
     quick.add_argument("--json", default="", help=f"where the rows go (default {gpu_quick.DEFAULT_JSON})")
-    quick.add_argument("--budget", type=float, default=240.0, help="seconds for all parts, compiling included")
+    quick.add_argument(
+        "--budget", type=float, default=None, help="seconds for all parts, compiling included (240; --session: 540)"
+    )
     quick.add_argument("--device", default="cuda", help="the device the check runs on (cpu for a smoke test)")
     quick.add_argument("--model", default=MODEL, help="the model of parts (ii), (iii) and (v)")
     quick.add_argument("--model-args", default="", help="overrides of that model's preset, e.g. depth=1,embed_dim=32")
@@ -168,15 +173,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             f"--check-{name}", type=int, default=getattr(defaults, name), help=f"{text} (default %(default)s)"
         )
     quick.add_argument("--check-cases", default="", help="comma-separated labels of part (i)'s cases (default: all)")
-    quick.add_argument("--parts", default="", help="comma-separated parts to run (default: all), e.g. correctness")
+    quick.add_argument(
+        "--parts",
+        default="",
+        help="comma-separated parts to run (default: all), e.g. correctness (--session: terms, ...)",
+    )
     quick.add_argument("--ensemble-members", default="1,10,30,all", help="part (vii)'s stack sizes (all: a family's)")
+    session = p.add_argument_group("--session", "the whole GPU session in one command (bench/gpu/session.py)")
+    session.add_argument("--session", action="store_true", help="every part of the session, timing first")
+    session.add_argument("--dry-run", action="store_true", help="print the session's plan and budgets, run nothing")
+    session.add_argument("--session-part", default="", help=argparse.SUPPRESS)  # a part's own process
+    session.add_argument("--part-budget", type=float, default=0.0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    args.repeats = args.repeats or (3 if args.quick else 7)
-    args.iters = args.iters or (2 if args.quick else 5)
+    short = args.quick or args.session or bool(args.session_part)
+    args.repeats = args.repeats or (3 if short else 7)
+    args.iters = args.iters or (2 if short else 5)
+    if args.budget is None:
+        args.budget = SESSION_SECONDS if args.session else 240.0
+    if args.dry_run and not args.session:
+        p.error("--dry-run prints the plan of --session: pass both")
     try:
         args.device = torch.device(args.device)
         args.model_args = _overrides(args.model_args)
-        args.parts = gpu_quick.selected_parts(args.parts)
+        session = args.session or bool(args.session_part)
+        args.parts = session_parts(args.parts) if session else gpu_quick.selected_parts(args.parts)
         args.check_cases = tuple(filter(None, args.check_cases.split(",")))
         gpu_quick.selected_cases(args.check_cases)
         args.check = CheckShape(*(getattr(args, f"check_{n}") for n in ("side", "dim", "heads", "batch", "window")))
@@ -204,16 +224,37 @@ def quick_settings(args: argparse.Namespace) -> QuickSettings:
     )
 
 
+def _session(args: argparse.Namespace, argv: list[str]) -> int:
+    """``--session`` (every part, each in its own process) or one part of it (``--session-part``)."""
+    s = quick_settings(args)
+    json_path = Path(args.json) if args.json else SESSION_JSON
+    if args.session_part:
+        from .session_part import run_part
+
+        return run_part(args.session_part, s, json_path, args.out, args.part_budget)
+    command = shlex.join(["python", "-m", "bench.gpu", *argv])
+    header = {"command": command, "device": gpu_quick.device_name(s.device), **gpu_quick.versions()}
+    header |= {"settings": gpu_quick.settings_dict(s), "dynamo": DYNAMO}
+    return run_session(argv, session_plan(s.tokens, args.budget, args.parts), json_path, header, args.out)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    argv = argv if argv is not None else sys.argv[1:]
+    if args.session and args.dry_run:
+        tokens = tuple(int(t) for t in args.tokens.split(","))
+        print("\n".join(plan_lines(session_plan(tokens, args.budget, args.parts), str(args.device))))
+        return 0
     if args.device.type == "cuda" and not torch.cuda.is_available():
         print(
             "python -m bench.gpu measures on CUDA, and no CUDA device is available here; run it on a GPU machine",
             file=sys.stderr,
         )
         return 2
+    if args.session or args.session_part:
+        return _session(args, argv)
     if args.quick:
-        return gpu_quick.main(quick_settings(args), args.json, argv if argv is not None else sys.argv[1:], args.out)
+        return gpu_quick.main(quick_settings(args), args.json, argv, args.out)
     if args.device.type != "cuda":
         print("the long tables run on CUDA only; --device applies to --quick", file=sys.stderr)
         return 2
@@ -227,13 +268,9 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(tables[-1]), flush=True)
     if importlib.util.find_spec("timm") is not None:
         tables.append(["### vitpos against timm (224 px, training step, eager)", "", *run_timm(args)])
-    command = shlex.join(["python", "-m", "bench.gpu", *(argv if argv is not None else sys.argv[1:])])
+    command = shlex.join(["python", "-m", "bench.gpu", *argv])
     section = render_section(torch.cuda.get_device_name(), torch.__version__, command, args.batch, tables)
     if args.out:
         path = Path(args.out)
         path.write_text(replace_section(path.read_text() if path.exists() else "", section))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""``python -m bench.coco_fixture OUT``: a tiny COCO-format detection folder for trying ``coco:OUT``.
+"""``python -m bench.data.coco_fixture OUT``: a tiny COCO-format detection folder for trying ``coco:OUT``.
 
 Grey images of varied sizes and aspect ratios (sides 48-112 pixels), each with one to three red
 or green squares (categories 1 "red" and 2 "green"), written as PNG files with
@@ -54,7 +54,7 @@ def write_coco_fixture(root: Path, train: int = 16, val: int = 8, seed: int = 0)
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m bench.coco_fixture", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m bench.data.coco_fixture", description=__doc__)
     p.add_argument("out", type=Path, help="the folder to write (coco:OUT reads it)")
     p.add_argument("--train", type=int, default=16, help="training images")
     p.add_argument("--val", type=int, default=8, help="validation images")

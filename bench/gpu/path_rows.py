@@ -23,13 +23,13 @@ from vitpos.attention import kernel
 from vitpos.attention.policy import CHUNK_FROM_TOKENS
 from vitpos.models.layers import Attention
 
-from .cases import CASES, Case
-from .gpu_steps import bf16_step, peak_bytes
+from ..cases import CASES, Case
+from ..gpu_steps import bf16_step, peak_bytes
 from .taken_path import recording
 
 if TYPE_CHECKING:
-    from .quick_log import Budget, RowLog
-    from .quick_settings import QuickSettings
+    from ..quick_log import Budget, RowLog
+    from ..quick_settings import QuickSettings
 
 PART = "overhead"
 SHAW = Case("Shaw", {"absolute": "none", "relative": "shaw"})
@@ -50,7 +50,7 @@ PATH_CASES: tuple[Case, ...] = (*(c for c in CASES if c.label in KINDS), SHAW)
 def contenders(case: Case, tokens: int, compiled: bool) -> list[str]:
     """The paths to time for ``case`` (for RoPE: how the rotation runs), the policy's likely default
     first; compiled ones only where ``compiled``. ``stored`` below the chunking length, ``chunked`` from it."""
-    if KINDS[case.label] == "rotation":
+    if KINDS.get(case.label) == "rotation":
         return ["eager", "compiled"] if compiled else ["eager"]
     bucketed = "chunked" if tokens + 1 >= CHUNK_FROM_TOKENS else "stored"
     paths = ["sdpa", bucketed, "triton", "flex"] if KINDS[case.label] != "values" else [bucketed, "triton"]
@@ -70,7 +70,7 @@ def rotating(how: str) -> Iterator[None]:
 
 def on_path(model: torch.nn.Module, case: Case, path: str, step: Callable[[], None]) -> Callable[[], None]:
     """``step`` with every attention call of ``model`` asking for ``path`` (RoPE: turning ``path``)."""
-    if KINDS[case.label] == "rotation":
+    if KINDS.get(case.label) == "rotation":
 
         def rotated() -> None:
             with rotating(path):
@@ -85,7 +85,7 @@ def on_path(model: torch.nn.Module, case: Case, path: str, step: Callable[[], No
 
 def first_call(step: Callable[[], None], case: Case, path: str) -> tuple[float, str, bool]:
     """(seconds, the path the calls took, whether a forced path fell back) of the first call of ``step``."""
-    forced = None if KINDS[case.label] == "rotation" else path
+    forced = None if KINDS.get(case.label) == "rotation" else path
     start = time.perf_counter()
     with recording(forced) as taken:
         step()
@@ -94,7 +94,7 @@ def first_call(step: Callable[[], None], case: Case, path: str) -> tuple[float, 
 
 def default_path(case: Case, model: torch.nn.Module, images: torch.Tensor) -> str:
     """The policy's path for ``case``'s bf16 training step (RoPE: the policy's rotation)."""
-    if KINDS[case.label] == "rotation":
+    if KINDS.get(case.label) == "rotation":
         return kernel.rotation_path(images.device.type, torch.bfloat16, 0)
     with recording() as taken, torch.autocast(images.device.type, dtype=torch.bfloat16):
         model(images[:1]).float().sum().backward()

@@ -3,7 +3,7 @@
 (v) the DeiT recipe's device-side augmentation alone, in images/s beside the training step's;
 (vi) ``vitpos train --recipe deit`` as run on a generated JPEG folder and on ``wds:`` shards of it
 (decode and crop in one loading worker per core, augmentation, step), against the bare step and
-each part alone, with a line saying where the time goes (:mod:`bench.data_pipeline`). On CUDA the
+each part alone, with a line saying where the time goes (:mod:`bench.data.pipeline`). On CUDA the
 runs are timed with and without the opt-in side stream of :mod:`vitpos.engine.prefetch`.
 """
 
@@ -17,12 +17,12 @@ from typing import Any
 
 import torch
 
-from .cases import BASELINE
-from .data_pipeline import RunShape, measure, where_time_goes
-from .gpu_steps import synchronize
-from .quick_log import Budget, RowLog, skip, spent
-from .quick_settings import QuickSettings
-from .timing import image_side, interleaved_throughput
+from ..cases import BASELINE
+from ..data.pipeline import RunShape, measure, where_time_goes
+from ..gpu_steps import synchronize
+from ..quick_log import Budget, RowLog, skip, spent
+from ..quick_settings import QuickSettings
+from ..timing import image_side, interleaved_throughput
 
 DATA_STEPS = 6
 """Training steps of each end-to-end run (the generated folder holds batch x steps images)."""

@@ -21,8 +21,10 @@ from typing import Any
 import torch
 
 from vitpos.attention import PATHS
+from vitpos.attention.policy import FLEX_PATHS, FUSED_PATHS
 from vitpos.models.layers import Attention
 
+from ..quick_log import Budget, RowLog
 from .check_layers import (
     CheckCase,
     CheckShape,
@@ -33,7 +35,6 @@ from .check_layers import (
     run_layer,
     token_mask,
 )
-from .quick_log import Budget, RowLog
 from .taken_path import recording
 
 TOLERANCE = {"float32": 1e-3, "bfloat16": 5e-2}
@@ -140,10 +141,10 @@ def forget_tuning() -> None:
 
 def plan() -> list[tuple[str, str | None]]:
     """(precision, forced path or None for the policy's) in the order they run: the policy's path and
-    the fused path in float32 and under bf16 autocast first, then the other paths in float32,
+    both fused variants in float32 and under bf16 autocast first, then the other paths in float32,
     FlexAttention last (it compiles a kernel for every case)."""
-    first = [(dtype, path) for dtype in ("float32", "bfloat16") for path in (None, "triton")]
-    rest = sorted((p for p in PATHS if p != "triton"), key=lambda p: p == "flex")
+    first = [(dtype, path) for dtype in ("float32", "bfloat16") for path in (None, *FUSED_PATHS)]
+    rest = sorted((p for p in PATHS if p not in FUSED_PATHS), key=lambda p: p in FLEX_PATHS)
     return first + [("float32", p) for p in rest]
 
 

@@ -4,13 +4,13 @@ and import torch), compiling and autotuning included.
 
 Seven parts, each with a share of ``--budget`` seconds (:data:`SHARES`; time a part leaves goes to
 the later ones): (i) correctness of every bucketed encoding on every attention path
-(:mod:`bench.gpu_check`); (ii) bf16 training-step overhead over no PE, eager: every bucketed term
-on every path that computes it, first calls timed apart, the fastest marked (:mod:`bench.path_rows`;
+(:mod:`bench.gpu.check`); (ii) bf16 training-step overhead over no PE, eager: every bucketed term
+on every path that computes it, first calls timed apart, the fastest marked (:mod:`bench.gpu.path_rows`;
 the rows of the CUDA policy's table they propose are printed last), then every other slot value
 with the path it took; (iii) compiled DeiT-S with iRPE ctx k against compiled timm
 DeiT-S; (iv) ``swin_tiny`` against timm's Swin-T; (v) the DeiT recipe's device-side
 augmentation in images/s beside the training step's; (vi) ``vitpos train --recipe deit`` as run on
-a JPEG folder and its shards against the bare step (:mod:`bench.quick_data`); (vii) the study's
+a JPEG folder and its shards against the bare step (:mod:`bench.gpu.quick_data`); (vii) the study's
 stacked ensembles: member steps/s, stacks in flight, the projected study times, the compiled step
 (:mod:`bench.quick_ensemble`). A progress line
 with the time elapsed and left goes to stderr per row; every row goes to ``--json`` as soon as
@@ -32,16 +32,14 @@ from typing import Any, TextIO
 
 import torch
 
+from ..quick_log import Budget, RowLog
+from ..quick_report import write_section
+from ..quick_settings import QuickSettings
+from .check import PART as CORRECTNESS
+from .check import check_rows
 from .check_layers import CheckCase, check_cases
-from .gpu_check import PART as CORRECTNESS
-from .gpu_check import check_rows
 from .path_report import table_lines
-from .quick_data import augment_rows, data_rows
-from .quick_ensemble import ensemble_rows
-from .quick_log import Budget, RowLog
 from .quick_parts import compiled_rows, overhead_rows, swin_rows
-from .quick_report import write_section
-from .quick_settings import QuickSettings
 
 SHARES = {
     CORRECTNESS: 0.25,
@@ -71,7 +69,7 @@ def device_name(device: torch.device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({platform.machine()})"
 
 
-def _settings(s: QuickSettings) -> dict[str, Any]:
+def settings_dict(s: QuickSettings) -> dict[str, Any]:
     return {**dataclasses.asdict(s), "device": str(s.device)}
 
 
@@ -96,7 +94,7 @@ def selected_parts(text: str) -> tuple[str, ...]:
 
 def run_quick(s: QuickSettings, path: Path, command: str, stream: TextIO | None = None) -> int:
     """Run every part within ``s.budget_s`` seconds, rows to ``path``; 1 if a correctness row fails."""
-    header = {"command": command, "device": device_name(s.device), **versions(), "settings": _settings(s)}
+    header = {"command": command, "device": device_name(s.device), **versions(), "settings": settings_dict(s)}
     log = RowLog(path, header)
     chosen = s.parts or tuple(SHARES)
     budget = Budget(s.budget_s, {part: SHARES[part] for part in chosen}, stream)
@@ -106,14 +104,29 @@ def run_quick(s: QuickSettings, path: Path, command: str, stream: TextIO | None 
     def overhead() -> None:
         rates.update(overhead_rows(s, budget, log))
 
+    def augment() -> None:
+        from .quick_data import augment_rows  # the data modules import scikit-learn: only where they run
+
+        augment_rows(s, budget, log, rates)
+
+    def data() -> None:
+        from .quick_data import data_rows
+
+        data_rows(s, budget, log)
+
+    def ensemble() -> None:
+        from ..quick_ensemble import ensemble_rows  # the study imports scikit-learn and matplotlib
+
+        ensemble_rows(s, budget, log, s.ensemble_members)
+
     parts: dict[str, Callable[[], None]] = {
         CORRECTNESS: lambda: check_rows(s.check, s.device, budget, log, selected_cases(s.cases)),
         "overhead": overhead,
         "compiled": lambda: compiled_rows(s, budget, log),
         "swin": lambda: swin_rows(s, budget, log),
-        "augment": lambda: augment_rows(s, budget, log, rates),
-        "data": lambda: data_rows(s, budget, log),
-        "ensemble": lambda: ensemble_rows(s, budget, log, s.ensemble_members),
+        "augment": augment,
+        "data": data,
+        "ensemble": ensemble,
     }
     for part, run in parts.items():
         if part not in chosen:

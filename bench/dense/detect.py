@@ -1,4 +1,4 @@
-"""``python -m bench.detect``: a DETR training step's time for each slot value, as a ratio to no PE.
+"""``python -m bench.dense.detect``: a DETR training step's time for each slot value, as a ratio to no PE.
 
 The step is what ``vitpos train`` runs on detection data: forward of ``detr_tiny_sine`` with the
 slots of the case, DETR's set loss (Hungarian matching per image, auxiliary layers), backward and
@@ -22,8 +22,8 @@ import torch
 import vitpos
 from vitpos.data.synthetic_detect import SyntheticDetection
 
-from .gpu_report import replace_section
-from .timing import Timing, paired_overheads
+from ..gpu.report import replace_section
+from ..timing import Timing, paired_overheads
 
 HEADING = "## DETR training step per slot value (CPU)"
 BASELINE = "none"
@@ -65,7 +65,7 @@ def fmt(t: Timing, baseline: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.detect", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m bench.dense.detect", description=__doc__)
     p.add_argument(
         "--sizes", default="32,128", help="comma-separated image sides (stride 4: 32 -> 64 tokens, 128 -> 1,024)"
     )
@@ -91,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         column[BASELINE] += f": {throughput[BASELINE].median:.1f} img/s, batch {batch}"
         columns.append(column)
         print(f"{side} px done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
-    command = "python -m bench.detect " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    command = "python -m bench.dense.detect " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
+    )
     lines = [
         HEADING, "",
         f"`{command.strip()}` — CPU only ({os.cpu_count()} cores, torch {torch.__version__}, "

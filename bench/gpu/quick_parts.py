@@ -1,6 +1,6 @@
 """Parts (ii) to (iv) of ``python -m bench.gpu --quick``: training-step overheads (every bucketed term on
-every path, :mod:`bench.path_rows`), compiled and Swin models against timm's; one JSON row per
-measurement (parts (v) and (vi), the data pipeline's, are in :mod:`bench.quick_data`).
+every path, :mod:`bench.gpu.path_rows`), compiled and Swin models against timm's; one JSON row per
+measurement (parts (v) and (vi), the data pipeline's, are in :mod:`bench.gpu.quick_data`).
 
 Every timing is paired (:func:`bench.timing.paired_overheads`: the baseline timed between the rounds
 of the case) and synchronised; a row also names the attention path its model's calls took. A part
@@ -17,14 +17,14 @@ import torch
 
 import vitpos
 
-from .cases import BASELINE, Case
-from .gpu_report import gpu_cases
-from .gpu_steps import bf16_step, peak_bytes
+from ..cases import BASELINE, Case
+from ..gpu_steps import bf16_step, peak_bytes
+from ..quick_log import Budget, RowLog, skip, spent
+from ..quick_settings import MODEL, QuickSettings
+from ..timing import image_side, interleaved_throughput, paired_overheads
 from .path_rows import KINDS, path_rows
-from .quick_log import Budget, RowLog, skip, spent
-from .quick_settings import MODEL, QuickSettings
+from .report import gpu_cases
 from .taken_path import recording
-from .timing import image_side, interleaved_throughput, paired_overheads
 
 SWIN = ("swin_tiny", "swin_tiny_patch4_window7_224")
 """vitpos's Swin-T and the timm model it is timed against."""
@@ -77,7 +77,7 @@ def _baseline(s: QuickSettings, log: RowLog, head: dict[str, Any], images: torch
 
 def overhead_rows(s: QuickSettings, budget: Budget, log: RowLog) -> dict[int, float]:
     """Part (ii): bf16 eager training steps over no PE at every token count: every bucketed term on
-    every path (:mod:`bench.path_rows`), then every other slot value on its default path. Returns
+    every path (:mod:`bench.gpu.path_rows`), then every other slot value on its default path. Returns
     the baseline's images/s per token count."""
     part, rates, bases = "overhead", {}, {}
     for tokens in s.tokens:

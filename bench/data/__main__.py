@@ -11,7 +11,7 @@ another checkout's code in the same rounds. Rounds alternate the variants and re
 (min-max). Rates are per second of the process's own CPU time, which is what one worker on a core
 of its own reaches, whatever else the machine runs; wall-clock rates are shown beside them. Last,
 ``vitpos train --recipe deit`` as run on the folder and on ``wds:`` shards of it, against its parts
-alone (:mod:`bench.data_pipeline`). ``--out BENCHMARKS.md`` writes the section.
+alone (:mod:`bench.data.pipeline`). ``--out BENCHMARKS.md`` writes the section.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from vitpos.engine.config import TrainConfig
 from vitpos.engine.pipeline import build_augment
 from vitpos.engine.recipes import get_recipe
 
-from .data_pipeline import RunShape, jpeg_folder, loading_rate, measure, where_time_goes
-from .gpu_report import replace_section
+from ..gpu.report import replace_section
+from .pipeline import RunShape, jpeg_folder, loading_rate, measure, where_time_goes
 
 HEADING = "## Data pipeline: decode + crop per worker, augmentation per batch"
 PHOTOS = Path(sklearn.datasets.__file__).parent / "images"

@@ -1,4 +1,4 @@
-"""``python -m bench.fpn_border``: does the Semantic FPN's zero padding tell a segmenter where it is?
+"""``python -m bench.dense.fpn_border``: does the Semantic FPN's zero padding tell a segmenter where it is?
 
 CPVT's Table 13 gap (PEG and learned tables over no encoding) did not show on
 ``synthetic:segment_absolute``, where the class of a square depends on the image half it lies in:
@@ -47,7 +47,7 @@ def run(encoding: str, padding: str, seed: int, args: argparse.Namespace) -> flo
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m bench.fpn_border", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m bench.dense.fpn_border", description=__doc__)
     p.add_argument("--img", type=int, default=32, help="image side in pixels (squares stay 8 pixels)")
     p.add_argument("--seeds", type=int, default=2)
     p.add_argument("--epochs", type=int, default=8)

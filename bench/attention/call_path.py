@@ -1,4 +1,4 @@
-"""``python -m bench.call_path``: the files of ``vitpos`` whose code one forward of an iRPE layer runs.
+"""``python -m bench.attention.call_path``: the files of ``vitpos`` whose code one forward of an iRPE layer runs.
 
 A one-block DeiT-Ti with contextual iRPE on keys (``irpe:product:ctx:k``), in training mode on
 the CPU, on a 4x4 grid with a class token. After one call that fills the per-grid caches, a
