@@ -191,7 +191,10 @@ def test_a_preset_without_released_weights_is_a_clear_error(cache):
 def test_every_release_names_a_preset_and_a_file():
     assert set(RELEASES) <= set(vitpos.list_models())
     for name, release in RELEASES.items():
-        assert release.url.startswith("https://") and release.url.endswith(".pth"), name
+        assert release.url.startswith("https://"), name
+        assert release.url.endswith(".pth") or release.filename == f"{name}.bin", name
+    cached = [release.filename or release.url.rsplit("/", 1)[-1] for release in RELEASES.values()]
+    assert len(set(cached)) == len(cached)  # every file has its own name in the cache
     assert pretrained.pretrained_models() == sorted(RELEASES)
 
 

@@ -67,9 +67,10 @@ def expected_prefix(filename: str) -> str | None:
     return match.group(1) if match else None
 
 
-def download(url: str, sha256: str | None = None) -> Path:
-    """The cached copy of ``url``, downloaded and verified first if it is not there."""
-    filename = Path(urlparse(url).path).name
+def download(url: str, sha256: str | None = None, filename: str | None = None) -> Path:
+    """The cached copy of ``url``, downloaded and verified first if it is not there; kept as ``filename``
+    (default: the name the URL ends with), for files published under one name for every model."""
+    filename = filename or Path(urlparse(url).path).name
     if not filename:
         raise CheckpointError(f"URL {url} names no file")
     folder = cache_dir()
@@ -91,7 +92,7 @@ def download(url: str, sha256: str | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{filename}.part-{os.getpid()}"
     try:
-        digest = _fetch(url, tmp)
+        digest = _fetch(url, tmp, filename)
         _verify(url, filename, digest, sha256, "the download is damaged or not the published file. Nothing was cached")
         os.replace(tmp, final)
     finally:
@@ -99,7 +100,7 @@ def download(url: str, sha256: str | None = None) -> Path:
     return final
 
 
-def _fetch(url: str, dst: Path) -> str:
+def _fetch(url: str, dst: Path, filename: str) -> str:
     """Write ``url`` to ``dst``; the SHA-256 of what arrived. Raises if the transfer is cut short."""
     print(f"downloading {url} to {cache_dir()}", file=sys.stderr)
     digest = hashlib.sha256()
@@ -114,7 +115,7 @@ def _fetch(url: str, dst: Path) -> str:
     except (urllib.error.URLError, HTTPException, OSError) as err:
         raise CheckpointError(
             f"downloading {url} failed ({type(err).__name__}: {err}); nothing was cached. Without a network, fetch "
-            f"that file elsewhere, place it in the cache {cache_dir()} as {Path(urlparse(url).path).name} "
+            f"that file elsewhere, place it in the cache {cache_dir()} as {filename} "
             "and set VITPOS_OFFLINE=1 to use the cache only"
         ) from None
     if announced is not None and received != int(announced):

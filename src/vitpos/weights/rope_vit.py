@@ -1,0 +1,158 @@
+"""DeiT III and RoPE-ViT checkpoints (facebookresearch/deit's ``models_v2.py``; naver-ai/rope-vit's
+``deit/models_v2_rope.py``): timm's ViT keys with LayerScale, a table without a class-token row, rotations.
+
+Their blocks hold ``gamma_1`` and ``gamma_2`` (LayerScale, :class:`~vitpos.models.layers.LayerScale`):
+they become ``stages.0.blocks.N.ls1.gamma`` and ``ls2.gamma``. ``pos_embed`` is (1, H*W, D), the grid
+only (the class token gets no position): it becomes the table of ``learned:noprefix``. RoPE-Mixed
+files hold ``freqs`` (2, depth, heads * head_dim / 2), every layer's per-head (x, y) frequencies:
+layer i becomes ``stages.0.blocks.i.attn.relative.mixed_freqs`` (2, heads, head_dim / 2), and the
+``freqs_t_x`` / ``freqs_t_y`` buffers (the trained grid's coordinates, which their forward
+recomputes at other sizes) give the trained grid and are checked, not loaded. RoPE-Axial's
+rotation has no stored values. Loading selects LayerScale and ``learned:noprefix`` where the file
+has them; the rotation is the model's (the ``rope_*`` presets name it). Tables are resampled
+as the released forward does at other sizes: bicubically without antialias (``resize="model"``).
+
+A DeiT III file and a RoPE-Axial file with a table (``rope_axial_ape_*``) have the same keys and
+shapes; the file's stored training arguments (``args.model``) tell them apart, else the model
+must be named.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import torch
+
+from ..config import HostConfig
+from ..errors import CheckpointError
+from .layout import HEAD_WIDTH, HEAD_WIDTH_NOTE, Layout, Target, shapes_of, square_side
+from .vit import STAGE, convert_vit, fit_position_table, with_layer_scale, without_prefix_row
+
+__all__ = ["DeiT3Layout"]
+
+GAMMA = re.compile(r"blocks\.(\d+)\.gamma_([12])")
+DEIT3_NAME = re.compile(r"deit_(small|base|large)_patch16_LS")
+COORDS = ("freqs_t_x", "freqs_t_y")
+"""RoPE-Mixed's buffers of the trained grid's coordinates."""
+
+
+def _trained_side(state: dict[str, torch.Tensor]) -> int | None:
+    """The side of the square grid a RoPE-Mixed file's coordinate buffers describe, or None without them."""
+    if COORDS[0] not in state:
+        return None
+    return square_side(state[COORDS[0]].numel())
+
+
+def _check_coordinates(state: dict[str, torch.Tensor], source: object) -> None:
+    """Pop the coordinate buffers; raise unless they are the column and row of every cell of a square grid."""
+    t_x, t_y = (state.pop(key, None) for key in COORDS)
+    if t_x is None and t_y is None:
+        return
+    side = _trained_side({COORDS[0]: t_x}) if t_x is not None else None
+    cells = torch.arange(side * side, dtype=torch.float64) if side else None
+    if (
+        t_x is None
+        or t_y is None
+        or cells is None
+        or t_x.shape != cells.shape
+        or t_y.shape != cells.shape
+        or not torch.equal(t_x.double(), cells % side)
+        or not torch.equal(t_y.double(), torch.div(cells, side, rounding_mode="floor"))
+    ):
+        raise CheckpointError(
+            f"checkpoint {source}: {', '.join(COORDS)} are not the column and row of every cell of a square grid, "
+            "which the released RoPE-Mixed models store; the file is damaged or from another code"
+        )
+
+
+class DeiT3Layout(Layout):
+    """DeiT III's ViTs and the RoPE-ViT models built on them."""
+
+    name = "deit3"
+    description = "DeiT III and RoPE-ViT (naver-ai/rope-vit): blocks.N.gamma_1, pos_embed (1, H*W, D), freqs"
+    archs = ("vit",)
+    resize = "model"
+    presets = ("deit3_*", "rope_*")
+    assumed = (("num_heads", HEAD_WIDTH_NOTE),)
+    ambiguity = (
+        "A DeiT III file and a RoPE-Axial file with a table (rope_axial_ape_*) have the same keys and shapes; "
+        "only a file whose stored training arguments name its model tells them apart"
+    )
+
+    def matches(self, keys: set[str]) -> bool:
+        return "blocks.0.gamma_1" in keys and "patch_embed.proj.weight" in keys
+
+    def convert(self, state: dict[str, torch.Tensor], target: Target) -> dict[str, torch.Tensor]:
+        out: dict[str, torch.Tensor] = {}
+        for key in [k for k in state if GAMMA.fullmatch(k)]:
+            match = GAMMA.fullmatch(key)
+            assert match is not None
+            out[f"{STAGE}blocks.{match[1]}.ls{match[2]}.gamma"] = state.pop(key)
+        _check_coordinates(state, target.source)
+        if "freqs" in state:
+            out.update(self._frequencies(state.pop("freqs"), target))
+        fit_position_table(state, out, target, "pos_embed", STAGE + "absolute", 0)
+        return {**out, **convert_vit(state, target)}
+
+    @staticmethod
+    def _frequencies(freqs: torch.Tensor, target: Target) -> dict[str, torch.Tensor]:
+        """Layer i's (2, heads * d/2) frequencies as the model's (2, heads, d/2) ``mixed_freqs`` of block i."""
+        own = target.model.state_dict()
+        out = {}
+        for i in range(freqs.shape[1] if freqs.dim() == 3 else 0):
+            key = f"{STAGE}blocks.{i}.attn.relative.mixed_freqs"
+            layer = freqs[:, i]
+            shape = own[key].shape if key in own else None
+            out[key] = layer.reshape(shape) if shape is not None and layer.numel() == own[key].numel() else layer
+        if not out:
+            out["freqs"] = freqs  # not (2, depth, C): reported as a key with no place
+        return out
+
+    def released_config(self, cfg: HostConfig) -> HostConfig:
+        """LayerScale, which every file of this layout has."""
+        return with_layer_scale(cfg)
+
+    def file_config(self, cfg: HostConfig, state: dict[str, torch.Tensor]) -> HostConfig:
+        """A learned table without the class-token row, where the file has ``pos_embed``."""
+        return without_prefix_row(cfg) if "pos_embed" in state else cfg
+
+    def stored_geometry(self, state: dict[str, torch.Tensor], cfg: HostConfig) -> dict[str, Any]:
+        """img_size of the grid ``pos_embed`` or RoPE-Mixed's coordinates were stored for."""
+        side = square_side(state["pos_embed"].shape[-2]) if "pos_embed" in state else _trained_side(state)
+        return {} if side is None else {"img_size": side * cfg.patch_size}
+
+    def stored_shapes(self, state: dict[str, torch.Tensor]) -> dict[str, Any]:
+        """Width, depth, MLP ratio and patch size read from the shapes; the head count assumed."""
+        stem, fc1 = state.get("patch_embed.proj.weight"), state.get("blocks.0.mlp.fc1.weight")
+        if stem is None or fc1 is None:
+            return {}
+        dim = stem.shape[0]
+        return {
+            "embed_dim": dim,
+            "num_heads": max(1, dim // HEAD_WIDTH),
+            "depth": 1 + max(int(m[1]) for k in state if (m := GAMMA.fullmatch(k)) is not None),
+            "mlp_ratio": fc1.shape[0] / dim,
+            "patch_size": stem.shape[-1],
+        }
+
+    def shape_summary(self, state: dict[str, torch.Tensor]) -> str:
+        return shapes_of(state, ["patch_embed.proj.weight", "blocks.0.mlp.fc1.weight", "pos_embed", "freqs"])
+
+    def trained_preset(self, args: dict[str, Any]) -> str | None:
+        """Their ``--model``: RoPE-ViT's names are the presets'; DeiT III's ``deit_SIZE_patch16_LS`` is deit3's."""
+        model = args.get("model")
+        if not isinstance(model, str):
+            return None
+        deit3 = DEIT3_NAME.fullmatch(model)
+        return f"deit3_{deit3[1]}_patch16_224" if deit3 else model
+
+    def hint(self, unmapped: list[str]) -> str:
+        if any(k.endswith(".mixed_freqs") or k == "freqs" for k in unmapped):
+            return (
+                "the file holds RoPE-Mixed frequencies (freqs): build the model with relative='rope2d:mixed' "
+                "(the rope_mixed_* presets)"
+            )
+        if "pos_embed" in unmapped:
+            return "the file holds an absolute table (pos_embed): build the model with absolute='learned:noprefix'"
+        return ""
