@@ -60,10 +60,13 @@ def stored_classes(file: WeightsFile) -> dict[str, int]:
     return {} if head is None else {"num_classes": head.shape[0]}
 
 
-def _fitting(file: WeightsFile, layout: Layout, fields: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """The presets which, with ``fields``, the checkpoint fills exactly (built on the meta device), each with the
-    fields it changes. Presets that become the same model count as one: the one that changes fewest fields."""
+def _fitting(file: WeightsFile, layout: Layout, fields: dict[str, Any]) -> list[tuple[HostConfig, str, dict[str, Any]]]:
+    """The presets which, with ``fields``, the checkpoint fills exactly (built on the meta device), each as its
+    model's config, its name and the fields it changes. Presets that become the same model count as one: the one
+    named by the file's stored training arguments, else the one that changes fewest fields."""
+    trained = layout.trained_preset(file.args)
     found: list[tuple[HostConfig, str, dict[str, Any]]] = []
+    refused: list[HostConfig] = []  # models the file does not fill, each built once
     for name in factory.list_models():
         if not any(fnmatch.fnmatchcase(name, pattern) for pattern in layout.presets):
             continue
@@ -72,25 +75,31 @@ def _fitting(file: WeightsFile, layout: Layout, fields: dict[str, Any]) -> list[
             continue
         with contextlib.suppress(ValueError, TypeError):
             cfg = released_model_config(name, file, layout, True, {**stored_classes(file), **fields})
-            with torch.device("meta"):
-                model = factory.create_model(cfg)
-            convert_for(model, file.state, layout, file.path, advise=False)
+            if cfg in refused or not layout.could_fit(cfg, file.state):
+                continue
+            if all(other != cfg for other, _, _ in found):
+                refused.append(cfg)
+                with torch.device("meta"):
+                    model = factory.create_model(cfg)
+                convert_for(model, file.state, layout, file.path, advise=False)
+                refused.pop()
             changed = {k: v for k, v in fields.items() if getattr(preset, k) != v}
             same = next((i for i, (other, _, _) in enumerate(found) if other == cfg), None)
             if same is None:
                 found.append((cfg, name, changed))
-            elif len(changed) < len(found[same][2]):
+            elif name == trained or (found[same][1] != trained and len(changed) < len(found[same][2])):
                 found[same] = (cfg, name, changed)
-    return [(name, changed) for _, name, changed in found]
+    return found
 
 
 def _found(file: WeightsFile, layout: Layout) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
     """The presets the file fits (as they are, else with the fields read from its shapes), and those fields."""
-    found = _fitting(file, layout, {})
-    shaped = layout.stored_shapes(file.state) if not found else {}
+    fitting = _fitting(file, layout, {})
+    shaped = layout.stored_shapes(file.state) if not fitting else {}
     if shaped:
-        found = _fitting(file, layout, shaped)
+        fitting = _fitting(file, layout, shaped)
     trained = layout.trained_preset(file.args)
+    found = [(name, fields) for _, name, fields in fitting]
     if len(found) > 1 and trained in {name for name, _ in found}:
         found = [(name, fields) for name, fields in found if name == trained]
     if len(found) == 1:

@@ -139,6 +139,10 @@ class Layout:
         files no preset fits as it is; empty where the layout reads none."""
         return {}
 
+    def could_fit(self, cfg: HostConfig, state: dict[str, torch.Tensor]) -> bool:
+        """False where ``cfg``'s widths alone show that the file cannot fill its model (saves building it)."""
+        return True
+
     def trained_preset(self, args: dict[str, Any]) -> str | None:
         """The preset a file's stored training arguments name (its model), or None."""
         return None
