@@ -43,12 +43,12 @@ def run(args: argparse.Namespace) -> int:
     file = read_weights(args.src, args.entry)
     name = args.model
     if name is None and saved_config(file.metadata, file.path) is None:  # a released file: the preset it fits
-        name, fields = guess_model(file, layout_of(file))
-        overrides = {**stored_classes(file), **fields, **overrides}  # what the preset was found with
+        name, fields = guess_model(file, layout_of(file), given=overrides)
         assumed = assumed_fields(layout_of(file), fields)
-        read = ", ".join(f"{k}={v}" for k, v in fields.items() if k not in assumed)
+        read = ", ".join(f"{k}={v}" for k, v in fields.items() if k not in assumed and k not in overrides)
         guessed = "; ".join(f"{k}={fields[k]} assumed ({why}; give --{k.replace('_', '-')} otherwise)"
-                            for k, why in assumed.items())  # fmt: skip
+                            for k, why in assumed.items() if k not in overrides)  # fmt: skip
+        overrides = {**stored_classes(file), **fields, **overrides}  # what the preset was found with
         shaped = f" with {read} (read from the file)" if read else ""
         print(f"{args.src} fits preset {name}{shaped}{'; ' + guessed if guessed else ''} (name another with --model)")
     with progress_bar(2, "convert (load, write)") as bar:

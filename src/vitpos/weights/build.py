@@ -103,7 +103,7 @@ def _from_file(
         if saved is not None:
             name = saved
         else:
-            name, fields = guess_model(file, layout)
+            name, fields = guess_model(file, layout, given=overrides)
             overrides = {**stored_classes(file), **fields, **overrides}  # what the preset was found with
     backbone = _backbone_from_file(name, file, layout, drop, resize, overrides)
     if backbone is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import logging
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -115,15 +116,17 @@ def assumed_fields(layout: Layout, fields: dict[str, Any]) -> dict[str, str]:
     return {k: why for k, why in layout.assumed if k in fields}
 
 
-def guess_model(file: WeightsFile, layout: Layout) -> tuple[str, dict[str, Any]]:
+def guess_model(file: WeightsFile, layout: Layout, given: Collection[str] = ()) -> tuple[str, dict[str, Any]]:
     """The preset the checkpoint fits, and the fields it needs: its stored grid where it differs from the
     preset's, and for a variant no preset fits those read from the file's keys and shapes
-    (:meth:`~.layout.Layout.stored_shapes`); fields only assumed are logged."""
+    (:meth:`~.layout.Layout.stored_shapes`); fields only assumed are logged, unless ``given`` by the caller."""
     found, shaped = _found(file, layout)
     where = f"checkpoint {file.path} ({layout.name} layout)"
     if len(found) == 1:
         name, fields = found[0]
         for key, why in assumed_fields(layout, fields).items():
+            if key in given:
+                continue
             LOG.warning(
                 f"{where}: {key}={fields[key]} is assumed, not read from its shapes ({why}); give "
                 f"{setting(key, 'N')} if it was trained with another"

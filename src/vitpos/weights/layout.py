@@ -109,6 +109,8 @@ class Layout:
     """Fields :meth:`stored_shapes` gives that the shapes do not show, each with the assumption made."""
     ambiguity: str = ""
     """Why several presets may fit one file, for the message that says so."""
+    width_key: tuple[str, int] | None = None
+    """A key and the axis of its shape that give the first stage's width (the stem's output), or None."""
 
     def matches(self, keys: set[str]) -> bool:
         """True if a state dict with these keys is in this layout."""
@@ -140,8 +142,11 @@ class Layout:
         return {}
 
     def could_fit(self, cfg: HostConfig, state: dict[str, torch.Tensor]) -> bool:
-        """False where ``cfg``'s widths alone show that the file cannot fill its model (saves building it)."""
-        return True
+        """False where ``cfg``'s first width alone shows that the file cannot fill its model (saves building it)."""
+        if self.width_key is None or self.width_key[0] not in state:
+            return True
+        key, axis = self.width_key
+        return cfg.embed_dims[0] == state[key].shape[axis]
 
     def trained_preset(self, args: dict[str, Any]) -> str | None:
         """The preset a file's stored training arguments name (its model), or None."""

@@ -9,9 +9,10 @@ layer i becomes ``stages.0.blocks.i.attn.relative.mixed_freqs`` (2, heads, head_
 ``freqs_t_x`` / ``freqs_t_y`` buffers (the trained grid's coordinates, which their forward
 recomputes at other sizes) give the trained grid and are checked, not loaded. RoPE-Axial's
 rotation has no stored values; without a table such a file shows no size, and a guessed model
-keeps its preset's 224 px (the model is the same at every size). Loading selects LayerScale and ``learned:noprefix`` where the file
-has them; the rotation is the model's (the ``rope_*`` presets name it). Tables are resampled
-as the released forward does at other sizes: bicubically without antialias (``resize="model"``).
+keeps its preset's 224 px (the model is the same at every size). Loading selects LayerScale and
+``learned:noprefix`` where the file has them; the rotation is the model's (the ``rope_*`` presets
+name it). Tables are resampled as the released forward does at other sizes: bicubically without
+antialias (``resize="model"``).
 
 A DeiT III file and a RoPE-Axial file with a table (``rope_axial_ape_*``) have the same keys and
 shapes; the file's stored training arguments (``args.model``) tell them apart, else the model
@@ -73,6 +74,7 @@ class DeiT3Layout(Layout):
     name = "deit3"
     description = "DeiT III and RoPE-ViT (naver-ai/rope-vit): blocks.N.gamma_1, pos_embed (1, H*W, D), freqs"
     archs = ("vit",)
+    width_key = ("patch_embed.proj.weight", 0)
     resize = "model"
     presets = ("deit3_*", "rope_*")
     assumed = (("num_heads", HEAD_WIDTH_NOTE),)
@@ -136,10 +138,6 @@ class DeiT3Layout(Layout):
             "mlp_ratio": fc1.shape[0] / dim,
             "patch_size": stem.shape[-1],
         }
-
-    def could_fit(self, cfg: HostConfig, state: dict[str, torch.Tensor]) -> bool:
-        stem = state.get("patch_embed.proj.weight")
-        return stem is None or cfg.embed_dims == (stem.shape[0],)
 
     def shape_summary(self, state: dict[str, torch.Tensor]) -> str:
         return shapes_of(state, ["patch_embed.proj.weight", "blocks.0.mlp.fc1.weight", "pos_embed", "freqs"])

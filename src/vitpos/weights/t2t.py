@@ -38,6 +38,7 @@ class T2TViTLayout(Layout):
     name = "t2t"
     description = "T2T-ViT: tokens_to_token.attention1, blocks.N.attn.qkv"
     archs = ("t2t",)
+    width_key = ("tokens_to_token.project.weight", 0)
     assumed = (("num_heads", f"{HEAD_WIDTH_NOTE}; T2T-ViT-14-resnext has 32"),)
 
     def matches(self, keys: set[str]) -> bool:

@@ -127,6 +127,7 @@ class TimmViT(Layout):
     name = "timm-vit"
     description = "timm and DeiT ViT: pos_embed, cls_token, blocks.N.attn.qkv"
     archs = ("vit",)
+    width_key = ("patch_embed.proj.weight", 0)
 
     def matches(self, keys: set[str]) -> bool:
         return "blocks.0.attn.qkv.weight" in keys and "patch_embed.proj.weight" in keys
