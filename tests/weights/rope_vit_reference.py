@@ -44,9 +44,12 @@ def _coordinates(columns: int, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
     return t % columns, torch.div(t, columns, rounding_mode="floor")
 
 
-def _rotations(sd: dict, heads: int, depth: int, columns: int, rows: int, mixed: bool) -> list[torch.Tensor]:
-    """Each block's freqs_cis: compute_mixed_cis (depth, heads, N, d/2) or compute_axial_cis (N, d/2)."""
+def _rotations(sd: dict, heads: int, depth: int, columns: int, rows: int, mixed: bool | None) -> list[torch.Tensor]:
+    """Each block's freqs_cis: compute_mixed_cis (depth, heads, N, d/2), compute_axial_cis (N, d/2), or none."""
     t_x, t_y = _coordinates(columns, rows)
+    if mixed is None:  # DeiT III: no rotation
+        dim = sd["cls_token"].shape[-1] // heads
+        return [torch.ones(columns * rows, dim // 2, dtype=torch.complex128)] * depth
     if mixed:
         freqs = sd["freqs"]
         angles_x = (t_x[:, None] @ freqs[0][:, None, :]).view(depth, -1, heads, freqs.shape[-1] // heads)
@@ -76,8 +79,9 @@ def _attention(x: torch.Tensor, sd: dict, p: str, heads: int, cis: torch.Tensor)
     return linear((attn @ v).transpose(1, 2).reshape(b, n, c), sd, f"{p}.attn.proj")
 
 
-def rope_vit(sd: dict, x: torch.Tensor, heads: int, mixed: bool, trained_grid: int) -> torch.Tensor:
-    """rope_vit_models.forward at any input size: pos_embed resampled by plain bicubic when the grid differs."""
+def rope_vit(sd: dict, x: torch.Tensor, heads: int, mixed: bool | None, trained_grid: int) -> torch.Tensor:
+    """rope_vit_models.forward at any input size: pos_embed resampled by plain bicubic when the grid differs;
+    ``mixed=None``: DeiT III's vit_models (the same without rotations)."""
     w = sd["patch_embed.proj.weight"]
     patch = w.shape[-1]
     rows, columns = x.shape[-2] // patch, x.shape[-1] // patch

@@ -103,12 +103,14 @@ def _found(file: WeightsFile, layout: Layout) -> tuple[list[tuple[str, dict[str,
     found = [(name, fields) for _, name, fields in fitting]
     if len(found) > 1 and trained in {name for name, _ in found}:
         found = [(name, fields) for name, fields in found if name == trained]
-    if len(found) == 1:
-        name, fields = found[0]
-        grid = layout.stored_geometry(file.state, factory.get_config(name, **fields))
-        preset = factory.get_config(name)
-        found = [(name, {**fields, **{k: v for k, v in grid.items() if getattr(preset, k) != v}})]
-    return found, shaped
+    return [(name, {**fields, **_stored_grid(file, layout, name, fields)}) for name, fields in found], shaped
+
+
+def _stored_grid(file: WeightsFile, layout: Layout, name: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """The stored sizes (image, window) where they differ from preset ``name``'s."""
+    grid = layout.stored_geometry(file.state, factory.get_config(name, **fields))
+    preset = factory.get_config(name)
+    return {k: v for k, v in grid.items() if getattr(preset, k) != v}
 
 
 def assumed_fields(layout: Layout, fields: dict[str, Any]) -> dict[str, str]:
@@ -134,8 +136,9 @@ def guess_model(file: WeightsFile, layout: Layout, given: Collection[str] = ()) 
         return name, fields
     if found:
         names = ", ".join(name for name, _ in found)
+        calls = "; ".join(_call(name, {**_classes(file, name), **fields}) for name, fields in found)
         raise CheckpointError(
-            f"{where}: several presets fit it ({names}); name the model (--model NAME, see `vitpos models`)"
+            f"{where}: several presets fit it ({names}); build the one it was trained as: {calls}"
             + (f". {layout.ambiguity}" if layout.ambiguity else "")
         )
     if not shaped:
@@ -155,18 +158,29 @@ def guess_preset(file: WeightsFile, layout: Layout) -> str:
     return guess_model(file, layout)[0]
 
 
+def _call(name: str, fields: dict[str, Any]) -> str:
+    """How the reader builds preset ``name`` with ``fields`` for a file: a command line's options or a Python call."""
+    given = "".join(f" {setting(k, str(v))}" for k, v in fields.items())
+    if on_command_line():
+        return f"--model {name}{given}"
+    return f"vitpos.create_model({name!r}, checkpoint=PATH{''.join(f', {k}={v!r}' for k, v in fields.items())})"
+
+
 def preset_advice(state: dict[str, torch.Tensor], layout: Layout, source: Path | str) -> str:
-    """What to build instead, for a file that does not fit the model it was given: the presets it fits, or ""."""
+    """What to build instead, for a file that does not fit the model it was given: the presets it fits (each
+    tried), or "" where none does."""
     file = WeightsFile(Path(source), state)
     with contextlib.suppress(ValueError, TypeError):
         found, _ = _found(file, layout)
-        if len(found) == 1:
-            name, fields = found[0]
-            given = "".join(f" {setting(k, str(v))}" for k, v in fields.items())
-            if on_command_line():
-                return f"It fits preset {name}: --model {name}{given}"
-            with_fields = f" with{given}" if given else ""
-            return f"It fits preset {name}: vitpos.create_model({name!r}, checkpoint=PATH){with_fields}"
-        if found:
-            return f"It fits each of the presets {', '.join(name for name, _ in found)}: name the one it was trained as"
-    return "No preset fits it as it is"
+        calls = [_call(name, {**_classes(file, name), **fields}) for name, fields in found]
+        if len(calls) == 1:
+            return f"It fits a preset: {calls[0]}"
+        if calls:
+            return f"It fits each of these presets; build the one it was trained as: {'; '.join(calls)}"
+    return ""
+
+
+def _classes(file: WeightsFile, name: str) -> dict[str, int]:
+    """``num_classes`` of the file's classifier where preset ``name`` has another count."""
+    classes = stored_classes(file)
+    return classes if classes and factory.get_config(name).num_classes != classes["num_classes"] else {}

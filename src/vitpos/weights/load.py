@@ -169,11 +169,11 @@ def convert_for(
     if shapes:
         problems.append(f"shapes that differ: {_listed(shapes)}")
     if problems:
-        advice = layout.hint(unmapped) or (_advice(weights, own) if len(problems) == 1 and shapes else "")
+        advice = _advice(weights, own) if len(problems) == 1 and shapes else ""
         if not advice and advise:
             from .guess import preset_advice  # the guess tries presets through this function
 
-            advice = preset_advice(state, layout, source)
+            advice = preset_advice(state, layout, source) or layout.hint(unmapped)
         raise CheckpointError(
             f"checkpoint {source} ({layout.name} layout) does not fit this {model_arch(model)!r} model: "
             + "; ".join(problems)

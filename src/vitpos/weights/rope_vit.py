@@ -149,13 +149,3 @@ class DeiT3Layout(Layout):
             return None
         deit3 = DEIT3_NAME.fullmatch(model)
         return f"deit3_{deit3[1]}_patch16_224" if deit3 else model
-
-    def hint(self, unmapped: list[str]) -> str:
-        if any(k.endswith(".mixed_freqs") or k == "freqs" for k in unmapped):
-            return (
-                "the file holds RoPE-Mixed frequencies (freqs): build the model with relative='rope2d:mixed' "
-                "(the rope_mixed_* presets)"
-            )
-        if "pos_embed" in unmapped:
-            return "the file holds an absolute table (pos_embed): build the model with absolute='learned:noprefix'"
-        return ""
