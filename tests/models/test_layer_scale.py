@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 import vitpos
 from vitpos.errors import ConfigError
+from vitpos.models.factory import get_config
 
 SMALL = dict(embed_dim=64, depth=2, num_heads=2, patch_size=8, img_size=32, num_classes=5)
 SLOTS = [
@@ -97,3 +98,12 @@ def test_layer_scale_and_a_prefix_free_table_equal_a_literal_forward():
             block.ls2.gamma.uniform_(-1.5, -0.5)
     x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
     torch.testing.assert_close(model(x), _literal(model, x), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["pvt_tiny", "swin_tiny", "ceit_tiny", "t2t_vit_7", "cct_7_3x1", "detr_tiny_sine"])
+def test_every_host_takes_layer_scale_on_each_block(name):
+    cfg = get_config(name)
+    with torch.device("meta"):
+        plain = count(vitpos.create_model(name))
+        scaled = count(vitpos.create_model(name, layer_scale=1e-4))
+    assert scaled - plain == 2 * sum(s.context.embed_dim * s.context.depth for s in cfg.stages)
