@@ -46,21 +46,27 @@ def _trained_side(state: dict[str, torch.Tensor]) -> int | None:
     return square_side(state[COORDS[0]].numel())
 
 
+def _grid_coordinates(side: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The column and row of every cell of a ``side`` x ``side`` grid, row-major, in float64."""
+    cells = torch.arange(side * side, dtype=torch.float64)
+    return cells % side, torch.div(cells, side, rounding_mode="floor")
+
+
 def _check_coordinates(state: dict[str, torch.Tensor], source: object) -> None:
     """Pop the coordinate buffers; raise unless they are the column and row of every cell of a square grid."""
     t_x, t_y = (state.pop(key, None) for key in COORDS)
     if t_x is None and t_y is None:
         return
-    side = _trained_side({COORDS[0]: t_x}) if t_x is not None else None
-    cells = torch.arange(side * side, dtype=torch.float64) if side else None
+    side = square_side(t_x.numel()) if t_x is not None else None
+    expected = _grid_coordinates(side) if side else None
     if (
         t_x is None
         or t_y is None
-        or cells is None
-        or t_x.shape != cells.shape
-        or t_y.shape != cells.shape
-        or not torch.equal(t_x.double(), cells % side)
-        or not torch.equal(t_y.double(), torch.div(cells, side, rounding_mode="floor"))
+        or expected is None
+        or t_x.shape != expected[0].shape
+        or t_y.shape != expected[1].shape
+        or not torch.equal(t_x.double(), expected[0])
+        or not torch.equal(t_y.double(), expected[1])
     ):
         raise CheckpointError(
             f"checkpoint {source}: {', '.join(COORDS)} are not the column and row of every cell of a square grid, "
