@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .layouts import Filler, _linear, _mlp_block, _norm
+from .layouts import Filler, _linear, _norm, vit_blocks
 from .reference import linear, ln, mlp
 
 AXIAL_THETA = 100.0
@@ -22,11 +22,8 @@ def rope_vit_file(
         sd["pos_embed"] = fill(1, grid * grid, dim)
     sd["patch_embed.proj.weight"] = fill(dim, 3, patch, patch)
     sd["patch_embed.proj.bias"] = fill(dim, scale=0.05)
+    vit_blocks(sd, fill, dim, depth, 4 * dim)
     for i in range(depth):
-        _norm(sd, fill, f"blocks.{i}.norm1", dim)
-        _linear(sd, fill, f"blocks.{i}.attn.qkv", 3 * dim, dim)
-        _linear(sd, fill, f"blocks.{i}.attn.proj", dim, dim)
-        _mlp_block(sd, fill, f"blocks.{i}", dim, 4 * dim)
         sd[f"blocks.{i}.gamma_1"] = fill(dim, scale=0.3, offset=0.5)
         sd[f"blocks.{i}.gamma_2"] = fill(dim, scale=0.3, offset=0.5)
     if mixed:

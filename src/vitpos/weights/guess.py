@@ -143,8 +143,8 @@ def guess_model(file: WeightsFile, layout: Layout, given: Collection[str] = ()) 
         )
     if not shaped:
         raise CheckpointError(
-            f"{where}: no preset fits it, and its shapes give no variant of one; build the model its authors describe "
-            "(see `vitpos models` and docs/weights.md for the layouts vitpos reads)"
+            f"{where}: no preset fits it, and its shapes give no variant of one; name the model with the options "
+            "its authors built it with (--model NAME and its widths, see `vitpos models` and docs/weights.md)"
         )
     options = ", ".join(setting(k, str(v)) for k, v in shaped.items())
     raise CheckpointError(
