@@ -4,6 +4,7 @@ their forward pass, at the trained size and at larger ones (their plain bicubic 
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,15 @@ def test_coordinates_that_are_not_a_grid_are_refused(tmp_path):
     sd["freqs_t_x"] = sd["freqs_t_x"].flip(0)
     with pytest.raises(CheckpointError, match=r"freqs_t_x, freqs_t_y are not the column and row of every cell"):
         vitpos.create_model("rope_mixed_deit_small_patch16_LS", checkpoint=save_pth(sd, tmp_path / "bad.pth"))
+
+
+def test_timms_deit3_layout_selects_layer_scale_and_the_prefix_free_table(tmp_path):
+    sd = rope_vit_file(Filler(11), mixed=False, ape=True, **SMALL)  # DeiT III's file, in timm's names
+    timm = {re.sub(r"\.gamma_([12])$", r".ls\1.gamma", k): v for k, v in sd.items()}
+    path = save_pth(timm, tmp_path / "deit3_timm.pth")
+    fields = dict(embed_dim=128, depth=2, num_heads=2, img_size=64, num_classes=7)
+    model = load_float64("deit_small_patch16_224", path, **fields)
+    assert model.cfg.layer_scale is not None and model.cfg.position.absolute == "learned:noprefix"
+    x = images(64)
+    assert_close(model(x), rope_vit(sd, x, heads=2, mixed=None, trained_grid=4))
+    assert detect_layout(timm, path).name == "timm-vit"
