@@ -123,3 +123,15 @@ def test_a_file_no_preset_fits_suggests_nothing(tmp_path):
     model = vitpos.create_model("deit_tiny_patch16_224", **{**DEIT, "depth": 3}, num_classes=5)
     message = refusal(vitpos.load_weights, model, sd)
     assert not suggested_calls(message) and "drop=" not in message and "vitpos convert" not in message
+
+
+def test_a_distilled_file_given_to_a_plain_model_names_the_option_that_loads_it(tmp_path):
+    sd = layouts.deit_distilled(layouts.Filler(8), dim=32, depth=2, patch=4, grid=4, classes=7)
+    path = save_pth(sd, tmp_path / "distilled.pth")
+    fields = dict(embed_dim=32, depth=2, num_heads=4, patch_size=4, img_size=16, num_classes=7)
+    message = refusal(vitpos.create_model, "deit_tiny_patch16_224", checkpoint=path, **fields)
+    assert "build the model with distilled=True" in message
+    model = vitpos.create_model("deit_tiny_patch16_224", checkpoint=path, **fields, distilled=True).double().eval()
+    vitpos.load_weights(model, path)
+    x = images(16)
+    assert_close(model(x), reference.deit_distilled(sd, x, heads=4))

@@ -105,6 +105,8 @@ class Layout:
     """How its tables are fitted to another size by default (:mod:`.resize`)."""
     presets: tuple[str, ...] = ("*",)
     """Shell patterns of the presets a file of this layout is guessed among."""
+    suggests_presets = True
+    """Whether a refusal tries the presets to name the ones a file of this layout fits."""
     assumed: tuple[tuple[str, str], ...] = ()
     """Fields :meth:`stored_shapes` gives that the shapes do not show, each with the assumption made."""
     ambiguity: str = ""

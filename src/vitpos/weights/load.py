@@ -170,14 +170,16 @@ def convert_for(
         problems.append(f"shapes that differ: {_listed(shapes)}")
     if problems:
         advice = _advice(weights, own) if len(problems) == 1 and shapes else ""
-        if not advice and advise:
+        if not advice and advise and layout.suggests_presets:
             from .guess import preset_advice  # the guess tries presets through this function
 
             advice = preset_advice(state, layout, source) or layout.hint(unmapped)
+        elif not advice:
+            advice = layout.hint(unmapped)
         raise CheckpointError(
             f"checkpoint {source} ({layout.name} layout) does not fit this {model_arch(model)!r} model: "
             + "; ".join(problems)
-            + f". {advice}"
+            + (f". {advice}" if advice else "")
         )
     merged = {k: weights.get(k, v) for k, v in own.items()}
     return merged, LoadResult(layout.name, dropped)

@@ -35,6 +35,7 @@ class Native(Layout):
     description = "vitpos state dicts and checkpoints"
     archs = ()  # any vitpos model
     resize = "model"
+    suggests_presets = False  # its own config names its model
 
     def matches(self, keys: set[str]) -> bool:
         return any(k.startswith(NATIVE_PREFIXES) or NATIVE_PART.search(k) for k in keys)
