@@ -6,8 +6,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from . import layouts
 from .layouts import Filler, _linear, _norm, vit_blocks
-from .reference import linear, ln, mlp
+from .reference import linear, ln, mlp, swin
 
 AXIAL_THETA = 100.0
 
@@ -97,3 +98,52 @@ def rope_vit(sd: dict, x: torch.Tensor, heads: int, mixed: bool | None, trained_
         x = x + sd[f"{p}.gamma_1"] * _attention(ln(x, sd, f"{p}.norm1", 1e-6), sd, p, heads, cis)
         x = x + sd[f"{p}.gamma_2"] * mlp(ln(x, sd, f"{p}.norm2", 1e-6), sd, p)
     return linear(ln(x, sd, "norm", 1e-6)[:, 0], sd, "head")
+
+
+def _axial_swin_freqs(head_dim: int, heads: int, theta: float = 50.0) -> torch.Tensor:
+    """init_random_2d_freqs(rotate=False) in float32, as their Swin RoPE-Axial stores it: cos(pi/2) is -4.4e-8."""
+    magnitudes = 1 / (theta ** (torch.arange(0, head_dim, 4)[: head_dim // 4].float() / head_dim))
+    angle = torch.zeros(1)
+    fx = torch.cat([magnitudes * torch.cos(angle), magnitudes * torch.cos(torch.pi / 2 + angle)])
+    fy = torch.cat([magnitudes * torch.sin(angle), magnitudes * torch.sin(torch.pi / 2 + angle)])
+    return torch.stack([fx.expand(heads, -1), fy.expand(heads, -1)])
+
+
+def rope_swin_file(
+    fill: Filler, dims: tuple[int, ...], depths: tuple[int, ...], heads: tuple[int, ...], mixed: bool, img: int = 56
+) -> dict:
+    """RoPE-ViT's Swin (window 7, patch 4, 7 classes): Microsoft's keys without the bias tables and index, with
+    each block's ``rope_freqs`` (2, heads, d/2; real values even in a meta file) and its window's ``rope_t_x`` /
+    ``rope_t_y``."""
+    sd = layouts.swin(fill, dims, depths, heads, window=7, patch=4, img=img, classes=7)
+    gen = torch.Generator().manual_seed(len(dims))
+    cells = torch.arange(49, dtype=torch.float32)
+    for key in [k for k in sd if k.endswith(("relative_position_bias_table", "relative_position_index"))]:
+        del sd[key]
+    for s, (dim, h) in enumerate(zip(dims, heads, strict=True)):
+        for j in range(depths[s]):
+            p = f"layers.{s}.blocks.{j}.attn"
+            mixed_freqs = torch.randn(2, h, dim // h // 2, generator=gen, dtype=torch.float64) * 0.5
+            sd[f"{p}.rope_freqs"] = mixed_freqs if mixed else _axial_swin_freqs(dim // h, h).double()
+            sd[f"{p}.rope_t_x"], sd[f"{p}.rope_t_y"] = cells % 7, torch.div(cells, 7, rounding_mode="floor")
+    return sd
+
+
+def _rope_window_attention(x: torch.Tensor, sd: dict, p: str, heads: int, ws: int, mask: torch.Tensor | None):
+    """RoPEWindowAttention.forward (no bias table): queries and keys turned by the window's coordinates."""
+    bw, n, c = x.shape
+    q, k, v = linear(x, sd, f"{p}.attn.qkv").reshape(bw, n, 3, heads, c // heads).permute(2, 0, 3, 1, 4)
+    t_x, t_y = _coordinates(ws, ws)
+    freqs = sd[f"{p}.attn.rope_freqs"]
+    angles = t_x[:, None] @ freqs[0][:, None, :] + t_y[:, None] @ freqs[1][:, None, :]  # heads, N, d/2
+    cis = torch.polar(torch.ones_like(angles), angles)
+    attn = _rotate(q * (c // heads) ** -0.5, cis) @ _rotate(k, cis).transpose(-2, -1)
+    if mask is not None:
+        nw = mask.shape[0]
+        attn = (attn.view(bw // nw, nw, heads, n, n) + mask.unsqueeze(1).unsqueeze(0)).view(-1, heads, n, n)
+    return linear((attn.softmax(-1) @ v).transpose(1, 2).reshape(bw, n, c), sd, f"{p}.attn.proj")
+
+
+def rope_swin(sd: dict, x: torch.Tensor, depths: tuple[int, ...], heads: tuple[int, ...]) -> torch.Tensor:
+    """Their SwinTransformer forward with RoPE window attention (window 7)."""
+    return swin(sd, x, depths, heads, window=7, style="microsoft", attention=_rope_window_attention)

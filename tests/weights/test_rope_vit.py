@@ -16,7 +16,7 @@ from vitpos.weights.files import WeightsFile
 
 from .conftest import assert_close, images, load_float64, save_pth
 from .layouts import Filler
-from .rope_vit_reference import rope_vit, rope_vit_file
+from .rope_vit_reference import rope_swin, rope_swin_file, rope_vit, rope_vit_file
 
 KINDS = {"axial": (False, False), "mixed": (True, False), "axial_ape": (False, True), "mixed_ape": (True, True)}
 """RoPE-ViT's four DeiT models by their names' word: (mixed, ape)."""
@@ -122,3 +122,26 @@ def test_timms_deit3_layout_selects_layer_scale_and_the_prefix_free_table(tmp_pa
     x = images(64)
     assert_close(model(x), rope_vit(sd, x, heads=2, mixed=None, trained_grid=4))
     assert detect_layout(timm, path).name == "timm-vit"
+
+
+@pytest.mark.parametrize("kind", ["axial", "mixed"])
+def test_their_swin_files_load_into_the_named_preset_and_equal_their_forward(kind, tmp_path):
+    shapes = dict(dims=(32, 64), depths=(2, 2), heads=(2, 4))
+    sd = rope_swin_file(Filler(13), mixed=kind == "mixed", **shapes)
+    path = save_pth(sd, tmp_path / f"swin_{kind}.pth")
+    assert detect_layout(sd, path).name == "rope-swin"
+    fields = dict(embed_dims=(32, 64), depths=(2, 2), num_heads=(2, 4), mlp_ratios=(4.0, 4.0), img_size=56)
+    model = load_float64(f"swin_rope_{kind}_tiny_patch4_window7_224", path, num_classes=7, **fields)
+    assert model.cfg.position.relative.startswith("rope2d:mixed")  # the stored frequencies, axial ones too
+    x = images(56)
+    assert_close(model(x), rope_swin(sd, x, depths=(2, 2), heads=(2, 4)))
+
+
+@pytest.mark.parametrize("size", ["tiny", "small"])
+@pytest.mark.parametrize("kind", ["axial", "mixed"])
+def test_their_swin_files_are_found_by_their_shapes_and_frequencies(kind, size):
+    depths = (2, 2, 6 if size == "tiny" else 18, 2)
+    shapes = dict(dims=(96, 192, 384, 768), depths=depths, heads=(3, 6, 12, 24), img=224)
+    state = rope_swin_file(Filler(meta=True), mixed=kind == "mixed", **shapes)
+    file = WeightsFile(Path("swin_rope.pth"), state)
+    assert guess_model(file, detect_layout(state, file.path)) == (f"swin_rope_{kind}_{size}_patch4_window7_224", {})

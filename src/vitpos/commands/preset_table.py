@@ -143,6 +143,18 @@ PRESETS: dict[str, tuple[str, int, str]] = {
     "rope_mixed_deit_base_patch16_LS": ("classification", 86444008, "none / input / none / rope2d:mixed"),
     "rope_mixed_deit_large_patch16_LS": ("classification", 304198632, "none / input / none / rope2d:mixed"),
     "rope_mixed_deit_small_patch16_LS": ("classification", 21988840, "none / input / none / rope2d:mixed"),
+    "swin_rope_axial_small_patch4_window7_224": (
+        "classification",
+        49558600,
+        "none / input / none / rope2d:axial:theta=50",
+    ),
+    "swin_rope_axial_tiny_patch4_window7_224": (
+        "classification",
+        28265032,
+        "none / input / none / rope2d:axial:theta=50",
+    ),
+    "swin_rope_mixed_small_patch4_window7_224": ("classification", 49567624, "none / input / none / rope2d:mixed"),
+    "swin_rope_mixed_tiny_patch4_window7_224": ("classification", 28269448, "none / input / none / rope2d:mixed"),
     "swin_small": ("classification", 49606258, "none / input / none / swin"),
     "swin_small_lape": ("classification", 49606822, "none / lape / none / swin"),
     "swin_tiny": ("classification", 28288354, "none / input / none / swin"),
@@ -190,4 +202,8 @@ RELEASED: dict[str, str] = {
     "rope_mixed_ape_deit_small_patch16_LS": "https://huggingface.co/naver-ai/rope_mixed_ape_deit_small_patch16_LS/resolve/main/pytorch_model.bin",
     "rope_mixed_ape_deit_base_patch16_LS": "https://huggingface.co/naver-ai/rope_mixed_ape_deit_base_patch16_LS/resolve/main/pytorch_model.bin",
     "rope_mixed_ape_deit_large_patch16_LS": "https://huggingface.co/naver-ai/rope_mixed_ape_deit_large_patch16_LS/resolve/main/pytorch_model.bin",
+    "swin_rope_axial_tiny_patch4_window7_224": "https://huggingface.co/naver-ai/swin_rope_axial_tiny_patch4_window7_224/resolve/main/pytorch_model.bin",
+    "swin_rope_axial_small_patch4_window7_224": "https://huggingface.co/naver-ai/swin_rope_axial_small_patch4_window7_224/resolve/main/pytorch_model.bin",
+    "swin_rope_mixed_tiny_patch4_window7_224": "https://huggingface.co/naver-ai/swin_rope_mixed_tiny_patch4_window7_224/resolve/main/pytorch_model.bin",
+    "swin_rope_mixed_small_patch4_window7_224": "https://huggingface.co/naver-ai/swin_rope_mixed_small_patch4_window7_224/resolve/main/pytorch_model.bin",
 }

@@ -65,7 +65,7 @@ def _fitting(file: WeightsFile, layout: Layout, fields: dict[str, Any]) -> list[
     """The presets which, with ``fields``, the checkpoint fills exactly (built on the meta device), each as its
     model's config, its name and the fields it changes. Presets that become the same model count as one: the one
     named by the file's stored training arguments, else the one that changes fewest fields."""
-    trained = layout.trained_preset(file.args)
+    trained = layout.trained_preset(file.args, file.state)
     found: list[tuple[HostConfig, str, dict[str, Any]]] = []
     refused: list[HostConfig] = []  # models the file does not fill, each built once
     for name in factory.list_models():
@@ -99,7 +99,7 @@ def _found(file: WeightsFile, layout: Layout) -> tuple[list[tuple[str, dict[str,
     shaped = layout.stored_shapes(file.state) if not fitting else {}
     if shaped:
         fitting = _fitting(file, layout, shaped)
-    trained = layout.trained_preset(file.args)
+    trained = layout.trained_preset(file.args, file.state)
     found = [(name, fields) for _, name, fields in fitting]
     if len(found) > 1 and trained in {name for name, _ in found}:
         found = [(name, fields) for name, fields in found if name == trained]

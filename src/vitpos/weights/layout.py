@@ -150,8 +150,8 @@ class Layout:
         key, axis = self.width_key
         return cfg.embed_dims[0] == state[key].shape[axis]
 
-    def trained_preset(self, args: dict[str, Any]) -> str | None:
-        """The preset a file's stored training arguments name (its model), or None."""
+    def trained_preset(self, args: dict[str, Any], state: dict[str, torch.Tensor]) -> str | None:
+        """The preset a file's stored training arguments (or values its shapes do not show) name, or None."""
         return None
 
     def shape_summary(self, state: dict[str, torch.Tensor]) -> str:

@@ -28,7 +28,7 @@ from .layout import Layout, Target
 from .native import Native
 from .pvt import PVTv1
 from .resize import RESIZES, Resize
-from .rope_vit import DeiT3Layout
+from .rope_vit import DeiT3Layout, RopeSwin
 from .run_folder import FORMATS
 from .swin import MicrosoftSwin, TimmSwin
 from .t2t import T2TViTLayout
@@ -58,6 +58,7 @@ LAYOUTS: tuple[Layout, ...] = (
     LapeViT(),
     DeiT3Layout(),
     TimmViT(),
+    RopeSwin(),
     MicrosoftSwin(),
     TimmSwin(),
     PVTv1(),

@@ -24,10 +24,13 @@ SWIN = "microsoft/Swin-Transformer README.md"
 PVT = "whai362/PVT classification/README.md"
 IRPE_ZOO = "https://github.com/wkcn/iRPE-model-zoo/releases/download/1.0/"
 ROPE_VIT = "naver-ai/rope-vit README.md (Hugging Face hub links) and models/vit_rope.py"
-ROPE_VIT_NAMES = tuple(
-    f"rope_{kind}_deit_{size}_patch16_LS"
-    for kind in ("axial", "mixed", "axial_ape", "mixed_ape")
-    for size in ("small", "base", "large")
+ROPE_VIT_NAMES = (
+    *(
+        f"rope_{kind}_deit_{size}_patch16_LS"
+        for kind in ("axial", "mixed", "axial_ape", "mixed_ape")
+        for size in ("small", "base", "large")
+    ),
+    *(f"swin_rope_{kind}_{size}_patch4_window7_224" for kind in ("axial", "mixed") for size in ("tiny", "small")),
 )
 
 

@@ -17,6 +17,12 @@ antialias (``resize="model"``).
 A DeiT III file and a RoPE-Axial file with a table (``rope_axial_ape_*``) have the same keys and
 shapes; the file's stored training arguments (``args.model``) tell them apart, else the model
 must be named.
+
+Their Swin models (``SwinTransformer/models/swin_transformer_rope.py``) are Microsoft's Swin without
+the bias tables, with ``layers.S.blocks.M.attn.rope_freqs`` (2, heads, head_dim / 2) and the window's
+coordinates ``rope_t_x`` / ``rope_t_y`` (checked, not loaded). Both kinds store their frequencies:
+RoPE-Axial's (θ 50) as a buffer whose y pairs also turn by x · cos(π/2), which float32 makes
+-4.4e-8 rather than 0, so loading selects ``rope2d:mixed`` to take the stored values exactly.
 """
 
 from __future__ import annotations
@@ -28,10 +34,12 @@ import torch
 
 from ..config import HostConfig
 from ..errors import CheckpointError
+from ..spec import SlotSpec
 from .layout import HEAD_WIDTH, HEAD_WIDTH_NOTE, Layout, Target, shapes_of, square_side
+from .swin import MicrosoftSwin
 from .vit import STAGE, convert_vit, fit_position_table, with_layer_scale, without_prefix_row
 
-__all__ = ["DeiT3Layout"]
+__all__ = ["DeiT3Layout", "RopeSwin"]
 
 GAMMA = re.compile(r"blocks\.(\d+)\.gamma_([12])")
 DEIT3_NAME = re.compile(r"deit_(small|base|large)_patch16_LS")
@@ -52,9 +60,9 @@ def _grid_coordinates(side: int) -> tuple[torch.Tensor, torch.Tensor]:
     return cells % side, torch.div(cells, side, rounding_mode="floor")
 
 
-def _check_coordinates(state: dict[str, torch.Tensor], source: object) -> None:
+def _check_coordinates(state: dict[str, torch.Tensor], source: object, keys: tuple[str, str] = COORDS) -> None:
     """Pop the coordinate buffers; raise unless they are the column and row of every cell of a square grid."""
-    t_x, t_y = (state.pop(key, None) for key in COORDS)
+    t_x, t_y = (state.pop(key, None) for key in keys)
     if t_x is None and t_y is None:
         return
     side = square_side(t_x.numel()) if t_x is not None else None
@@ -69,7 +77,7 @@ def _check_coordinates(state: dict[str, torch.Tensor], source: object) -> None:
         or not torch.equal(t_y.double(), expected[1])
     ):
         raise CheckpointError(
-            f"checkpoint {source}: {', '.join(COORDS)} are not the column and row of every cell of a square grid, "
+            f"checkpoint {source}: {', '.join(keys)} are not the column and row of every cell of a square grid, "
             "which the released RoPE-Mixed models store; the file is damaged or from another code"
         )
 
@@ -148,10 +156,71 @@ class DeiT3Layout(Layout):
     def shape_summary(self, state: dict[str, torch.Tensor]) -> str:
         return shapes_of(state, ["patch_embed.proj.weight", "blocks.0.mlp.fc1.weight", "pos_embed", "freqs"])
 
-    def trained_preset(self, args: dict[str, Any]) -> str | None:
+    def trained_preset(self, args: dict[str, Any], state: dict[str, torch.Tensor]) -> str | None:
         """Their ``--model``: RoPE-ViT's names are the presets'; DeiT III's ``deit_SIZE_patch16_LS`` is deit3's."""
         model = args.get("model")
         if not isinstance(model, str):
             return None
         deit3 = DEIT3_NAME.fullmatch(model)
         return f"deit3_{deit3[1]}_patch16_224" if deit3 else model
+
+
+SWIN_FREQS = re.compile(r"layers\.(\d+)\.blocks\.(\d+)\.attn\.rope_freqs")
+SWIN_AXIAL_THETA = 50.0
+
+
+def _axial_frequencies(head_dim: int, heads: int) -> torch.Tensor:
+    """Their Swin RoPE-Axial's stored (fx, fy) of every head, computed as their code does in float32."""
+    magnitudes = 1 / (SWIN_AXIAL_THETA ** (torch.arange(0, head_dim, 4)[: head_dim // 4].float() / head_dim))
+    angle = torch.zeros(1)
+    fx = torch.cat([magnitudes * torch.cos(angle), magnitudes * torch.cos(torch.pi / 2 + angle)])
+    fy = torch.cat([magnitudes * torch.sin(angle), magnitudes * torch.sin(torch.pi / 2 + angle)])
+    return torch.stack([fx.expand(heads, -1), fy.expand(heads, -1)])
+
+
+class RopeSwin(MicrosoftSwin):
+    """RoPE-ViT's Swin models: Microsoft's layout with rotations in the windows instead of bias tables."""
+
+    name = "rope-swin"
+    description = "RoPE-ViT's Swin: layers.S.blocks.M.attn.rope_freqs, no bias tables"
+    presets = ("swin_rope_*",)
+
+    def matches(self, keys: set[str]) -> bool:
+        return "layers.0.blocks.0.attn.rope_freqs" in keys
+
+    def convert(self, state: dict[str, torch.Tensor], target: Target) -> dict[str, torch.Tensor]:
+        out: dict[str, torch.Tensor] = {}
+        for key in [k for k in state if SWIN_FREQS.fullmatch(k)]:
+            match = SWIN_FREQS.fullmatch(key)
+            assert match is not None
+            out[f"stages.{match[1]}.blocks.{match[2]}.attn.relative.mixed_freqs"] = state.pop(key)
+            prefix = key[: -len("rope_freqs")]
+            _check_coordinates(state, target.source, (f"{prefix}rope_t_x", f"{prefix}rope_t_y"))
+        return {**out, **super().convert(state, target)}
+
+    def file_config(self, cfg: HostConfig, state: dict[str, torch.Tensor]) -> HostConfig:
+        """``rope2d:mixed`` for a ``rope2d`` model: the file's frequencies, RoPE-Axial's included, are its own."""
+        relative = SlotSpec.parse(cfg.position.relative)
+        if relative.name != "rope2d" or "mixed" in relative.flags:
+            return cfg
+        return cfg.replace(relative=str(SlotSpec("rope2d", None, ("mixed",), relative.options)))
+
+    def trained_preset(self, args: dict[str, Any], state: dict[str, torch.Tensor]) -> str | None:
+        """RoPE-Axial where every block's frequencies are the axial ones at theta 50 (a buffer, never trained),
+        else RoPE-Mixed; Swin-T or Swin-S by the third stage's depth."""
+        freqs = [v for k, v in state.items() if SWIN_FREQS.fullmatch(k)]
+        if not freqs or any(f.is_meta or f.dim() != 3 for f in freqs):
+            return None
+        kind = (
+            "axial"
+            if all(torch.equal(f.float(), _axial_frequencies(f.shape[-1] * 2, f.shape[1])) for f in freqs)
+            else "mixed"
+        )
+        size = "small" if any(k.startswith("layers.2.blocks.6.") for k in state) else "tiny"
+        return f"swin_rope_{kind}_{size}_patch4_window7_224"
+
+    def stored_geometry(self, state: dict[str, torch.Tensor], cfg: HostConfig) -> dict[str, Any]:
+        """The window the coordinates of the first block cover."""
+        coords = state.get("layers.0.blocks.0.attn.rope_t_x")
+        side = None if coords is None else square_side(coords.numel())
+        return {} if side is None else {"window_size": side}
