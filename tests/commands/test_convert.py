@@ -75,7 +75,7 @@ def test_convert_without_a_fitting_preset_asks_for_one(tmp_path, capsys):
     sd = layouts.timm_vit(layouts.Filler(52), dim=24, depth=1, patch=4, grid=4, classes=3)
     assert main(["convert", str(save_pth(sd, tmp_path / "odd.pth")), str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert "odd.pth (timm-vit layout): no preset fits it; name the model (--model NAME" in err
+    assert "odd.pth (timm-vit layout): no preset fits it, and its shapes give no variant of one; name the model" in err
     assert not (tmp_path / "out").exists()
 
 

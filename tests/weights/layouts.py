@@ -41,14 +41,19 @@ def timm_vit(fill: Filler, dim: int, depth: int, patch: int, grid: int, classes:
     sd = {"cls_token": fill(1, 1, dim), "pos_embed": fill(1, 1 + grid * grid, dim)}
     sd["patch_embed.proj.weight"] = fill(dim, 3, patch, patch)
     sd["patch_embed.proj.bias"] = fill(dim, scale=0.05)
+    vit_blocks(sd, fill, dim, depth, int(dim * mlp_ratio))
+    _norm(sd, fill, "norm", dim)
+    _linear(sd, fill, "head", classes, dim)
+    return sd
+
+
+def vit_blocks(sd: dict, fill: Filler, dim: int, depth: int, hidden: int) -> None:
+    """timm's ``blocks.N``: norm1, attn.qkv (with bias), attn.proj, norm2, mlp.fc1, mlp.fc2."""
     for i in range(depth):
         _norm(sd, fill, f"blocks.{i}.norm1", dim)
         _linear(sd, fill, f"blocks.{i}.attn.qkv", 3 * dim, dim)
         _linear(sd, fill, f"blocks.{i}.attn.proj", dim, dim)
-        _mlp_block(sd, fill, f"blocks.{i}", dim, int(dim * mlp_ratio))
-    _norm(sd, fill, "norm", dim)
-    _linear(sd, fill, "head", classes, dim)
-    return sd
+        _mlp_block(sd, fill, f"blocks.{i}", dim, hidden)
 
 
 def irpe_tables(

@@ -6,6 +6,7 @@ Nothing here imports vitpos: each function reads a released state dict by its ow
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -175,9 +176,16 @@ def _shift_mask(h: int, w: int, ws: int, shift: int) -> torch.Tensor:
 
 
 def swin(
-    sd: dict, x: torch.Tensor, depths: tuple[int, ...], heads: tuple[int, ...], window: int, style: str
+    sd: dict,
+    x: torch.Tensor,
+    depths: tuple[int, ...],
+    heads: tuple[int, ...],
+    window: int,
+    style: str,
+    attention: Callable[..., torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """SwinTransformer.forward (Microsoft); ``style='timm'`` reads timm's names for merging and head."""
+    """SwinTransformer.forward (Microsoft); ``style='timm'`` reads timm's names for merging and head;
+    ``attention`` replaces the window attention (same arguments as ``_swin_attention``)."""
     w = sd["patch_embed.proj.weight"]
     x = F.conv2d(x, w, sd["patch_embed.proj.bias"], stride=w.shape[-1])
     b, _c, h, wd = x.shape
@@ -197,7 +205,7 @@ def swin(
                 y = torch.roll(y, shifts=(-shift, -shift), dims=(1, 2))
             win = _windows(y, ws)
             mask = _shift_mask(h, wd, ws, shift) if shift else None
-            win = _swin_attention(win, sd, p, heads[s], ws, mask)
+            win = (attention or _swin_attention)(win, sd, p, heads[s], ws, mask)
             y = _unwindows(win, ws, h, wd)
             if shift:
                 y = torch.roll(y, shifts=(shift, shift), dims=(1, 2))

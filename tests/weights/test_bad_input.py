@@ -93,11 +93,11 @@ def test_shape_mismatch_names_the_key_and_the_fix(tmp_path, model):
 
 def test_unmapped_and_missing_keys_are_listed(tmp_path, model):
     sd = vit_state()
-    sd["blocks.0.ls1.gamma"] = torch.ones(32, dtype=torch.float64)
+    sd["blocks.0.attn.scale"] = torch.ones(32, dtype=torch.float64)
     del sd["norm.weight"]
     before = snapshot(model)
     with pytest.raises(
-        CheckpointError, match=r"no place in the model: blocks\.0\.ls1\.gamma.*does not provide: norm\.weight"
+        CheckpointError, match=r"no place in the model: blocks\.0\.attn\.scale.*does not provide: norm\.weight"
     ):
         vitpos.load_weights(model, save_pth(sd, tmp_path / "odd.pth"))
     assert unchanged(model, before)

@@ -23,6 +23,7 @@ from vitpos.weights.pretrained import RELEASES, Release
 
 from . import layouts
 from .conftest import images, save_pth
+from .rope_vit_reference import rope_vit_file
 
 SMALL = dict(embed_dim=16, depth=1, num_heads=2, patch_size=4, img_size=16, num_classes=5)
 NAME = "deit_tiny_patch16_224"
@@ -191,7 +192,10 @@ def test_a_preset_without_released_weights_is_a_clear_error(cache):
 def test_every_release_names_a_preset_and_a_file():
     assert set(RELEASES) <= set(vitpos.list_models())
     for name, release in RELEASES.items():
-        assert release.url.startswith("https://") and release.url.endswith(".pth"), name
+        assert release.url.startswith("https://"), name
+        assert release.url.endswith(".pth") or release.filename == f"{name}.bin", name
+    cached = [release.filename or release.url.rsplit("/", 1)[-1] for release in RELEASES.values()]
+    assert len(set(cached)) == len(cached)  # every file has its own name in the cache
     assert pretrained.pretrained_models() == sorted(RELEASES)
 
 
@@ -200,3 +204,20 @@ def test_the_models_command_lists_the_presets_with_weights(capsys):
     rows = capsys.readouterr().out.splitlines()[1:]
     assert [row.split()[0] for row in rows] == sorted(RELEASES)
     assert all(row.split()[-1] == RELEASES[row.split()[0]].url for row in rows)
+
+
+def test_files_published_under_one_name_are_cached_under_their_models(server, cache, tmp_path, monkeypatch):
+    names = []
+    for kind in ("axial", "mixed"):
+        name = f"rope_{kind}_deit_small_patch16_LS"  # RoPE-ViT's files all end in pytorch_model.bin
+        sd = rope_vit_file(
+            layouts.Filler(7), dim=16, depth=1, heads=2, grid=4, classes=5, mixed=kind == "mixed", ape=False, patch=4
+        )
+        path = save_pth({k: v.float() for k, v in sd.items()}, tmp_path / f"{kind}.bin")
+        server.files[f"{name}/pytorch_model.bin"] = path.read_bytes()
+        url = server.url("files", f"{name}/pytorch_model.bin")
+        monkeypatch.setitem(RELEASES, name, Release(url, "test", filename=f"{name}.bin"))
+        model = vitpos.create_model(name, pretrained=True, **SMALL)
+        assert same_model(model, vitpos.create_model(name, checkpoint=path, **SMALL))
+        names.append(f"{name}.bin")
+    assert sorted(p.name for p in cache.iterdir()) == sorted(names)

@@ -69,7 +69,8 @@ def test_a_variant_loads_without_options_and_equals_the_released_forward(kind, t
     assert_close(model(x), _reference(kind, sd, x))
     assert main(["convert", str(path), str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
-    assert "embed_dim=128, num_heads=2, depth=2" in out and "(read from its shapes)" in out
+    assert "embed_dim=128, depth=2" in out and "(read from the file)" in out
+    assert "num_heads=2 assumed (64 channels a head" in out and "give --num-heads otherwise" in out
     converted = vitpos.create_model(None, checkpoint=tmp_path / "out").state_dict()  # float32, as it was written
     direct = vitpos.create_model(None, checkpoint=path).state_dict()
     assert converted.keys() == direct.keys() and all(torch.equal(converted[k], direct[k]) for k in direct)

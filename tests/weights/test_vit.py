@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import vitpos
-from vitpos.weights import write_checkpoint
+from vitpos.weights import CheckpointError, write_checkpoint
 
 from . import layouts, reference
 from .conftest import assert_close, images, load_float64, save_pth, save_safetensors
@@ -58,14 +58,16 @@ def test_another_class_count_reinitialises_only_the_head(tmp_path):
     assert_close(ours, reference.vit(sd_no_head, x, heads=4))
 
 
-def test_drop_keeps_named_parameters_at_their_initialisation(tmp_path):
+def test_a_drop_that_would_discard_the_files_values_is_refused(tmp_path):
     sd = small_state(seed=6)
     model = vitpos.create_model("deit_tiny_patch16_224", **SMALL)
-    before = model.norm.weight.detach().clone()
-    result = vitpos.load_weights(model, save_pth(sd, tmp_path / "deit.pth"), drop=("norm",))
-    assert result.dropped == ["norm.bias", "norm.weight"]
-    assert torch.equal(model.norm.weight, before)
-    assert torch.equal(model.stages[0].blocks[0].norm1.weight, sd["blocks.0.norm1.weight"].float())
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(CheckpointError, match=r"drop=\('norm',\) would keep norm\.bias, norm\.weight at their init"):
+        vitpos.load_weights(model, save_pth(sd, tmp_path / "deit.pth"), drop=("norm",))
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    result = vitpos.load_weights(model, save_pth(sd, tmp_path / "deit.pth"), drop=("head",))  # the classifier may go
+    assert result.dropped == ["head.bias", "head.weight"] and torch.equal(model.head.weight, before["head.weight"])
+    assert torch.equal(model.norm.weight, sd["norm.weight"].float())
 
 
 def test_ddp_prefix_and_ema_entry(tmp_path):

@@ -5,8 +5,12 @@ or ``.safetensors``) and vitpos's own files, selects the released code's options
 LaPE training checkpoint's stored arguments name: its first releases, --pe_joining, normalise
 the same pe in every layer, its current code chains the norms), loads strictly and writes
 DST/model.safetensors and DST/config.yaml. Without --model the preset whose parameters match
-the checkpoint is used, or, for a released variant no preset matches (CCT-14/7x2, T2T-ViT_t-14),
-the preset of its family with the stem, depth and widths read from the file's shapes. A
+the checkpoint is used at the image size it was trained at (a 384-px file gives a 384-px model),
+or, for a released variant no preset matches (CCT-14/7x2, T2T-ViT_t-14), the preset of its family
+with the stem, depth and widths read from the file's shapes and the head count assumed (64
+channels a head; the shapes do not show it: T2T-ViT-14-resnext needs --num-heads 32). DeiT III
+and RoPE-ViT files load by shape too (a DeiT III file and a RoPE-Axial file with a table look the
+same: name the model). A
 training checkpoint holding both ``state_dict`` and ``state_dict_ema`` (timm's and T2T-ViT's
 train scripts) gives its EMA weights, as T2T-ViT's evaluation does; --entry state_dict picks
 the others.
@@ -26,10 +30,10 @@ from ..config import HostConfig
 from ..files import check_destination
 from ..progress import progress_bar
 from ..weights import create_model, detect_layout, read_weights, write_checkpoint
-from ..weights.build import guess_model, stored_classes
 from ..weights.data_config import DataConfig
 from ..weights.export import released_data_config
 from ..weights.files import WeightsFile
+from ..weights.guess import assumed_fields, guess_model, stored_classes
 from ..weights.load import LAYOUTS, NATIVE, layout_of
 from ..weights.pretrained import fetch_pretrained, names_release
 from ..weights.resize import RESIZES
@@ -45,11 +49,14 @@ def run(args: argparse.Namespace) -> int:
     overrides = given_options(args, args.option_names)
     file = read_weights(args.src, args.entry)
     if name is None and saved_config(file.metadata, file.path) is None:  # a released file: the preset it fits
-        name, fields = guess_model(file, layout_of(file))
+        name, fields = guess_model(file, layout_of(file), given=overrides)
+        assumed = assumed_fields(layout_of(file), fields)
+        read = ", ".join(f"{k}={v}" for k, v in fields.items() if k not in assumed and k not in overrides)
+        guessed = "; ".join(f"{k}={fields[k]} assumed ({why}; give --{k.replace('_', '-')} otherwise)"
+                            for k, why in assumed.items() if k not in overrides)  # fmt: skip
         overrides = {**stored_classes(file), **fields, **overrides}  # what the preset was found with
-        read = ", ".join(f"{k}={v}" for k, v in fields.items())
-        shaped = f" with {read} (read from its shapes)" if fields else ""
-        print(f"{args.src} fits preset {name}{shaped} (name another with --model)")
+        shaped = f" with {read} (read from the file)" if read else ""
+        print(f"{args.src} fits preset {name}{shaped}{'; ' + guessed if guessed else ''} (name another with --model)")
     with progress_bar(2, "convert (load, write)") as bar:
         model = create_model(
             name, checkpoint=args.src, keep_grid=args.keep_grid, entry=args.entry, resize=args.resize, **overrides

@@ -77,6 +77,9 @@ class HostConfig:
     """Dropout on attention weights."""
     drop_path_rate: float = bounded(0.0, ge=0, lt=1)
     """Stochastic depth: drop rate of the last block, rising linearly from 0 over all blocks."""
+    layer_scale: float | None = bounded(None, gt=0)
+    """LayerScale (CaiT, DeiT III): a learned per-channel factor on each residual branch of every block
+    (every encoder block of a DETR), starting at this value (DeiT III: 1e-4); None: no factor."""
     position: PositionConfig = field(default_factory=PositionConfig)
     """The four position slots, built per stage."""
 

@@ -102,23 +102,31 @@ class LearnedPosition(AbsoluteEncoding):
     """A free table (ViT/DeiT): trunc-normal std 0.02; each prefix token has its own vector.
 
     ``std`` sets the initial standard deviation (``learned:std=1`` for the N(0, 1) start of many
-    small-scale ViT codes; truncation stays at ±2 in absolute value, as timm's). At a grid other
-    than the native one the table is resampled bicubically.
+    small-scale ViT codes; truncation stays at ±2 in absolute value, as timm's). ``noprefix``
+    (``learned:noprefix``) gives prefix tokens no vector and no signal: the table covers the grid
+    only, as DeiT III's and RoPE-ViT's ``pos_embed`` (1, H*W, D). At a grid other than the native
+    one the table is resampled bicubically.
     """
 
     learned_table = True
     _schema: ClassVar[OptionSchema] = {"std": positive_float}
 
-    def __init__(self, ctx: SlotContext, std: float = 0.02) -> None:
+    def __init__(self, ctx: SlotContext, std: float = 0.02, noprefix: bool = False) -> None:
         super().__init__(ctx)
         h, w = self.native_grid
         self.table = nn.Parameter(torch.empty(1, h * w, ctx.embed_dim))
         nn.init.trunc_normal_(self.table, std=std)
-        if ctx.num_prefix_tokens:
+        if ctx.num_prefix_tokens and not noprefix:
             self.prefix_table: nn.Parameter | None = nn.Parameter(torch.empty(1, ctx.num_prefix_tokens, ctx.embed_dim))
             nn.init.trunc_normal_(self.prefix_table, std=std)
         else:
             self.prefix_table = None
+
+    @classmethod
+    def parse(cls, spec: SlotSpec) -> Mapping[str, Any]:
+        spec.check_no_placement()
+        spec.check_flags({"noprefix"})
+        return {"noprefix": "noprefix" in spec.flags, **spec.typed_options(cls._schema)}
 
     def forward(self, grid: Grid) -> torch.Tensor:
         return resample_table(self.table, self.native_grid, grid)

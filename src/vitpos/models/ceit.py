@@ -58,7 +58,7 @@ class CeiT(VisionTransformer):
         return CeiTBlock(
             cfg.embed_dim, cfg.num_heads, cfg.mlp_ratio, cfg.leff_kernel, qkv_bias=cfg.qkv_bias, drop=cfg.drop_rate,
             attn_drop=cfg.attn_drop_rate, drop_path=self.drop_path_rates[stage][index], relative=relative,
-            norm_eps=self.norm_eps,
+            norm_eps=self.norm_eps, layer_scale=cfg.layer_scale,
         )  # fmt: skip
 
     def forward_stages(

@@ -23,6 +23,7 @@ __all__ = [
     "Attention",
     "Mlp",
     "DropPath",
+    "LayerScale",
     "Block",
     "init_linear",
 ]
@@ -308,9 +309,22 @@ class DropPath(nn.Module):
         return f"p={self.p}"
 
 
+class LayerScale(nn.Module):
+    """A learned per-channel factor on a residual branch (CaiT, DeiT III), starting at ``init``."""
+
+    def __init__(self, dim: int, init: float) -> None:
+        super().__init__()
+        self.gamma = nn.Parameter(torch.full((dim,), float(init)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.gamma
+
+
 class Block(nn.Module):
     """Pre-norm transformer block; ``pos`` (if given) is added to the normalised attention input,
     ``qk_pos`` to its query and key inputs only; ``padding`` marks a padded batch's padded tokens.
+    ``layer_scale`` (an initial value) scales each branch by a learned per-channel factor before its
+    residual (``ls1``, ``ls2``: DeiT III's ``gamma_1``, ``gamma_2``); None leaves them unscaled.
 
     The one block forward of every host: a host's block changes where the second norm
     sits (:attr:`norm_on_residual`) or what the feed-forward branch is (:meth:`feed_forward`).
@@ -332,6 +346,7 @@ class Block(nn.Module):
         relative: RelativePosition | None = None,
         attn: Attention | None = None,
         norm_eps: float = 1e-6,
+        layer_scale: float | None = None,
     ) -> None:
         super().__init__()
         if attn is not None and relative is not None:
@@ -339,9 +354,11 @@ class Block(nn.Module):
         self.norm1 = nn.LayerNorm(dim, eps=norm_eps)
         # attn: a ready attention (a subclass such as windowed or spatial-reduction attention)
         self.attn = attn if attn is not None else Attention(dim, num_heads, qkv_bias, attn_drop, drop, relative)
+        self.ls1: nn.Module = nn.Identity() if layer_scale is None else LayerScale(dim, layer_scale)
         self.drop_path1 = DropPath(drop_path)
         self.norm2 = nn.LayerNorm(dim, eps=norm_eps)
         self.mlp: nn.Module = Mlp(dim, int(dim * mlp_ratio), drop)
+        self.ls2: nn.Module = nn.Identity() if layer_scale is None else LayerScale(dim, layer_scale)
         self.drop_path2 = DropPath(drop_path)
 
     def forward(
@@ -353,12 +370,12 @@ class Block(nn.Module):
         qk_pos: torch.Tensor | None = None,
         padding: Padding | None = None,
     ) -> torch.Tensor:
-        x = x + self.drop_path1(self.attend(x, grid, num_prefix_tokens, pos, qk_pos, padding))
+        x = x + self.drop_path1(self.ls1(self.attend(x, grid, num_prefix_tokens, pos, qk_pos, padding)))
         if self.norm_on_residual:
             x = h = self.norm2(x)
         else:
             h = self.norm2(x)
-        return x + self.drop_path2(self.feed_forward(h, grid, num_prefix_tokens))
+        return x + self.drop_path2(self.ls2(self.feed_forward(h, grid, num_prefix_tokens)))
 
     def feed_forward(self, h: torch.Tensor, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:
         """The feed-forward branch of the normalised tokens ``h``, before the residual: the MLP."""

@@ -135,7 +135,7 @@ class PyramidTransformer(nn.Module):
         return self.block_class(
             dim, heads, geometry.mlp_ratio, cfg.qkv_bias, cfg.drop_rate, cfg.attn_drop_rate,
             self.drop_path_rates[stage][index], relative=None if attn is not None else relative, attn=attn,
-            norm_eps=self.norm_eps,
+            norm_eps=self.norm_eps, layer_scale=cfg.layer_scale,
         )  # fmt: skip
 
     def stage_grids(self, image_hw: tuple[int, int]) -> list[Grid]:

@@ -8,7 +8,6 @@ package builds architectures only; weights live one floor up, so nothing below i
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,12 +17,13 @@ import torch
 from torch import nn
 
 from ..config import HostConfig
-from ..errors import CheckpointError, setting
+from ..errors import CheckpointError
 from ..memory import AllocationTooLarge
 from ..models import factory
 from .data_config import DataConfig
 from .export import released_data_config
 from .files import WeightsFile, read_weights
+from .guess import guess_model, guess_preset, released_model_config, stored_classes
 from .layout import Layout
 from .load import check_arch, convert_for, layout_of, released_config
 from .pretrained import fetch_pretrained, names_release, resolve_checkpoint
@@ -39,9 +39,6 @@ __all__ = [
     "saved_data_config",
     "stored_classes",
 ]
-
-CLASSIFIER_KEYS = ("head.weight", "head.fc.weight", "classifier.fc.weight")
-"""Where released files keep their classifier's weight: most; timm's newer Swin; Compact Transformers."""
 
 
 def create_model(
@@ -145,12 +142,12 @@ def _from_file(
         if saved is not None:
             name = saved
         else:
-            name, fields = guess_model(file, layout)
+            name, fields = guess_model(file, layout, given=overrides)
             overrides = {**stored_classes(file), **fields, **overrides}  # what the preset was found with
     backbone = _backbone_from_file(name, file, layout, drop, resize, overrides)
     if backbone is not None:
         return backbone
-    cfg = _released_model_config(name, file, layout, keep_grid, overrides)
+    cfg = released_model_config(name, file, layout, keep_grid, overrides)
     try:
         model = factory.create_model(cfg)
     except AllocationTooLarge as err:
@@ -187,79 +184,3 @@ def _backbone_from_file(
     with torch.no_grad():
         target.load_state_dict(merged, strict=True)
     return model
-
-
-def _released_model_config(
-    name: str | HostConfig, file: WeightsFile, layout: Layout, keep_grid: bool, overrides: dict[str, Any]
-) -> HostConfig:
-    """The config of ``name`` with ``overrides``, the released options and (``keep_grid``) the
-    stored sizes, which win over ``img_size`` or ``window_size`` given in ``overrides``. A join given
-    in ``overrides`` is kept or refused, never replaced (:func:`~.load.released_config`)."""
-    cfg = factory.get_config(name, **overrides)
-    check_arch(cfg.arch, layout, file.path)
-    cfg = released_config(cfg, layout, file, keep_join="join" in overrides)
-    stored = layout.stored_geometry(file.state, cfg) if keep_grid else {}
-    return cfg.replace(**stored) if stored else cfg
-
-
-def stored_classes(file: WeightsFile) -> dict[str, int]:
-    """``{"num_classes": N}`` for a released file's classifier of N classes (empty without one)."""
-    head = next((file.state[key] for key in CLASSIFIER_KEYS if key in file.state), None)
-    return {} if head is None else {"num_classes": head.shape[0]}
-
-
-def _fitting(file: WeightsFile, layout: Layout, fields: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """The presets which, with ``fields``, the checkpoint fills exactly (built on the meta device), each with the
-    fields it changes. Presets that become the same model count as one: the one that changes fewest fields."""
-    found: list[tuple[HostConfig, str, dict[str, Any]]] = []
-    for name in factory.list_models():
-        preset = factory.get_config(name)
-        if layout.archs and preset.arch not in layout.archs:
-            continue
-        with contextlib.suppress(ValueError, TypeError):
-            cfg = _released_model_config(name, file, layout, True, {**stored_classes(file), **fields})
-            with torch.device("meta"):
-                model = factory.create_model(cfg)
-            convert_for(model, file.state, layout, file.path)
-            changed = {k: v for k, v in fields.items() if getattr(preset, k) != v}
-            same = next((i for i, (other, _, _) in enumerate(found) if other == cfg), None)
-            if same is None:
-                found.append((cfg, name, changed))
-            elif len(changed) < len(found[same][2]):
-                found[same] = (cfg, name, changed)
-    return [(name, changed) for _, name, changed in found]
-
-
-def guess_model(file: WeightsFile, layout: Layout) -> tuple[str, dict[str, Any]]:
-    """The preset the checkpoint fits, and the fields it needs: none where a preset fits as it is, else those read
-    from the file's keys and shapes (a released variant: :meth:`~.layout.Layout.stored_shapes`) and its grid."""
-    found = _fitting(file, layout, {})
-    shaped = layout.stored_shapes(file.state) if not found else {}
-    if shaped:
-        found = _fitting(file, layout, shaped)
-    if len(found) == 1:
-        name, fields = found[0]
-        if fields:
-            grid = layout.stored_geometry(file.state, factory.get_config(name, **fields))
-            preset = factory.get_config(name)
-            fields = {**fields, **{k: v for k, v in grid.items() if getattr(preset, k) != v}}
-        return name, fields
-    where = f"checkpoint {file.path} ({layout.name} layout)"
-    if found:
-        names = ", ".join(name for name, _ in found)
-        raise CheckpointError(
-            f"{where}: several presets fit it ({names}); name the model (--model NAME, see `vitpos models`)"
-        )
-    if not shaped:
-        raise CheckpointError(f"{where}: no preset fits it; name the model (--model NAME, see `vitpos models`)")
-    options = ", ".join(setting(k, str(v)) for k, v in shaped.items())
-    raise CheckpointError(
-        f"{where}: no preset fits it, nor one with the options its shapes suggest ({options}); its shapes: "
-        f"{layout.shape_summary(file.state)}. Name the model and the options that build it (--model NAME and "
-        f"{', '.join(shaped)})"
-    )
-
-
-def guess_preset(file: WeightsFile, layout: Layout) -> str:
-    """The preset the checkpoint fits (:func:`guess_model` also gives the fields read from its shapes)."""
-    return guess_model(file, layout)[0]

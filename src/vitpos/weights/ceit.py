@@ -30,6 +30,7 @@ class CeiTLayout(Layout):
     name = "ceit"
     description = "CeiT: i2t.backbone, blocks.N.leff, lca"
     archs = ("ceit",)
+    width_key = ("i2t.proj.weight", 0)
 
     def matches(self, keys: set[str]) -> bool:
         return "i2t.proj.weight" in keys and "pos_layer_embed" in keys

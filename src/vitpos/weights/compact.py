@@ -10,7 +10,7 @@ attn.qkv, attn.proj, norm2, mlp.fc1, mlp.fc2}``, ``norm``, ``attention_pool.scor
 ``head``. Their forward pass is the paper's, so loading selects no option. A variant no preset
 fits (CCT-14/7x2, CCT-7/7x2 on Flowers-102) is read from the file's shapes: the stem (patch or
 convolutional, its kernel, layers and channels), depth, width, MLP ratio and head, with the
-authors' 64 channels a head (:data:`~.layout.HEAD_WIDTH`).
+authors' 64 channels a head assumed (:data:`~.layout.HEAD_WIDTH`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from ..config import HostConfig
-from .layout import HEAD_WIDTH, Layout, Target, shapes_of, take, take_prefix
+from .layout import HEAD_WIDTH, HEAD_WIDTH_NOTE, Layout, Target, shapes_of, take, take_prefix
 from .vit import STAGE, fit_position_table, pos_embed_split
 
 __all__ = ["CompactTransformers"]
@@ -46,6 +46,7 @@ class CompactTransformers(Layout):
     name = "compact"
     description = "Compact Transformers (ViT-Lite, CVT, CCT): tokenizer.conv_layers, classifier.blocks.N"
     archs = ("compact",)
+    assumed = (("num_heads", HEAD_WIDTH_NOTE),)
 
     def matches(self, keys: set[str]) -> bool:
         return "classifier.blocks.0.self_attn.qkv.weight" in keys

@@ -68,9 +68,10 @@ def expected_prefix(filename: str) -> str | None:
     return match.group(1) if match else None
 
 
-def download(url: str, sha256: str | None = None) -> Path:
-    """The cached copy of ``url``, downloaded and verified first if it is not there."""
-    filename = Path(urlparse(url).path).name
+def download(url: str, sha256: str | None = None, filename: str | None = None) -> Path:
+    """The cached copy of ``url``, downloaded and verified first if it is not there; kept as ``filename``
+    (default: the name the URL ends with), for files published under one name for every model."""
+    filename = filename or Path(urlparse(url).path).name
     if not filename:
         raise CheckpointError(f"URL {url} names no file")
     folder = cache_dir()
@@ -92,7 +93,7 @@ def download(url: str, sha256: str | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{filename}.part-{os.getpid()}"
     try:
-        digest = _fetch(url, tmp)
+        digest = _fetch(url, tmp, filename)
         _verify(url, filename, digest, sha256, "the download is damaged or not the published file. Nothing was cached")
         os.replace(tmp, final)
     finally:
@@ -100,7 +101,7 @@ def download(url: str, sha256: str | None = None) -> Path:
     return final
 
 
-def _fetch(url: str, dst: Path) -> str:
+def _fetch(url: str, dst: Path, filename: str) -> str:
     """Write ``url`` to ``dst``; the SHA-256 of what arrived. Raises if the transfer is cut short."""
     print(f"downloading {url} to {cache_dir()}", file=sys.stderr)
     digest = hashlib.sha256()
@@ -115,9 +116,8 @@ def _fetch(url: str, dst: Path) -> str:
     except (urllib.error.URLError, HTTPException, OSError) as err:
         raise CheckpointError(
             f"downloading {url} failed ({type(err).__name__}: {err}); nothing was cached. Without a network, fetch "
-            f"that URL elsewhere and place the file in the cache folder {cache_dir()} by hand, named "
-            f"{Path(urlparse(url).path).name}: it is checked against its hash and used from there (VITPOS_OFFLINE=1 "
-            "then keeps vitpos off the network)"
+            f"that URL elsewhere and place the file in the cache folder {cache_dir()} by hand, named {filename}: it is "
+            "checked against its hash and used from there (VITPOS_OFFLINE=1 then keeps vitpos off the network)"
         ) from None
     if announced is not None and received != int(announced):
         raise CheckpointError(

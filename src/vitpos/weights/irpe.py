@@ -130,6 +130,7 @@ class IRPEZoo(Layout):
     name = "irpe"
     description = "iRPE model zoo: DeiT with blocks.N.attn.rpe_{q,k,v}.lookup_table_*"
     archs = ("vit",)
+    width_key = ("patch_embed.proj.weight", 0)
 
     def matches(self, keys: set[str]) -> bool:
         return any(RPE_KEY.fullmatch(k) for k in keys)

@@ -82,6 +82,7 @@ class LapeViT(Layout):
     name = "lape"
     description = "LaPE authors' ViT: DeiT with blocks.N.pe_norm"
     archs = ("vit",)
+    width_key = ("patch_embed.proj.weight", 0)
 
     def matches(self, keys: set[str]) -> bool:
         return any(PE_NORM_KEY.fullmatch(k) for k in keys)

@@ -24,12 +24,16 @@ from ..errors import CheckpointError
 from ..grid import Grid
 from .resize import Resize, fit_bias_table, fit_position_table
 
-__all__ = ["HEAD_WIDTH", "Layout", "Target", "shapes_of", "square_side", "take", "take_prefix"]
+__all__ = ["HEAD_WIDTH", "HEAD_WIDTH_NOTE", "Layout", "Target", "shapes_of", "square_side", "take", "take_prefix"]
 
 HEAD_WIDTH = 64
-"""The channels of one attention head in the Compact Transformers' and T2T-ViT's released models (every
-variant: CCT-2 128 / 2 heads ... CCT-14 384 / 6, T2T-ViT-7 256 / 4 ... T2T-ViT-24 512 / 8): a width read
-from a file's shapes gives its head count."""
+"""The channels of one attention head in the Compact Transformers', T2T-ViT's and DeiT III's released models
+(CCT-2 128 / 2 heads ... CCT-14 384 / 6, T2T-ViT-7 256 / 4 ... T2T-ViT-24 512 / 8, DeiT III S 384 / 6 ... L 1024 /
+16): a width read from a file's shapes gives the head count they assume, as the shapes do not show it
+(T2T-ViT-14-resnext, 384 wide, has 32 heads: its files need ``num_heads=32``)."""
+
+
+HEAD_WIDTH_NOTE = f"{HEAD_WIDTH} channels a head, as in the authors' released models"
 
 
 def square_side(count: int) -> int | None:
@@ -99,6 +103,16 @@ class Layout:
     """vitpos hosts this layout loads into (empty: any vitpos model)."""
     resize: Resize = "timm"
     """How its tables are fitted to another size by default (:mod:`.resize`)."""
+    presets: tuple[str, ...] = ("*",)
+    """Shell patterns of the presets a file of this layout is guessed among."""
+    suggests_presets = True
+    """Whether a refusal tries the presets to name the ones a file of this layout fits."""
+    assumed: tuple[tuple[str, str], ...] = ()
+    """Fields :meth:`stored_shapes` gives that the shapes do not show, each with the assumption made."""
+    ambiguity: str = ""
+    """Why several presets may fit one file, for the message that says so."""
+    width_key: tuple[str, int] | None = None
+    """A key and the axis of its shape that give the first stage's width (the stem's output), or None."""
 
     def matches(self, keys: set[str]) -> bool:
         """True if a state dict with these keys is in this layout."""
@@ -110,6 +124,10 @@ class Layout:
 
     def released_config(self, cfg: HostConfig) -> HostConfig:
         """``cfg`` with the options that reproduce the released forward pass (default: unchanged)."""
+        return cfg
+
+    def file_config(self, cfg: HostConfig, state: dict[str, torch.Tensor]) -> HostConfig:
+        """``cfg`` with the options this file's keys show it needs beyond :meth:`released_config` (default: none)."""
         return cfg
 
     def options_note(self) -> str:
@@ -124,6 +142,17 @@ class Layout:
         """Config fields read from the file's keys and shapes (a released variant's stem, depth and widths), for
         files no preset fits as it is; empty where the layout reads none."""
         return {}
+
+    def could_fit(self, cfg: HostConfig, state: dict[str, torch.Tensor]) -> bool:
+        """False where ``cfg``'s first width alone shows that the file cannot fill its model (saves building it)."""
+        if self.width_key is None or self.width_key[0] not in state:
+            return True
+        key, axis = self.width_key
+        return cfg.embed_dims[0] == state[key].shape[axis]
+
+    def trained_preset(self, args: dict[str, Any], state: dict[str, torch.Tensor]) -> str | None:
+        """The preset a file's stored training arguments (or values its shapes do not show) name, or None."""
+        return None
 
     def shape_summary(self, state: dict[str, torch.Tensor]) -> str:
         """The keys and shapes :meth:`stored_shapes` reads, as a message shows them."""

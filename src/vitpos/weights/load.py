@@ -28,6 +28,7 @@ from .layout import Layout, Target
 from .native import Native
 from .pvt import PVTv1
 from .resize import RESIZES, Resize
+from .rope_vit import DeiT3Layout, RopeSwin
 from .run_folder import FORMATS
 from .swin import MicrosoftSwin, TimmSwin
 from .t2t import T2TViTLayout
@@ -55,7 +56,9 @@ LAYOUTS: tuple[Layout, ...] = (
     NATIVE,
     IRPEZoo(),
     LapeViT(),
+    DeiT3Layout(),
     TimmViT(),
+    RopeSwin(),
     MicrosoftSwin(),
     TimmSwin(),
     PVTv1(),
@@ -116,8 +119,10 @@ def convert_for(
     resample: bool = True,
     resize: Resize | None = None,
     resize_head: bool = False,
+    advise: bool = True,
 ) -> tuple[dict[str, torch.Tensor], LoadResult]:
-    """The model's full state dict with the checkpoint's weights in place; raises listing every problem."""
+    """The model's full state dict with the checkpoint's weights in place; raises listing every problem, with
+    advice that was tried (``advise``: also the presets the file fits, each tried on the meta device)."""
     check_arch(model_arch(model), layout, source)
     if resize not in (None, *RESIZES):
         raise CheckpointError(f"unknown resize {resize!r}; valid values: {', '.join(RESIZES)} (or None: the layout's)")
@@ -147,6 +152,7 @@ def convert_for(
         )
         drop += ["head", "head_dist"]
     dropped = sorted(k for k in own if _matches(drop, k))
+    _check_drop(drop, dropped, weights, own, source)
     weights = {k: v for k, v in weights.items() if not _matches(drop, k)}
     left = {k: v for k, v in left.items() if not _matches(drop, k)}
     problems = []
@@ -164,11 +170,17 @@ def convert_for(
     if shapes:
         problems.append(f"shapes that differ: {_listed(shapes)}")
     if problems:
-        advice = layout.hint(unmapped) or _advice(shapes, weights, own)
+        advice = _advice(weights, own) if len(problems) == 1 and shapes else ""
+        if not advice and advise and layout.suggests_presets:
+            from .guess import preset_advice  # the guess tries presets through this function
+
+            advice = preset_advice(state, layout, source) or layout.hint(unmapped)
+        elif not advice:
+            advice = layout.hint(unmapped)
         raise CheckpointError(
             f"checkpoint {source} ({layout.name} layout) does not fit this {model_arch(model)!r} model: "
             + "; ".join(problems)
-            + f". {advice}"
+            + (f". {advice}" if advice else "")
         )
     merged = {k: weights.get(k, v) for k, v in own.items()}
     return merged, LoadResult(layout.name, dropped)
@@ -191,24 +203,36 @@ def check_arch(arch: str, layout: Layout, source: Path | str) -> None:
         )
 
 
-def _advice(shapes: list[str], weights: dict[str, torch.Tensor], own: dict[str, torch.Tensor]) -> str:
-    counts = {
-        k: (weights[k].shape[0], own[k].shape[0]) for k in ("head.weight", "head.bias") if k in weights and k in own
-    }
-    differ = [stored for stored, model in counts.values() if stored != model]
-    if differ:
-        count = str(differ[0])
-        keep, other = setting("num_classes", count), setting("num_classes", "N")
-        if not on_command_line():
-            keep, other = f"{keep} to create_model", f"{other} (or drop=('head',))"
-        return (
-            f"The classifier differs: pass {keep} to load the checkpoint's {count}-class classifier, "
-            f"or {other} to re-initialise it"
-        )
+def _advice(weights: dict[str, torch.Tensor], own: dict[str, torch.Tensor]) -> str:
+    """How to load a file whose only difference from the model is its classifier's class count, else ""."""
+    differ = [k for k, v in own.items() if k in weights and weights[k].shape != v.shape]
+    if not differ or any(k.split(".")[0] not in ("head", "head_dist") for k in differ):
+        return ""
+    count = str(weights[differ[0]].shape[0])
+    keep, other = setting("num_classes", count), setting("num_classes", "N")
+    if not on_command_line():
+        keep, other = f"{keep} to create_model", f"{other} (or drop=('head',))"
     return (
-        "Create the preset that matches the checkpoint (`vitpos convert SRC DST` without --model finds it), "
-        "or name the parameters to keep at their initialisation with drop=(...)"
+        f"The classifier differs: pass {keep} to load the checkpoint's {count}-class classifier, "
+        f"or {other} to re-initialise it"
     )
+
+
+def _check_drop(
+    drop: list[str], dropped: list[str], weights: dict[str, torch.Tensor], own: dict[str, torch.Tensor], source: object
+) -> None:
+    """Refuse a ``drop`` that would keep at their initialisation parameters the file holds values for (the
+    classifier aside): the load would then differ from the file's model without a word."""
+    kept = [
+        k
+        for k in dropped
+        if k in weights and weights[k].shape == own[k].shape and k.split(".")[0] not in ("head", "head_dist")
+    ]
+    if kept:
+        raise CheckpointError(
+            f"drop={tuple(drop)!r} would keep {_listed(kept)} at their initialisation, although checkpoint {source} "
+            "holds values for them of the model's shapes; leave them out of drop, which then loads them"
+        )
 
 
 def model_arch(model: nn.Module) -> str:
@@ -224,7 +248,7 @@ def released_config(cfg: HostConfig, layout: Layout, file: WeightsFile, keep_joi
     name a join (a bare LaPE state dict cannot tell its repository's two forms apart), and refused
     where the file names another.
     """
-    released = layout.released_config(cfg)
+    released = layout.file_config(layout.released_config(cfg), file.state)
     stored = released_join(file.args)
     if stored is not None:
         released = released.replace(join=stored)
@@ -244,9 +268,10 @@ def released_config(cfg: HostConfig, layout: Layout, file: WeightsFile, keep_joi
 
 
 def _missing_options(cfg: HostConfig, wanted: HostConfig) -> str:
-    """The slots where ``cfg`` differs from ``wanted``, as ``slot='value'`` (``wanted``'s values)."""
-    ours, theirs = cfg.position.to_dict(), wanted.position.to_dict()
-    return ", ".join(f"{slot}={value!r}" for slot, value in theirs.items() if ours[slot] != value)
+    """The fields and slots where ``cfg`` differs from ``wanted``, as ``name=value`` (``wanted``'s values)."""
+    ours = {**cfg.to_dict(), **cfg.position.to_dict()}
+    theirs = {**wanted.to_dict(), **wanted.position.to_dict()}
+    return ", ".join(f"{k}={v!r}" for k, v in theirs.items() if k != "position" and ours[k] != v)
 
 
 def _weights(checkpoint: Source, entry: str | None) -> WeightsFile:

@@ -4,7 +4,9 @@ checkpoint named on the command line by a preset or a URL (:func:`resolve_checkp
 Every URL is copied from the README of the repository that publishes it (``source``); a preset
 whose authors publish no file there has none. No publisher here states a full SHA-256: the
 DeiT files carry a hash prefix in their names (checked, torch.hub's convention), and every file
-passes the strict key and shape check when it is loaded.
+passes the strict key and shape check when it is loaded. RoPE-ViT's files all end in
+``pytorch_model.bin`` (their README links each model's Hugging Face page, and their
+``models/vit_rope.py`` reads that file from it); each is cached under its model's name.
 """
 
 from __future__ import annotations
@@ -24,6 +26,15 @@ SWIN = "microsoft/Swin-Transformer README.md"
 PVT = "whai362/PVT classification/README.md"
 IRPE_ZOO = "https://github.com/wkcn/iRPE-model-zoo/releases/download/1.0/"
 URL_SCHEMES = ("http://", "https://")
+ROPE_VIT = "naver-ai/rope-vit README.md (Hugging Face hub links) and models/vit_rope.py"
+ROPE_VIT_NAMES = (
+    *(
+        f"rope_{kind}_deit_{size}_patch16_LS"
+        for kind in ("axial", "mixed", "axial_ape", "mixed_ape")
+        for size in ("small", "base", "large")
+    ),
+    *(f"swin_rope_{kind}_{size}_patch4_window7_224" for kind in ("axial", "mixed") for size in ("tiny", "small")),
+)
 
 
 @dataclass(frozen=True)
@@ -35,6 +46,8 @@ class Release:
     """The README the URL was copied from."""
     sha256: str | None = None
     """The full SHA-256, where the publisher states one."""
+    filename: str | None = None
+    """The name it is cached under, where the URL's own name is shared by several files."""
 
 
 RELEASES: dict[str, Release] = {
@@ -66,6 +79,12 @@ RELEASES: dict[str, Release] = {
     ),
     "pvt_tiny": Release("https://github.com/whai362/PVT/releases/download/v2/pvt_tiny.pth", PVT),
     "pvt_small": Release("https://github.com/whai362/PVT/releases/download/v2/pvt_small.pth", PVT),
+    **{
+        name: Release(
+            f"https://huggingface.co/naver-ai/{name}/resolve/main/pytorch_model.bin", ROPE_VIT, filename=f"{name}.bin"
+        )
+        for name in ROPE_VIT_NAMES
+    },
 }
 """Presets with released weights, by name."""
 
@@ -83,7 +102,7 @@ def fetch_pretrained(name: str) -> Path:
             f"preset {name!r} has no released weights; presets with weights: {', '.join(pretrained_models())} "
             "(`vitpos models --pretrained`), or give a checkpoint file"
         )
-    return download(release.url, release.sha256)
+    return download(release.url, release.sha256, release.filename)
 
 
 def names_release(source: str | Path) -> bool:

@@ -8,7 +8,8 @@ layout. ``pos_embed`` is the fixed sinusoidal table, recomputed by the model and
 authors count the class token as its position 0, so loading selects ``sincos1d:prefix``. A
 variant no preset fits (T2T-ViT-14, T2T-ViT_t-14 ...) is read from the file's shapes: the stem's
 layers (``kqv``: performer; ``attn.qkv``: transformer) and width, then depth, width and MLP ratio,
-with the authors' 64 channels a head (:data:`~.layout.HEAD_WIDTH`).
+with the authors' 64 channels a head assumed (:data:`~.layout.HEAD_WIDTH`: the shapes do not show it).
+The stored table's length gives the image size it was trained at.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import torch
 
 from ..config import HostConfig
 from ..spec import SlotSpec
-from .layout import HEAD_WIDTH, Layout, Target, shapes_of, take_prefix
-from .vit import convert_vit
+from .layout import HEAD_WIDTH, HEAD_WIDTH_NOTE, Layout, Target, shapes_of, take_prefix
+from .vit import convert_vit, pos_embed_split
 
 __all__ = ["T2TViTLayout"]
 
@@ -37,6 +38,8 @@ class T2TViTLayout(Layout):
     name = "t2t"
     description = "T2T-ViT: tokens_to_token.attention1, blocks.N.attn.qkv"
     archs = ("t2t",)
+    width_key = ("tokens_to_token.project.weight", 0)
+    assumed = (("num_heads", f"{HEAD_WIDTH_NOTE}; T2T-ViT-14-resnext has 32"),)
 
     def matches(self, keys: set[str]) -> bool:
         return "tokens_to_token.project.weight" in keys
@@ -56,6 +59,11 @@ class T2TViTLayout(Layout):
         if absolute.name == "sincos1d" and "prefix" not in absolute.flags:
             return cfg.replace(absolute="sincos1d:prefix")
         return cfg
+
+    def stored_geometry(self, state: dict[str, torch.Tensor], cfg: HostConfig) -> dict[str, Any]:
+        """img_size of the grid the stored table (class token first) was computed for."""
+        split = pos_embed_split(state, "pos_embed", 1) if "pos_embed" in state else None
+        return {} if split is None else {"img_size": split[1] * cfg.stride}
 
     def stored_shapes(self, state: dict[str, torch.Tensor]) -> dict[str, Any]:
         project, fc1 = state.get(f"{STEM}project.weight"), state.get("blocks.0.mlp.fc1.weight")

@@ -24,14 +24,29 @@ import torch
 
 from ..config import HostConfig
 from ..encodings.absolute import AbsoluteEncoding
+from ..spec import SlotSpec
 from .layout import Layout, Target, square_side, take, take_prefix
 
-__all__ = ["TimmViT", "STAGE", "convert_vit", "fit_position_table", "pos_embed_split", "submodule", "vit_geometry"]
+__all__ = [
+    "TimmViT",
+    "STAGE",
+    "convert_vit",
+    "fit_position_table",
+    "pos_embed_split",
+    "submodule",
+    "vit_geometry",
+    "with_layer_scale",
+    "without_prefix_row",
+]
 
 STAGE = "stages.0."
 """Where a ViT's slots and blocks live: its one stage."""
 
-BLOCK_KEY = re.compile(r"blocks\.\d+\.(norm1|attn\.qkv|attn\.proj|norm2|mlp\.fc1|mlp\.fc2)\.(weight|bias)")
+BLOCK_KEY = re.compile(
+    r"blocks\.\d+\.((norm1|attn\.qkv|attn\.proj|norm2|mlp\.fc1|mlp\.fc2)\.(weight|bias)|ls[12]\.gamma)"
+)
+LAYER_SCALE_INIT = 1e-4
+"""DeiT III's initial LayerScale value, selected for files with LayerScale (only initialisation reads it)."""
 PREFIX_KEYS = ("cls_token", "dist_token")
 
 
@@ -91,12 +106,28 @@ def vit_geometry(state: dict[str, torch.Tensor], cfg: HostConfig) -> dict[str, A
     return {} if split is None else {"img_size": split[1] * cfg.patch_size}
 
 
+def with_layer_scale(cfg: HostConfig) -> HostConfig:
+    """``cfg`` with LayerScale (DeiT III's initial value where ``cfg`` has none)."""
+    return cfg if cfg.layer_scale is not None else cfg.replace(layer_scale=LAYER_SCALE_INIT)
+
+
+def without_prefix_row(cfg: HostConfig) -> HostConfig:
+    """``cfg`` whose learned table has no prefix rows (``learned:noprefix``); other encodings unchanged."""
+    absolute = SlotSpec.parse(cfg.position.absolute)
+    if absolute.name != "learned" or "noprefix" in absolute.flags:
+        return cfg
+    return cfg.replace(
+        absolute=str(SlotSpec(absolute.name, absolute.at, (*absolute.flags, "noprefix"), absolute.options))
+    )
+
+
 class TimmViT(Layout):
     """timm / DeiT ViT (also the plain ViTs of many other releases)."""
 
     name = "timm-vit"
     description = "timm and DeiT ViT: pos_embed, cls_token, blocks.N.attn.qkv"
     archs = ("vit",)
+    width_key = ("patch_embed.proj.weight", 0)
 
     def matches(self, keys: set[str]) -> bool:
         return "blocks.0.attn.qkv.weight" in keys and "patch_embed.proj.weight" in keys
@@ -106,6 +137,15 @@ class TimmViT(Layout):
 
     def stored_geometry(self, state: dict[str, torch.Tensor], cfg: HostConfig) -> dict[str, Any]:
         return vit_geometry(state, cfg)
+
+    def file_config(self, cfg: HostConfig, state: dict[str, torch.Tensor]) -> HostConfig:
+        """LayerScale where the file has ``ls1.gamma`` (timm's DeiT III), and a table without prefix rows where
+        its ``pos_embed`` has none although it has a class token (timm's ``no_embed_class``)."""
+        if "blocks.0.ls1.gamma" in state:
+            cfg = with_layer_scale(cfg)
+        prefix_tokens = sum(k in state for k in PREFIX_KEYS)
+        split = pos_embed_split(state, "pos_embed", prefix_tokens) if "pos_embed" in state else None
+        return without_prefix_row(cfg) if prefix_tokens and split is not None and split[0] == 0 else cfg
 
     def hint(self, unmapped: list[str]) -> str:
         if any(k.startswith(("dist_token", "head_dist")) for k in unmapped):

@@ -1,3 +1,3 @@
 """Named model configurations, one file per family; importing registers them."""
 
-from . import ceit, compact, cpvt, deit, distilled, irpe, lape, pvt, swin, t2t, thesis  # noqa: F401  (registration)
+from . import ceit, compact, cpvt, deit, distilled, irpe, lape, pvt, rope_vit, swin, t2t, thesis  # noqa: F401  (registration)

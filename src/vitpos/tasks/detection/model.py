@@ -98,6 +98,7 @@ class DetrEncoder(nn.Module):
                 rates[index],
                 relative=relative,
                 norm_eps=1e-5,
+                layer_scale=cfg.layer_scale,
             )
 
         self.stages = nn.ModuleList([Stage(0, cfg.position, ctx, ctx, make_block, cfg.drop_rate)])
