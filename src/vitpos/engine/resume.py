@@ -16,6 +16,7 @@ from typing import Any, Literal
 from torch import nn
 
 from ..config import HostConfig
+from ..data.shards import check_same_shards
 from ..errors import VitposError
 from ..weights import WeightsFile, load_weights
 from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_training_checkpoint
@@ -94,13 +95,16 @@ def restore(
     cfg: TrainConfig,
     *,
     streamed: bool,
+    shards: dict[str, str] | None = None,
     warn: bool = True,
 ) -> ResumePoint:
     """Load the checkpoint at ``path`` into ``model`` (and ``ema``) and return where the run continues.
 
     Errors where the checkpoint belongs to another model or data, lacks EMA weights the run needs,
     has trained more than ``cfg.epochs`` or was taken mid-epoch with another batch size; warns
-    (where ``warn``) about changed options. ``streamed``: the training data is read from shards.
+    (where ``warn``) about changed options. ``streamed``: the training data is read from shards;
+    ``shards``: their fingerprint now (:func:`~vitpos.data.shards.shard_fingerprint`), refused where it
+    differs from the one the checkpoint recorded.
     """
     ckpt = load_training_checkpoint(path)
     check_same_model(ckpt.model_config, model_cfg, ckpt.path)
@@ -116,6 +120,8 @@ def restore(
         load_weights(ema, WeightsFile(ckpt.path, ckpt.ema, ckpt.metadata))
     state = ckpt.state
     assert state is not None  # load_training_checkpoint reads the state by default
+    if shards is not None and "shards" in state:  # checkpoints written before shards were fingerprinted have none
+        check_same_shards(state["shards"], shards, f"checkpoint {ckpt.path}")
     if state["epoch"] > cfg.epochs:
         raise CheckpointError(
             f"checkpoint {ckpt.path} has already trained {state['epoch']} epochs, "
