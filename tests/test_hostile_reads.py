@@ -117,6 +117,76 @@ def _empty_split(which: str) -> Callable[[Path], Case]:
     return build
 
 
+def _export_with(data: str) -> Callable[[Path], Case]:
+    """An exported 2-output model whose YAML holds the data config ``data`` (YAML text); read by load_deployed."""
+
+    def build(tmp: Path) -> Case:
+        import yaml
+
+        import vitpos
+        from vitpos.deploy import load_deployed
+
+        cfg = vitpos.create_model("thesis_vit", img_size=16, patch_size=4, embed_dim=32, depth=1, num_heads=2).cfg
+        model = yaml.safe_dump(
+            {"model": cfg.to_dict(), "export": dict(format="pt2", min_size=8, max_size=32, stride=4)}
+        )
+        (tmp / "m.pt2").write_bytes(b"a program; never read, the YAML is refused first")
+        (tmp / "m.yaml").write_text(model + "data:\n" + "".join(f"  {line}\n" for line in data.splitlines()))
+        return Case(call=lambda: load_deployed(tmp / "m.pt2"), guarded=[tmp])
+
+    return build
+
+
+def _data_config(**change: str) -> str:
+    """A data config for 16x16 RGB images and two classes, with the fields in ``change`` (YAML values)."""
+    fields = dict(input_size="[3, 16, 16]", mean="[0.5, 0.5, 0.5]", std="[0.25, 0.25, 0.25]", crop_pct="1.0")
+    fields |= dict(crop_mode="squash", interpolation="bilinear", label_names="[cat, dog]") | change
+    return "".join(f"{k}: {v}\n" for k, v in fields.items())
+
+
+def _predict_at(size: tuple[int, int]) -> Callable[[Path], Case]:
+    def build(tmp: Path) -> Case:
+        from vitpos.weights.data_config import DataConfig
+
+        config = DataConfig((3, 16, 16), (0.5,) * 3, (0.25,) * 3)
+        return Case(call=lambda: config.preprocess(Image.new("RGB", (20, 20)), size))
+
+    return build
+
+
+def _classes_txt(make: Callable[[Path], object]) -> Callable[[Path], Case]:
+    """Shards beside a ``classes.txt`` that ``make`` writes."""
+
+    def build(tmp: Path) -> Case:
+        folder, spec = _three(tmp)
+        make(folder / "classes.txt")
+        return Case(
+            ["train", *TINY, f"--data={spec}", *RUN, "--epochs=1", f"--run-dir={tmp / 'run'}"], guarded=[folder]
+        )
+
+    return build
+
+
+def _names(text: str) -> Callable[[Path], Case]:
+    return _classes_txt(lambda path: path.write_text(text, encoding="utf-8"))
+
+
+def _float_tiff(tmp: Path) -> Case:
+    import numpy as np
+
+    imgs = forge.image_folder(tmp / "imgs")
+    Image.fromarray(np.full((32, 32), 0.5, dtype=np.float32)).save(imgs / "val" / "a" / "0.tif")
+    (imgs / "val" / "a" / "0.png").unlink()
+    argv = ["train", *TINY, f"--data=folder:{imgs}", *RUN, "--epochs=1", f"--run-dir={tmp / 'run'}"]
+    return Case(argv, guarded=[imgs])
+
+
+def _fifo(path: Path) -> None:
+    import os
+
+    os.mkfifo(path)
+
+
 ROWS: list[tuple[str, Callable[[Path], Case], str]] = [
     ("shards rewritten while a run streams them", _rewritten_under_a_stream, r"shard .*s-0\.tar changed after it was"),
     (
@@ -143,6 +213,54 @@ ROWS: list[tuple[str, Callable[[Path], Case], str]] = [
     ("AVIF samples", _avif_samples, r"train 8 / val 4 images"),
     ("an empty :val=", _empty_split("val"), r"data spec .*: val= names no shards"),
     ("an empty :test=", _empty_split("test"), r"data spec .*: test= names no shards"),
+    *[
+        (f"export data config with {field} {value}", _export_with(_data_config(**{field: value})), pattern)
+        for field, value, pattern in [
+            ("std", "[.nan, 0.25, 0.25]", r"m\.yaml: the data config is invalid: std \[nan, 0\.25, 0\.25\] must"),
+            ("std", "[.inf, 0.25, 0.25]", r"m\.yaml: .*std \[inf, .* must hold finite numbers above 0"),
+            ("std", "[0, 0.25, 0.25]", r"m\.yaml: .*std \[0\.0, .* must hold finite numbers above 0"),
+            ("std", "[-0.2, 0.25, 0.25]", r"m\.yaml: .*std \[-0\.2, .* must hold finite numbers above 0"),
+            ("mean", "[.nan, 0.5, 0.5]", r"m\.yaml: .*mean \[nan, 0\.5, 0\.5\] holds a value that is not a finite"),
+            ("mean", "'0.5'", r"m\.yaml: .*mean must be a list of numbers, not '0\.5'"),
+            ("label_names", "[cat]", r"m\.yaml: the data config names 1 outputs in label_names, but the model has 2"),
+            ("label_names", "[a, b, c, d, e]", r"m\.yaml: the data config names 5 outputs .* the model has 2"),
+            ("label_names", "catdog", r"m\.yaml: .*label_names must be a list of names, not 'catdog'"),
+            ("label_names", "!!set {cat: null, dog: null}", r"m\.yaml: .*label_names must be a list of names, not \{"),
+            ("label_names", "[cat, 'Cat ']", r"m\.yaml: .*label_names: name 2 \('Cat '\) looks the same as name 1"),
+            ("input_size", "[3, 0, 0]", r"m\.yaml: .*input_size \[3, 0, 0\] is out of range"),
+            ("input_size", "[3, -16, 16]", r"m\.yaml: .*input_size \[3, -16, 16\] is out of range"),
+            ("input_size", "[3, 200000, 200000]", r"m\.yaml: .*input_size \[3, 200000, 200000\] is out of range"),
+            ("input_size", "'3x16x16'", r"m\.yaml: .*input_size must be \[channels, height, width\]"),
+        ]
+    ],
+    ("predict at size 0", _predict_at((0, 0)), r"size \(0, 0\) must be \(height, width\)"),
+    ("predict at size 200000", _predict_at((200000, 200000)), r"size \(200000, 200000\) must be"),
+    *[
+        (f"classes.txt naming {what}", _names(text), r"classes\.txt: line 2 \(.*\) looks the same as line 1")
+        for what, text in [
+            ("cat and 'cat '", "cat\ncat \n"),
+            ("cat and Cat", "cat\nCat\n"),
+            ("café in NFC and NFD", "caf\u00e9\ncafe\u0301\n"),
+            ("cat and c\u200bat", "cat\nc\u200bat\n"),
+            ("cat and cat\\0", "cat\ncat\0\n"),
+        ]
+    ],
+    (
+        "classes.txt a dangling link",
+        _classes_txt(lambda p: p.symlink_to(p.parent / "gone.txt")),
+        r"class list .*classes\.txt is a link to '.*gone\.txt', which does not exist",
+    ),
+    ("classes.txt a FIFO", _classes_txt(_fifo), r"class list .*classes\.txt is a named pipe \(FIFO\), not a regular"),
+    (
+        "classes.txt a link to /dev/zero",
+        _classes_txt(lambda p: p.symlink_to("/dev/zero")),
+        r"class list .*classes\.txt is a character device, not a regular file",
+    ),
+    (
+        "a float TIFF in an image folder",
+        _float_tiff,
+        r"image .*val/a/0\.tif holds floating-point pixels \(Pillow mode F\), whose range vitpos cannot know",
+    ),
 ]
 
 

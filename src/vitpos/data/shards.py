@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import stat
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +39,7 @@ from .crops import EvalCrop
 from .dataset import DataInfo, DataSplits, ImageDataset, Size, as_size
 from .decode import open_image
 from .folders import EVAL_CROP, IMAGE_EXTENSIONS, IMAGENET_MEAN, IMAGENET_STD
+from .regular import not_a_file
 
 __all__ = [
     "expand_braces",
@@ -207,24 +207,9 @@ def _index_shard(path: Path) -> list[ShardSample]:
     return [ShardSample(path, m.offset_data, m.size, labels[k], m.name, stamp) for k, m in images.items()]
 
 
-def _not_a_file(path: Path) -> str | None:
-    """What ``path`` is when it is not a regular file (None: it is one)."""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        return "missing"
-    except OSError as err:
-        return f"unreadable ({err.strerror or err})"
-    if stat.S_ISREG(mode):
-        return None
-    kinds = {stat.S_ISDIR: "a folder", stat.S_ISFIFO: "a named pipe (FIFO)", stat.S_ISCHR: "a character device",
-             stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket"}  # fmt: skip
-    return next((what for test, what in kinds.items() if test(mode)), "not a regular file")
-
-
 def _index(pattern: str) -> list[list[ShardSample]]:
     paths = [Path(p).expanduser() for p in expand_braces(pattern)]
-    found = {p: _not_a_file(p) for p in paths}
+    found = {p: not_a_file(p) for p in paths}
     missing = [str(p) for p, what in found.items() if what == "missing"]
     if missing:
         raise FileNotFoundError(f"shard pattern {pattern!r}: {len(missing)} shard(s) missing, e.g. {missing[0]}")
@@ -243,7 +228,7 @@ def _index(pattern: str) -> list[list[ShardSample]]:
 def _class_names(pattern: str, shards: list[list[ShardSample]]) -> tuple[str, ...]:
     """The classes: the lines of ``classes.txt`` beside the shards, else ``0 .. max label`` (bounded)."""
     names_file = Path(next(iter_braces(pattern))).expanduser().parent / "classes.txt"
-    names = read_class_list(names_file) if names_file.exists() else ()
+    names = read_class_list(names_file) if names_file.exists() or names_file.is_symlink() else ()
     top = max((s for shard in shards for s in shard), key=lambda s: s.label)
     if names and top.label >= len(names):
         raise VitposError(
@@ -343,7 +328,10 @@ def load_shard_splits(spec: str) -> DataSplits:
         raise VitposError(f"{spec}: one shard cannot be split into train and val; add :val=PATTERN or more shards")
     tested = _index(test_pattern) if test_pattern else held
     classes = _class_names(train_pattern, train + held + tested)
-    info = DataInfo(spec, "classification", classes=classes, mean=IMAGENET_MEAN, std=IMAGENET_STD, photographic=True)
+    info = DataInfo(
+        spec, "classification", classes=classes, mean=IMAGENET_MEAN, std=IMAGENET_STD, photographic=True,
+        centre_cropped=True,
+    )  # fmt: skip
     training = ShardImages(train, info, resample=resample)
     made = (
         f"training shards drawn at random with replacement ({RESAMPLE}): each epoch draws as many samples as the "
