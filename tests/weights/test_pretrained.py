@@ -200,3 +200,23 @@ def test_the_models_command_lists_the_presets_with_weights(capsys):
     rows = capsys.readouterr().out.splitlines()[1:]
     assert [row.split()[0] for row in rows] == sorted(RELEASES)
     assert all(row.split()[-1] == RELEASES[row.split()[0]].url for row in rows)
+
+
+def test_a_partial_download_of_a_killed_process_is_removed(server, cache, released, monkeypatch, capsys):
+    """A process killed mid-transfer leaves ``.NAME.part-PID``; the next download removes it, and says so, but
+    not the part file of a process still running."""
+    import subprocess
+    import sys
+
+    path, name = released
+    server.files[name] = path.read_bytes()
+    publish(monkeypatch, server.url("files", name))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    cache.mkdir()
+    killed, running = cache / f".{name}.part-{gone.pid}", cache / f".{name}.part-1"  # pid 1 always runs
+    for part in (killed, running):
+        part.write_bytes(b"half a file")
+    vitpos.create_model(NAME, pretrained=True, **SMALL)
+    assert sorted(p.name for p in cache.iterdir()) == sorted([name, running.name])
+    assert f"removed {killed}, the partial download of a process that was stopped" in capsys.readouterr().err
