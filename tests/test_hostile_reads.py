@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 from PIL import Image
 
 from vitpos.cli import main
@@ -53,7 +54,7 @@ def _rewritten_under_evaluation(tmp: Path) -> Case:
     folder, spec = _three(tmp)
     val = open_data(spec).val.at_size(8)
     forge.shards(folder, count=3, per_shard=5)
-    return Case(call=lambda: val[__import__("torch").arange(2)])
+    return Case(call=lambda: val[torch.arange(2)])
 
 
 def _rewritten_before_a_resume(tmp: Path) -> Case:
@@ -181,6 +182,15 @@ def _float_tiff(tmp: Path) -> Case:
     return Case(argv, guarded=[imgs])
 
 
+def _randaugment(x: torch.Tensor) -> Callable[[Path], Case]:
+    def build(tmp: Path) -> Case:
+        from vitpos.data.randaugment import RandAugment  # kornia: imported only when asked for
+
+        return Case(call=lambda: RandAugment()(x))
+
+    return build
+
+
 def _fifo(path: Path) -> None:
     import os
 
@@ -255,6 +265,21 @@ ROWS: list[tuple[str, Callable[[Path], Case], str]] = [
         "classes.txt a link to /dev/zero",
         _classes_txt(lambda p: p.symlink_to("/dev/zero")),
         r"class list .*classes\.txt is a character device, not a regular file",
+    ),
+    (
+        "RandAugment on RGBA images",
+        _randaugment(torch.zeros(2, 4, 8, 8, dtype=torch.uint8)),
+        r"RandAugment with a fill of 3 values takes 3-channel images, not 4 \(shape \(2, 4, 8, 8\)\); drop an alpha",
+    ),
+    (
+        "RandAugment on one image (3-D)",
+        _randaugment(torch.zeros(3, 8, 8, dtype=torch.uint8)),
+        r"RandAugment takes a batch of images \(B, C, H, W\), not \(3, 8, 8\); one image \(C, H, W\) is x\[None\]",
+    ),
+    (
+        "RandAugment on an int64 batch",
+        _randaugment(torch.full((2, 3, 8, 8), 200, dtype=torch.int64)),
+        r"RandAugment takes uint8 images \(grey levels 0\.\.255\) or floats in \[0, 1\], not torch\.int64",
     ),
     (
         "a float TIFF in an image folder",
