@@ -65,8 +65,8 @@ def _read(batch: list[ShardSample]) -> list[bytes]:
     """The image bytes of ``batch``, in its order; each shard it needs opened once and checked first."""
     found: list[bytes] = [b""] * len(batch)
     places = sorted(range(len(batch)), key=lambda i: (str(batch[i].shard), batch[i].offset))
-    for _, run in itertools.groupby(places, key=lambda i: batch[i].shard):
-        run = list(run)
+    for _, group in itertools.groupby(places, key=lambda i: batch[i].shard):
+        run = list(group)
         with batch[run[0]].open() as f:
             for i in run:
                 found[i] = batch[i].read_from(f)
@@ -75,8 +75,8 @@ def _read(batch: list[ShardSample]) -> list[bytes]:
 
 def _read_stream(samples: Iterable[ShardSample]) -> Iterator[tuple[bytes, ShardSample]]:
     """The image bytes of ``samples`` in their order, each shard opened once for a run of its samples."""
-    for _, run in itertools.groupby(samples, key=lambda s: s.shard):
-        run = list(run)
+    for _, group in itertools.groupby(samples, key=lambda s: s.shard):
+        run = list(group)
         with run[0].open() as f:
             for sample in run:
                 yield sample.read_from(f), sample
@@ -134,9 +134,9 @@ class ShardStream(IterableDataset):
             drawn = self._drawn(np.random.default_rng([self.seed, self.epoch, self.rank, role, 1]))
             samples = shuffle_buffer(_read_stream(drawn), self.buffer, rng)
             for j in range(role, self.steps, workers):
-                batch = list(itertools.islice(samples, self.local_batch))
+                drawn_batch = list(itertools.islice(samples, self.local_batch))
                 if j >= self.start:  # read before the resumed position: skipped without decoding
-                    yield j, batch
+                    yield j, drawn_batch
             return
         order, width = self.epoch_order(), self.world * self.local_batch
         for j in range(self.start + worker, self.steps, workers):

@@ -105,5 +105,5 @@ def tolerant_disk_cache(tuner: Autotuner) -> Autotuner:
             path.unlink(missing_ok=True)
             return read(tuning_key, configs, bench_fn)
 
-    tuner.check_disk_cache = check_disk_cache  # type: ignore[method-assign]
+    tuner.check_disk_cache = check_disk_cache
     return tuner
