@@ -84,7 +84,7 @@ class ShardSample:
     label: int
     name: str
     """The image member's name, for error messages."""
-    stamp: Stamp = (0, 0, 0, 0)
+    stamp: Stamp
     """The shard file as it was when the sample was indexed (:meth:`open` checks it)."""
 
     def open(self) -> BinaryIO:

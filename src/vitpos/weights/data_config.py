@@ -41,6 +41,11 @@ MAX_SIDE = 16384
 """The largest image side a data config may name."""
 
 
+def _side(value: Any) -> bool:
+    """Whether ``value`` can be an image side: a whole number in 1..:data:`MAX_SIDE`."""
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_SIDE
+
+
 def _numbers(value: Any, name: str) -> tuple[float, ...]:
     """``value`` as numbers; a list of anything else (a string, a set, booleans) is refused naming ``name``."""
     if not isinstance(value, (list, tuple)) or not all(
@@ -75,9 +80,13 @@ class DataConfig:
             if isinstance(getattr(self, name), list):
                 object.__setattr__(self, name, tuple(getattr(self, name)))
         size = self.input_size
-        if len(size) != 3 or not all(isinstance(v, int) and not isinstance(v, bool) for v in size):
+        if (
+            not isinstance(size, tuple)
+            or len(size) != 3
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in size)
+        ):
             raise ValueError(f"input_size must be [channels, height, width], 3 whole numbers, not {quote(size)}")
-        if size[0] < 1 or not all(1 <= v <= MAX_SIDE for v in size[1:]):
+        if size[0] < 1 or not all(_side(v) for v in size[1:]):
             raise ValueError(
                 f"input_size {list(size)} is out of range: at least 1 channel, and height and width in 1..{MAX_SIDE}"
             )
@@ -174,7 +183,7 @@ class DataConfig:
         """One image as the model's input (C, H, W), prepared as evaluation prepares it: resized (and
         centre-cropped, with ``center``) to ``size`` (default the trained size), scaled to [0, 1] and normalised."""
         size = size or self.image_hw
-        if not all(isinstance(v, int) and 1 <= v <= MAX_SIDE for v in size) or len(size) != 2:
+        if not (isinstance(size, (tuple, list)) and len(size) == 2 and all(_side(v) for v in size)):
             raise VitposError(f"size {quote(size)} must be (height, width), each a whole number in 1..{MAX_SIDE}")
         mode = "L" if self.input_size[0] == 1 else "RGB"
         if self.crop_mode == "squash":
