@@ -152,7 +152,7 @@ class GridCache(Generic[T]):
             return compute()
         full_key = (key, tuple(p._version for p in params), tuple(p.data_ptr() for p in params))
         hit = self._entries.get(full_key)
-        if hit is not None and all(torch.equal(p, seen) for p, seen in zip(params, hit[1], strict=True)):
+        if hit is not None and all(torch.equal(p.detach(), seen) for p, seen in zip(params, hit[1], strict=True)):
             self._entries.move_to_end(full_key)
             return hit[0]
         value = compute()
