@@ -66,6 +66,17 @@ def _rewritten_before_a_resume(tmp: Path) -> Case:
     return Case(argv, guarded=[folder])
 
 
+def _classes_changed_before_a_resume(tmp: Path) -> Case:
+    """An image folder whose class ``b`` is renamed ``c`` between a run and its resume (labels keep their order)."""
+    imgs = forge.image_folder(tmp / "imgs", per_class=4)
+    run = tmp / "run"
+    assert main(["train", *TINY, f"--data=folder:{imgs}", *RUN, "--epochs=1", f"--run-dir={run}"]) == 0
+    for split in ("train", "val"):
+        (imgs / split / "b").rename(imgs / split / "0")  # sorts first: every label moves
+    argv = ["train", *TINY, f"--data=folder:{imgs}", *RUN, "--epochs=2", f"--run-dir={run}", "--resume"]
+    return Case(argv, guarded=[imgs])
+
+
 def _tar_bytes(samples: list[tuple[str, bytes, bytes]]) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as tar:
@@ -208,6 +219,12 @@ ROWS: list[tuple[str, Callable[[Path], Case], str]] = [
         "shards rewritten before a resume",
         _rewritten_before_a_resume,
         r"shard .*s-0\.tar was rewritten \(.*\) since checkpoint .*step-\d+ was written.*another --run-dir",
+    ),
+    (
+        "class folders renamed before a resume",
+        _classes_changed_before_a_resume,
+        r"the classes of folder:.*imgs changed since checkpoint .*step-\d+ was written \(2 then, 2 now; class 0 was "
+        r"'a', is '0'\).*another --run-dir",
     ),
     ("a second tar appended to a shard", _concatenated, r"shard .*s-0\.tar holds more after the end of its tar"),
     (

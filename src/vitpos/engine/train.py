@@ -179,6 +179,7 @@ class _Trainer:
             self.cfg,
             streamed=streamed,
             shards=self.shards,
+            classes=self.info.classes,
             warn=self.ctx.is_main,
         )
         if point.kept:
