@@ -1,4 +1,4 @@
-"""Count the hostile inputs tests/test_bad_inputs.py, test_hostile_data.py and test_hostile_shards.py try, by outcome.
+"""Count the hostile inputs of tests/test_bad_inputs.py and tests/test_hostile_*.py by outcome.
 
 The outcomes: clear (the error, or warning, the case expects), unclear (an error that does not
 say what it should), traceback, silent (accepted without a word), hang (still running after the
@@ -20,7 +20,12 @@ from pathlib import Path
 
 import pytest
 
-CASES = ["tests/test_bad_inputs.py", "tests/test_hostile_data.py", "tests/test_hostile_shards.py"]
+CASES = [
+    "tests/test_bad_inputs.py",
+    "tests/test_hostile_data.py",
+    "tests/test_hostile_shards.py",
+    "tests/test_hostile_reads.py",
+]
 TESTS = "python_api_bad_input or command_line_bad_input or hostile_data_"
 OUTCOMES = ("clear", "unclear", "traceback", "silent", "hang", "lost")
 KINDS = ("api", "cli", "data")

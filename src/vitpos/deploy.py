@@ -203,7 +203,8 @@ def export_model(
             onnx_program.save(str(tmp))
             add_size_check(tmp, INPUT_NAME, span.min_size, span.max_size, span.stride)
     meta = metadata_path(path)
-    write_atomic(meta, _metadata(cfg, span, fmt, data_config or released_data_config(host.cfg)))
+    prepared = (data_config or released_data_config(host.cfg)).check_outputs(cfg.num_classes, f"export of {path}")
+    write_atomic(meta, _metadata(cfg, span, fmt, prepared))
     return meta
 
 
@@ -283,6 +284,7 @@ def load_deployed(path: str | Path) -> Deployed:
     cfg, span = config_from_dict(data["model"]), ExportRange(*(export[k] for k in ("min_size", "max_size", "stride")))
     # a file exported before the data config was written gets the released models' preprocessing
     prepared = DataConfig.from_dict(data["data"], str(meta)) if data.get("data") else released_data_config(cfg)
+    prepared.check_outputs(cfg.num_classes, str(meta))
     if export["format"] == "pt2":
         return Deployed(load_program(path).module(), cfg, span, prepared)
     return Deployed(_onnx_runner(path), cfg, span, prepared)

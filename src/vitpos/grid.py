@@ -126,7 +126,11 @@ class GridCache(Generic[T]):
     """Memoise ``compute()`` per key while the given parameters are unchanged.
 
     An entry is keyed by the caller's key plus the in-place version counter of every
-    parameter, so an optimiser step or ``load_state_dict`` invalidates it. Nothing is cached
+    parameter, so an optimiser step or ``load_state_dict`` invalidates it; it also keeps a copy of
+    the parameters and is used only while they still equal it, since a write through
+    ``param.data`` (``param.data.copy_(...)``) changes no version counter. Comparing is cheap on
+    the CPU; on another device it would wait for the device, so values of parameters held there
+    are recomputed, not cached (keys of the grid alone are cached everywhere). Nothing is cached
     while autograd records (the result must stay in the graph), while compiling or exporting
     (keys would hold symbolic sizes, and a traced graph must compute the value for every size),
     or under a ``torch.func`` transform (vmapped parameters are wrappers, one per call).
@@ -134,7 +138,7 @@ class GridCache(Generic[T]):
 
     def __init__(self, maxsize: int = 8) -> None:
         self.maxsize = maxsize
-        self._entries: OrderedDict[Hashable, T] = OrderedDict()
+        self._entries: OrderedDict[Hashable, tuple[T, tuple[torch.Tensor, ...]]] = OrderedDict()
 
     def get(self, key: Hashable, compute: Callable[[], T], params: Iterable[torch.Tensor] = ()) -> T:
         """Return the cached tensor for ``key`` or compute and store it."""
@@ -143,15 +147,17 @@ class GridCache(Generic[T]):
             tracing()
             or (torch.is_grad_enabled() and any(p.requires_grad for p in params))
             or any(torch._C._functorch.is_functorch_wrapped_tensor(p) for p in params)
+            or any(p.device.type != "cpu" for p in params)
         ):
             return compute()
         full_key = (key, tuple(p._version for p in params), tuple(p.data_ptr() for p in params))
         hit = self._entries.get(full_key)
-        if hit is not None:
+        if hit is not None and all(torch.equal(p.detach(), seen) for p, seen in zip(params, hit[1], strict=True)):
             self._entries.move_to_end(full_key)
-            return hit
+            return hit[0]
         value = compute()
-        self._entries[full_key] = value
+        self._entries[full_key] = (value, tuple(p.detach().clone() for p in params))
+        self._entries.move_to_end(full_key)
         if len(self._entries) > self.maxsize:
             self._entries.popitem(last=False)
         return value

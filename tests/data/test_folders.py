@@ -70,3 +70,17 @@ def test_worker_processes_deliver_the_same_batches(tmp_path):
     assert len(loaded) == 3 and all(
         torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(direct, loaded, strict=True)
     )
+
+
+def test_a_16_bit_image_reads_as_its_levels_not_clipped(tmp_path):
+    """16-bit grey PNGs and TIFFs: each level v * 257 reads as v (Pillow alone would clip every level above 255)."""
+    levels = (np.arange(64, dtype=np.uint16) * 4).reshape(8, 8)
+    for split in ("train", "val"):
+        for name in ("dark", "light"):
+            (tmp_path / split / name).mkdir(parents=True)
+            Image.fromarray(levels * 257).save(tmp_path / split / name / "a.png")
+            Image.fromarray(levels * 257).save(tmp_path / split / name / "b.tif")
+    data = open_data(f"folder:{tmp_path}").val.evaluated_with(1.0, "bicubic").at_size(8)
+    images, _ = data[torch.arange(len(data))]
+    expected = torch.from_numpy(levels.astype(np.uint8)).expand(3, 8, 8)
+    assert len(images) == 4 and all(torch.equal(image, expected) for image in images)

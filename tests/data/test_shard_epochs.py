@@ -94,3 +94,61 @@ def test_resampling_only_when_asked_and_said(shards, monkeypatch):
     labels = _epoch_labels(data, 2, 2, 4, monkeypatch)
     assert len(labels) == 20 and len(set(labels)) < 20  # drawn with replacement: some twice
     assert set(labels) <= set(range(20))
+
+
+def _global_batches(data, world, workers, batch, monkeypatch, epoch=0, start=0) -> list[list[int]]:
+    """The labels of each global batch of one epoch from batch ``start`` on, gathered over every process and
+    (in-process) worker."""
+    steps = len(data.train) // batch
+    made: dict[int, list[int]] = {j: [] for j in range(start, steps)}
+    crop = TrainCrop((4, 4), scale=None, hflip=0.0)
+    for rank in range(world):
+        stream = ShardStream(
+            data.train, crop, seed=3, epoch=epoch, rank=rank, world=world, local_batch=batch // world, steps=steps,
+            start=start, buffer=5,
+        )  # fmt: skip
+        for worker in range(workers):
+            monkeypatch.setattr(
+                shard_stream, "get_worker_info", lambda w=worker: SimpleNamespace(id=w, num_workers=workers)
+            )
+            # a worker makes batches start + worker, start + worker + workers, ...
+            for j, (_, ys) in zip(range(start + worker, steps, workers), stream, strict=True):
+                made[j] += [int(y) for y in ys]
+    return [made[j] for j in range(start, steps)]
+
+
+@pytest.fixture(scope="module")
+def lopsided(tmp_path_factory):
+    """One training shard of 10 samples and one of 1 (labels 0 .. 10), and a validation shard."""
+    folder = tmp_path_factory.mktemp("tails")
+    forge.write_tar(folder / "ten.tar", [(f"{i:03d}", forge.png(8, 8, i), b"%d" % i) for i in range(10)])
+    forge.write_tar(folder / "one.tar", [("010", forge.png(8, 8), b"10")])
+    forge.write_tar(folder / "v.tar", [("v", forge.png(8, 8), b"1")])
+    return folder
+
+
+@pytest.mark.parametrize("shards,held", [("ten.tar", 10), ("{ten,one}.tar", 11)])
+def test_every_sample_gets_a_turn_over_epochs(lopsided, shards, held, monkeypatch):
+    """Whole batches of 4 leave 2 or 3 samples out of each epoch; which ones changes, so 20 epochs read every
+    sample, each about as often (it always left out the same ones: a shard's last samples)."""
+    data = open_data(f"wds:{lopsided}/{shards}:val={lopsided}/v.tar")
+    counts = np.zeros(held, dtype=int)
+    for epoch in range(20):
+        labels = [y for b in _global_batches(data, 1, 2, 4, monkeypatch, epoch=epoch) for y in b]
+        assert len(labels) == len(set(labels)) == 8  # within an epoch each sample once
+        np.add.at(counts, labels, 1)
+    assert counts.min() >= 8 and counts.max() <= 20, counts  # 160 reads of 10 or 11 samples: 14.5 to 16 each
+    assert counts.sum() == 160
+
+
+@pytest.mark.parametrize("before,after", [((2, 1), (1, 3)), ((1, 2), (4, 1)), ((4, 3), (2, 2))])
+def test_a_resume_with_other_processes_and_workers_reads_the_rest_of_the_epoch(shards, before, after, monkeypatch):
+    """An epoch stopped after batch 2 with (processes, workers) ``before`` and resumed with ``after``: every sample
+    of the epoch read exactly once, in the very batches of the uninterrupted run."""
+    data = open_data(f"wds:{shards}/s-{{0..3}}.tar:val={shards}/v.tar")
+    for epoch in (0, 3):
+        whole = _global_batches(data, 1, 1, 4, monkeypatch, epoch=epoch)
+        first = _global_batches(data, *before, 4, monkeypatch, epoch=epoch)[:2]
+        rest = _global_batches(data, *after, 4, monkeypatch, epoch=epoch, start=2)
+        assert [sorted(b) for b in first + rest] == [sorted(b) for b in whole]
+        assert sorted(y for b in first + rest for y in b) == list(range(20))

@@ -221,3 +221,23 @@ def test_files_published_under_one_name_are_cached_under_their_models(server, ca
         assert same_model(model, vitpos.create_model(name, checkpoint=path, **SMALL))
         names.append(f"{name}.bin")
     assert sorted(p.name for p in cache.iterdir()) == sorted(names)
+
+
+def test_a_partial_download_of_a_killed_process_is_removed(server, cache, released, monkeypatch, capsys):
+    """A process killed mid-transfer leaves ``.NAME.part-PID``; the next download removes it, and says so, but
+    not the part file of a process still running."""
+    import subprocess
+    import sys
+
+    path, name = released
+    server.files[name] = path.read_bytes()
+    publish(monkeypatch, server.url("files", name))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    cache.mkdir()
+    killed, running = cache / f".{name}.part-{gone.pid}", cache / f".{name}.part-1"  # pid 1 always runs
+    for part in (killed, running):
+        part.write_bytes(b"half a file")
+    vitpos.create_model(NAME, pretrained=True, **SMALL)
+    assert sorted(p.name for p in cache.iterdir()) == sorted([name, running.name])
+    assert f"removed {killed}, the partial download of a process that was stopped" in capsys.readouterr().err

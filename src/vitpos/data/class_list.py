@@ -3,20 +3,26 @@
 A class list is UTF-8 text (a byte-order mark is allowed), one name a line, the final newline
 optional and Windows line ends accepted. A blank name, a name given twice and a name holding a
 line break (which a one-name-a-line file cannot hold) are refused with the line or folder named;
-so is a file that is not UTF-8, with the byte that is not. A classifier needs at least two
+so is a file that is not UTF-8, with the byte that is not, and two names that only look different
+(differing in case, outer spaces, Unicode normal form, or invisible characters such as a
+zero-width space or NUL), which a reader could not tell apart. A classifier needs at least two
 classes: with one, its loss is 0 from the first step and its accuracy 100%, whatever it learns.
 """
 
 from __future__ import annotations
 
 import os
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import VitposError
+from .regular import read_regular_file
 
-__all__ = ["read_class_list", "class_list_text", "check_folder_name", "check_class_count"]
+__all__ = ["read_class_list", "class_list_text", "check_folder_name", "check_class_count", "check_distinct_names"]
 
+MAX_BYTES = 1 << 24
+"""The largest class list read (16 MiB: 100,000 names of 160 bytes)."""
 LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 """What Python's ``str.splitlines`` breaks a line at: no class name may hold one."""
 
@@ -34,15 +40,11 @@ def _decode(path: Path, raw: bytes) -> str:
 
 def read_class_list(path: Path) -> tuple[str, ...]:
     """The class names of ``path``, one a line (see the module docstring)."""
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise VitposError(f"class list {path} cannot be read ({err.strerror or err})") from None
+    raw = read_regular_file(path, MAX_BYTES, "class list")
     text = _decode(path, raw).replace("\r\n", "\n")
     if not text.strip():
         raise VitposError(f"class list {path} is empty; write one class name a line (or delete it)")
     lines = text.removesuffix("\n").split("\n")
-    first: dict[str, int] = {}
     for number, name in enumerate(lines, start=1):
         if not name.strip():
             raise VitposError(f"class list {path}: line {number} is blank; give every class a name, one a line")
@@ -51,11 +53,7 @@ def read_class_list(path: Path) -> tuple[str, ...]:
             raise VitposError(
                 f"class list {path}: line {number} ({name!r}) holds the line break {broken[0]!r}; remove it"
             )
-        if name in first:
-            raise VitposError(
-                f"class list {path}: line {number} repeats {name!r} (line {first[name]}); name each class once"
-            )
-        first[name] = number
+    check_distinct_names(lines, f"class list {path}", "line")
     check_class_count(lines, f"class list {path}")
     return tuple(lines)
 
@@ -90,4 +88,28 @@ def check_class_count(names: Sequence[str], where: str) -> None:
         raise VitposError(
             f"{where} has {len(names)} class ({', '.join(map(repr, names))}): a classifier needs at least two "
             "(with one, its loss is 0 and its accuracy 100% whatever it learns); add the other classes"
+        )
+
+
+def _looks(name: str) -> str:
+    """How a name reads: NFKC form, case folded, invisible characters (format and control) and outer spaces gone."""
+    shown = "".join(c for c in unicodedata.normalize("NFKC", name) if unicodedata.category(c) not in ("Cf", "Cc"))
+    return shown.strip().casefold()
+
+
+def check_distinct_names(names: Sequence[str], where: str, unit: str = "name") -> None:
+    """Refuse a name given twice in ``names``, or two that only look different (see the module docstring)."""
+    first: dict[str, int] = {}
+    for number, name in enumerate(names, start=1):
+        key = _looks(name)
+        if key not in first:
+            first[key] = number
+            continue
+        earlier = names[first[key] - 1]
+        if earlier == name:
+            raise VitposError(f"{where}: {unit} {number} repeats {name!r} ({unit} {first[key]}); name each class once")
+        raise VitposError(
+            f"{where}: {unit} {number} ({name!r}) looks the same as {unit} {first[key]} ({earlier!r}): they differ "
+            "only in case, outer spaces, Unicode form or invisible characters; give the classes names that read "
+            "differently"
         )

@@ -57,6 +57,9 @@ class DataInfo:
     """Labels depend on where things are: flips and crops would change them."""
     photographic: bool = False
     """Natural photographs: random resized crops and flips are on by default."""
+    centre_cropped: bool = False
+    """Evaluation resizes each image's shorter side and takes its centre (``eval_crop``): images read from files
+    (folders, shards). Otherwise it resizes whole images to the model's size (data held as tensors)."""
 
     @property
     def num_outputs(self) -> int:

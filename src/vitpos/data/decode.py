@@ -5,9 +5,12 @@ truncated). :func:`crop_resize` asks for the smallest such scale at which the re
 still has at least the output's pixels, then resamples that region to the output size with
 Pillow's antialiased resize. Other formats are decoded in full.
 
-An image whose header claims more pixels than :func:`pixel_limit` (Pillow's ``MAX_IMAGE_PIXELS``,
-about 89 million, unless ``VITPOS_MAX_IMAGE_PIXELS`` raises it) is refused when it is opened,
-before any pixel is decoded: a few bytes can otherwise claim gigabytes (a decompression bomb).
+A 16-bit image is scaled to 8 bits (Pillow alone would clip it at 255); one of 32-bit integers
+or floating point (a float TIFF), whose range the file does not state, is refused when it is
+opened. An image whose header claims more pixels than :func:`pixel_limit` (Pillow's
+``MAX_IMAGE_PIXELS``, about 89 million, unless ``VITPOS_MAX_IMAGE_PIXELS`` raises it) is refused
+when it is opened, before any pixel is decoded: a few bytes can otherwise claim gigabytes (a
+decompression bomb).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ __all__ = [
     "PIXEL_LIMIT_ENV",
     "pixel_limit",
     "open_image",
+    "to_mode",
     "crop_resize",
     "to_tensor",
     "unreadable",
@@ -42,6 +46,9 @@ READ_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError)
 
 RESAMPLING = {"bicubic": Image.Resampling.BICUBIC, "bilinear": Image.Resampling.BILINEAR}
 """Interpolation names the training options accept, as Pillow's filters."""
+
+UNSCALED_MODES = {"I": "32-bit integer", "F": "floating-point"}
+"""Pillow modes of images whose pixel range is not known from the file: refused when opened."""
 
 Box = tuple[float, float, float, float]
 """A region (left, top, width, height) in pixels of the image at its full size."""
@@ -91,7 +98,21 @@ def open_image(source: Path | bytes, name: str | Path | None = None, what: str =
     if img.width * img.height > limit:
         img.close()
         raise _too_large(name, limit, f"{img.width}x{img.height} pixels", what)
+    if what == "image" and img.mode in UNSCALED_MODES:
+        img.close()
+        raise VitposError(
+            f"{what} {name} holds {UNSCALED_MODES[img.mode]} pixels (Pillow mode {img.mode}), whose range vitpos "
+            "cannot know (0-1, 0-255, 0-65535 ...); convert it to 8 or 16 bits a channel"
+        )
     return img
+
+
+def to_mode(img: Image.Image, mode: str) -> Image.Image:
+    """``img`` in Pillow ``mode`` (RGB or L); 16-bit pixels scaled to 8 bits (Pillow would clip them at 255)."""
+    if img.mode.startswith("I;16"):
+        pixels = np.asarray(img, dtype=np.float32)
+        img = Image.fromarray(np.round(pixels / 257).astype(np.uint8))
+    return img.convert(mode)
 
 
 def crop_resize(img: Image.Image, box: Box, size: tuple[int, int], mode: str, resample: str = "bicubic") -> Image.Image:
@@ -103,7 +124,7 @@ def crop_resize(img: Image.Image, box: Box, size: tuple[int, int], mode: str, re
     img.draft(mode, (math.ceil(full_w * out_w / width), math.ceil(full_h * out_h / height)))
     sx, sy = img.width / full_w, img.height / full_h
     try:
-        img = img.convert(mode)
+        img = to_mode(img, mode)
     except READ_ERRORS as err:
         raise unreadable(getattr(img, "filename", None) or "<bytes>", err) from None
     region = (left * sx, top * sy, (left + width) * sx, (top + height) * sy)

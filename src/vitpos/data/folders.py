@@ -16,10 +16,10 @@ import torch
 from PIL import Image
 
 from ..errors import VitposError
-from .class_list import check_class_count, check_folder_name
+from .class_list import check_class_count, check_distinct_names, check_folder_name
 from .crops import EvalCrop
 from .dataset import DataInfo, DataSplits, ImageDataset, Size, as_size
-from .decode import READ_ERRORS, open_image, unreadable
+from .decode import READ_ERRORS, open_image, to_mode, unreadable
 
 __all__ = [
     "ImageFiles",
@@ -31,7 +31,7 @@ __all__ = [
     "IMAGENET_STD",
 ]
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm")
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".avif")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 EVAL_CROP = 0.875
@@ -96,7 +96,7 @@ def decode_image(path: Path, size: Size) -> torch.Tensor:
     """RGB uint8 (3, H, W): resized on its shorter side, then centre-cropped to ``size``."""
     try:
         with open_image(path) as img:
-            pixels = np.asarray(fit_to_size(img.convert("RGB"), size), dtype=np.uint8)
+            pixels = np.asarray(fit_to_size(to_mode(img, "RGB"), size), dtype=np.uint8)
     except VitposError:  # already names the file
         raise
     except READ_ERRORS as err:
@@ -109,9 +109,11 @@ def _class_folders(root: Path) -> dict[str, list[Path]]:
     classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not classes:
         raise ValueError(f"{root} holds no class folders; expected one sub-folder of images per class")
-    found = {}
     for folder in classes:
         check_folder_name(folder)
+    check_distinct_names([folder.name for folder in classes], f"image folder {root}", "class folder")
+    found = {}
+    for folder in classes:
         files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file())
         if not files:
             raise ValueError(
@@ -145,6 +147,7 @@ def load_folder_splits(path: str | Path, seed: int = 0) -> DataSplits:
         mean=IMAGENET_MEAN,
         std=IMAGENET_STD,
         photographic=True,
+        centre_cropped=True,
     )
     if split_given:
         held = [root / name for name in ("val", "test") if (root / name).is_dir()]

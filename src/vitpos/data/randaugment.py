@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..errors import VitposError
 from .randaugment_batch import apply_layer_
 from .randaugment_ops import MAX_LEVEL, OPS, affine_matrix, apply_op, to_levels_
 
@@ -74,10 +75,30 @@ class RandAugment:
         sign = torch.where(torch.rand(shape, device=device) < 0.5, -1.0, 1.0)
         return torch.where(on, pick, -1), level, sign
 
+    def _check(self, x: torch.Tensor) -> None:
+        """Refuse what the ops cannot read as images: another shape, channel count or type of value."""
+        if not isinstance(x, torch.Tensor) or x.ndim != 4:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise VitposError(
+                f"RandAugment takes a batch of images (B, C, H, W), not {shape}; one image (C, H, W) is x[None]"
+            )
+        if x.shape[1] != len(self.fill):
+            raise VitposError(
+                f"RandAugment with a fill of {len(self.fill)} values takes {len(self.fill)}-channel images, not "
+                f"{x.shape[1]} (shape {tuple(x.shape)}); drop an alpha channel with x[:, :3]"
+            )
+        if x.dtype != torch.uint8 and not x.is_floating_point():
+            raise VitposError(
+                f"RandAugment takes uint8 images (grey levels 0..255) or floats in [0, 1], not {x.dtype}: "
+                "convert with x.to(torch.uint8) or x.float() / 255"
+            )
+
     @torch.no_grad()
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """Augment images (B, C, H, W), each its own ops and magnitudes: uint8 in, uint8 out (floats in
-        [0, 1] are rounded to grey levels first and come back as floats)."""
+        [0, 1] are rounded to grey levels first and come back as floats; other shapes, channel counts and
+        integer types are refused)."""
+        self._check(x)
         if x.dtype != torch.uint8:
             return self(to_levels_(x.clamp(0, 1))).float().div_(255.0)
         out = x.clone()

@@ -1,22 +1,26 @@
-"""Streaming WebDataset shards for training: every sample once an epoch, split over processes and workers.
+"""Streaming WebDataset shards for training: every sample a turn, the same batches for any processes and workers.
 
-Each epoch shuffles the shard order by (seed, epoch) and lays the shards' samples end to end
-(each ``repeats`` times in a row with repeated augmentation). The epoch is the first ``steps``
-global batches of that sequence: whole batches, so the few samples left at its end wait for
-another epoch, in which another shard comes last. Process ``r`` of ``world`` takes the
-``r``-th contiguous part of the epoch, and in it loading worker ``w`` of ``W`` the contiguous
-part that fills batches ``w, w + W, ...``. So every sample of the epoch is read once, by one
-worker of one process, and every process has the same number of steps whatever its shards hold,
-for any number of workers (a worker's part may begin or end inside a shard). A worker reads its
-part front to back, one open file a shard, through a shuffle buffer that holds each sample once
-and empties at the end (WebDataset's non-resampled mode), and cuts the samples into batches.
+Each epoch shuffles the shard order by (seed, epoch), lays the shards' samples end to end (each
+``repeats`` times in a row with repeated augmentation) and starts that sequence at a point drawn
+by (seed, epoch), going round to its beginning. The epoch is the first ``steps`` global batches
+of it: whole batches, so the samples left at its end wait for another epoch. Where that end falls
+changes from epoch to epoch, so every sample has the same chance to wait (a shard of 10 samples
+read in batches of 4 leaves out another 2 each epoch, not always its last two). The kept samples
+pass through a shuffle buffer of ``buffer`` samples (each comes out once, and it empties at the
+end: WebDataset's non-resampled mode), computed on the samples' places alone, before anything is
+read. Global batch ``j`` is then the ``j``-th run of ``world * local_batch`` samples of that
+order, and process ``r`` takes the ``r``-th ``local_batch`` of it. So which samples form each
+global batch, and each sample's crop (seeded by its place in the epoch, as in :mod:`.views`),
+depend on neither the number of processes nor the number of loading workers: a run resumed at
+batch ``start`` with others reads exactly the samples the stopped one had not, each once. Loading
+worker ``w`` of ``W`` makes batches ``start + w, start + w + W, ...`` and reads each one's images
+by their offsets, every shard it needs opened once a batch and checked to be the file that was
+indexed (:meth:`~.shards.ShardSample.check`).
 
 With ``:resample`` (:attr:`~.shards.ShardImages.resample`) a worker instead draws shards at
 random with replacement, seeded by (seed, epoch, process, worker), until its batches are full
 (WebDataset's resampled mode with ``with_epoch``): an epoch then shows some samples twice and
-others not at all. Batch ``j`` of the epoch is always made by worker ``j % W`` from its own
-part, so a run resumed at batch ``start`` (with the same number of workers and the same buffer)
-sees the same batches; the crop of each sample is seeded by its position as in :mod:`.views`.
+others not at all, and which depends on the number of processes and workers.
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from ..errors import VitposError
 from .crops import TrainCrop
 from .decode import open_image
 from .shards import ShardImages, ShardSample
@@ -43,29 +46,40 @@ T = TypeVar("T")
 def shuffle_buffer(items: Iterable[T], size: int, rng: np.random.Generator) -> Iterator[T]:
     """``items`` through a shuffle buffer of ``size``: each comes out once, and the buffer empties at the end."""
     held: list[T] = []
+    picks: Iterator[int] = iter(())
     for item in items:
         if len(held) < size:
             held.append(item)
             continue
-        pick = int(rng.integers(len(held)))
+        pick = next(picks, None)
+        if pick is None:  # drawn in blocks: a full buffer always picks among `size`
+            picks = iter(rng.integers(size, size=4096).tolist())
+            pick = next(picks)
         out, held[pick] = held[pick], item
         yield out
     for pick in rng.permutation(len(held)).tolist():
         yield held[pick]
 
 
-def _read(samples: Iterable[ShardSample]) -> Iterator[tuple[bytes, ShardSample]]:
+def _read(batch: list[ShardSample]) -> list[bytes]:
+    """The image bytes of ``batch``, in its order; each shard it needs opened once and checked first."""
+    found: list[bytes] = [b""] * len(batch)
+    places = sorted(range(len(batch)), key=lambda i: (str(batch[i].shard), batch[i].offset))
+    for _, group in itertools.groupby(places, key=lambda i: batch[i].shard):
+        run = list(group)
+        with batch[run[0]].open() as f:
+            for i in run:
+                found[i] = batch[i].read_from(f)
+    return found
+
+
+def _read_stream(samples: Iterable[ShardSample]) -> Iterator[tuple[bytes, ShardSample]]:
     """The image bytes of ``samples`` in their order, each shard opened once for a run of its samples."""
-    for shard, run in itertools.groupby(samples, key=lambda s: s.shard):
-        with open(shard, "rb") as f:
+    for _, group in itertools.groupby(samples, key=lambda s: s.shard):
+        run = list(group)
+        with run[0].open() as f:
             for sample in run:
-                f.seek(sample.offset)
-                data = f.read(sample.size)
-                if len(data) != sample.size:
-                    raise VitposError(
-                        f"shard {shard} changed since it was opened: {sample.name} ends early; open the data again"
-                    )
-                yield data, sample
+                yield sample.read_from(f), sample
 
 
 class ShardStream(IterableDataset):
@@ -92,21 +106,17 @@ class ShardStream(IterableDataset):
         if steps * world * local_batch > len(split) * repeats:
             raise ValueError(f"{steps} steps of {world} x {local_batch} samples need more than the {len(split)} held")
 
-    def _epoch(self) -> list[ShardSample]:
-        """The epoch's samples in order: the shards shuffled by (seed, epoch), each sample ``repeats`` times."""
+    def epoch_order(self) -> list[ShardSample]:
+        """The epoch's samples in the order global batches take them (see the module docstring)."""
         shards = self.split.shards
-        order = torch.randperm(len(shards), generator=torch.Generator().manual_seed(self.seed * 7919 + self.epoch))
-        every = (s for i in order.tolist() for s in shards[i] for _ in range(self.repeats))
-        return list(itertools.islice(every, self.steps * self.world * self.local_batch))
-
-    def _batches_of(self, role: int, workers: int) -> int:
-        return len(range(role, self.steps, workers))
-
-    def _part(self, role: int, workers: int) -> list[ShardSample]:
-        """The samples worker ``role`` of ``workers`` reads this epoch, in file order."""
-        first = self.rank * self.steps + sum(self._batches_of(r, workers) for r in range(role))
-        count = self._batches_of(role, workers)
-        return self._epoch()[first * self.local_batch : (first + count) * self.local_batch]
+        generator = torch.Generator().manual_seed(self.seed * 7919 + self.epoch)
+        order = torch.randperm(len(shards), generator=generator).tolist()
+        laid = [s for i in order for s in shards[i]]
+        turn = int(torch.randint(len(laid), (1,), generator=generator))
+        every = (s for s in laid[turn:] + laid[:turn] for _ in range(self.repeats))
+        kept = list(itertools.islice(every, self.steps * self.world * self.local_batch))
+        rng = np.random.default_rng([self.seed, self.epoch])
+        return [kept[i] for i in shuffle_buffer(range(len(kept)), self.buffer, rng)]
 
     def _drawn(self, rng: np.random.Generator) -> Iterator[ShardSample]:
         """Endless: shards drawn at random with replacement, each sample ``repeats`` times."""
@@ -115,28 +125,34 @@ class ShardStream(IterableDataset):
             for sample in shards[int(rng.integers(len(shards)))]:
                 yield from [sample] * self.repeats
 
-    def samples(self, role: int, workers: int) -> Iterator[tuple[bytes, ShardSample]]:
-        """What worker ``role`` of ``workers`` hands out this epoch: (image bytes, sample), shuffled."""
-        rng = np.random.default_rng([self.seed, self.epoch, self.rank, role])
-        wanted = self._batches_of(role, workers) * self.local_batch
+    def _batches(self, worker: int, workers: int) -> Iterator[tuple[int, list[tuple[bytes, ShardSample]]]]:
+        """(batch number, its images and samples) for the batches this worker makes."""
         if self.split.resample:
+            # batch j is always made by the worker of role j % workers, so a resumed run draws the same batches
+            role = (worker + self.start) % workers
+            rng = np.random.default_rng([self.seed, self.epoch, self.rank, role])
             drawn = self._drawn(np.random.default_rng([self.seed, self.epoch, self.rank, role, 1]))
-            return itertools.islice(shuffle_buffer(_read(drawn), self.buffer, rng), wanted)
-        return shuffle_buffer(_read(self._part(role, workers)), self.buffer, rng)
+            samples = shuffle_buffer(_read_stream(drawn), self.buffer, rng)
+            for j in range(role, self.steps, workers):
+                drawn_batch = list(itertools.islice(samples, self.local_batch))
+                if j >= self.start:  # read before the resumed position: skipped without decoding
+                    yield j, drawn_batch
+            return
+        order, width = self.epoch_order(), self.world * self.local_batch
+        for j in range(self.start + worker, self.steps, workers):
+            first = j * width + self.rank * self.local_batch
+            batch = order[first : first + self.local_batch]
+            yield j, list(zip(_read(batch), batch, strict=True))
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        # the DataLoader collects from worker 0 first: it plays the part of the worker that owns batch `start`
-        role = (worker + self.start) % workers
-        samples = self.samples(role, workers)
-        for j in range(role, self.steps, workers):
-            batch = list(itertools.islice(samples, self.local_batch))
-            if j < self.start:
-                continue  # read before the resumed position: skipped without decoding
+        # the DataLoader collects from worker 0 first: it makes batch `start`
+        for j, batch in self._batches(worker, workers):
             images = []
             for k, (data, sample) in enumerate(batch):
-                position = self.rank + self.world * (j * self.local_batch + k)
+                # the sample's place in the epoch, whatever the number of processes
+                position = (j * self.world + self.rank) * self.local_batch + k
                 with open_image(data, f"{sample.shard}:{sample.name}") as img:
                     images.append(self.crop(img, sample_rng(self.seed, self.epoch, position)))
             yield torch.stack(images), torch.tensor([sample.label for _, sample in batch])

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import FrameType
 
 from ..errors import VitposError
+from ..processes import alive
 from .class_list import read_class_list
 from .folders import IMAGE_EXTENSIONS, ImageFiles
 from .shards import sample_key
@@ -123,23 +124,11 @@ def clear_leftovers(out: Path) -> list[Path]:
     removed = []
     for path in out.parent.iterdir():
         found = _LEFTOVER.fullmatch(path.name)
-        if found is None or found["out"] != out.name or not path.is_dir() or _alive(int(found["pid"])):
+        if found is None or found["out"] != out.name or not path.is_dir() or alive(int(found["pid"])):
             continue
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False  # a leftover of an earlier process that had this id
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
 
 
 def _unwritable(out: Path, err: OSError) -> VitposError:

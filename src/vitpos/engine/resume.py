@@ -8,6 +8,7 @@ change is carried out and warned about (:class:`RunChangedWarning`).
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any, Literal
 from torch import nn
 
 from ..config import HostConfig
+from ..data.shards import check_same_shards
 from ..errors import VitposError
 from ..weights import WeightsFile, load_weights
 from .checkpoint import CheckpointError, check_same_model, latest_checkpoint, load_training_checkpoint
@@ -94,13 +96,18 @@ def restore(
     cfg: TrainConfig,
     *,
     streamed: bool,
+    shards: dict[str, str] | None = None,
+    classes: tuple[str, ...] | None = None,
     warn: bool = True,
 ) -> ResumePoint:
     """Load the checkpoint at ``path`` into ``model`` (and ``ema``) and return where the run continues.
 
     Errors where the checkpoint belongs to another model or data, lacks EMA weights the run needs,
     has trained more than ``cfg.epochs`` or was taken mid-epoch with another batch size; warns
-    (where ``warn``) about changed options. ``streamed``: the training data is read from shards.
+    (where ``warn``) about changed options. ``streamed``: the training data is read from shards;
+    ``shards``: their fingerprint now (:func:`~vitpos.data.shards.shard_fingerprint`), refused where it
+    differs from the one the checkpoint recorded; ``classes``: the data's class names now, refused where they
+    differ from those it was trained on (its labels would name other classes).
     """
     ckpt = load_training_checkpoint(path)
     check_same_model(ckpt.model_config, model_cfg, ckpt.path)
@@ -116,6 +123,17 @@ def restore(
         load_weights(ema, WeightsFile(ckpt.path, ckpt.ema, ckpt.metadata))
     state = ckpt.state
     assert state is not None  # load_training_checkpoint reads the state by default
+    if shards is not None and "shards" in state:  # checkpoints written before shards were fingerprinted have none
+        check_same_shards(state["shards"], shards, f"checkpoint {ckpt.path}")
+    trained_classes = tuple(ckpt.data.get("classes") or ())
+    if classes is not None and trained_classes != classes:
+        first = next(i for i, pair in enumerate(itertools.zip_longest(trained_classes, classes)) if pair[0] != pair[1])
+        then, now = (names[first] if first < len(names) else "none" for names in (trained_classes, classes))
+        raise CheckpointError(
+            f"the classes of {cfg.data} changed since checkpoint {ckpt.path} was written ({len(trained_classes)} "
+            f"then, {len(classes)} now; class {first} was {then!r}, is {now!r}): its labels would name other "
+            "classes. Put the data back as it was to resume, or start a new run on it (another --run-dir)"
+        )
     if state["epoch"] > cfg.epochs:
         raise CheckpointError(
             f"checkpoint {ckpt.path} has already trained {state['epoch']} epochs, "

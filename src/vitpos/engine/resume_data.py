@@ -1,10 +1,10 @@
 """On resume, keep the data-loading settings that decide which samples form each batch.
 
-A run that streams shards makes batch ``j`` in loading worker ``j % workers`` from that
-worker's part of the epoch's samples, through a shuffle buffer of ``shuffle_buffer`` samples: another worker
-count or buffer size gives other batches, and the resumed run would not be the run that was
-stopped. The saved values are kept instead (with a log line saying so); for data read by index
-the worker count changes nothing and may change freely.
+A run that streams shards orders each epoch's samples through a shuffle buffer of
+``shuffle_buffer`` samples: another buffer size gives other batches, and the resumed run would
+not be the run that was stopped. The saved value is kept instead (with a log line saying so). The
+number of loading workers and of processes changes nothing (:mod:`vitpos.data.shard_stream`) and
+may change freely.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from .config import TrainConfig
 
 __all__ = ["STREAM_SETTINGS", "keep_stream_settings"]
 
-STREAM_SETTINGS = ("workers", "shuffle_buffer")
+STREAM_SETTINGS = ("shuffle_buffer",)
 """The options that decide a shard stream's batches."""
 
 
@@ -32,7 +32,7 @@ def keep_stream_settings(cfg: TrainConfig, saved: dict[str, Any], streamed: bool
     told = ", ".join(f"{k.replace('_', '-')} {now[k]}" for k in changed)
     kept = ", ".join(f"{k.replace('_', '-')} {v}" for k, v in changed.items())
     line = (
-        f"resuming with the run's saved {kept} instead of {told}: with shards these decide which samples form each "
+        f"resuming with the run's saved {kept} instead of {told}: with shards it decides which samples form each "
         "batch, so the resumed run makes the batches the stopped one would have made"
     )
     return dataclasses.replace(cfg, **changed), line

@@ -29,7 +29,7 @@ from ..config import HostConfig
 from ..data.catalog import open_data
 from ..data.dataset import DataSplits
 from ..data.padded import model_inputs
-from ..data.shards import ShardImages
+from ..data.shards import ShardImages, shard_fingerprint
 from ..models.factory import create_model
 from ..models.saved_encoding import load_position_encoding
 from ..tasks import loss_precision, task_for, task_kind
@@ -99,6 +99,7 @@ class _Trainer:
         size = model_cfg.image_hw
         stride = model_cfg.stride  # padded batches (images of their own sizes) pad to a multiple of it
         self.train_data = TrainData(data, cfg, size, ctx, pin_memory=device.type == "cuda", stride=stride)
+        self.shards = shard_fingerprint(data)  # checked on resume: the shards the run read stay the same
         self.augment = self.train_data.augment
         self.val_set, self.test_set = (eval_split(data, s, size, cfg, stride) for s in ("val", "test"))
         steps = self.steps_per_epoch = self.train_data.steps_per_epoch
@@ -170,7 +171,17 @@ class _Trainer:
             return
         streamed = isinstance(self.train_data.split, ShardImages)
         ema = self.ema.module if self.ema else None
-        point = restore(found, self.model, ema, self.model_cfg, self.cfg, streamed=streamed, warn=self.ctx.is_main)
+        point = restore(
+            found,
+            self.model,
+            ema,
+            self.model_cfg,
+            self.cfg,
+            streamed=streamed,
+            shards=self.shards,
+            classes=self.info.classes,
+            warn=self.ctx.is_main,
+        )
         if point.kept:
             self.cfg = self.train_data.cfg = point.cfg
             self._log(point.kept)
@@ -333,6 +344,7 @@ class _Trainer:
                 "lr": lr,
                 "history": self.history,
                 "running": running,
+                "shards": self.shards,
             }
             self.last_checkpoint = save_checkpoint(
                 self.run_dir,

@@ -3,7 +3,8 @@
 The cache folder is ``VITPOS_CACHE``, else ``$XDG_CACHE_HOME/vitpos``, else ``~/.cache/vitpos``;
 a file is kept under the name its URL ends with. A download is written to a temporary file
 beside the final one, checked, and renamed into place only when whole and verified, so a
-failed, interrupted or tampered transfer leaves no file behind. Verified: the byte count the
+failed, interrupted or tampered transfer leaves no file behind (the partial file of a process
+killed mid-transfer is removed by the next download of that file, which says so). Verified: the byte count the
 server announced, the SHA-256 prefix the file name carries (``name-<hex>.pth``, torch.hub's
 convention) and the full SHA-256 where the publisher states one. A cached file is verified the
 same way every time it is used: a file placed in the cache by hand (on a machine without a
@@ -14,6 +15,7 @@ what is missing.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import re
@@ -25,6 +27,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from ..errors import CheckpointError, ConfigError
+from ..processes import alive
 
 __all__ = ["cache_dir", "download", "expected_prefix", "offline"]
 
@@ -91,6 +94,7 @@ def download(url: str, sha256: str | None = None, filename: str | None = None) -
             "or unset VITPOS_OFFLINE"
         )
     folder.mkdir(parents=True, exist_ok=True)
+    _remove_leftovers(folder, filename)
     tmp = folder / f".{filename}.part-{os.getpid()}"
     try:
         digest = _fetch(url, tmp, filename)
@@ -99,6 +103,15 @@ def download(url: str, sha256: str | None = None, filename: str | None = None) -
     finally:
         tmp.unlink(missing_ok=True)
     return final
+
+
+def _remove_leftovers(folder: Path, filename: str) -> None:
+    """Remove the partial downloads of ``filename`` whose process was killed mid-transfer, saying so."""
+    for part in folder.glob(f".{glob.escape(filename)}.part-*"):
+        pid = part.name.rpartition("-")[2]
+        if pid.isdigit() and part.is_file() and not part.is_symlink() and not alive(int(pid)):
+            part.unlink(missing_ok=True)
+            print(f"removed {part}, the partial download of a process that was stopped", file=sys.stderr)
 
 
 def _fetch(url: str, dst: Path, filename: str) -> str:

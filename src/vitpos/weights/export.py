@@ -31,13 +31,14 @@ def write_checkpoint(model: nn.Module, dst: str | Path, data_config: DataConfig 
     """Write ``model`` to the folder ``dst`` (created; files replaced atomically) with its data config
     (default: :func:`released_data_config`); ``notes`` go into the metadata."""
     dst = Path(dst)
-    check_destination(dst, folder=True, force=True)
-    dst.mkdir(parents=True, exist_ok=True)
     host_cfg = model.cfg
     if not isinstance(host_cfg, HostConfig):
         raise TypeError(f"a {type(model).__name__} has no vitpos config (.cfg); give a model built by vitpos")
+    prepared = data_config or released_data_config(host_cfg)
+    data = prepared.check_outputs(host_cfg.num_classes, f"checkpoint {dst}").to_dict()
+    check_destination(dst, folder=True, force=True)
+    dst.mkdir(parents=True, exist_ok=True)
     cfg = host_cfg.to_dict()
-    data = (data_config or released_data_config(host_cfg)).to_dict()
     meta = {"model_config": cfg, "train_config": {}, "data": {}, "data_config": data, "notes": notes}
     write_weights(dst / MODEL_FILE, model.state_dict(), meta)
     header = (

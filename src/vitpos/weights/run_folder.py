@@ -152,9 +152,11 @@ class SavedModel:
     @property
     def data_config(self) -> DataConfig:
         """How images are prepared for this model: the one stored, else the run's data and training configs."""
-        if "data_config" in self.metadata:
-            return DataConfig.from_dict(_entry(self.metadata, "data_config", self.path), f"checkpoint {self.path}")
         cfg = self.model_config
+        if "data_config" in self.metadata:
+            where = f"checkpoint {self.path}"
+            stored = DataConfig.from_dict(_entry(self.metadata, "data_config", self.path), where)
+            return stored.check_outputs(cfg.num_classes, where)
         return DataConfig.of_run(cfg.image_hw, self.data, self.train_config, cfg.in_chans)
 
     @property

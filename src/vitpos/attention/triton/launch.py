@@ -33,7 +33,7 @@ from .kernels import (
     _forward_kernel,
 )
 from .reference import stats_dtype
-from .tuning import autotune_options, capability, configs_for
+from .tuning import autotune_options, capability, configs_for, tolerant_disk_cache
 
 __all__ = ["AUTOTUNE", "forward", "backward", "tuning_sizes"]
 
@@ -126,9 +126,8 @@ def _tuned(kernel, reset: tuple[str, ...], flags: tuple[str, ...], gpu: tuple[in
     """``kernel`` with its tiles and warps chosen by ``triton.autotune`` per rounded shape among the
     configurations kept for the ``gpu`` (CUDA)."""
     configs = configs_for(kernel.__name__, gpu)
-    return triton.autotune(configs=configs, key=[*TUNING_KEY, *flags], reset_to_zero=list(reset), **autotune_options())(
-        kernel
-    )
+    tuner = triton.autotune(configs=configs, key=[*TUNING_KEY, *flags], reset_to_zero=list(reset), **autotune_options())
+    return tolerant_disk_cache(tuner(kernel))
 
 
 def _store_dtype(dtype: torch.dtype) -> torch.dtype:

@@ -6,14 +6,20 @@ each of these kernels), so the configurations are pruned per GPU by a measured t
 (``python -m bench.attention.fused_compile``, BENCHMARKS.md, "Fused attention kernels compiled for a GPU").
 Each kept configuration is timed briefly (:func:`brief_bench`), and the tunings are cached on disk
 next to Triton's compiled kernels (``cache_results``), so another process with the same kernels and
-key tunes nothing. The key holds sizes rounded up to powers of two (:mod:`.launch`), so another
-batch size in the same rounded key reuses a tuning and its compiled kernels (Triton specialises
-integers on divisibility by 16, which every rounded size from 16 on shares).
+key tunes nothing. A tuning file that cannot be read (cut short, edited) would make Triton raise
+on every launch of that shape: it is warned about once, removed, tuned again and written anew
+(Triton writes it atomically) by :func:`tolerant_disk_cache`. The key holds sizes rounded up to
+powers of two (:mod:`.launch`), so another batch size in the same rounded key reuses a tuning and
+its compiled kernels (Triton specialises integers on divisibility by 16, which every rounded size
+from 16 on shares).
 """
 
 from __future__ import annotations
 
 import inspect
+import warnings
+from pathlib import Path
+from types import TracebackType
 
 import torch
 import triton
@@ -21,7 +27,16 @@ from triton.runtime.autotuner import Autotuner
 
 from .kernels import TUNING
 
-__all__ = ["SPILL_FREE", "UNMEASURED", "PINNED", "capability", "configs_for", "brief_bench", "autotune_options"]
+__all__ = [
+    "SPILL_FREE",
+    "UNMEASURED",
+    "PINNED",
+    "capability",
+    "configs_for",
+    "brief_bench",
+    "autotune_options",
+    "tolerant_disk_cache",
+]
 
 SPILL_FREE: dict[tuple[int, int], dict[str, tuple[int, ...]]] = {
     (9, 0): {"_forward_kernel": (0, 1), "_backward_kv_kernel": (0, 1, 3), "_backward_q_kernel": (0, 1)},
@@ -67,3 +82,40 @@ def autotune_options() -> dict:
     wanted = {"do_bench": brief_bench, "cache_results": True}
     accepted = inspect.signature(Autotuner.__init__).parameters
     return {name: value for name, value in wanted.items() if name in accepted}
+
+
+def _tuning_file(tb: TracebackType | None) -> Path | None:
+    """The tuning file Triton's ``check_disk_cache`` was reading where the traceback ``tb`` ends (None: another
+    failure)."""
+    found = None
+    while tb is not None:
+        path = tb.tb_frame.f_locals.get("path") if tb.tb_frame.f_code.co_name == "check_disk_cache" else None
+        if isinstance(path, str) and path.endswith(".autotune.json"):
+            found = Path(path)
+        tb = tb.tb_next
+    return found
+
+
+def tolerant_disk_cache(tuner: Autotuner) -> Autotuner:
+    """``tuner`` whose unreadable tuning file is warned about, removed, tuned again and rewritten (see the module
+    docstring); every other error is Triton's own."""
+    read = tuner.check_disk_cache
+
+    def check_disk_cache(tuning_key, configs, bench_fn):
+        try:
+            return read(tuning_key, configs, bench_fn)
+        except (ValueError, KeyError, TypeError) as err:  # json.JSONDecodeError is a ValueError
+            path = _tuning_file(err.__traceback__)
+            if path is None:
+                raise
+            warnings.warn(
+                f"the kernel tuning file {path} cannot be read ({type(err).__name__}: {err}); tuning that shape again "
+                "and writing the file anew",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            path.unlink(missing_ok=True)
+            return read(tuning_key, configs, bench_fn)
+
+    tuner.check_disk_cache = check_disk_cache
+    return tuner
