@@ -18,13 +18,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from vitpos.config import HostConfig
+from vitpos.data.synthetic import SyntheticTask
 from vitpos.engine.config import TrainConfig
+from vitpos.engine.dispatch import DispatchCount
 from vitpos.engine.optim import decays
 from vitpos.engine.precision import Precision
-from vitpos.engine.stacked_step import Stack, StackStep
+from vitpos.engine.stack_metrics import MemberTasks
+from vitpos.engine.stacked_step import Stack, StackStep, bucket
 from vitpos.models.factory import create_model
 from vitpos.study.execute import TRAINS_AS
 from vitpos.study.protocol import StudyConfig
@@ -39,40 +41,39 @@ SEQUENTIAL = "one after another (no streams on a CPU)"
 
 __all__ = [
     "SEQUENTIAL",
-    "Fit", "stack_step", "rate_rows", "fit", "training_stacks", "full_stacks", "all_members", "projected_seconds",
+    "Fit", "stack_step", "rate_rows", "fit", "training_stacks", "stepped_stacks", "full_stacks", "step_graphs",
+    "all_members", "projected_seconds",
     "in_flight_rows", "process_rows",
 ]  # fmt: skip
 
 
 def stack_step(model_cfg: HostConfig, batch: int, members: int, device: torch.device, compile: str) -> StackStep:
-    """A stack of ``members`` study models (seeds 0..S-1) with the study's optimiser settings and precision."""
+    """A stack of ``members`` study models (seeds 0..S-1, the study's tasks in turn, as its stacks mix them) with
+    the study's optimiser settings and precision; compiled, padded to its :func:`bucket`."""
     models = []
     for seed in range(members):
         torch.manual_seed(seed)
         models.append(create_model(model_cfg).to(device).train())
-    stack = Stack(models)
+    rows = members if compile == "off" else bucket(members)  # a compiled stack pads to its shared shape
+    stack = Stack(models, first=[name for name, on in decays(models[0]).items() if on], rows=rows)
     cfg = TrainConfig()
-
-    def losses(outputs: torch.Tensor, targets: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        return [F.cross_entropy(outputs[i], targets[i]) for i in range(len(targets))]
-
+    tasks = MemberTasks([SyntheticTask(TRAINING_TASKS[i % len(TRAINING_TASKS)]).info for i in range(members)], device)
     precision = Precision.for_run(cfg.amp, cfg.amp_dtype, cfg.cpu_amp, device)
     return StackStep(
-        stack, decays(stack.base), losses, weight_decay=0.05, betas=cfg.betas, grad_clip=1.0,
-        precision=precision, compile=compile,
-    )  # fmt: skip
+        stack, tasks, weight_decay=0.05, betas=cfg.betas, grad_clip=1.0, precision=precision, compile=compile
+    )
 
 
 def _inputs(model_cfg: HostConfig, batch: int, members: int, device: torch.device) -> tuple:
-    """Random images, labels and learning rates of a stack step."""
+    """Random images, labels (as the stacked targets hold them) and learning rates of a stack step."""
     x = torch.randn(members, batch, model_cfg.in_chans, *model_cfg.image_hw, device=device)
-    targets = [torch.randint(0, 2, (batch,), device=device) for _ in range(members)]
+    targets = torch.randint(0, 2, (members, batch, 2), device=device).float()  # a label or (dx, dy) per image
     return x, targets, torch.full((members,), 1e-3, dtype=torch.float64, device=device)
 
 
 def runner(step: StackStep, model_cfg: HostConfig, batch: int, device: torch.device) -> Callable[[], None]:
     """One synchronised call of ``step`` on fixed random images and labels."""
-    x, targets, lr = _inputs(model_cfg, batch, len(step.stack), device)
+    x, targets, lr = _inputs(model_cfg, batch, step.stack.rows, device)
 
     def run() -> None:
         step(x, targets, lr)
@@ -91,14 +92,17 @@ def rate_rows(
     iters: int,
 ) -> list[dict]:
     """Member steps/s of a stack of ``members`` in each compile mode (the first is the paired baseline), with
-    each mode's first call (compiling) timed."""
-    runs, first = {}, {}
+    each mode's first call (compiling) timed and the operations one step dispatches (:mod:`vitpos.engine.dispatch`:
+    all, and those that are no views) per member step."""
+    runs, first, counts = {}, {}, {}
     for mode in modes:
         run = runner(stack_step(model_cfg, batch, members, device, mode), model_cfg, batch, device)
         start = time.perf_counter()
         run()
         first[mode] = time.perf_counter() - start
         runs[mode] = run
+        with DispatchCount() as counts[mode]:
+            run()
     rates, over = paired_overheads(runs, modes[0], members, warmup=2, repeats=repeats, iters=iters)
     return [
         {
@@ -108,6 +112,8 @@ def rate_rows(
             "low": rates[mode].low,
             "high": rates[mode].high,
             "first_call_s": first[mode],
+            "dispatched_per_member_step": counts[mode].total / members,
+            "kernels_per_member_step": counts[mode].kernels / members,
             **({} if mode == modes[0] else {"speedup_over_" + modes[0]: 1 / (1 + over[mode].median)}),
         }
         for mode in modes
@@ -153,23 +159,50 @@ def training_stacks(config: StudyConfig, label: str) -> list[tuple[int, int]]:
     return out
 
 
-def full_stacks(config: StudyConfig, label: str) -> list[tuple[int, int]]:
-    """:func:`training_stacks`, the learning-rate trials as one stack, and the pretraining (one model per task)."""
-    family = next(f for f in config.families if f.label == label)
+def stepped_stacks(config: StudyConfig, label: str) -> list[tuple[int, int]]:
+    """The stacks family ``label`` trains with the stacked step: :func:`training_stacks` and its learning-rate
+    trials as one more."""
     out = training_stacks(config, label)
     if config.lr_grid:
         out.append(
             (len(TRAINING_TASKS) * len(config.lr_grid), config.epochs * (config.train_size // config.batch_size))
         )
+    return out
+
+
+def full_stacks(config: StudyConfig, label: str) -> list[tuple[int, int]]:
+    """:func:`stepped_stacks` and the pretraining (one model per task, by the single-model trainer)."""
+    family = next(f for f in config.families if f.label == label)
+    out = stepped_stacks(config, label)
     if family.pretrained:
         out += [(1, config.pretrain_epochs * (config.pretrain_size // config.batch_size))] * 2
     return out
 
 
-def projected_seconds(fits: dict[str, Fit], config: StudyConfig, in_flight_gain: float = 1.0) -> float:
+def step_graphs(config: StudyConfig, labels: Sequence[str] | None = None) -> int:
+    """The step graphs a compiled study compiles in one process: one per model and padded member count
+    (:func:`~vitpos.engine.stacked_step.bucket`) among the stacks of ``labels`` (default: every family)."""
+    families = [f for f in config.families if labels is None or f.label in labels]
+    return len(
+        {
+            (repr(family.model_config(config.model, num_classes=2)), bucket(members))
+            for family in families
+            for members, _ in stepped_stacks(config, family.label)
+        }
+    )
+
+
+def projected_seconds(
+    fits: dict[str, Fit], config: StudyConfig, in_flight_gain: float = 1.0, compiled: bool = False
+) -> float:
     """Training seconds of ``config``'s families at their fitted rates, every stack at its cap, one stack at a
-    time divided by ``in_flight_gain`` (the measured gain of several stacks in flight)."""
-    total = sum(steps * fits[label].seconds(members) for label in fits for members, steps in full_stacks(config, label))
+    time divided by ``in_flight_gain`` (the measured gain of several stacks in flight); ``compiled``: each
+    stack padded to its :func:`~vitpos.engine.stacked_step.bucket` (the compile time is the caller's to add)."""
+    total = sum(
+        steps * fits[label].seconds(bucket(members) if compiled and members > 1 else members)
+        for label in fits
+        for members, steps in full_stacks(config, label)
+    )
     return total / in_flight_gain
 
 
