@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
+import torch._inductor.metrics as metrics
 
 from vitpos.config import HostConfig
 from vitpos.data.synthetic import SyntheticTask
@@ -41,8 +42,8 @@ SEQUENTIAL = "one after another (no streams on a CPU)"
 
 __all__ = [
     "SEQUENTIAL",
-    "Fit", "stack_step", "rate_rows", "fit", "training_stacks", "stepped_stacks", "full_stacks", "step_graphs",
-    "all_members", "projected_seconds",
+    "Fit", "stack_step", "operations", "rate_rows", "fit", "training_stacks", "stepped_stacks", "full_stacks",
+    "step_graphs", "all_members", "projected_seconds",
     "in_flight_rows", "process_rows",
 ]  # fmt: skip
 
@@ -97,12 +98,12 @@ def rate_rows(
     runs, first, counts = {}, {}, {}
     for mode in modes:
         run = runner(stack_step(model_cfg, batch, members, device, mode), model_cfg, batch, device)
+        generated = metrics.generated_kernel_count
         start = time.perf_counter()
         run()
         first[mode] = time.perf_counter() - start
         runs[mode] = run
-        with DispatchCount() as counts[mode]:
-            run()
+        counts[mode] = operations(run, metrics.generated_kernel_count - generated if mode != "off" else None)
     rates, over = paired_overheads(runs, modes[0], members, warmup=2, repeats=repeats, iters=iters)
     return [
         {
@@ -112,12 +113,36 @@ def rate_rows(
             "low": rates[mode].low,
             "high": rates[mode].high,
             "first_call_s": first[mode],
-            "dispatched_per_member_step": counts[mode].total / members,
-            "kernels_per_member_step": counts[mode].kernels / members,
+            "dispatched_per_member_step": counts[mode][0] / members,
+            "kernels_per_member_step": counts[mode][1] / members,
             **({} if mode == modes[0] else {"speedup_over_" + modes[0]: 1 / (1 + over[mode].median)}),
         }
         for mode in modes
     ]
+
+
+def operations(run: Callable[[], None], generated: int | None = None) -> tuple[int, int]:
+    """(operations, of which no views) of one call of ``run``. Eager (``generated`` None): every operation
+    dispatched (:class:`~vitpos.engine.dispatch.DispatchCount`). Compiled, where no dispatch mode may run: the
+    ATen operations the graph calls (profiled, outermost only: matrix products, convolutions, copies) plus the
+    ``generated`` kernels Inductor wrote for it, each run once a call."""
+    if generated is None:
+        with DispatchCount() as count:
+            run()
+        return count.total, count.kernels
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        run()
+    called = [
+        e.name
+        for e in profile.events()
+        if e.name.startswith("aten::") and not (e.cpu_parent and e.cpu_parent.name.startswith("aten::"))
+    ]
+    views = sum(1 for name in called if name in _NO_KERNEL)
+    return len(called) + generated, len(called) - views + generated
+
+
+_NO_KERNEL = {"aten::resolve_conj", "aten::resolve_neg", "aten::view", "aten::as_strided", "aten::reshape", "aten::t"}
+"""Profiled ATen operations that launch nothing."""
 
 
 @dataclass(frozen=True)
@@ -180,16 +205,21 @@ def full_stacks(config: StudyConfig, label: str) -> list[tuple[int, int]]:
 
 
 def step_graphs(config: StudyConfig, labels: Sequence[str] | None = None) -> int:
-    """The step graphs a compiled study compiles in one process: one per model and padded member count
-    (:func:`~vitpos.engine.stacked_step.bucket`) among the stacks of ``labels`` (default: every family)."""
-    families = [f for f in config.families if labels is None or f.label in labels]
-    return len(
-        {
-            (repr(family.model_config(config.model, num_classes=2)), bucket(members))
-            for family in families
-            for members, _ in stepped_stacks(config, family.label)
-        }
-    )
+    """The step graphs a compiled study compiles in one process (:class:`~vitpos.engine.stacked_step.StackStep`:
+    one per model, padded member count and mix of task kinds) among the stacks of ``labels`` (default: all)."""
+    kind = {task: SyntheticTask(task).info.task for task in TRAINING_TASKS}
+    keys = set()
+    for family in config.families:
+        if labels is not None and family.label not in labels:
+            continue
+        model = repr(family.model_config(config.model, num_classes=2))
+        for job in jobs_of([c for c in config.cells() if c.family == family.label], {family.label}):
+            trainings = {(TRAINS_AS.get(c.task, c.task), c.seed) for c in job}
+            keys.add((model, bucket(len(trainings)), frozenset(kind[task] for task, _ in trainings)))
+        if config.lr_grid:
+            trials = len(TRAINING_TASKS) * len(config.lr_grid)
+            keys.add((model, bucket(trials), frozenset(kind.values())))
+    return len(keys)
 
 
 def projected_seconds(
