@@ -98,10 +98,10 @@ class _Watch:
     def __init__(self, rule: Stopping, key: str) -> None:
         self.rule, self.key = rule, key
         self.best, self.best_epoch = -math.inf, 0
-        self.weights: dict[str, torch.Tensor] | None = None
+        self.weights: torch.Tensor | None = None
         self.stop: str | None = None
 
-    def update(self, epoch: int, metrics: dict[str, float], weights: dict[str, torch.Tensor]) -> None:
+    def update(self, epoch: int, metrics: dict[str, float], weights: torch.Tensor) -> None:
         """Record the metrics of ``epoch``; sets ``stop`` to ``solved`` or ``patience`` when the member is done."""
         value = metrics[self.key]
         if value > self.best + self.rule.min_delta or self.weights is None:

@@ -22,7 +22,7 @@ import types
 from collections.abc import Callable, Collection
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 from torch.func import functional_call
 
 from .precision import Precision
@@ -255,7 +255,10 @@ def _pure_step(step: StackStep) -> Callable[..., tuple[torch.Tensor, torch.Tenso
     settings, losses_settings = step.optimizer.settings, step.tasks.settings
     grad_clip, precision, columns = step.grad_clip, step.precision, step.stack.trainable
 
-    def run(flat, exp_avg, exp_avg_sq, steps, active, buffers, regression, x, targets, lr):  # type: ignore[no-untyped-def]
+    def run(
+        flat: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, steps: Tensor, active: Tensor,
+        buffers: dict[str, Tensor], regression: Tensor, x: Tensor, targets: Tensor, lr: Tensor,
+    ) -> tuple[Tensor, Tensor]:  # fmt: skip
         rows = flat.shape[0]
         frozen = {n: c.view(rows, *shapes[n]) for n, c in zip(frozen_names, flat[:, columns:].split(
             [shapes[n].numel() for n in frozen_names], 1), strict=True)}  # fmt: skip
