@@ -41,7 +41,8 @@ def _stack_step(members: int, backend) -> StackStep:
 @pytest.mark.slow
 def test_stacks_of_one_shape_share_a_graph_and_no_graph_meets_the_recompile_limit(monkeypatch):
     """Stacks of 3, 4 and 2 members compile two graphs (4 rows, then 2), each traced once, even with Dynamo's
-    recompile limit at 1: every graph has a code object of its own."""
+    recompile limit at 1 (every graph has a code object of its own) and the first stack's models since put
+    in eval mode."""
     from vitpos.engine import stacked_step
 
     monkeypatch.setattr(stacked_step, "_GRAPHS", {})
@@ -58,4 +59,5 @@ def test_stacks_of_one_shape_share_a_graph_and_no_graph_meets_the_recompile_limi
             x = torch.randn(rows, 4, 3, 16, 16)
             losses, _ = step(x, torch.zeros(rows, 4, 2), torch.full((rows,), 1e-3, dtype=torch.float64))
             assert losses.shape == (rows,) and int(step.optimizer.steps.sum()) == members
+            step.stack.base.eval()  # as a finished ensemble hands its models back: the next stack still trains
     assert len(traced) == 2 and stacked_step.compiled_graphs() == 2

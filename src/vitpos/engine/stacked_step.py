@@ -215,15 +215,21 @@ class StackStep:
         stack, opt = self.stack, self.optimizer
         key = (*self._shape(), self.mode, backend)
         if key not in _GRAPHS:
-            _GRAPHS[key] = torch.compile(
+            compiled = torch.compile(
                 _pure_step(self), mode=None if self.mode == "default" else self.mode, backend=backend,
                 fullgraph=True, dynamic=False,
             )  # fmt: skip
-        graph = _GRAPHS[key]
+            _GRAPHS[key] = compiled, stack.base
+        graph, template = _GRAPHS[key]
         state = (stack.flat, opt.exp_avg, opt.exp_avg_sq, opt.steps, opt.active)
         for t in state:
             torch._dynamo.mark_static_address(t)  # updated in place: CUDA graphs keep them where they are
-        return lambda x, targets, lr: graph(*state, stack.buffers, self.regression, x, targets, lr)
+
+        def step(x: Tensor, targets: Tensor, lr: Tensor) -> tuple[Tensor, Tensor]:
+            template.train(True)  # the graph's module, whatever its own stack did with it since (its guard)
+            return graph(*state, stack.buffers, self.regression, x, targets, lr)
+
+        return step
 
     def _shape(self) -> tuple:
         """What the step's graph depends on besides its tensors' shapes: the model, rows and settings."""
@@ -235,8 +241,8 @@ class StackStep:
         )  # fmt: skip
 
 
-_GRAPHS: dict[tuple, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {}
-"""This process's compiled steps by shape."""
+_GRAPHS: dict[tuple, tuple[Callable[..., tuple[Tensor, Tensor]], nn.Module]] = {}
+"""This process's compiled steps by shape, each with the module its graph runs (the first stack's)."""
 
 
 def compiled_graphs() -> int:
