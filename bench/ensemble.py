@@ -9,11 +9,14 @@ evaluation, and model construction, as in the study.
 With ``--rate`` (e.g. ``--rate --device cuda --compile off,reduce-overhead``): member optimiser steps
 per second of stacks of S study models (:mod:`bench.ensemble_rate`: forward, losses, backward,
 clipping, stacked AdamW on random images), S in ``--members`` (``all``: every training of the
-family's ``--full`` cells), eager and compiled, paired; the rate of several stacks in flight
-(``--in-flight``: CUDA streams and processes, the faster one named); and the ``--full`` study's
-training time projected from them (every family's stacks at their cap, one at a time and with the
-faster way in flight; evaluation, probes and start-up aside). ``--dense`` adds the projected
-training time of ``--task detect`` and ``--task segment`` (:mod:`bench.dense_cost`).
+family's ``--full`` cells), eager and compiled, paired, with the operations a step dispatches per
+member step (all, and those that are no views: at most that many kernel launches on a GPU); the
+rate of several stacks in flight (``--in-flight``: CUDA streams and processes, the faster one
+named); and the ``--full`` study's training time projected from them (every family's stacks at
+their cap, one at a time and with the faster way in flight; compiled: each stack padded to its
+bucket, and every graph the study compiles charged at the measured first call; evaluation, probes
+and start-up aside). ``--dense`` adds the projected training time of ``--task detect`` and
+``--task segment`` (:mod:`bench.dense_cost`).
 """
 
 from __future__ import annotations
@@ -40,7 +43,16 @@ from vitpos.study.families import DEFAULT_FAMILIES, parse_family
 from vitpos.study.protocol import StudyConfig, study_model
 
 from .dense_cost import DENSE, projection_row
-from .ensemble_rate import SEQUENTIAL, all_members, fit, in_flight_rows, process_rows, projected_seconds, rate_rows
+from .ensemble_rate import (
+    SEQUENTIAL,
+    all_members,
+    fit,
+    in_flight_rows,
+    process_rows,
+    projected_seconds,
+    rate_rows,
+    step_graphs,
+)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -122,7 +134,7 @@ def rate_report(args: argparse.Namespace) -> list[str]:
     if unknown:
         raise SystemExit(f"--families: {', '.join(unknown)} are not families of the --full study")
     modes = tuple(args.compile.split(","))
-    rows, fits = [], {}
+    rows, fits, firsts = [], {}, {mode: [] for mode in modes}
     for label in labels:
         model_cfg = parse_family(label).model_config(full.model, num_classes=2)
         sizes = [all_members(full, label) if s == "all" else int(s) for s in args.members.split(",")]
@@ -130,20 +142,23 @@ def rate_report(args: argparse.Namespace) -> list[str]:
         for size in sizes:
             for r in rate_rows(model_cfg, args.batch, size, device, modes, args.repeats, args.iters):
                 rates[r["compile"]][size] = r["member_steps_per_s"]
+                firsts[r["compile"]].append(r["first_call_s"])
                 one = rates[r["compile"]].get(1, math.nan)
                 speed = r.get(f"speedup_over_{modes[0]}")
                 rate = f"{r['member_steps_per_s']:.0f} ({r['low']:.0f}–{r['high']:.0f})"
+                ops = f"{r['dispatched_per_member_step']:.1f} / {r['kernels_per_member_step']:.1f}"
                 rows.append(
                     f"| {label} | {size} | {r['compile']} | {rate} "
-                    f"| ×{r['member_steps_per_s'] / one:.1f} | {r['first_call_s']:.1f} | "
+                    f"| ×{r['member_steps_per_s'] / one:.1f} | {ops} | {r['first_call_s']:.1f} | "
                     + ("—" if speed is None else f"×{speed:.2f}")
                     + " |"
                 )
                 print(rows[-1], flush=True)
         fits[label] = {mode: fit(r) for mode, r in rates.items()}
     lines = [
-        "| family | members S | compile | member steps/s (min–max) | × one model | first call, s | × eager |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: |",
+        "| family | members S | compile | member steps/s (min–max) | × one model | operations per member step "
+        "(all / no views) | first call, s | × eager |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
         *rows,
     ]
     gain, flight = 1.0, []
@@ -171,11 +186,21 @@ def rate_report(args: argparse.Namespace) -> list[str]:
             else "Nothing ran in flight (streams need CUDA; --processes times processes).",
         ]
     for mode in modes:
-        minutes = projected_seconds({label: f[mode] for label, f in fits.items()}, full) / 60
+        compiled = mode != "off"
+        minutes = projected_seconds({label: f[mode] for label, f in fits.items()}, full, compiled=compiled) / 60
+        graphs = step_graphs(full, labels) if compiled else 0
+        compiling = graphs * statistics.median(firsts[mode]) / 60 if compiled else 0.0
         lines.append(
-            f"Projected `--full` training time of {', '.join(labels)} (compile {mode}; every stack at its cap, "
-            f"batch {args.batch} at {args.img_size} px): {minutes:.1f} min one stack at a time"
-            + (f", {minutes / gain:.1f} min with the fastest way in flight" if gain != 1.0 else "")
+            f"Projected `--full` training time of {', '.join(labels)} (compile {mode}; every stack at its cap"
+            + (", padded to its bucket" if compiled else "")
+            + f", batch {args.batch} at {args.img_size} px): {minutes + compiling:.1f} min one stack at a time"
+            + (f", {minutes / gain + compiling:.1f} min with the fastest way in flight" if gain != 1.0 else "")
+            + (
+                f" (compiling included: {graphs} graphs in one process × {statistics.median(firsts[mode]):.0f} s, "
+                "the median first call)"
+                if compiled
+                else ""
+            )
         )
     if args.dense:
         for task in DENSE:

@@ -18,13 +18,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
+import torch._inductor.metrics as metrics
 
 from vitpos.config import HostConfig
+from vitpos.data.synthetic import SyntheticTask
 from vitpos.engine.config import TrainConfig
+from vitpos.engine.dispatch import DispatchCount
 from vitpos.engine.optim import decays
 from vitpos.engine.precision import Precision
-from vitpos.engine.stacked_step import Stack, StackStep
+from vitpos.engine.stack_metrics import MemberTasks
+from vitpos.engine.stacked_step import Stack, StackStep, bucket
 from vitpos.models.factory import create_model
 from vitpos.study.execute import TRAINS_AS
 from vitpos.study.protocol import StudyConfig
@@ -39,40 +42,39 @@ SEQUENTIAL = "one after another (no streams on a CPU)"
 
 __all__ = [
     "SEQUENTIAL",
-    "Fit", "stack_step", "rate_rows", "fit", "training_stacks", "full_stacks", "all_members", "projected_seconds",
+    "Fit", "stack_step", "operations", "rate_rows", "fit", "training_stacks", "stepped_stacks", "full_stacks",
+    "step_graphs", "all_members", "projected_seconds",
     "in_flight_rows", "process_rows",
 ]  # fmt: skip
 
 
 def stack_step(model_cfg: HostConfig, batch: int, members: int, device: torch.device, compile: str) -> StackStep:
-    """A stack of ``members`` study models (seeds 0..S-1) with the study's optimiser settings and precision."""
+    """A stack of ``members`` study models (seeds 0..S-1, the study's tasks in turn, as its stacks mix them) with
+    the study's optimiser settings and precision; compiled, padded to its :func:`bucket`."""
     models = []
     for seed in range(members):
         torch.manual_seed(seed)
         models.append(create_model(model_cfg).to(device).train())
-    stack = Stack(models)
+    rows = members if compile == "off" else bucket(members)  # a compiled stack pads to its shared shape
+    stack = Stack(models, first=[name for name, on in decays(models[0]).items() if on], rows=rows)
     cfg = TrainConfig()
-
-    def losses(outputs: torch.Tensor, targets: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        return [F.cross_entropy(outputs[i], targets[i]) for i in range(len(targets))]
-
+    tasks = MemberTasks([SyntheticTask(TRAINING_TASKS[i % len(TRAINING_TASKS)]).info for i in range(members)], device)
     precision = Precision.for_run(cfg.amp, cfg.amp_dtype, cfg.cpu_amp, device)
     return StackStep(
-        stack, decays(stack.base), losses, weight_decay=0.05, betas=cfg.betas, grad_clip=1.0,
-        precision=precision, compile=compile,
-    )  # fmt: skip
+        stack, tasks, weight_decay=0.05, betas=cfg.betas, grad_clip=1.0, precision=precision, compile=compile
+    )
 
 
 def _inputs(model_cfg: HostConfig, batch: int, members: int, device: torch.device) -> tuple:
-    """Random images, labels and learning rates of a stack step."""
+    """Random images, labels (as the stacked targets hold them) and learning rates of a stack step."""
     x = torch.randn(members, batch, model_cfg.in_chans, *model_cfg.image_hw, device=device)
-    targets = [torch.randint(0, 2, (batch,), device=device) for _ in range(members)]
+    targets = torch.randint(0, 2, (members, batch, 2), device=device).float()  # a label or (dx, dy) per image
     return x, targets, torch.full((members,), 1e-3, dtype=torch.float64, device=device)
 
 
 def runner(step: StackStep, model_cfg: HostConfig, batch: int, device: torch.device) -> Callable[[], None]:
     """One synchronised call of ``step`` on fixed random images and labels."""
-    x, targets, lr = _inputs(model_cfg, batch, len(step.stack), device)
+    x, targets, lr = _inputs(model_cfg, batch, step.stack.rows, device)
 
     def run() -> None:
         step(x, targets, lr)
@@ -91,14 +93,17 @@ def rate_rows(
     iters: int,
 ) -> list[dict]:
     """Member steps/s of a stack of ``members`` in each compile mode (the first is the paired baseline), with
-    each mode's first call (compiling) timed."""
-    runs, first = {}, {}
+    each mode's first call (compiling) timed and the operations one step dispatches (:mod:`vitpos.engine.dispatch`:
+    all, and those that are no views) per member step."""
+    runs, first, counts = {}, {}, {}
     for mode in modes:
         run = runner(stack_step(model_cfg, batch, members, device, mode), model_cfg, batch, device)
+        generated = metrics.generated_kernel_count
         start = time.perf_counter()
         run()
         first[mode] = time.perf_counter() - start
         runs[mode] = run
+        counts[mode] = operations(run, metrics.generated_kernel_count - generated if mode != "off" else None)
     rates, over = paired_overheads(runs, modes[0], members, warmup=2, repeats=repeats, iters=iters)
     return [
         {
@@ -108,10 +113,36 @@ def rate_rows(
             "low": rates[mode].low,
             "high": rates[mode].high,
             "first_call_s": first[mode],
+            "dispatched_per_member_step": counts[mode][0] / members,
+            "kernels_per_member_step": counts[mode][1] / members,
             **({} if mode == modes[0] else {"speedup_over_" + modes[0]: 1 / (1 + over[mode].median)}),
         }
         for mode in modes
     ]
+
+
+def operations(run: Callable[[], None], generated: int | None = None) -> tuple[int, int]:
+    """(operations, of which no views) of one call of ``run``. Eager (``generated`` None): every operation
+    dispatched (:class:`~vitpos.engine.dispatch.DispatchCount`). Compiled, where no dispatch mode may run: the
+    ATen operations the graph calls (profiled, outermost only: matrix products, convolutions, copies) plus the
+    ``generated`` kernels Inductor wrote for it, each run once a call."""
+    if generated is None:
+        with DispatchCount() as count:
+            run()
+        return count.total, count.kernels
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        run()
+    called = [
+        e.name
+        for e in profile.events()
+        if e.name.startswith("aten::") and not (e.cpu_parent and e.cpu_parent.name.startswith("aten::"))
+    ]
+    views = sum(1 for name in called if name in _NO_KERNEL)
+    return len(called) + generated, len(called) - views + generated
+
+
+_NO_KERNEL = {"aten::resolve_conj", "aten::resolve_neg", "aten::view", "aten::as_strided", "aten::reshape", "aten::t"}
+"""Profiled ATen operations that launch nothing."""
 
 
 @dataclass(frozen=True)
@@ -153,23 +184,55 @@ def training_stacks(config: StudyConfig, label: str) -> list[tuple[int, int]]:
     return out
 
 
-def full_stacks(config: StudyConfig, label: str) -> list[tuple[int, int]]:
-    """:func:`training_stacks`, the learning-rate trials as one stack, and the pretraining (one model per task)."""
-    family = next(f for f in config.families if f.label == label)
+def stepped_stacks(config: StudyConfig, label: str) -> list[tuple[int, int]]:
+    """The stacks family ``label`` trains with the stacked step: :func:`training_stacks` and its learning-rate
+    trials as one more."""
     out = training_stacks(config, label)
     if config.lr_grid:
         out.append(
             (len(TRAINING_TASKS) * len(config.lr_grid), config.epochs * (config.train_size // config.batch_size))
         )
+    return out
+
+
+def full_stacks(config: StudyConfig, label: str) -> list[tuple[int, int]]:
+    """:func:`stepped_stacks` and the pretraining (one model per task, by the single-model trainer)."""
+    family = next(f for f in config.families if f.label == label)
+    out = stepped_stacks(config, label)
     if family.pretrained:
         out += [(1, config.pretrain_epochs * (config.pretrain_size // config.batch_size))] * 2
     return out
 
 
-def projected_seconds(fits: dict[str, Fit], config: StudyConfig, in_flight_gain: float = 1.0) -> float:
+def step_graphs(config: StudyConfig, labels: Sequence[str] | None = None) -> int:
+    """The step graphs a compiled study compiles in one process (:class:`~vitpos.engine.stacked_step.StackStep`:
+    one per model, padded member count and mix of task kinds) among the stacks of ``labels`` (default: all)."""
+    kind = {task: SyntheticTask(task).info.task for task in TRAINING_TASKS}
+    keys = set()
+    for family in config.families:
+        if labels is not None and family.label not in labels:
+            continue
+        model = repr(family.model_config(config.model, num_classes=2))
+        for job in jobs_of([c for c in config.cells() if c.family == family.label], {family.label}):
+            trainings = {(TRAINS_AS.get(c.task, c.task), c.seed) for c in job}
+            keys.add((model, bucket(len(trainings)), frozenset(kind[task] for task, _ in trainings)))
+        if config.lr_grid:
+            trials = len(TRAINING_TASKS) * len(config.lr_grid)
+            keys.add((model, bucket(trials), frozenset(kind.values())))
+    return len(keys)
+
+
+def projected_seconds(
+    fits: dict[str, Fit], config: StudyConfig, in_flight_gain: float = 1.0, compiled: bool = False
+) -> float:
     """Training seconds of ``config``'s families at their fitted rates, every stack at its cap, one stack at a
-    time divided by ``in_flight_gain`` (the measured gain of several stacks in flight)."""
-    total = sum(steps * fits[label].seconds(members) for label in fits for members, steps in full_stacks(config, label))
+    time divided by ``in_flight_gain`` (the measured gain of several stacks in flight); ``compiled``: each
+    stack padded to its :func:`~vitpos.engine.stacked_step.bucket` (the compile time is the caller's to add)."""
+    total = sum(
+        steps * fits[label].seconds(bucket(members) if compiled and members > 1 else members)
+        for label in fits
+        for members, steps in full_stacks(config, label)
+    )
     return total / in_flight_gain
 
 

@@ -6,7 +6,9 @@ of a family's members (:data:`MEMBERS`, ``--ensemble-members``); stacks of 30 in
 streams; the other default families at 10 and 30; the projected ``--full`` training time
 (:func:`bench.ensemble_rate.projected_seconds`) over the families measured; the projected
 ``--task detect`` and ``--task segment`` training times (:mod:`bench.dense_cost`); last, the
-compiled step (CUDA graphs on CUDA) against the eager one at 30, paired, with its first call.
+compiled step (CUDA graphs on CUDA) against the eager one at 30, paired, with its first call, and the
+``--full`` projection it implies with every graph the study compiles charged at that first call. Every
+rate row counts the operations a step dispatches per member step (:mod:`vitpos.engine.dispatch`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,16 @@ from vitpos.study.families import DEFAULT_FAMILIES
 from vitpos.study.protocol import StudyConfig
 
 from .dense_cost import DENSE, projection_row
-from .ensemble_rate import SEQUENTIAL, Fit, all_members, fit, in_flight_rows, projected_seconds, rate_rows
+from .ensemble_rate import (
+    SEQUENTIAL,
+    Fit,
+    all_members,
+    fit,
+    in_flight_rows,
+    projected_seconds,
+    rate_rows,
+    step_graphs,
+)
 from .quick_log import Budget, RowLog, spent
 from .quick_settings import QuickSettings
 
@@ -119,8 +130,17 @@ def _compiled(
     for row in rows:
         log.add({**head, "family": FIRST, **row})
     speedup = rows[1]["speedup_over_off"]
+    graphs = step_graphs(full)
+    compiling = graphs * rows[1]["first_call_s"] / 60  # every graph of the study, at this one's first call
     row = _projection(head, fits, full, gain, mode)
-    row |= {"projected_min": row["projected_min"] / speedup, "how": row["how"] + f"; eager ÷ ×{speedup:.2f} at {size}"}
+    row |= {
+        "one_at_a_time_min": projected_seconds(fits, full, compiled=True) / 60 / speedup + compiling,
+        "projected_min": projected_seconds(fits, full, compiled=True) / 60 / gain / speedup + compiling,
+        "graphs": graphs,
+        "compile_min": compiling,
+        "how": row["how"] + f"; stacks padded to their bucket, eager ÷ ×{speedup:.2f} at {size}, "
+        f"plus {graphs} graphs compiled at {rows[1]['first_call_s']:.0f} s each",
+    }
     log.add(row)
     budget.progress(f"{PART}: compiled ({mode}) at {size}: ×{speedup:.2f} over eager")
     torch.compiler.reset()

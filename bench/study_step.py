@@ -23,6 +23,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from vitpos.config import HostConfig
+from vitpos.data.synthetic import SyntheticTask
+from vitpos.engine.stack_metrics import MemberTasks
 from vitpos.engine.stacked_step import Stack, StackStep
 from vitpos.models.factory import create_model
 from vitpos.study.families import parse_family
@@ -67,16 +69,12 @@ def stack_step(model_cfg: HostConfig, batch: int, members: int = 1, device: str 
     for seed in range(members):
         torch.manual_seed(seed)
         models.append(create_model(model_cfg).to(device).train())
-    stack = Stack(models)
+    stack = Stack(models, first=list(dict(models[0].named_parameters())))
     x = torch.randn(members, batch, 3, *model_cfg.image_hw, device=device)
-    y = [torch.randint(0, 2, (batch,), device=device) for _ in range(members)]
+    y = torch.randint(0, 2, (members, batch, 1), device=device).float()
     lr = torch.full((members,), 1e-3, dtype=torch.float64, device=device)
-
-    def losses(outputs: torch.Tensor, targets: list[torch.Tensor]) -> list[torch.Tensor]:
-        return [F.cross_entropy(outputs[i], targets[i]) for i in range(members)]
-
-    every = dict.fromkeys(stack.params, True)
-    step = StackStep(stack, every, losses, weight_decay=0.01, betas=(0.9, 0.999), grad_clip=1.0)
+    tasks = MemberTasks([SyntheticTask("direction").info] * members, torch.device(device))
+    step = StackStep(stack, tasks, weight_decay=0.01, betas=(0.9, 0.999), grad_clip=1.0)
     return lambda: step(x, y, lr)[0].sum()
 
 

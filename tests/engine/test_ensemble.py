@@ -62,9 +62,10 @@ def test_an_ensemble_of_one_equals_the_model_trained_alone(float64, task):
     assert result.test == pytest.approx(alone.test, rel=1e-9)
 
 
-def test_stopping_keeps_each_members_best_epoch_and_says_why():
+def test_stopping_keeps_each_members_best_epoch_and_says_why(float64):
     """Patience 1 over a 6-epoch cap: each member's history ends where it stopped, its last row says why
-    (solved, patience or cap), and its returned model scores its best epoch's validation metric."""
+    (solved, patience or cap), and its returned model scores its best epoch's validation metric (float64:
+    the stacked forward and a lone one agree to float32's rounding only)."""
     model_cfg = MODEL.replace(absolute="learned:std=1", num_classes=2)
     members = [_member("direction", 0, epochs=6, lr=3e-2), _member("distance", 1, epochs=6, lr=3e-2)]
     results = train_ensemble(model_cfg, members, Stopping(patience=1))
@@ -123,3 +124,26 @@ def test_on_cuda_every_study_family_stacks():
         assert stack_error(model) is None, family.label
         with torch.autocast("cuda", dtype=torch.bfloat16):
             assert stack_error(model) is None, family.label
+
+
+def test_an_augmentation_that_draws_runs_member_by_member_from_each_members_seed():
+    """Flips and random erasing (on an image set that allows them) draw per member from its own seeded
+    stream: two members of one seed and data end alike, and unlike the same member trained unaugmented."""
+    from vitpos.data.dataset import DataInfo, DataSplits, TensorImages
+
+    info = DataInfo("t", "classification", classes=("a", "b"), mean=(0.5,) * 3, std=(0.25,) * 3)
+    generator = torch.Generator().manual_seed(0)
+
+    def split(n: int) -> TensorImages:
+        images = torch.randint(0, 256, (n, 3, 16, 16), dtype=torch.uint8, generator=generator)
+        return TensorImages(images, torch.randint(0, 2, (n,), generator=generator), info)
+
+    data = DataSplits(split(32), split(16), split(16))
+    settings = dict(data="t", seed=3, epochs=1, batch_size=16, lr=1e-2, warmup_epochs=0, device="cpu", progress=False)
+    drawn = Member(TrainConfig(**settings, hflip=0.5, random_erasing=0.5), data)
+    plain = Member(TrainConfig(**settings), data)
+    model_cfg = MODEL.replace(absolute="learned:std=1", num_classes=2)
+    first, second = (r.model.state_dict() for r in train_ensemble(model_cfg, [drawn, drawn]))
+    (unaugmented,) = (r.model.state_dict() for r in train_ensemble(model_cfg, [plain]))
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    assert any(not torch.equal(first[k], unaugmented[k]) for k in first)

@@ -222,7 +222,8 @@ def test_compile_reaches_every_stack_and_only_the_red_green_study_takes_it(tmp_p
     from vitpos.study.plan import JobOptions
 
     modes = []
-    monkeypatch.setattr(stacked_step.torch, "compile", lambda fn, mode, backend: modes.append(mode) or fn)
+    monkeypatch.setattr(stacked_step, "_GRAPHS", {})  # no graph from another test to share
+    monkeypatch.setattr(stacked_step.torch, "compile", lambda fn, mode, backend, **_: modes.append(mode) or fn)
     family = parse_family("sincos2d")
     config = tiny(families=(family,), efficiency_sizes=(), resolutions=())
     cells = [Cell("sincos2d", task, 64, 0) for task in ("direction", "distance")]
@@ -230,6 +231,7 @@ def test_compile_reaches_every_stack_and_only_the_red_green_study_takes_it(tmp_p
     assert len(trials) == 2 and modes == [None]  # one stack; on a CPU the default mode
     job = JobOptions("cpu", ensemble=True, extras=False, compile=True)
     assert set(study_run.RedGreenStudy(config).run_cells(cells, family, job)) == set(cells) and modes == [None] * 2
+    assert stacked_step.compiled_graphs() == 2  # the trials' and the cells' stacks differ in their tasks
     calls = []
     monkeypatch.setattr(command, "run_study", lambda *args, **kwargs: calls.append(kwargs))
     assert main(["study", "--compile", "--device", "cpu", "--out", str(tmp_path / "s")]) == 0

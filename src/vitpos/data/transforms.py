@@ -200,6 +200,12 @@ class Augment:
         """Whether targets come out soft (mixup or cutmix on)."""
         return self.mixup_alpha > 0 or self.cutmix_alpha > 0
 
+    @property
+    def draws(self) -> bool:
+        """Whether it draws random numbers (else it only normalises: the same for every call)."""
+        moves = self.crop_scale is not None or self.hflip > 0 or self.randaugment is not None
+        return moves or self.erasing > 0 or self.mixes
+
     @torch.no_grad()
     def __call__(self, images: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x = images

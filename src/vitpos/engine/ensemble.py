@@ -36,18 +36,21 @@ from torch import nn
 from torch.func import functional_call
 
 from ..config import HostConfig
-from ..data.dataset import DataSplits, ImageDataset, TensorImages
+from ..data.dataset import DataSplits, ImageDataset
+from ..data.transforms import Augment
 from ..models.factory import create_model
 from ..models.saved_encoding import load_position_encoding
-from ..tasks import loss_precision, primary_metric, task_for
+from ..tasks import primary_metric
 from .config import TrainConfig
 from .distributed import Dist, epoch_batches, pick_device, steps_per_epoch
 from .evaluate import evaluate, input_dtype
 from .optim import WarmupCosine, decays
 from .precision import Precision
 from .setup import check_model_fits_data
+from .stack_data import MemberSplits
 from .stack_evaluate import evaluate_stack, stackable
-from .stacked_step import Stack, StackStep
+from .stack_metrics import MemberTasks
+from .stacked_step import Stack, StackStep, bucket
 from .train import TrainResult, build_augment, step_seed
 
 __all__ = ["Member", "EnsembleError", "Stack", "Stopping", "train_ensemble", "stack_error"]
@@ -95,10 +98,10 @@ class _Watch:
     def __init__(self, rule: Stopping, key: str) -> None:
         self.rule, self.key = rule, key
         self.best, self.best_epoch = -math.inf, 0
-        self.weights: dict[str, torch.Tensor] | None = None
+        self.weights: torch.Tensor | None = None
         self.stop: str | None = None
 
-    def update(self, epoch: int, metrics: dict[str, float], weights: dict[str, torch.Tensor]) -> None:
+    def update(self, epoch: int, metrics: dict[str, float], weights: torch.Tensor) -> None:
         """Record the metrics of ``epoch``; sets ``stop`` to ``solved`` or ``patience`` when the member is done."""
         value = metrics[self.key]
         if value > self.best + self.rule.min_delta or self.weights is None:
@@ -165,6 +168,12 @@ def train_ensemble(
     in order (no run folder, no checkpoint). With ``stopping`` every epoch is evaluated, each
     member's history ends at the epoch it stopped, and its last row says why (``stop``: solved,
     patience or cap) and which epoch's weights it kept (``best_epoch``).
+
+    Within an epoch nothing waits for the device and no Python runs per member: each step gathers
+    every member's batch by one index tensor, normalises it, and runs :class:`StackStep`; the running
+    metrics are sums per member (:class:`~.stack_metrics.StackMetrics`), read once an epoch. An
+    augmentation that draws random numbers (crops, flips, RandAugment, erasing) runs member by member,
+    each with its own seeded stream, as the single-model trainer draws it.
     """
     cfg = _shared_settings(members)
     device = pick_device(cfg.device)
@@ -172,6 +181,8 @@ def train_ensemble(
     for info in infos:
         check_model_fits_data(model_cfg, info)
     augments = [build_augment(m.cfg, info) for m, info in zip(members, infos, strict=True)]
+    if any(a.mixes for a in augments):
+        raise EnsembleError("mixup and cutmix need the single-model trainer (vitpos.engine.train); leave them off")
     size = model_cfg.image_hw
     splits = [{s: m.data.split(s).at_size(size) for s in ("train", "val", "test")} for m in members]
     steps = {steps_per_epoch(len(s["train"]), cfg.batch_size, Dist()) for s in splits}
@@ -184,8 +195,13 @@ def train_ensemble(
         WarmupCosine(m.cfg.lr, cfg.min_lr, round(cfg.warmup_epochs * per_epoch), cfg.epochs * per_epoch)
         for m in members
     ]
-    stack = Stack([_build_member(model_cfg, m, device) for m in members])
-    tasks = [task_for(info, stack.base) for info in infos]
+    models = [_build_member(model_cfg, m, device) for m in members]
+    rows = bucket(len(members)) if cfg.compile else len(members)  # a compiled stack pads to a shape it shares
+    stack = Stack(models, first=[name for name, on in decays(models[0]).items() if on], rows=rows)
+    try:
+        tasks = MemberTasks(infos, device, cfg.label_smoothing)
+    except ValueError as err:
+        raise EnsembleError(str(err)) from None
     dtype = input_dtype(stack.base)
     precision = Precision.for_run(cfg.amp, cfg.amp_dtype, cfg.cpu_amp, device)
     if precision.scales_gradients:
@@ -193,57 +209,60 @@ def train_ensemble(
             "TrainConfig.amp_dtype = 'float16' on CUDA needs a gradient scaler, which stacked ensembles do not use: "
             "set amp_dtype to bfloat16 or turn amp off"
         )
-
-    def losses(outputs: torch.Tensor, targets: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        return [task.loss(outputs[i], targets[i], cfg.label_smoothing) for i, task in enumerate(tasks)]
-
     step_fn = StackStep(
-        stack, decays(stack.base), losses, weight_decay=cfg.weight_decay, betas=cfg.betas,
-        grad_clip=cfg.grad_clip, precision=precision,
+        stack, tasks, weight_decay=cfg.weight_decay, betas=cfg.betas, grad_clip=cfg.grad_clip,
+        precision=precision,
         compile=("reduce-overhead" if device.type == "cuda" else "default") if cfg.compile else False,
     )  # fmt: skip
     histories: list[list[dict[str, Any]]] = [[] for _ in members]
     watches = [_Watch(stopping, primary_metric(info.task)) for info in infos] if stopping else []
     batched_eval = len(members) > 1 and stackable([s["val"] for s in splits])
     rates = torch.tensor(
-        [[schedule(t) for schedule in schedules] for t in range(cfg.epochs * per_epoch)], dtype=torch.float64
+        [
+            [schedule(t) for schedule in schedules] + [0.0] * (rows - len(members))
+            for t in range(cfg.epochs * per_epoch)
+        ],
+        dtype=torch.float64,
     ).to(device)  # every step's rates on the device at once: no copy per step
-    sources = [_Batches(s["train"], device) for s in splits]
+    train_data = MemberSplits([s["train"] for s in splits], tasks, device, rows)
+    draws = any(a.draws for a in augments)
+    last_seed = members[-1].cfg.seed  # the forward's stream (dropout): the last member's, as when each drew in turn
     step = 0
     for epoch in range(cfg.epochs):
         if watches and all(w.stop for w in watches):
             break
         stack.train(True)
         began = time.perf_counter()
-        orders = [
-            torch.stack(epoch_batches(len(s["train"]), cfg.batch_size, m.cfg.seed, epoch, Dist())).to(source.device)
-            for m, s, source in zip(members, splits, sources, strict=True)
-        ]
-        running = [task.metrics(device) for task in tasks]
+        orders = train_data.global_index(
+            torch.stack(
+                [torch.stack(epoch_batches(len(s["train"]), cfg.batch_size, m.cfg.seed, epoch, Dist())) for m, s in
+                 zip(members, splits, strict=True)]
+            )
+        )  # fmt: skip  # S, steps, B
+        orders = _padded(orders, rows)
+        running = tasks.metrics(device)
         for t in range(per_epoch):
-            xs, ys, raw = [], [], []
-            for i, member in enumerate(members):
-                images, targets = sources[i](orders[i][t])
-                torch.manual_seed(step_seed(member.cfg.seed, step, 0))
-                images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
-                x, y = augments[i](images, targets)
-                xs.append(x.to(dtype))
-                ys.append(y)
-                raw.append(targets)
-            loss, outputs = step_fn(torch.stack(xs), ys, rates[step])
-            for i in range(len(members)):
-                running[i].add_loss(loss[i], len(xs[i]))
-                if not augments[i].mixes:
-                    running[i].add_predictions(loss_precision(outputs[i]), raw[i])
+            images, targets = train_data.batch(orders[:, t])
+            if draws:  # each member's own stream, seeded as its lone run seeds it; the forward goes on from the last
+                x = _padded(torch.stack([_augmented(a, images[i], m.cfg.seed, step) for i, (a, m) in
+                                         enumerate(zip(augments, members, strict=True))]), rows)  # fmt: skip
+            else:
+                torch.manual_seed(step_seed(last_seed, step, 0))
+                x = train_data.normalized(images)
+            loss, outputs = step_fn(x.to(dtype), targets, rates[step])
+            if rows > len(members):
+                loss, outputs, targets = loss[: len(members)], outputs[: len(members)], targets[: len(members)]
+            running.add(loss, outputs, targets)
             step += 1
         elapsed = time.perf_counter() - began
         evaluate_now = bool(watches) or (epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs
         val = _evaluate_members(stack, splits, "val", cfg, device, precision, batched_eval) if evaluate_now else None
+        trained = running.compute()
         for i in range(len(members)):
             if watches and watches[i].stop:
                 continue  # stopped: its updates are masked, its run ended at its best epoch
             row: dict[str, Any] = {"epoch": epoch + 1, "step": step, "lr": schedules[i](step - 1)} | {
-                f"train_{k}": v for k, v in running[i].compute().items()
+                f"train_{k}": v for k, v in trained[i].items()
             }
             if val is not None:
                 row |= {f"val_{k}": v for k, v in val[i].items()}
@@ -264,27 +283,23 @@ def train_ensemble(
         if watch.weights is not None:
             stack.restore(i, watch.weights)
     test = _evaluate_members(stack, splits, "test", cfg, device, precision, batched_eval)
+    stack.write_back()
     return [
         TrainResult(model.eval(), None, history, metrics, None, None)
         for model, history, metrics in zip(stack.models, histories, test, strict=True)
     ]
 
 
-class _Batches:
-    """A training split's batches by index tensor. On CUDA a split held in memory at its stored size moves to
-    the device once, and batches are gathered there (no copy per step); elsewhere the split hands them out."""
+def _padded(rows_first: torch.Tensor, rows: int) -> torch.Tensor:
+    """``rows_first`` (S, ...) with its first row repeated up to ``rows`` rows (a padded stack's inputs)."""
+    pad = rows - len(rows_first)
+    return torch.cat([rows_first, rows_first[:1].expand(pad, *rows_first.shape[1:])]) if pad else rows_first
 
-    def __init__(self, split: ImageDataset, device: torch.device) -> None:
-        self.split = split
-        self.device = torch.device("cpu")
-        if device.type == "cuda" and isinstance(split, TensorImages) and split.images.shape[-2:] == split.image_size:
-            self.device = device
-            self.images, self.targets = split.images.to(device), split.targets.to(device)
 
-    def __call__(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.device.type == "cuda":
-            return self.images[index], self.targets[index]
-        return self.split[index]
+def _augmented(augment: Augment, images: torch.Tensor, seed: int, step: int) -> torch.Tensor:
+    """One member's batch through an augmentation that draws, from the stream its lone run would use."""
+    torch.manual_seed(step_seed(seed, step, 0))
+    return augment(images, torch.zeros(len(images)))[0]
 
 
 def _evaluate_members(
@@ -296,12 +311,12 @@ def _evaluate_members(
     precision: Precision,
     batched: bool,
 ) -> list[dict[str, float]]:
-    """Every member's metrics on its split ``name``: one stacked pass where ``batched``, else model by model.
-    Either way each member's module holds its stacked weights afterwards."""
-    stack.write_back()
+    """Every member's metrics on its split ``name``: one stacked pass where ``batched``, else model by model
+    (their modules hold the stacked weights first)."""
     datasets = [s[name] for s in splits]
     if batched:
         return evaluate_stack(stack, datasets, batch_size=cfg.batch_size, device=device, precision=precision)
+    stack.write_back()
     return [
         evaluate(model, d, batch_size=cfg.batch_size, device=device, precision=precision, workers=cfg.workers)
         for model, d in zip(stack.models, datasets, strict=True)

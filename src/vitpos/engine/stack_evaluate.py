@@ -1,4 +1,9 @@
-"""Evaluate every member of a stack in one pass: one stacked forward per batch, each member on its own split."""
+"""Evaluate every member of a stack in one pass: one stacked forward per batch, each member on its own split.
+
+The members' splits are held as one tensor (:class:`~.stack_data.MemberSplits`), so a batch of every
+member is one slice, one normalisation, one forward, one loss and one metrics update, whatever the
+member count.
+"""
 
 from __future__ import annotations
 
@@ -6,24 +11,20 @@ from collections.abc import Sequence
 
 import torch
 
-from ..data.dataset import ImageDataset, iterate_batches
-from ..data.transforms import normalize, to_float
-from ..tasks import loss_precision, task_for
-from .distributed import Dist, eval_batches
+from ..data.dataset import ImageDataset
 from .evaluate import input_dtype
 from .precision import Precision
+from .stack_data import MemberSplits
+from .stack_metrics import IMAGE_TASKS, MemberTasks
 from .stacked_step import Stack
 
 __all__ = ["stackable", "evaluate_stack"]
-
-_IMAGE_TASKS = ("classification", "regression")
-"""Tasks with one output vector per image: their batches need no padding, so members stack."""
 
 
 def stackable(datasets: Sequence[ImageDataset]) -> bool:
     """Whether the members' splits can be evaluated as one stack: image-level tasks, one length, one image size."""
     return (
-        all(d.info.task in _IMAGE_TASKS for d in datasets)
+        all(d.info.task in IMAGE_TASKS for d in datasets)
         and len({len(d) for d in datasets}) == 1
         and len({d.image_size for d in datasets}) == 1
     )
@@ -39,20 +40,15 @@ def evaluate_stack(
         raise ValueError("evaluate_stack: the members' splits differ in task kind, length or image size")
     was_training = stack.base.training
     stack.train(False)
-    tasks = [task_for(d.info, stack.base) for d in datasets]
-    metrics = [task.metrics(device, image_hw=d.image_size) for task, d in zip(tasks, datasets, strict=True)]
+    tasks = MemberTasks([d.info for d in datasets], device)
+    splits = MemberSplits(datasets, tasks, device)
+    metrics = tasks.metrics(device)
     dtype = input_dtype(stack.base)
-    batches = eval_batches(len(datasets[0]), batch_size, Dist())
-    loaders = [iterate_batches(d, batches, 0, pin_memory=False) for d in datasets]
-    for loaded in zip(*loaders, strict=True):
-        xs, ys = [], []
-        for (images, targets), d in zip(loaded, datasets, strict=True):
-            xs.append(normalize(to_float(images.to(device)), d.info.mean, d.info.std).to(dtype))
-            ys.append(targets.to(device))
+    rows = splits.global_index(torch.arange(len(datasets[0])).expand(len(datasets), -1))  # S, N
+    for batch in rows.split(batch_size, dim=1):
+        images, targets = splits.batch(batch)
         with precision.autocast():
-            outputs = loss_precision(stack(torch.stack(xs)))
-        for i, (task, running) in enumerate(zip(tasks, metrics, strict=True)):
-            running.add_loss(task.loss(outputs[i], ys[i]), len(xs[i]))
-            running.add_predictions(outputs[i], ys[i])
+            outputs = stack(splits.normalized(images, scaled_first=True).to(dtype))
+        metrics.add(tasks.losses(outputs, targets), outputs, targets)
     stack.train(was_training)
-    return [m.compute() for m in metrics]
+    return metrics.compute()

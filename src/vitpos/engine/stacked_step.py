@@ -1,10 +1,14 @@
-"""The stacked models of an ensemble and their training step as one function.
+"""The stacked models of an ensemble, their parameters in one flat buffer, and their training step.
 
-:class:`Stack` holds S members' parameters stacked on a leading axis and runs them as one model
-(:func:`torch.vmap` over :func:`torch.func.functional_call`; one member runs without vmap).
-:class:`StackStep` is one optimiser step of every member: forward, each member's loss, backward,
-per-member gradient clipping and :class:`~.stacked_adamw.StackedAdamW`. Eager, its arithmetic is
-that of the stack trained step by step with ``torch.optim.AdamW``. With ``compile`` the step is
+:class:`Stack` holds S members' parameters as one flat (S, P) tensor, the tensors AdamW decays first;
+the modules see views of it (:func:`torch.vmap` over :func:`torch.func.functional_call`; one member
+runs without vmap). :class:`StackStep` is one optimiser step of every member: forward, each member's
+loss (:class:`~.stack_metrics.MemberTasks`), backward, per-member gradient clipping and
+:class:`~.stacked_adamw.StackedAdamW` over the flat buffer. Its operation count does not grow with
+the member count and it never waits for the device (the stops are a tensor): each dispatched
+operation is a kernel launch on a GPU, so this count bounds its speed there (``python -m bench.ensemble
+--rate`` counts them, :mod:`.dispatch`). Eager, its arithmetic is that of each member trained alone
+with ``torch.optim.AdamW``, bit for bit for a stack of one on a CPU. With ``compile`` the step is
 handed to :func:`torch.compile` once per stack (its shapes never change, so CUDA graphs apply with
 ``mode="reduce-overhead"``); ``tests/engine/test_stacked_step.py`` checks that the compiled step
 equals the eager one member by member in float64. Compiling is opt-in: on CUDA it is measured by
@@ -14,24 +18,21 @@ equals the eager one member by member in float64. Compiling is opt-in: on CUDA i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+import types
+from collections.abc import Callable, Collection
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 from torch.func import functional_call
 
-from ..tasks import loss_precision
 from .precision import Precision
-from .stacked_adamw import StackedAdamW
+from .stack_metrics import MemberTasks, member_losses
+from .stacked_adamw import StackedAdamW, adamw_
 
-__all__ = ["Stack", "StackStep", "COMPILE_MODES", "compile_mode"]
+__all__ = ["Stack", "StackStep", "COMPILE_MODES", "compile_mode", "bucket", "compiled_graphs", "stacked_forward"]
 
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
 """``off``: eager; the others: the :func:`torch.compile` mode of the step (``reduce-overhead``: CUDA graphs)."""
-
-Losses = Callable[[torch.Tensor, Sequence[Any]], list[torch.Tensor]]
-"""(stacked outputs, each member's targets) -> each member's loss."""
 
 
 def compile_mode(value: bool | str) -> str:
@@ -46,44 +47,67 @@ def compile_mode(value: bool | str) -> str:
     return value
 
 
-class Stack:
-    """The members' modules and their parameters stacked on a leading axis."""
+def bucket(members: int) -> int:
+    """The rows a compiled stack of ``members`` runs: the next power of two (its other rows padded and
+    stopped), so the stacks of a study compile a few graphs per model, not one per member count."""
+    return 1 << max(members - 1, 0).bit_length()
 
-    def __init__(self, models: list[nn.Module]) -> None:
+
+class Stack:
+    """The members' modules and their parameters as views of one flat (rows, parameters) buffer.
+
+    The trainable parameters named in ``first`` (those AdamW decays) take the first columns, the other
+    trainable ones the next, frozen ones the last: :attr:`trainable` columns in all. ``rows`` (at least
+    the member count) pads the stack with copies of the first member, for a compiled step's fixed shape.
+    """
+
+    def __init__(self, models: list[nn.Module], first: Collection[str] = (), rows: int | None = None) -> None:
         self.models = models
         self.base = models[0]
-        self.params = {
-            name: nn.Parameter(torch.stack([dict(m.named_parameters())[name].detach() for m in models]))
-            for name, _ in self.base.named_parameters()
-        }  # Parameters: torch.compile treats their addresses as static (CUDA graphs need it)
+        self.rows = rows or len(models)
+        if self.rows < len(models):
+            raise ValueError(f"Stack: rows = {rows} is fewer than its {len(models)} members")
+        padded = models + [models[0]] * (self.rows - len(models))
+        named = dict(self.base.named_parameters())
+        trainable = [n for n, p in named.items() if p.requires_grad]
+        order = [n for n in trainable if n in first]
+        order += [n for n in trainable if n not in first] + [n for n in named if n not in trainable]
+        self.decayed = sum(named[n].numel() for n in order if n in first and n in trainable)
+        self.trainable = sum(named[n].numel() for n in trainable)
+        with torch.no_grad():
+            columns = [torch.stack([dict(m.named_parameters())[n].detach() for m in padded]).flatten(1) for n in order]
+            self.flat = torch.cat(columns, 1)
+        views, start = {}, 0
+        for name in order:
+            shape, size = named[name].shape, named[name].numel()
+            views[name] = self.flat[:, start : start + size].view(self.rows, *shape)
+            views[name].requires_grad_(named[name].requires_grad)  # a leaf: the buffer needs none
+            start += size
+        self.params = {name: views[name] for name in named}  # the module's order
+        self.layout = order
+        """The names in the flat buffer's column order."""
         self.buffers = {
-            name: torch.stack([dict(m.named_buffers())[name] for m in models]) for name, _ in self.base.named_buffers()
+            name: torch.stack([dict(m.named_buffers())[name] for m in padded]) for name, _ in self.base.named_buffers()
         }
-        self._forward = self._alone if len(models) == 1 else torch.vmap(self._one, randomness="different")
 
     def __len__(self) -> int:
         return len(self.models)
 
-    def _one(self, params: dict, buffers: dict, x: torch.Tensor) -> torch.Tensor:
-        return functional_call(self.base, (params, buffers), (x,))
-
-    def _alone(self, params: dict, buffers: dict, x: torch.Tensor) -> torch.Tensor:
-        """One member: its model on its slice, no vmap (nothing to batch)."""
-        first = {k: v[0] for k, v in params.items()}, {k: v[0] for k, v in buffers.items()}
-        return functional_call(self.base, first, (x[0],))[None]
-
     def __call__(self, x: torch.Tensor) -> torch.Tensor:  # S, B, C, H, W -> S, B, outputs
-        return self._forward(self.params, self.buffers, x)
+        """The members' outputs on their inputs (the padding rows, if any, see the first member's)."""
+        members = len(x)
+        if members < self.rows:
+            x = torch.cat([x, x[:1].expand(self.rows - members, *x.shape[1:])])
+        return stacked_forward(self.base, self.params, self.buffers, x)[:members]
 
-    def member(self, i: int) -> dict[str, torch.Tensor]:
-        """A copy of member ``i``'s parameters."""
-        return {name: p[i].detach().clone() for name, p in self.params.items()}
+    def member(self, i: int) -> torch.Tensor:
+        """A copy of member ``i``'s parameters (a row of the flat buffer)."""
+        return self.flat[i].clone()
 
     @torch.no_grad()
-    def restore(self, i: int, weights: dict[str, torch.Tensor]) -> None:
+    def restore(self, i: int, weights: torch.Tensor) -> None:
         """Put ``weights`` (from :meth:`member`) back as member ``i``'s parameters."""
-        for name, value in weights.items():
-            self.params[name][i].copy_(value)
+        self.flat[i].copy_(weights)
 
     def train(self, mode: bool) -> None:
         self.base.train(mode)
@@ -95,80 +119,168 @@ class Stack:
             for name, param in model.named_parameters():
                 param.copy_(self.params[name][i])
 
-    def clip_(self, max_norm: float) -> None:
-        """Clip each member's gradient to global norm ``max_norm``, as ``clip_grad_norm_`` clips one model's."""
-        grads = [p.grad for p in self.params.values() if p.grad is not None]
-        if not grads:
-            return
-        norms = torch.stack([g.flatten(1).norm(2, dim=1) for g in grads], dim=1).norm(2, dim=1)  # S
-        coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
-        for g in grads:
-            g.mul_(coef.view(-1, *([1] * (g.ndim - 1))).to(g.dtype))
+    def spans(self) -> list[tuple[int, int]]:
+        """The trainable tensors' column spans in the flat buffer, in the module's order."""
+        starts, start = {}, 0
+        for name in self.layout:
+            starts[name] = start
+            start += self.params[name][0].numel()
+        return [(starts[n], starts[n] + p[0].numel()) for n, p in self.params.items() if p.requires_grad]
+
+
+def stacked_forward(base: nn.Module, params: dict, buffers: dict, x: torch.Tensor) -> torch.Tensor:
+    """``base`` run with every row of ``params`` and ``buffers`` on its row of ``x`` (one row: no vmap)."""
+    if len(x) == 1:
+        first = {k: v[0] for k, v in params.items()}, {k: v[0] for k, v in buffers.items()}
+        return functional_call(base, first, (x[0],))[None]
+    one = lambda p, b, xs: functional_call(base, (p, b), (xs,))  # noqa: E731
+    return torch.vmap(one, randomness="different")(params, buffers, x)
+
+
+def clip_(grad: torch.Tensor, spans: list[tuple[int, int]], max_norm: float) -> torch.Tensor:
+    """Clip each row of ``grad`` (S, P) to global norm ``max_norm``, in place. One row: the norm of the
+    tensors' norms (``spans``, in the module's order), as ``clip_grad_norm_`` clips a lone model, to its
+    bits; several: one norm over the row, the same number to rounding, in a fixed few operations."""
+    if len(grad) == 1:
+        norms = torch.stack([grad[:, a:b].norm(2, dim=1) for a, b in spans], dim=1).norm(2, dim=1)
+    else:
+        norms = grad.norm(2, dim=1)
+    return grad.mul_((max_norm / (norms + 1e-6)).clamp(max=1.0).to(grad.dtype)[:, None])
 
 
 class StackStep:
     """One optimiser step of every member of ``stack``: forward, losses, backward, clipping, AdamW.
 
-    ``decays`` names the trainable parameters and whether AdamW decays each (:func:`~.optim.decays`);
-    ``losses`` gives each member's loss from the stacked outputs. ``compile`` (a mode of
-    :data:`COMPILE_MODES`) compiles the step on its first call, with ``backend`` (tests use ``aot_eager``,
-    which traces as Inductor does but runs the traced operations as they are).
+    ``tasks`` gives each member's loss from the stacked outputs and targets; the stack's first
+    :attr:`Stack.decayed` columns are decayed. ``compile`` (a mode of :data:`COMPILE_MODES`) compiles
+    the whole step as one graph (:func:`torch.func.grad` inside, so no graph break) on its first call,
+    with ``backend`` (tests use ``aot_eager``, which traces as Inductor does but runs the traced
+    operations as they are). Stacks of one shape (model, rows, batch, settings) share one graph in a
+    process (:func:`compiled_graphs` counts them), each graph with its own code object, so a study's
+    many stacks never meet Dynamo's recompile limit.
     """
 
     def __init__(
         self,
         stack: Stack,
-        decays: dict[str, bool],
-        losses: Losses,
+        tasks: MemberTasks,
         *,
         weight_decay: float,
         betas: tuple[float, float],
         grad_clip: float = 0.0,
         precision: Precision | None = None,
         compile: bool | str = False,
-        backend: str = "inductor",
+        backend: str | Callable = "inductor",
     ) -> None:
         self.stack = stack
-        self.losses = losses
+        self.tasks = tasks
         self.grad_clip = grad_clip
         self.precision = precision or Precision("cpu")
-        names = list(decays)
-        self.optimizer = StackedAdamW(
-            [stack.params[n] for n in names], [weight_decay if decays[n] else 0.0 for n in names], len(stack), betas
-        )
+        self.optimizer = StackedAdamW(stack.flat[:, : stack.trainable], stack.decayed, weight_decay, betas)
+        pad = stack.rows - len(tasks)
+        self.optimizer.active[len(tasks) :] = False  # padding rows never train
+        self.regression = torch.cat([tasks.regression, tasks.regression[:1].expand(pad)])
         self.mode = compile_mode(compile)
-        if self.mode == "off":
-            self._step = self._eager
-        else:
-            for t in (*self.optimizer.exp_avg, *self.optimizer.exp_avg_sq, self.optimizer.steps, self.optimizer.active):
-                torch._dynamo.mark_static_address(t)  # updated in place: CUDA graphs keep them where they are
-            self._step = torch.compile(self._eager, mode=None if self.mode == "default" else self.mode, backend=backend)
+        self._step = self._eager if self.mode == "off" else self._compiled(backend)
 
     @property
     def active(self) -> torch.Tensor:
-        """The members that still train (bool, S)."""
+        """The members that still train (bool, rows)."""
         return self.optimizer.active
 
     def stop(self, member: int) -> None:
         """Freeze ``member``'s parameters and AdamW state from the next step on."""
         self.optimizer.stop(member)
 
-    def __call__(self, x: torch.Tensor, targets: Sequence[Any], lr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Train every active member one step on its batch (``x``: S, B, ...; ``targets``: one per member) at
-        its learning rate ``lr`` (S, float64); returns the losses (S) and the outputs, both detached."""
-        masked = self.mode != "off" or not bool(self.optimizer.active.all())  # compiled: one graph, always masked
-        return self._step(x, list(targets), lr, masked)
+    def __call__(self, x: torch.Tensor, targets: torch.Tensor, lr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Train every active member one step on its batch (``x``: rows, B, ...; ``targets``: rows, B, width)
+        at its learning rate ``lr`` (rows, float64); returns the losses (rows) and the outputs, detached."""
+        return self._step(x, targets, lr)
 
-    def _eager(
-        self, x: torch.Tensor, targets: list[Any], lr: torch.Tensor, masked: bool
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _eager(self, x: torch.Tensor, targets: torch.Tensor, lr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        stack = self.stack
         with self.precision.autocast():
-            outputs = self.stack(x)
-        losses = torch.stack(self.losses(loss_precision(outputs), targets))
-        for p in self.stack.params.values():
-            p.grad = None
-        losses.sum().backward()  # member i's gradient is that of its own loss alone
+            outputs = stacked_forward(stack.base, stack.params, stack.buffers, x)
+        losses = member_losses(outputs, targets, self.regression, self.tasks.settings)
+        trainable = [p for p in stack.params.values() if p.requires_grad]
+        grads = dict(zip(map(id, trainable), torch.autograd.grad(losses.sum(), trainable), strict=True))
+        grad = torch.cat([grads[id(stack.params[n])].flatten(1) for n in stack.layout[: len(grads)]], 1)
         if self.grad_clip:
-            self.stack.clip_(self.grad_clip)
-        self.optimizer.step(lr, masked=masked)
+            clip_(grad, stack.spans(), self.grad_clip)
+        self.optimizer.step(grad, lr)
         return losses.detach(), outputs.detach()
+
+    def _compiled(self, backend: str | Callable) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple]:
+        """The compiled step of this stack's shape (compiled on first use, shared with stacks of its shape)."""
+        stack, opt = self.stack, self.optimizer
+        key = (*self._shape(), self.mode, backend)
+        if key not in _GRAPHS:
+            compiled = torch.compile(
+                _pure_step(self), mode=None if self.mode == "default" else self.mode, backend=backend,
+                fullgraph=True, dynamic=False,
+            )  # fmt: skip
+            _GRAPHS[key] = compiled, stack.base
+        graph, template = _GRAPHS[key]
+        state = (stack.flat, opt.exp_avg, opt.exp_avg_sq, opt.steps, opt.active)
+        for t in state:
+            torch._dynamo.mark_static_address(t)  # updated in place: CUDA graphs keep them where they are
+
+        def step(x: Tensor, targets: Tensor, lr: Tensor) -> tuple[Tensor, Tensor]:
+            template.train(True)  # the graph's module, whatever its own stack did with it since (its guard)
+            return graph(*state, stack.buffers, self.regression, x, targets, lr)
+
+        return step
+
+    def _shape(self) -> tuple:
+        """What the step's graph depends on besides its tensors' shapes: the model, rows and settings."""
+        base = self.stack.base
+        model = repr(base.cfg) if hasattr(base, "cfg") else id(base)
+        return (
+            type(base), model, self.stack.rows, tuple(self.stack.layout), self.optimizer.settings,
+            self.tasks.settings, self.grad_clip, repr(self.precision), str(self.stack.flat.device),
+        )  # fmt: skip
+
+
+_GRAPHS: dict[tuple, tuple[Callable[..., tuple[Tensor, Tensor]], nn.Module]] = {}
+"""This process's compiled steps by shape, each with the module its graph runs (the first stack's)."""
+
+
+def compiled_graphs() -> int:
+    """How many step graphs this process has compiled (one per stack shape)."""
+    return len(_GRAPHS)
+
+
+def _pure_step(step: StackStep) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """``step``'s arithmetic as a function of tensors alone, in a code object of its own (Dynamo keeps its
+    compiled graphs and counts recompiles per code object)."""
+    base, spans, layout = step.stack.base, step.stack.spans(), step.stack.layout
+    shapes = {n: p.shape[1:] for n, p in step.stack.params.items()}
+    trainable = [n for n in layout if step.stack.params[n].requires_grad]
+    sizes = [shapes[n].numel() for n in trainable]
+    frozen_names = layout[len(trainable) :]
+    settings, losses_settings = step.optimizer.settings, step.tasks.settings
+    grad_clip, precision, columns = step.grad_clip, step.precision, step.stack.trainable
+
+    def run(
+        flat: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, steps: Tensor, active: Tensor,
+        buffers: dict[str, Tensor], regression: Tensor, x: Tensor, targets: Tensor, lr: Tensor,
+    ) -> tuple[Tensor, Tensor]:  # fmt: skip
+        rows = flat.shape[0]
+        frozen = {n: c.view(rows, *shapes[n]) for n, c in zip(frozen_names, flat[:, columns:].split(
+            [shapes[n].numel() for n in frozen_names], 1), strict=True)}  # fmt: skip
+
+        def total(weights: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+            views = {n: c.view(rows, *shapes[n]) for n, c in zip(trainable, weights.split(sizes, 1), strict=True)}
+            with precision.autocast():
+                outputs = stacked_forward(base, views | frozen, buffers, x)
+            losses = member_losses(outputs, targets, regression, losses_settings)
+            return losses.sum(), (losses.detach(), outputs.detach())
+
+        grad, (losses, outputs) = torch.func.grad(total, has_aux=True)(flat[:, :columns].detach())
+        if grad_clip:
+            clip_(grad, spans, grad_clip)
+        adamw_(flat[:, :columns], grad, exp_avg, exp_avg_sq, steps, active, lr, settings)
+        return losses, outputs
+
+    code = run.__code__.replace()  # a code object of this graph's own
+    return types.FunctionType(code, run.__globals__, run.__name__, run.__defaults__, run.__closure__)

@@ -1,0 +1,81 @@
+"""``python -m bench.ensemble_dispatch``: the operations a stacked study dispatches per member step.
+
+Runs a small red-green study with stacked ensembles (``vitpos study ... --ensemble on``, by default one
+family, 10 seeds: stacks of 30 and 20 members and the learning-rate trials) inside a
+:class:`~vitpos.engine.dispatch.DispatchCount` and divides everything it dispatched (data, models,
+training, evaluation, probes) by the member steps it trained: every distinct training in the cells'
+records (a colour-shift cell reuses its absolute model) and every learning-rate trial. On a GPU each
+operation is a kernel launch (views aside), so this bounds the study's pace there. Eager only: no
+dispatch mode runs inside a compiled graph.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from vitpos.cli import main as vitpos
+from vitpos.engine.dispatch import DispatchCount
+from vitpos.study.execute import TRAINS_AS
+
+STUDY = (
+    "--family learned --seeds 10 --epochs 4 --patience 4 --lr-grid 0.005 --train-size 256 "
+    "--efficiency-sizes 128 --ensemble on --workers 1 --device cpu"
+)
+"""The study counted by default."""
+
+
+def member_steps(folder: Path) -> int:
+    """Optimiser steps of every distinct training of the study in ``folder``: its cells and its rate trials."""
+    trainings = {}
+    for path in (folder / "cells").rglob("*.json"):
+        record = json.loads(path.read_text())
+        task, rest = path.stem.split("-", 1)
+        trainings[(path.parent.name, TRAINS_AS.get(task, task), rest)] = record["steps"]
+    rates = json.loads((folder / "rates.json").read_text()) if (folder / "rates.json").exists() else {}
+    trials = [
+        trial["steps"]
+        for entry in rates.values()
+        for task, value in entry.items()
+        if task != "family"
+        for trial in value["trials"].values()
+    ]
+    return sum(trainings.values()) + sum(trials)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.ensemble_dispatch", description=__doc__)
+    p.add_argument("--study", default=STUDY, help="the options of `vitpos study` to count (without --out)")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory() as root:
+        folder = Path(root) / "study"
+        start = time.perf_counter()
+        with DispatchCount() as count:
+            code = vitpos(["study", *shlex.split(args.study), "--out", str(folder)])
+        seconds = time.perf_counter() - start
+        if code:
+            raise SystemExit(f"vitpos study failed ({code})")
+        steps = member_steps(folder)
+    command = shlex.join(["python", "-m", "bench.ensemble_dispatch", *(argv if argv is not None else sys.argv[1:])])
+    print(f"- Command: `{command}` (torch {torch.__version__}, {seconds:.0f} s)")
+    print(f"- Study: `vitpos study {args.study}`")
+    print()
+    print("| member steps | operations dispatched | per member step | no views | per member step |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    print(
+        f"| {steps:,} | {count.total:,} | {count.total / steps:.1f} | {count.kernels:,} | {count.kernels / steps:.1f} |"
+    )
+    print()
+    print("Most dispatched:", ", ".join(f"{name} {n:,}" for name, n in count.ops.most_common(12)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,151 @@
+"""The members' losses and running metrics over stacked outputs, each reduced per member in one operation.
+
+A stack may mix classification and regression members (the red-green study's tasks train in one
+stack). Every member's targets sit in one (S, B, K) float tensor: a class label in column 0, or the
+K regression targets. Both losses (and both kinds of statistics) are computed for the whole stack and
+each member keeps its kind's, so the operations of a step do not depend on which member does what:
+one traced graph serves any mix. The arithmetic per member is that of
+:func:`~vitpos.tasks.classification.task.task_loss` and
+:class:`~vitpos.tasks.classification.metrics.RunningMetrics`, to the last bit for a stack of one
+(``tests/engine/test_stack_metrics.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from ..data.dataset import DataInfo
+from ..tasks import loss_precision
+from ..tasks.classification.metrics import RunningMetrics
+
+__all__ = ["IMAGE_TASKS", "MemberTasks", "StackMetrics", "member_losses"]
+
+IMAGE_TASKS = ("classification", "regression")
+"""Tasks with one output vector per image: their members stack."""
+
+
+class MemberTasks:
+    """Each member's task kind, targets width and label smoothing, as tensors for batched losses."""
+
+    def __init__(self, infos: Sequence[DataInfo], device: torch.device, label_smoothing: float = 0.0) -> None:
+        odd = sorted({i.task for i in infos} - set(IMAGE_TASKS))
+        if odd:
+            raise ValueError(f"stacked members need {' or '.join(IMAGE_TASKS)} tasks, got {', '.join(odd)}")
+        self.infos = list(infos)
+        self.kinds = [i.task for i in infos]
+        self.regression = torch.tensor([k == "regression" for k in self.kinds], device=device)
+        self.width = max([1] + [i.num_outputs for i in infos if i.task == "regression"])
+        """Columns of the targets tensor: 1 (a class label) or the regression targets."""
+        self.label_smoothing = label_smoothing
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def targets(self, each: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Members' targets (labels (N,) or regression targets (N, K)) as one (S, N, width) float32 tensor."""
+        rows = []
+        for t in each:
+            t = t.float().view(len(t), -1)
+            rows.append(F.pad(t, (0, self.width - t.shape[1])))
+        return torch.stack(rows)
+
+    def losses(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Each member's mean loss on its batch (S): cross entropy or mean squared error."""
+        return member_losses(outputs, targets, self.regression, self.settings)
+
+    @property
+    def settings(self) -> tuple[frozenset[str], float]:
+        """(the kinds of task in the stack, label smoothing): what :func:`member_losses` takes besides tensors."""
+        return frozenset(self.kinds), self.label_smoothing
+
+    def metrics(self, device: torch.device) -> StackMetrics:
+        """Empty running metrics of every member."""
+        return StackMetrics(self, device)
+
+
+def member_losses(
+    outputs: torch.Tensor, targets: torch.Tensor, regression: torch.Tensor, settings: tuple[frozenset[str], float]
+) -> torch.Tensor:
+    """Each member's mean loss (S) on its outputs (S, B, O) and targets (S, B, width): cross entropy, or
+    mean squared error where ``regression`` (S, bool) says so (a function of tensors, for a compiled step)."""
+    kinds, label_smoothing = settings
+    outputs = loss_precision(outputs)
+    members, batch = outputs.shape[:2]
+    cross = squared = None
+    if "classification" in kinds:
+        labels = targets[..., 0]
+        if "regression" in kinds:  # a regression member's column 0 is no label; its loss is not kept
+            labels = torch.where(regression[:, None], 0, labels)
+        flat = outputs.flatten(0, 1), labels.long().flatten()
+        if members == 1:  # the single-model loss, value included, to the last bit
+            cross = F.cross_entropy(*flat, label_smoothing=label_smoothing)[None]
+        else:
+            cross = (
+                F.cross_entropy(*flat, reduction="none", label_smoothing=label_smoothing).view(members, batch).mean(1)
+            )
+    if "regression" in kinds:
+        width = outputs.shape[-1]
+        squared = (outputs - targets[..., :width].to(outputs.dtype)).square().mean((1, 2))
+    if cross is None:
+        return squared  # type: ignore[return-value]
+    if squared is None:
+        return cross
+    return torch.where(regression, squared, cross)
+
+
+class StackMetrics:
+    """Every member's :class:`RunningMetrics` sums as rows of one (S, W) tensor, updated in a few operations."""
+
+    def __init__(self, tasks: MemberTasks, device: torch.device) -> None:
+        self.tasks = tasks
+        self.sums = torch.zeros(len(tasks), max(5, 3 + 3 * tasks.width), dtype=torch.float64, device=device)
+
+    @torch.no_grad()
+    def add(self, losses: torch.Tensor, outputs: torch.Tensor | None, targets: torch.Tensor) -> None:
+        """Add a batch: each member's mean loss (S) over B samples and, unless None, its outputs (S, B, O)
+        against its targets (S, B, width)."""
+        batch = targets.shape[1]
+        columns = [torch.full_like(losses, batch, dtype=torch.float64), losses.double() * batch]
+        if outputs is not None:
+            columns.append(torch.full_like(columns[0], batch))
+        stats = torch.stack(columns, 1)
+        if outputs is not None:
+            stats = torch.cat([stats, self._predictions(loss_precision(outputs), targets)], 1)
+        self.sums[:, : stats.shape[1]] += stats
+
+    def _predictions(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """(S, W - 3): top-1 and top-5 hits, or sums of y, y² and squared residuals per target."""
+        kinds = set(self.tasks.kinds)
+        width = self.sums.shape[1] - 3
+        hits = residual = None
+        if "classification" in kinds:
+            top = outputs.topk(min(5, outputs.shape[-1]), dim=-1).indices
+            found = top == targets[..., :1].long()
+            hits = torch.stack([found[..., 0].sum(1), found.any(dim=-1).sum(1)], 1).double()
+            hits = F.pad(hits, (0, width - 2))
+        if "regression" in kinds:
+            k = outputs.shape[-1]
+            y, pred = targets[..., :k].double(), outputs.double()
+            residual = torch.cat([y.sum(1), (y * y).sum(1), ((y - pred) ** 2).sum(1)], 1)
+            residual = F.pad(residual, (0, width - 3 * k))
+        if hits is None:
+            return residual  # type: ignore[return-value]
+        if residual is None:
+            return hits
+        return torch.where(self.tasks.regression[:, None], residual, hits)
+
+    def each(self) -> list[RunningMetrics]:
+        """One :class:`RunningMetrics` per member, holding its sums."""
+        out = []
+        for row, info in zip(self.sums, self.tasks.infos, strict=True):
+            metrics = RunningMetrics(info.task, info.num_outputs, row.device)
+            metrics.sums = row[: metrics.sums.shape[0]].clone()
+            out.append(metrics)
+        return out
+
+    def compute(self) -> list[dict[str, float]]:
+        """Each member's metrics, as :meth:`RunningMetrics.compute` gives them."""
+        return [m.compute() for m in self.each()]

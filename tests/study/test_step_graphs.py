@@ -1,0 +1,63 @@
+"""A compiled study compiles a bounded number of step graphs: one per model, padded member count and task mix."""
+
+import pytest
+import torch
+
+from bench.ensemble_rate import step_graphs
+from vitpos.data.synthetic import SyntheticTask
+from vitpos.engine.optim import decays
+from vitpos.engine.stack_metrics import MemberTasks
+from vitpos.engine.stacked_step import Stack, StackStep, bucket
+from vitpos.models.factory import create_model
+from vitpos.study.protocol import StudyConfig
+
+from ..engine.test_ensemble import MODEL
+
+FULL_GRAPHS = 16
+"""A compiled ``--full`` study's step graphs per process: 8 models (fourier and fourier_pretrained share one)
+× 2 padded sizes (32 rows: the stacks of 30 and 20; 8 rows: the 6 learning-rate trials). docs/study.md says so."""
+
+
+def test_a_full_study_compiles_16_step_graphs_and_the_default_as_many():
+    assert step_graphs(StudyConfig.full()) == FULL_GRAPHS
+    assert step_graphs(StudyConfig()) == FULL_GRAPHS  # stacks of 15 and 10 pad to 16, the 6 trials to 8
+    assert step_graphs(StudyConfig.full(), ["learned", "peg"]) == 4
+
+
+def _stack_step(members: int, backend) -> StackStep:
+    models = []
+    for seed in range(members):
+        torch.manual_seed(seed)
+        models.append(create_model(MODEL.replace(absolute="learned:std=1", num_classes=2)).train())
+    stack = Stack(models, [n for n, on in decays(models[0]).items() if on], rows=bucket(members))
+    tasks = MemberTasks(
+        [SyntheticTask(("direction", "distance")[i % 2]).info for i in range(members)], stack.flat.device
+    )
+    return StackStep(
+        stack, tasks, weight_decay=0.05, betas=(0.9, 0.999), grad_clip=1.0, compile="default", backend=backend
+    )
+
+
+@pytest.mark.slow
+def test_stacks_of_one_shape_share_a_graph_and_no_graph_meets_the_recompile_limit(monkeypatch):
+    """Stacks of 3, 4 and 2 members compile two graphs (4 rows, then 2), each traced once, even with Dynamo's
+    recompile limit at 1 (every graph has a code object of its own) and the first stack's models since put
+    in eval mode."""
+    from vitpos.engine import stacked_step
+
+    monkeypatch.setattr(stacked_step, "_GRAPHS", {})
+    traced = []
+
+    def backend(graph, inputs):
+        traced.append(graph)
+        return graph.forward
+
+    with torch._dynamo.config.patch(recompile_limit=1):
+        for members in (3, 4, 2):
+            step = _stack_step(members, backend)
+            rows = step.stack.rows
+            x = torch.randn(rows, 4, 3, 16, 16)
+            losses, _ = step(x, torch.zeros(rows, 4, 2), torch.full((rows,), 1e-3, dtype=torch.float64))
+            assert losses.shape == (rows,) and int(step.optimizer.steps.sum()) == members
+            step.stack.base.eval()  # as a finished ensemble hands its models back: the next stack still trains
+    assert len(traced) == 2 and stacked_step.compiled_graphs() == 2
