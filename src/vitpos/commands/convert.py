@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from pathlib import Path
 
 from ..analysis.stages import as_host
 from ..config import HostConfig
 from ..files import check_destination
+from ..ownership import check_outputs
 from ..progress import progress_bar
 from ..weights import create_model, detect_layout, read_weights, write_checkpoint
 from ..weights.build import guess_model, stored_classes
@@ -29,12 +31,13 @@ from ..weights.export import released_data_config
 from ..weights.files import WeightsFile
 from ..weights.load import LAYOUTS, NATIVE, layout_of
 from ..weights.resize import RESIZES
-from ..weights.run_folder import read_saved_model, saved_config
+from ..weights.run_folder import CONFIG_FILE, MODEL_FILE, read_saved_model, saved_config
 from .options import add_model_options, given_options
 
 
 def run(args: argparse.Namespace) -> int:
-    check_destination(args.dst, folder=True, force=args.force)
+    check_destination(args.dst, folder=True, force=True)  # a file, or a place that takes no files
+    check_outputs((Path(args.dst) / MODEL_FILE, Path(args.dst) / CONFIG_FILE), "convert", args.force)
     overrides = given_options(args, args.option_names)
     file = read_weights(args.src, args.entry)
     name = args.model
@@ -83,7 +86,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("src", help="the released checkpoint (.pth or .safetensors)")
     p.add_argument("dst", help="folder to write model.safetensors and config.yaml into")
-    p.add_argument("--force", action="store_true", help="write into DST even if it holds files (they are replaced)")
+    p.add_argument(
+        "--force", action="store_true", help="replace the files an earlier vitpos convert wrote into DST (only those)"
+    )
     p.add_argument("--model", metavar="NAME", help="preset to load into (default: the one the checkpoint fits)")
     p.add_argument(
         "--entry",
