@@ -55,6 +55,7 @@ def test_overwrite_replaces_every_old_shard(folder, tmp_path, capsys):
     assert len(list(out.glob("train-*.tar"))) == 10
     assert main(["shard", f"folder:{folder}", str(out), "--per-shard=4", "--no-progress", "--overwrite"]) == 0
     assert sorted(p.name for p in out.iterdir()) == [
+        ".vitpos-manifest.jsonl",
         "classes.txt",
         "train-000000.tar",
         "train-000001.tar",
