@@ -69,6 +69,9 @@ class Recorder:
     files: set[Path] = field(default_factory=set)
     folders: list[Path] = field(default_factory=list)
     strict: list[Path] = field(default_factory=list)
+    stale: dict[Path, list[str]] = field(default_factory=dict)
+    """Earlier results to delete from a folder when the first new one is written there (a command that fails
+    before writing deletes nothing)."""
 
     def root_of(self, path: Path) -> Path | None:
         """The folder whose manifest records ``path`` (None: ``path`` is not claimed)."""
@@ -84,6 +87,7 @@ class Recorder:
         root = self.root_of(path)
         if path.name == MANIFEST or root is None or not any(path.is_relative_to(f) for f in self.strict):
             return
+        _remove(root, self.stale.pop(root, []))
         if os.path.lexists(path):
             why = _not_own(path, self.command, root)
             if why:
@@ -226,7 +230,8 @@ def _listing(names: list[str]) -> str:
 
 def clear_earlier(folder: str | Path, command: str, force: bool, option: str = "--force") -> None:
     """Before ``command`` writes its results into ``folder``: refuse if it holds the results of an earlier run,
-    unless ``force``, which deletes them (and nothing else); then claim the folder (strict)."""
+    unless ``force``, which deletes them (and nothing else) as the first new result is written; claim the folder
+    (strict)."""
     root = _absolute(folder)
     if root.exists() and not root.is_dir():
         raise OutputError(f"{root} is a file, not a folder; choose another --out")
@@ -236,8 +241,12 @@ def clear_earlier(folder: str | Path, command: str, force: bool, option: str = "
             f"{root} holds the results of an earlier vitpos {command} ({_listing(own)}); pass {option} to replace "
             "them, or choose another --out"
         )
-    _remove(root, own)
+    found = current_recorder()
+    if found is None:  # nothing is recorded, so nothing waits for the first new file
+        _remove(root, own)
+        return
     claim(root, strict=True)
+    found.stale[root] = own
 
 
 def _files_below(root: Path) -> list[str]:

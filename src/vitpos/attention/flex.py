@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import flex_attention as _flex_attention
 
+from ..compile_cache import compile_privately
 from .terms import bucket_maps
 
 __all__ = ["score_mod", "flex_attention"]
@@ -77,7 +78,7 @@ def head_width(d: int) -> int:
 
 @functools.cache
 def _compiled() -> Callable:
-    return torch.compile(_flex_attention, dynamic=False)
+    return compile_privately(_flex_attention, dynamic=False)
 
 
 def flex_attention(

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
+from ..compile_cache import compile_privately
 from ..tasks import loss_precision
 from .precision import Precision
 from .stacked_adamw import StackedAdamW
@@ -142,7 +143,9 @@ class StackStep:
         else:
             for t in (*self.optimizer.exp_avg, *self.optimizer.exp_avg_sq, self.optimizer.steps, self.optimizer.active):
                 torch._dynamo.mark_static_address(t)  # updated in place: CUDA graphs keep them where they are
-            self._step = torch.compile(self._eager, mode=None if self.mode == "default" else self.mode, backend=backend)
+            self._step = compile_privately(
+                self._eager, mode=None if self.mode == "default" else self.mode, backend=backend
+            )
 
     @property
     def active(self) -> torch.Tensor:

@@ -25,6 +25,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
+from ..compile_cache import compile_privately
 from ..config import HostConfig
 from ..data.catalog import open_data
 from ..data.dataset import DataSplits
@@ -162,7 +163,7 @@ class _Trainer:
                 self.net, device_ids=[device.index] if device.type == "cuda" else None, static_graph=True
             )
         if cfg.compile:
-            self.net = torch.compile(self.net)
+            self.net = compile_privately(self.net)
 
     def _check_run_dir(self, resume: Resume) -> None:
         found = checkpoint_to_resume(self.run_dir, resume)
