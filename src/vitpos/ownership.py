@@ -151,9 +151,13 @@ def record(path: str | Path, command: str, root: str | Path | None = None) -> No
         "mtime_ns": info.st_mtime_ns,
     }
     with _locked(root):
-        fd = os.open(root / MANIFEST, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "a", encoding="utf-8") as out:
-            out.write(json.dumps(entry) + "\n")
+        fd = os.open(root / MANIFEST, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            cut = size > 0 and os.pread(fd, 1, size - 1) != b"\n"  # a line a crash cut short stays one line
+            os.write(fd, (("\n" if cut else "") + json.dumps(entry) + "\n").encode())
+        finally:
+            os.close(fd)
 
 
 def _entries(root: Path) -> dict[str, dict]:
