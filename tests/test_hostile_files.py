@@ -172,7 +172,7 @@ def test_a_file_that_is_not_a_zip_is_a_clear_error(exported, tmp_path):
 @pytest.mark.parametrize(
     "text,pattern",
     [
-        ("note: hello\n", r"export metadata .*model\.pt2\.yaml lacks model, export; write it again with `vitpos export`"),
+        ("note: hello\n", r"export metadata .*model\.pt2\.yaml lacks model, export; write it again"),
         ("model: [1]\nexport: {}\n", r"export metadata .*model\.pt2\.yaml: section 'model' must be a mapping"),
         ("a: &a [1, 1]\nmodel: {x: *a, y: *a, x: 1}\n", r"model\.pt2\.yaml: line 2: key 'x' is given twice"),
     ],
