@@ -70,8 +70,8 @@ def check_output_folder(out: Path, overwrite: bool) -> None:
         more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
         raise VitposError(
             f"output {out} holds {', '.join(foreign[:3])}{more}, which vitpos shard did not write (no record of it "
-            f"in its {MANIFEST}, or changed since); --overwrite replaces only its own shards: name a new or empty folder "
-            "(nothing was written)"
+            f"in its {MANIFEST}, or changed since); --overwrite replaces only its own shards: name a new or empty "
+            "folder (nothing was written)"
         )
     if found and not overwrite:
         raise VitposError(
