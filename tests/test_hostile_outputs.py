@@ -56,6 +56,15 @@ def _study_json(text: str) -> Callable[[Path], Case]:
     return build
 
 
+def _train_into_a_users_folder(tmp: Path) -> Case:
+    folder = tmp / "mine"
+    folder.mkdir()
+    (folder / "config.yaml").write_text("my settings\n")
+    data = "--data=synthetic:direction:img=16:train=16:val=8:test=8"
+    argv = ["train", "--model=thesis_vit", "--img-size=16", "--depth=1", data, "--epochs=1", "--batch-size=8"]
+    return Case([*argv, "--no-progress", f"--run-dir={folder}"], guarded=[folder / "config.yaml"])
+
+
 def _converted(tmp: Path) -> Path:
     """A folder ``vitpos convert`` wrote: model.safetensors and config.yaml."""
     run = tmp / "run"
@@ -158,6 +167,11 @@ ROWS: list[tuple[str, Callable[[Path], Case], str]] = [
         r"p/study\.json holds a JSON list, not a study's settings .*choose another --out",
     ),
     ("study.json not JSON", _study_json("{not json"), r"p/study\.json is not valid JSON \(Expecting property name"),
+    (
+        "train --run-dir a folder with a config.yaml of the user's",
+        _train_into_a_users_folder,
+        r"mine/config\.yaml was not written by vitpos train \(no record .*\); it is left as it is",
+    ),
     (
         "eval --out over the run's config",
         _eval_out("config.yaml"),

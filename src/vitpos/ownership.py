@@ -82,16 +82,17 @@ class Recorder:
         return path.parent if path in self.files else None
 
     def before(self, path: Path) -> None:
-        """Refuse a file in a strict folder that exists and that this command did not write."""
+        """Refuse a file in a strict folder that exists and that this command did not write; before the first
+        new file there, delete the folder's earlier results (``stale``)."""
         path = _absolute(path)
         root = self.root_of(path)
         if path.name == MANIFEST or root is None or not any(path.is_relative_to(f) for f in self.strict):
             return
-        _remove(root, self.stale.pop(root, []))
         if os.path.lexists(path):
             why = _not_own(path, self.command, root)
             if why:
-                raise OutputError(f"{why}; it is left as it is: move it away, or choose another --out")
+                raise OutputError(f"{why}; it is left as it is: move it away, or choose another folder")
+        _remove(root, self.stale.pop(root, []))
 
     def after(self, path: Path) -> None:
         """Record ``path`` if it was claimed."""
