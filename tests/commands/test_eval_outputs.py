@@ -113,3 +113,20 @@ def test_evaluations_with_another_crop_or_sizes_keep_their_own_files_and_a_repea
     assert "eval-val.json holds the result of an earlier vitpos eval; pass --force" in capsys.readouterr().err
     assert (run / "eval-val.json").read_bytes() == before
     assert main([*evaluate, "--force"]) == 0
+
+
+def test_eval_from_another_folder_reads_the_data_the_run_was_trained_on(tmp_path, monkeypatch, capsys):
+    """A run records its data's paths absolute: ``photos/`` of another folder is other data, not the run's."""
+    (tmp_path / "a").mkdir()
+    photo_folder(tmp_path / "a" / "photos", per_class=2, held=1)
+    monkeypatch.chdir(tmp_path / "a")
+    assert main(["train", *MODEL, "--data=folder:photos", *FAST, "--batch-size=4", "--run-dir=run"]) == 0
+    assert read_saved_model(tmp_path / "a" / "run").train_config["data"] == f"folder:{tmp_path / 'a' / 'photos'}"
+    (tmp_path / "b").mkdir()
+    photo_folder(tmp_path / "b" / "photos", per_class=2, held=3, seed=1)  # the same classes, other photographs
+    monkeypatch.chdir(tmp_path / "b")
+    assert main(["eval", "--checkpoint=../a/run", "--split=val", "--no-progress"]) == 0
+    record = json.loads((tmp_path / "a" / "run" / "eval-val.json").read_text())
+    assert record["data"] == f"folder:{tmp_path / 'a' / 'photos'}"
+    assert main(["eval", "--checkpoint=../a/run", "--split=val", "--data=folder:photos", "--no-progress"]) == 0
+    assert len(list((tmp_path / "a" / "run").glob("eval-val-data-*.json"))) == 1  # the other folder: other data

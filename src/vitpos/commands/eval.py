@@ -19,7 +19,7 @@ import argparse
 import hashlib
 from pathlib import Path
 
-from ..data.catalog import open_data
+from ..data.catalog import anchored_spec, open_data
 from ..engine.distributed import pick_device
 from ..engine.evaluate import evaluate_resolutions, resolution_table
 from ..engine.pipeline import for_evaluation
@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--eval-crop {crop} must lie in (0, 1]: the fraction of the resized image kept")
         folder = ckpt.path.parent.parent if ckpt.path.parent.name == CHECKPOINTS else ckpt.path
         split_name = data.test_name if args.split == "test" else args.split
-        other = data.info.spec if trained_on and data.info.spec != trained_on else None  # as the run recorded it
+        # another data set than the run's: told apart by absolute paths (an earlier version recorded them as given)
+        other = data.info.spec if trained_on and anchored_spec(data.info.spec) != anchored_spec(trained_on) else None
         raw = data.split(args.split)
         split = for_evaluation(raw, crop, prepared.interpolation)
         changed = _changes(sizes, cfg.image_hw, crop if split is not raw and crop != prepared.crop_pct else None)
