@@ -40,6 +40,22 @@ def test_a_file_is_its_writers_while_it_is_as_written(tmp_path):
     assert owners(tmp_path) == {"a.json": "eval"}
 
 
+def test_a_manifest_line_naming_a_file_outside_its_folder_never_counts(tmp_path):
+    (tmp_path / "outside.txt").write_text("mine")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "link").symlink_to(tmp_path)
+    info = (tmp_path / "outside.txt").stat()
+    lines = [
+        {"name": name, "by": "study", "size": info.st_size, "mtime_ns": info.st_mtime_ns}
+        for name in ("../outside.txt", str(tmp_path / "outside.txt"), "link/outside.txt")
+    ]
+    (tmp_path / "run" / MANIFEST).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert owners(tmp_path / "run") == {}
+    with pytest.raises(OutputError, match="also holds link"):
+        start_over(tmp_path / "run", "study", "--fresh")
+    assert (tmp_path / "outside.txt").read_text() == "mine"
+
+
 @pytest.mark.parametrize(
     "make,message",
     [

@@ -172,9 +172,18 @@ def _entries(root: Path) -> dict[str, dict]:
             entry = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(entry, dict) and {"name", "by", "size", "mtime_ns"} <= entry.keys():
+        if isinstance(entry, dict) and {"name", "by", "size", "mtime_ns"} <= entry.keys() and _below(root, entry):
             found[str(entry["name"])] = entry
     return found
+
+
+def _below(root: Path, entry: dict) -> bool:
+    """Whether the manifest line names a file below ``root`` reached without a link (a line naming anything
+    else never counts, so no manifest can lead a command outside its folder)."""
+    parts = Path(str(entry["name"])).parts
+    if not parts or Path(str(entry["name"])).is_absolute() or ".." in parts:
+        return False
+    return not any((root / Path(*parts[:i])).is_symlink() for i in range(1, len(parts)))
 
 
 def owners(folder: str | Path) -> dict[str, str]:
