@@ -136,6 +136,13 @@ def test_a_study_started_over_writes_afresh_and_keeps_nothing_of_the_earlier_one
 
     monkeypatch.setattr(command, "run_study", fake_study)
     out = tmp_path / "s"
+    (out / "cells" / "sincos2d").mkdir(parents=True)
+    (out / "cells" / "sincos2d" / "n64.json").write_text("mine")  # a new study replaces no file of the folder's
+    assert main(["study", "--train-size=64", "--efficiency-sizes=32", f"--out={out}"]) == 2
+    assert "n64.json was not written by vitpos study" in capsys.readouterr().err
+    assert (out / "cells" / "sincos2d" / "n64.json").read_text() == "mine"
+    (out / "cells" / "sincos2d" / "n64.json").unlink()
+    (out / "study.json").unlink()
     assert main(["study", "--train-size=64", "--efficiency-sizes=32", f"--out={out}"]) == 0
     assert main(["study", "--train-size=96", "--efficiency-sizes=32", "--fresh", f"--out={out}"]) == 0
     assert sorted(p.name for p in (out / "cells" / "sincos2d").iterdir()) == ["n96.json"]

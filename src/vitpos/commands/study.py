@@ -22,6 +22,7 @@ from ..spec import positive_int
 from ..study import BUILT_IN_FAMILIES, DEFAULT_FAMILIES, StudyConfig, parse_family, run_study
 from ..study.dense import DenseStudy
 from ..study.detect import DETECT_FAMILIES, DetectStudyConfig
+from ..study.folder import SETTINGS_FILE
 from ..study.report import report_from_results
 from ..study.run import resolve_device
 from ..study.segment import SEGMENT_FAMILIES, SegmentStudyConfig
@@ -112,7 +113,7 @@ def _run(config: StudyConfig | DenseStudy, out: Path, args: argparse.Namespace, 
     """Run ``config`` into ``out`` with the options every study takes."""
     if args.fresh:
         start_over(out, "study", "--fresh")
-    claim(out)
+    claim(out, strict=not (out / SETTINGS_FILE).is_file())  # a new study replaces none of the folder's files
     device = resolve_device(args.device)
     workers = (
         args.workers if args.workers is not None else min(4 if device.startswith("cuda") else 2, os.cpu_count() or 1)
