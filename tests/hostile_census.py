@@ -3,8 +3,10 @@
 The outcomes: clear (the error, or warning, the case expects), unclear (an error that does not
 say what it should), traceback, silent (accepted without a word), hang (still running after the
 case's watchdog) and lost (a file the case was given was changed, removed or added to). The rows
-are the Python API cases, the command-line cases, and the hostile-data cases (shards, image
-folders, class lists, COCO, the weights cache, the shard writer's output folders).
+are the Python API cases, the command-line cases, the hostile-data cases (shards, image
+folders, class lists, COCO, the weights cache, the shard writer's output folders) and the output
+cases (what a command may replace or delete: a user's files, another command's, its own earlier
+results, links, the compile caches).
 
 Run from the repository root: ``python tests/hostile_census.py`` (add pytest options, e.g. ``-n 2``).
 With another ``vitpos`` first on ``PYTHONPATH`` it counts how that version answers the same cases.
@@ -25,10 +27,11 @@ CASES = [
     "tests/test_hostile_data.py",
     "tests/test_hostile_shards.py",
     "tests/test_hostile_reads.py",
+    "tests/test_hostile_outputs.py",
 ]
-TESTS = "python_api_bad_input or command_line_bad_input or hostile_data_"
+TESTS = "python_api_bad_input or command_line_bad_input or hostile_data_ or hostile_output_"
 OUTCOMES = ("clear", "unclear", "traceback", "silent", "hang", "lost")
-KINDS = ("api", "cli", "data")
+KINDS = ("api", "cli", "data", "output")
 
 
 def census(extra: list[str]) -> Counter:
@@ -52,7 +55,15 @@ def census(extra: list[str]) -> Counter:
         counts: Counter = Counter()
         for case in ET.parse(report).iter("testcase"):
             name = case.get("name", "")
-            kind = "data" if "hostile_data" in name else "api" if "python_api" in name else "cli"
+            kind = (
+                "data"
+                if "hostile_data" in name
+                else "output"
+                if "hostile_output" in name
+                else "api"
+                if "python_api" in name
+                else "cli"
+            )
             found = [p.get("value") for p in case.iter("property") if p.get("name") == "outcome"]
             counts[kind, found[0] if found else "not run"] += 1
     return counts

@@ -831,7 +831,8 @@ CLI_CASES = [
     (
         "convert into a run folder",
         ["convert", "TMP/released.pth", "RUN"],
-        r"run holds a training run \(checkpoints/\); choose another destination, or pass --force to replace it",
+        r"config\.yaml was not written by vitpos convert \(no record of it in .*\); --force replaces only the files "
+        r"vitpos convert wrote",
     ),
     (
         "convert into a file",
@@ -841,13 +842,13 @@ CLI_CASES = [
     (
         "export over a file",
         ["export", "--model=thesis_vit", "TMP/file.txt"],
-        r"file.txt already exists; choose another destination, or pass --force",
+        r"file\.txt was not written by vitpos export \(no record of it in .*\); --force replaces only the files",
     ),
     ("export to a folder", ["export", "--model=thesis_vit", "TMP"], r"cli_cases\d* is a folder; give a file name"),
     (
         "pretrain-pe --out EXISTING",
         ["pretrain-pe", "--out=TMP/file.txt"],
-        r"file.txt already exists; choose another destination, or pass --force",
+        r"file\.txt was not written by vitpos pretrain-pe \(no record of it in .*\); --force replaces only the",
     ),
     ("pretrain-pe --out FOLDER", ["pretrain-pe", "--out=TMP", "--force"], r"is a folder; give a file name"),
     ("models nothing*", ["models", "nothing*"], r"no model matches 'nothing\*'"),

@@ -143,7 +143,7 @@ def test_swin_program_with_other_slots(case, one_thread):
 def test_saved_program_checks_sizes_like_the_eager_model(tmp_path, one_thread):
     model = randomised(vitpos.create_model("vit_lite_7_4", **VIT))
     meta = export_model(model, tmp_path / "vit.pt2", fmt="pt2", min_size=16, max_size=48)
-    assert meta == tmp_path / "vit.yaml" and "patch_size: 8" in meta.read_text()
+    assert meta == tmp_path / "vit.pt2.yaml" and "patch_size: 8" in meta.read_text()
     deployed = load_deployed(tmp_path / "vit.pt2")
     x = torch.randn(2, 3, 24, 48)
     with torch.no_grad():
@@ -270,11 +270,12 @@ def test_command_writes_the_program_and_its_config(tmp_path, capsys, one_thread)
     assert deployed(torch.randn(2, 3, 24, 8)).shape == (2, 10)
     written = out.read_bytes()
     assert main([*args, "--max-size", "16", str(out)]) == 2  # an existing OUT is kept without --force
-    assert f"{out} already exists; choose another destination, or pass --force" in capsys.readouterr().err
+    assert f"{out} holds the result of an earlier vitpos export; pass --force to replace it" in capsys.readouterr().err
     assert out.read_bytes() == written
     assert main([*args, "--max-size", "16", "--force", str(out)]) == 0
-    assert "max_size: 16" in out.with_suffix(".yaml").read_text()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["lite.pt2", "lite.yaml"]  # no temporary file left
+    assert "max_size: 16" in (tmp_path / "lite.pt2.yaml").read_text()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [".vitpos-manifest.jsonl", "lite.pt2", "lite.pt2.yaml"]  # no temporary file left
     assert (
         main(["export", "--model", "swin_tiny_lape", "--min-size", "64", "--max-size", "1024", str(tmp_path / "s.pt2")])
         == 2

@@ -26,6 +26,8 @@ from .data import hostile_files as forge
 from .hostile_harness import Case, run_row
 
 TINY = ["--model=thesis_vit", "--img-size=16", "--patch-size=4", "--embed-dim=32", "--depth=1", "--num-heads=2"]
+MANIFEST = ".vitpos-manifest.jsonl"
+"""The record of the files vitpos wrote in a folder (:mod:`vitpos.ownership`)."""
 RUN = ["--epochs=1", "--batch-size=2", "--warmup-epochs=0", "--no-progress"]
 TiB = 2**40
 
@@ -50,9 +52,23 @@ def _cluttered_out(tmp: Path) -> Path:
 
 
 def _old_shards(tmp: Path) -> Path:
-    out = _cluttered_out(tmp)
-    (out / "notes.txt").unlink()
+    out = tmp / "out"
+    assert main(["shard", f"folder:{forge.image_folder(tmp / 'old')}", str(out), "--no-progress"]) == 0
     return out
+
+
+def _user_shards(tmp: Path) -> Path:
+    """A user's own WebDataset shards named and keyed as vitpos's (9-digit keys, an image then its .cls)."""
+    out = _old_shards(tmp)
+    (out / MANIFEST).unlink()
+    return out
+
+
+def _shards_behind_a_link(tmp: Path) -> Path:
+    """OUT is a link to a folder of shards vitpos wrote."""
+    _old_shards(tmp).rename(tmp / "real")
+    (tmp / "out").symlink_to(tmp / "real")
+    return tmp / "out"
 
 
 def _run_folder(tmp: Path) -> Path:
@@ -61,6 +77,18 @@ def _run_folder(tmp: Path) -> Path:
     (run / "config.yaml").write_text("train: {epochs: 1}\n")
     (run / "metrics.jsonl").write_text('{"epoch": 1}\n')
     return run
+
+
+def _shard_over_a_link(tmp: Path) -> Case:
+    """--overwrite into OUT, a link: the shards replace the folder it names, the link stays, nothing is left beside."""
+    out, src = _shards_behind_a_link(tmp), _shard_source(tmp)
+
+    def after() -> bool:
+        left = [p.name for p in tmp.iterdir() if ".replaced-" in p.name or ".writing-" in p.name]
+        return out.is_symlink() and out.resolve() == tmp / "real" and not left and (out / "val-000000.tar").is_file()
+
+    argv = ["shard", f"folder:{src}", str(out), "--overwrite", "--seed=3", "--no-progress"]
+    return Case(argv, guarded=[src], answer=0, after=after)
 
 
 def _shard_into(out: Callable[[Path], Path], *flags: str) -> Callable[[Path], Case]:
@@ -204,14 +232,21 @@ ROWS: list[tuple[str, Callable[[Path], Case], str]] = [
     (
         "shard into a folder of other files",
         _shard_into(_cluttered_out),
-        r"out holds notes\.txt, which vitpos shard did not write",
+        r"out holds classes\.txt, notes\.txt, train-000008\.tar and 1 more, which vitpos shard did not write",
     ),
     (
         "shard --overwrite over other files",
         _shard_into(_cluttered_out, "--overwrite"),
-        r"out holds notes\.txt, which vitpos shard did not write",
+        r"out holds classes\.txt, notes\.txt, train-000008\.tar and 1 more, which vitpos shard did not write",
+    ),
+    (
+        "shard --overwrite over a user's shards named as its own",
+        _shard_into(_user_shards, "--overwrite"),
+        r"out holds classes\.txt, train-000000\.tar, val-000000\.tar, which vitpos shard did not write \(no "
+        r"record of it in its \.vitpos-manifest\.jsonl, or changed since\); --overwrite replaces only its own",
     ),
     ("shard over old shards", _shard_into(_old_shards), r"out already holds shards .*pass --overwrite"),
+    ("shard --overwrite into a link", _shard_over_a_link, r"wrote \S*/real \(2 classes in classes\.txt\)"),
     ("shard into a run folder", _shard_into(_run_folder, "--overwrite"), r"run is a training run folder"),
     ("shard --per-shard 0", _per_shard("0"), r"argument --per-shard: must be a positive integer, got '0'"),
     ("shard --per-shard -1", _per_shard("-1"), r"argument --per-shard: must be a positive integer, got '-1'"),
@@ -316,7 +351,7 @@ def test_hostile_data_flat_folder_is_sharded_with_its_test_split(tmp_path, capsy
     out = capsys.readouterr().out
     written = sorted(p.name for p in (tmp_path / "out").iterdir())
     said = re.search(r"test: 2 images in 1 shard\(s\)", out) and ":test=" in out
-    ok = status == 0 and written == ["classes.txt", "test-000000.tar", "train-000000.tar", "val-000000.tar"]
+    ok = status == 0 and written == [MANIFEST, "classes.txt", "test-000000.tar", "train-000000.tar", "val-000000.tar"]
     record_property("outcome", "clear" if ok and said else "silent")
     assert ok and said, out
     spec = re.search(r"--data '(wds:[^']+)'", out)

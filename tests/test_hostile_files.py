@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import save_file
 
 import vitpos
-from vitpos.deploy import export_model, load_deployed
+from vitpos.deploy import export_model, load_deployed, metadata_path
 from vitpos.errors import CheckpointError, VitposError
 from vitpos.weights import download
 from vitpos.weights.memory import safetensors_bytes
@@ -32,7 +32,7 @@ def _one_thread(one_thread):
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory) -> Path:
-    """A real ``vitpos export`` of a one-block model: ``model.pt2`` beside ``model.yaml``."""
+    """A real ``vitpos export`` of a one-block model: ``model.pt2`` beside ``model.pt2.yaml``."""
     path = tmp_path_factory.mktemp("export") / "model.pt2"
     torch.manual_seed(0)
     model = vitpos.create_model("thesis_vit", img_size=16, patch_size=4, embed_dim=32, depth=1, num_heads=2)
@@ -54,7 +54,7 @@ def _altered(exported: Path, tmp_path: Path, change) -> Path:
     """A copy of ``exported`` (and its YAML) with ``change(name, bytes) -> bytes | None`` applied to
     each member (None drops it); ``change("", b"")`` may return extra members as a dict."""
     out = tmp_path / "model.pt2"
-    shutil.copy(exported.with_suffix(".yaml"), out.with_suffix(".yaml"))
+    shutil.copy(metadata_path(exported), metadata_path(out))
     with zipfile.ZipFile(exported) as src, zipfile.ZipFile(out, "w") as dst:
         root = src.namelist()[0].split("/")[0]
         for info in src.infolist():
@@ -164,7 +164,7 @@ def test_an_unaltered_program_loads_and_runs(exported):
 def test_a_file_that_is_not_a_zip_is_a_clear_error(exported, tmp_path):
     path = tmp_path / "model.pt2"
     path.write_bytes(os.urandom(256))
-    shutil.copy(exported.with_suffix(".yaml"), path.with_suffix(".yaml"))
+    shutil.copy(metadata_path(exported), metadata_path(path))
     with pytest.raises(VitposError, match=r"model.pt2 is not a .pt2 archive \(not a zip file\)"):
         load_deployed(path)
 
@@ -172,16 +172,16 @@ def test_a_file_that_is_not_a_zip_is_a_clear_error(exported, tmp_path):
 @pytest.mark.parametrize(
     "text,pattern",
     [
-        ("note: hello\n", r"export metadata .*model.yaml lacks model, export; write it again with `vitpos export`"),
-        ("model: [1]\nexport: {}\n", r"export metadata .*model.yaml: section 'model' must be a mapping"),
-        ("a: &a [1, 1]\nmodel: {x: *a, y: *a, x: 1}\n", r"model.yaml: line 2: key 'x' is given twice"),
+        ("note: hello\n", r"export metadata .*model\.pt2\.yaml lacks model, export; write it again"),
+        ("model: [1]\nexport: {}\n", r"export metadata .*model\.pt2\.yaml: section 'model' must be a mapping"),
+        ("a: &a [1, 1]\nmodel: {x: *a, y: *a, x: 1}\n", r"model\.pt2\.yaml: line 2: key 'x' is given twice"),
     ],
     ids=["no keys", "model a list", "duplicate key"],
 )
 def test_bad_export_metadata_is_a_clear_error(text, pattern, exported, tmp_path):
     path = tmp_path / "model.pt2"
     shutil.copy(exported, path)
-    path.with_suffix(".yaml").write_text(text)
+    metadata_path(path).write_text(text)
     with pytest.raises(VitposError, match=pattern):
         load_deployed(path)
 
@@ -194,7 +194,7 @@ def test_convert_refuses_a_run_folder_and_changes_nothing(tmp_path, capsys):
     (run / "config.yaml").write_text("model: thesis_vit\n")
     before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
     assert main(["convert", str(tmp_path / "released.pth"), str(run)]) == 2
-    assert "holds a training run (checkpoints/)" in capsys.readouterr().err
+    assert f"{run / 'config.yaml'} was not written by vitpos convert" in capsys.readouterr().err
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
 
 

@@ -306,7 +306,8 @@ ROWS: list[tuple[str, Callable[[Path], Case], str]] = [
     (
         "shard --overwrite over the user's files named like shards",
         _user_files_named_like_shards,
-        r"out holds train-000000\.tar, which vitpos shard did not write \(it is not a tar file\)",
+        r"out holds classes\.txt, train-000000\.tar, which vitpos shard did not write \(no record of it in its "
+        r"\.vitpos-manifest\.jsonl",
     ),
     ("SIGTERM during shard", _terminated, r""),
     (

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from .errors import command_line
+from .ownership import recording
 from .progress import showing_progress
 
 __all__ = ["main", "build_parser"]
@@ -174,7 +175,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:  # the subcommand's usage, not the top level's
         sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        with warnings.catch_warnings(), command_line(), showing_progress(getattr(args, "progress", True)):
+        with (
+            warnings.catch_warnings(),
+            command_line(),
+            showing_progress(getattr(args, "progress", True)),
+            recording(args.command),
+        ):
             for pattern in QUIET_WARNINGS:
                 warnings.filterwarnings("ignore", message=pattern)
             warnings.showwarning = functools.partial(_show_warning, args.command)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -164,8 +165,17 @@ def _metadata(cfg: HostConfig, span: ExportRange, fmt: str, data: DataConfig) ->
 
 
 def metadata_path(path: str | Path) -> Path:
-    """The YAML file written beside an exported graph: same name, suffix ``.yaml``."""
-    return Path(path).with_suffix(".yaml")
+    """The YAML file written beside an exported graph: its whole name and ``.yaml`` (``m.onnx.yaml``), so the
+    exports ``m.onnx`` and ``m.pt2`` never share one."""
+    path = Path(path)
+    return path.with_name(path.name + ".yaml")
+
+
+def _metadata_of(path: Path) -> Path:
+    """The YAML that describes ``path``: :func:`metadata_path`, or the ``m.yaml`` an earlier version of vitpos wrote."""
+    meta = metadata_path(path)
+    earlier = path.with_suffix(".yaml")
+    return earlier if not meta.is_file() and earlier.is_file() else meta
 
 
 def export_model(
@@ -263,7 +273,8 @@ def load_deployed(path: str | Path) -> Deployed:
     A ``.pt2`` file is checked to hold only what ``vitpos export`` writes (see :mod:`vitpos.pt2_archive`)
     before torch reads it, so loading one never runs code from it.
     """
-    path, meta = Path(path), metadata_path(path)
+    path = Path(path)
+    meta = _metadata_of(path)
     if not path.is_file():
         raise FileNotFoundError(f"no exported model at {path}; write one with `vitpos export`")
     if not meta.is_file():
@@ -280,6 +291,11 @@ def load_deployed(path: str | Path) -> Deployed:
     if export["format"] not in FORMATS:
         raise VitposError(
             f"export metadata {meta}: format {quote(export['format'])} is not one of {', '.join(FORMATS)}"
+        )
+    if export["format"] == "onnx" and zipfile.is_zipfile(path):  # (a .pt2 archive is a zip file; ONNX is not)
+        raise VitposError(
+            f"export metadata {meta} describes an ONNX export, but {path} is a torch.export archive (another export "
+            f"wrote {meta.name}); export {path.name} again to write its own {metadata_path(path).name}"
         )
     cfg, span = config_from_dict(data["model"]), ExportRange(*(export[k] for k in ("min_size", "max_size", "stride")))
     # a file exported before the data config was written gets the released models' preprocessing

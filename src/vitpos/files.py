@@ -1,5 +1,9 @@
 """Crash-safe file writes (a temporary file, flushed to disk, renamed into place), JSON written so,
-and the check that a command may write where it was told to."""
+and the check that a command may write where it was told to.
+
+Every write goes through :func:`replacing`, which tells the active :class:`Watcher` (if any) before
+and after: :mod:`vitpos.ownership` uses it to refuse replacing a file a command did not write and
+to record each file a command wrote."""
 
 from __future__ import annotations
 
@@ -8,12 +12,56 @@ import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .errors import VitposError
 
-__all__ = ["fsync_path", "replacing", "write_atomic", "write_json", "check_destination"]
+__all__ = [
+    "Watcher",
+    "watching",
+    "watch_for_good",
+    "watcher",
+    "fsync_path",
+    "replacing",
+    "write_atomic",
+    "write_json",
+    "check_destination",
+]
+
+
+class Watcher(Protocol):
+    """What is told of each file written through :func:`replacing`."""
+
+    def before(self, path: Path) -> None:
+        """Called before anything is written: raise to refuse writing ``path``."""
+
+    def after(self, path: Path) -> None:
+        """Called once ``path`` holds the new file."""
+
+
+_WATCHER: ContextVar[Watcher | None] = ContextVar("vitpos_file_watcher", default=None)
+
+
+@contextmanager
+def watching(watcher: Watcher | None) -> Iterator[None]:
+    """Tell ``watcher`` of every file written through :func:`replacing` inside this block."""
+    token = _WATCHER.set(watcher)
+    try:
+        yield
+    finally:
+        _WATCHER.reset(token)
+
+
+def watch_for_good(watcher: Watcher | None) -> None:
+    """Tell ``watcher`` of the files written in this context from now on (a worker process's whole life)."""
+    _WATCHER.set(watcher)
+
+
+def watcher() -> Watcher | None:
+    """The watcher told of the files written now (None: none)."""
+    return _WATCHER.get()
 
 
 def fsync_path(path: Path) -> None:
@@ -29,6 +77,9 @@ def fsync_path(path: Path) -> None:
 def replacing(path: Path) -> Iterator[Path]:
     """A temporary path beside ``path`` (same suffix) to write; on success it is flushed and renamed
     onto ``path``, on any error removed, so readers see the old file or the new one, never a part."""
+    watch = _WATCHER.get()
+    if watch is not None:
+        watch.before(path)
     tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
     try:
         yield tmp
@@ -38,6 +89,8 @@ def replacing(path: Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
         raise
     fsync_path(path.parent)
+    if watch is not None:
+        watch.after(path)
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:

@@ -176,7 +176,8 @@ def test_probe_on_a_pyramid(arch, tmp_path, capsys):
     result = json.loads((tmp_path / "probe.json").read_text())
     assert list(result) == ["stage 3 absolute"] and result["stage 3 absolute"]["grid"] == [4, 4]
     assert result["stage 3 absolute"]["left_right"] == 1.0 and result["stage 3 absolute"]["up_down"] == 1.0
-    assert main(["probe", *PYRAMID_ARGS[arch], "--absolute", "sincos2d", "--stage", "2", "--out", str(tmp_path)]) == 0
+    again = ["probe", *PYRAMID_ARGS[arch], "--absolute", "sincos2d", "--stage", "2", "--out", str(tmp_path)]
+    assert main([*again, "--force"]) == 0
     assert json.loads((tmp_path / "probe.json").read_text())["stage 2 absolute"]["grid"] == [8, 8]
     assert_png(tmp_path / "probe.png")
 
@@ -269,7 +270,8 @@ def test_awareness_on_a_chosen_stage(arch, tmp_path, capsys):
         == 0
     )
     assert set(json.loads((tmp_path / "awareness.json").read_text())) == {"block 0"}  # an earlier stage: no final norm
-    assert main(["awareness", *PYRAMID_ARGS[arch], "--images", "4", "--folds", "2", "--out", str(tmp_path)]) == 0
+    again = ["awareness", *PYRAMID_ARGS[arch], "--images", "4", "--folds", "2", "--out", str(tmp_path), "--force"]
+    assert main(again) == 0
     assert set(json.loads((tmp_path / "awareness.json").read_text())) == {"block 0", "final"}
     assert_png(tmp_path / "awareness.png")
 
@@ -282,7 +284,10 @@ def test_relative_bias_on_swin_windows(tmp_path, capsys):
     assert list(blocks) == [f"stage {s} block 0" for s in range(4)]
     assert all(b["grid"] == [4, 4] for b in blocks.values())  # one window
     assert_png(tmp_path / "relative_bias_stage2_block0.png")
-    assert main(["relative-bias", *PYRAMID_ARGS["swin"], "--stage", "1", "--block", "1", "--out", str(tmp_path)]) == 2
+    assert (
+        main(["relative-bias", *PYRAMID_ARGS["swin"], "--stage", "1", "--block", "1", "--out", str(tmp_path / "b")])
+        == 2
+    )
     assert (
         "block 1 of stage 1 does not exist; the model has 4 layers with a relative encoding: stage 0 block 0,"
         in capsys.readouterr().err
@@ -293,7 +298,7 @@ def test_relative_bias_says_when_its_tables_are_untrained(tmp_path, capsys):
     args = ["relative-bias", *TINY_ARGS, "--relative", "irpe:product:ctx:k", "--images", "2", "--per-side", "3"]
     assert main([*args, "--out", str(tmp_path)]) == 0
     assert "are all zero" in (out := capsys.readouterr().out) and "--checkpoint RUN" in out
-    assert main(["relative-bias", "--out", str(tmp_path)]) == 2  # the documented default, thesis_vit, has none
+    assert main(["relative-bias", "--out", str(tmp_path / "b")]) == 2  # the documented default, thesis_vit, has none
     assert "--checkpoint RUN" in (err := capsys.readouterr().err) and "--relative" in err
 
 

@@ -14,6 +14,7 @@ from vitpos.tasks import task_kind
 from vitpos.weights import read_saved_model
 from vitpos.weights.data_config import IMAGENET_MEAN, DataConfig
 
+from ..photos import photo_folder
 from .test_convert import DATA, released_thesis_vit
 from .test_train_eval import DATA as RUN_DATA
 from .test_train_eval import FAST, MODEL
@@ -96,3 +97,38 @@ def test_a_data_config_round_trips_and_names_a_bad_field():
 )
 def test_every_percentage_is_printed_with_its_sign_and_other_metrics_as_numbers(task, key, value, shown):
     assert task_kind(task).format_metric(key, value) == shown
+
+
+def test_evaluations_with_another_crop_or_sizes_keep_their_own_files_and_a_repeat_asks_for_force(tmp_path, capsys):
+    run = tmp_path / "run"
+    photos = photo_folder(tmp_path / "photos", per_class=2, held=1)
+    assert main(["train", *MODEL, f"--data=folder:{photos}", *FAST, "--batch-size=4", f"--run-dir={run}"]) == 0
+    evaluate = ["eval", f"--checkpoint={run}", "--split=val", "--no-progress"]
+    for options in ([], ["--eval-crop=0.5"], ["--resolutions=16,24"], ["--eval-crop=0.5", "--resolutions=16x24"]):
+        assert main([*evaluate, *options]) == 0
+    names = sorted(p.name for p in run.glob("eval-*.json"))
+    assert names == ["eval-val-at16,24.json", "eval-val-at16x24-crop0.5.json", "eval-val-crop0.5.json", "eval-val.json"]
+    assert json.loads((run / "eval-val-crop0.5.json").read_text())["eval_crop"] == 0.5
+    before = (run / "eval-val.json").read_bytes()
+    capsys.readouterr()
+    assert main(evaluate) == 2
+    assert "eval-val.json holds the result of an earlier vitpos eval; pass --force" in capsys.readouterr().err
+    assert (run / "eval-val.json").read_bytes() == before
+    assert main([*evaluate, "--force"]) == 0
+
+
+def test_eval_from_another_folder_reads_the_data_the_run_was_trained_on(tmp_path, monkeypatch, capsys):
+    """A run records its data's paths absolute: ``photos/`` of another folder is other data, not the run's."""
+    (tmp_path / "a").mkdir()
+    photo_folder(tmp_path / "a" / "photos", per_class=2, held=1)
+    monkeypatch.chdir(tmp_path / "a")
+    assert main(["train", *MODEL, "--data=folder:photos", *FAST, "--batch-size=4", "--run-dir=run"]) == 0
+    assert read_saved_model(tmp_path / "a" / "run").train_config["data"] == f"folder:{tmp_path / 'a' / 'photos'}"
+    (tmp_path / "b").mkdir()
+    photo_folder(tmp_path / "b" / "photos", per_class=2, held=3, seed=1)  # the same classes, other photographs
+    monkeypatch.chdir(tmp_path / "b")
+    assert main(["eval", "--checkpoint=../a/run", "--split=val", "--no-progress"]) == 0
+    record = json.loads((tmp_path / "a" / "run" / "eval-val.json").read_text())
+    assert record["data"] == f"folder:{tmp_path / 'a' / 'photos'}"
+    assert main(["eval", "--checkpoint=../a/run", "--split=val", "--data=folder:photos", "--no-progress"]) == 0
+    assert len(list((tmp_path / "a" / "run").glob("eval-val-data-*.json"))) == 1  # the other folder: other data

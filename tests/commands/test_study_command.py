@@ -44,10 +44,11 @@ def test_study_in_two_worker_processes(tmp_path, capsys):
     assert "6 training runs: 6 already done, 0 to go" in capsys.readouterr().out
 
 
-def test_fresh_only_deletes_a_study_folder(tmp_path, capsys):
+def test_fresh_deletes_nothing_while_the_folder_holds_files_the_study_did_not_write(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("mine")
     assert main(["study", "--family", "sincos2d", *SMALL, "--fresh", "--out", str(tmp_path)]) == 2
-    assert "refuses to delete" in capsys.readouterr().err and (tmp_path / "notes.txt").exists()
+    assert "also holds notes.txt, which it did not write" in capsys.readouterr().err
+    assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
 @pytest.mark.parametrize(

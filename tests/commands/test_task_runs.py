@@ -75,7 +75,7 @@ def test_relative_bias_of_a_detector_and_the_refusal_of_a_segmenter_without_one(
     args = ["--images", "2", "--per-side", "3", "--out", str(tmp_path)]
     assert main(["relative-bias", "--checkpoint", str(runs["detr"]), *args]) == 0
     assert "block 0" in json.loads((tmp_path / "relative_bias.json").read_text())["blocks"]
-    assert main(["relative-bias", "--checkpoint", str(runs["fpn"]), *args]) == 2
+    assert main(["relative-bias", "--checkpoint", str(runs["fpn"]), *args, "--force"]) == 2
     assert "no relative encoding" in capsys.readouterr().err
 
 

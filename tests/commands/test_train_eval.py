@@ -119,11 +119,11 @@ def test_eval_prints_a_resolution_table(tmp_path, capsys):
     assert re.fullmatch(r"acc1 in % on the test split of synthetic:direction:\S+, by input size", lines[0])
     assert lines[2] == "| Model | Params | 16(%) | 24(%) | 16x32(%) |"
     assert lines[4].startswith("| run | 53.4K | ")
-    saved = json.loads((run_dir / "eval-test.json").read_text())
+    saved = json.loads((run_dir / "eval-test-at16,24,16x32.json").read_text())  # named by the sizes
     assert list(saved["results"]) == ["16x16", "24x24", "16x32"] and saved["units"] == {"acc1": "%"}
     printed = [float(cell) for cell in lines[4].strip("| ").split(" | ")[2:]]
     assert printed == [round(r["acc1"], 1) for r in saved["results"].values()]
-    assert (run_dir / "eval-test.md").read_text() == "\n".join(lines[:5]) + "\n"
+    assert (run_dir / "eval-test-at16,24,16x32.md").read_text() == "\n".join(lines[:5]) + "\n"
     assert main(["eval", f"--checkpoint={run_dir}", "--data=synthetic:direction4:img=16"]) == 2
     assert "num_classes=2 but synthetic:direction4:img=16:square=4 has 4 classes" in capsys.readouterr().err
 

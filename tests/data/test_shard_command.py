@@ -55,6 +55,7 @@ def test_overwrite_replaces_every_old_shard(folder, tmp_path, capsys):
     assert len(list(out.glob("train-*.tar"))) == 10
     assert main(["shard", f"folder:{folder}", str(out), "--per-shard=4", "--no-progress", "--overwrite"]) == 0
     assert sorted(p.name for p in out.iterdir()) == [
+        ".vitpos-manifest.jsonl",
         "classes.txt",
         "train-000000.tar",
         "train-000001.tar",
@@ -115,3 +116,22 @@ def test_overwrite_replaces_its_own_shards_only(folder, tmp_path):
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     assert main(["shard", f"folder:{folder}", str(out), "--no-progress", "--overwrite"]) == 2
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_a_link_out_stays_a_link_and_a_parked_link_is_never_said_removed(folder, tmp_path, capsys):
+    """OUT a link: the shards go to the folder it names, with nothing left beside; a link an earlier version
+    parked as ``.OUT.replaced-PID`` is the user's: kept, and not reported as removed."""
+    import subprocess
+    import sys
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "out").symlink_to(tmp_path / "real")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    parked = tmp_path / f".real.replaced-{gone.pid}"
+    parked.symlink_to(tmp_path / "real")
+    for flags in ([], ["--overwrite", "--seed=1"]):
+        assert main(["shard", f"folder:{folder}", str(tmp_path / "out"), "--no-progress", *flags]) == 0
+        assert "removed" not in capsys.readouterr().out
+    assert (tmp_path / "out").is_symlink() and (tmp_path / "out" / "train-000000.tar").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [parked.name, "imgs", "out", "real"]

@@ -18,7 +18,17 @@ from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import MaxNLocator
 
-__all__ = ["draw_star", "save_heatmaps", "save_heatmap_pages", "save_curves", "save_curve_panels", "save_bars"]
+from ..files import replacing
+
+__all__ = [
+    "save_figure",
+    "draw_star",
+    "save_heatmaps",
+    "save_heatmap_pages",
+    "save_curves",
+    "save_curve_panels",
+    "save_bars",
+]
 
 LINE_STYLES = (("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."))
 """(marker, line style) of the curves of one panel, in turn, so curves that coincide stay distinguishable."""
@@ -43,10 +53,13 @@ def _numpy(x: Array) -> np.ndarray:
     return x.detach().cpu().double().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=float)
 
 
-def _save(fig: Figure, path: str | Path) -> Path:
+def save_figure(fig: Figure, path: str | Path, *, dpi: int = 110, tight: bool = True) -> Path:
+    """Write ``fig`` as a PNG file at ``path`` (its folder created) as every vitpos file is written
+    (:func:`vitpos.files.replacing`: whole or not at all, and only where the command may)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", dpi=110, bbox_inches="tight")
+    with replacing(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight" if tight else None)
     return path
 
 
@@ -164,7 +177,7 @@ def save_heatmaps(
             bar.set_label(colorbar_label, fontsize=8)
     if title:
         fig.suptitle(heading, fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _wrapped(title: str, width_in: float) -> str:
@@ -252,7 +265,7 @@ def save_bars(
     ax.grid(axis="y", alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()  # below the axes, in columns: the bars keep the width
     fig.legend(handles, labels, fontsize=7, loc="outside lower center", ncol=min(3, len(labels)), frameon=False)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def save_curves(
@@ -312,7 +325,7 @@ def save_curves(
         ax.set_ylim(bottom=floor - 0.05 * (ax.get_ylim()[1] - floor))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def save_curve_panels(
@@ -361,4 +374,4 @@ def save_curve_panels(
     fig.legend(handles, labels, fontsize=7, loc="outside right upper")
     if title:
         fig.suptitle(title, fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)

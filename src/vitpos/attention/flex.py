@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import flex_attention as _flex_attention
 
+from ..compile_cache import compile_privately
 from .terms import RelativeTerms, bucket_maps
 
 __all__ = ["score_mod", "gathered_bias", "flex_attention"]
@@ -95,7 +96,7 @@ forward there (Inductor compiles it; FlexAttention has no CPU backward)."""
 
 @functools.cache
 def _compiled() -> Callable:
-    return torch.compile(_flex_attention, dynamic=False)
+    return compile_privately(_flex_attention, dynamic=False)
 
 
 def flex_attention(

@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields, replace
 import torch
 from torch.utils.weak import WeakTensorKeyDictionary
 
+from ..compile_cache import compile_privately
 from ..errors import VitposError
 from ..grid import tracing
 from .bucket_lookup import BucketIndex, lookup
@@ -128,7 +129,7 @@ def rotate(
 @functools.cache
 def _compiled_rotate() -> Callable:
     """:func:`rotate` compiled (once per process; shapes that change are made dynamic)."""
-    return torch.compile(rotate, fullgraph=True)
+    return compile_privately(rotate, fullgraph=True)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from .model_args import (
     add_output_argument,
     add_stage_argument,
     build_host,
+    claim_output,
     figure_path,
     model_label,
     sample_images,
@@ -86,6 +87,7 @@ def _figures(args: argparse.Namespace, model, stage: int, summaries: list[Attent
 
 def run(args: argparse.Namespace) -> int:
     model = build_host(args)
+    claim_output(args)
     images = sample_images(model, args)
     chosen = stage_indices(model, args.stage)
 

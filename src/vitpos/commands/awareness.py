@@ -14,6 +14,7 @@ from .model_args import (
     add_model_arguments,
     add_output_argument,
     build_host,
+    claim_output,
     model_label,
     sample_images,
 )
@@ -22,6 +23,7 @@ from .options import option_type
 
 def run(args: argparse.Namespace) -> int:
     model = build_host(args)
+    claim_output(args)
     images = sample_images(model, args)
     stage = stage_index(model, args.stage)
     last = stage == stage_count(model) - 1

@@ -13,7 +13,7 @@ from ..encodings.relative.buckets import INDEX_FUNCTIONS, METHODS, QUANT_VARIANT
 from ..errors import VitposError
 from ..files import write_json
 from ..spec import positive_float
-from .model_args import add_output_argument
+from .model_args import add_output_argument, claim_output
 from .options import option_type
 
 
@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     if not methods:
         raise VitposError(f"--methods {args.methods!r} names no method; give one or more of {', '.join(METHODS)}")
+    claim_output(args)
     rows, labels, counts = [], [], {}
     options = dict(ratio=args.ratio, index=args.index, quant=args.quant)
     print(

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from pathlib import Path
 
 from ..analysis.stages import as_host
 from ..config import HostConfig
 from ..files import check_destination
+from ..ownership import check_outputs
 from ..progress import progress_bar
 from ..weights import create_model, detect_layout, read_weights, write_checkpoint
 from ..weights.data_config import DataConfig
@@ -37,12 +39,13 @@ from ..weights.guess import assumed_fields, guess_model, stored_classes
 from ..weights.load import LAYOUTS, NATIVE, layout_of
 from ..weights.pretrained import fetch_pretrained, names_release
 from ..weights.resize import RESIZES
-from ..weights.run_folder import read_saved_model, saved_config
+from ..weights.run_folder import CONFIG_FILE, MODEL_FILE, read_saved_model, saved_config
 from .options import add_model_options, given_options
 
 
 def run(args: argparse.Namespace) -> int:
-    check_destination(args.dst, folder=True, force=args.force)
+    check_destination(args.dst, folder=True, force=True)  # a file, or a place that takes no files
+    check_outputs((Path(args.dst) / MODEL_FILE, Path(args.dst) / CONFIG_FILE), "convert", args.force)
     name = args.model or (args.src if args.pretrained or names_release(args.src) else None)
     if args.pretrained:  # SRC names a preset, even where a file of that name exists
         args.src = str(fetch_pretrained(args.src))
@@ -103,7 +106,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--pretrained", action="store_true", help="SRC is a preset whose released weights to convert, never a path"
     )
-    p.add_argument("--force", action="store_true", help="write into DST even if it holds files (they are replaced)")
+    p.add_argument(
+        "--force", action="store_true", help="replace the files an earlier vitpos convert wrote into DST (only those)"
+    )
     p.add_argument("--model", metavar="NAME", help="preset to load into (default: the one the checkpoint fits)")
     p.add_argument(
         "--entry",

@@ -19,6 +19,7 @@ from .model_args import (
     add_model_arguments,
     add_output_argument,
     build_host,
+    claim_output,
     model_label,
     sample_images,
 )
@@ -49,6 +50,7 @@ def sweep_panels(sweep: dict[str, list[EquivarianceResult | None]], stages: int)
 
 def run(args: argparse.Namespace) -> int:
     model = build_host(args)
+    claim_output(args)
     images = sample_images(model, args)
     result = equivariance_error(model, images, args.shift, mode=args.mode, margin=args.margin)
     stride = as_host(model).cfg.stride

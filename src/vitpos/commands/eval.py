@@ -5,9 +5,12 @@ Table 2: one row per checkpoint, one column per input size (and per metric: a de
 AP75, APs, APm, APl, in %); rows after the first show their difference to the first. Writes the
 results into each folder it evaluated (a run folder, or a converted one): ``eval-SPLIT.json``
 (every metric at every size, which are percentages, the data, split and checkpoint) and
-``eval-SPLIT.md`` (the line and the table); ``-ema`` is added for ``--ema`` and ``-data-HASH`` for
-a ``--data`` other than the one trained on, so two evaluations never share a file. ``--out FILE``
-writes one JSON of every run there instead, and the table beside it (``FILE`` with ``.md``).
+``eval-SPLIT.md`` (the line and the table). The name holds everything that changes the results:
+``-ema`` for ``--ema``, ``-atSIZES`` for ``--resolutions`` other than the training size,
+``-cropX`` for an ``--eval-crop`` other than the run's, and ``-data-HASH`` for a ``--data`` other
+than the one trained on, so two evaluations with other options never share a file; the same
+evaluation again refuses to replace its earlier file without ``--force``. ``--out FILE`` writes one
+JSON of every run there instead, and the table beside it (``FILE`` with ``.md``).
 Released weights (``--model NAME --pretrained``, or a released file, its URL or a preset's name as
 ``--checkpoint``) have no folder: their results are written only with ``--out``.
 """
@@ -18,12 +21,13 @@ import argparse
 import hashlib
 from pathlib import Path
 
-from ..data.catalog import open_data
+from ..data.catalog import anchored_spec, open_data
 from ..engine.distributed import pick_device
 from ..engine.evaluate import evaluate_resolutions, resolution_table
 from ..engine.pipeline import for_evaluation
 from ..engine.setup import check_model_fits_data
 from ..files import write_atomic, write_json
+from ..ownership import check_outputs
 from ..spec import non_negative_int, positive_int
 from ..tasks import TaskKind, task_kind
 from ..weights import load_model
@@ -33,6 +37,10 @@ from .options import option_type, parse_size_list
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out is not None:
+        if args.out.suffix == ".md":
+            raise ValueError(f"--out {args.out}: the table is written beside FILE as FILE.md; name a .json file")
+        check_outputs((args.out, args.out.with_suffix(".md")), "eval", args.force)
     device = pick_device(args.device)
     rows, task = [], None
     records: list[tuple[Path | None, dict]] = []
@@ -59,12 +67,17 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--eval-crop {crop} must lie in (0, 1]: the fraction of the resized image kept")
         folder = ckpt.path.parent.parent if ckpt.path.parent.name == CHECKPOINTS else ckpt.path
         split_name = data.test_name if args.split == "test" else args.split
-        other = data.info.spec if trained_on and data.info.spec != trained_on else None  # as the run recorded it
-        file = None if is_released(ckpt.path) else folder / _file_name(split_name, args.ema, other)  # no folder
-        if args.out is None and file is not None and file in (earlier for earlier, _ in records):
-            raise ValueError(f"two checkpoints would write {file}; name one file for all with --out FILE")
+        # another data set than the run's: told apart by absolute paths (an earlier version recorded them as given)
+        other = data.info.spec if trained_on and anchored_spec(data.info.spec) != anchored_spec(trained_on) else None
+        released = is_released(ckpt.path)  # no folder of its own
         raw = data.split(args.split)
         split = for_evaluation(raw, crop, prepared.interpolation)
+        changed = _changes(sizes, cfg.image_hw, crop if split is not raw and crop != prepared.crop_pct else None)
+        file = None if released else folder / _file_name(split_name, args.ema, other, changed)
+        if args.out is None and file is not None:
+            if file in (earlier for earlier, _ in records):
+                raise ValueError(f"two checkpoints would write {file}; name one file for all with --out FILE")
+            check_outputs((file, file.with_suffix(".md")), "eval", args.force)
         results = evaluate_resolutions(
             model, split, sizes, batch_size=args.batch_size, device=device, workers=args.workers
         )
@@ -91,10 +104,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _file_name(split: str, ema: bool, other_data: str | None) -> str:
-    """``eval-SPLIT[-ema][-data-HASH].json``: one file per evaluation of a folder's checkpoint."""
+def _changes(sizes: list, trained: tuple[int, int], crop: float | None) -> str:
+    """``-atSIZES`` for sizes other than the training size, ``-cropX`` for another crop (None: the run's)."""
+    pairs = [(s, s) if isinstance(s, int) else tuple(s) for s in sizes]
+    text = ",".join(f"{h}" if h == w else f"{h}x{w}" for h, w in pairs)
+    if len(text) > 64:  # a long sweep: its hash keeps the name short
+        text = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return ("" if pairs == [tuple(trained)] else f"-at{text}") + ("" if crop is None else f"-crop{crop:g}")
+
+
+def _file_name(split: str, ema: bool, other_data: str | None, changes: str = "") -> str:
+    """``eval-SPLIT[-ema][-atSIZES][-cropX][-data-HASH].json``: one file per evaluation of a folder's checkpoint."""
     data = f"-data-{hashlib.sha256(other_data.encode()).hexdigest()[:8]}" if other_data else ""
-    return f"eval-{split}{'-ema' if ema else ''}{data}.json"
+    return f"eval-{split}{'-ema' if ema else ''}{changes}{data}.json"
 
 
 def _caption(kind: TaskKind, splits: set[str], specs: set[str]) -> str:
@@ -189,4 +211,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="write every run's results to this JSON file and the table beside it "
         "(default: eval-SPLIT.json and eval-SPLIT.md in each evaluated folder)",
     )
+    p.add_argument("--force", action="store_true", help="replace the files an earlier vitpos eval wrote (only those)")
     p.set_defaults(func=run)

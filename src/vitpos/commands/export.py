@@ -4,7 +4,7 @@
     vitpos export --checkpoint runs/cifar --format onnx --min-size 32 --max-size 256 cifar.onnx
     vitpos export --model deit_small_patch16_224 --pretrained deit_small.pt2
 
-Writes OUT and, beside it, OUT with the suffix ``.yaml``: the resolved model config, the
+Writes OUT and, beside it, OUT's name with ``.yaml`` added (``deit.pt2.yaml``): the resolved model config, the
 accepted sizes and the data config (input size, mean and std, resize, crop and interpolation,
 class names: a checkpoint's own, else the released ImageNet models'). Load both with
 ``vitpos.deploy.load_deployed(OUT)``, which checks each input's size as the eager model does
@@ -17,15 +17,14 @@ import argparse
 from pathlib import Path
 
 from ..deploy import FORMATS, export_model, metadata_path
-from ..files import check_destination
+from ..ownership import check_outputs
 from ..progress import progress_bar
 from ..weights.build import saved_data_config
 from .model_args import add_model_arguments, build_model
 
 
 def run(args: argparse.Namespace) -> int:
-    for path in (args.out, metadata_path(args.out)):
-        check_destination(path, folder=False, force=args.force)
+    check_outputs((args.out, metadata_path(args.out)), "export", args.force)
     with progress_bar(2, f"{args.format} export (build, export)") as bar:
         model = build_model(args)
         bar.update()
@@ -51,6 +50,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--min-size", type=int, default=64, help="smallest image side in pixels (default 64)")
     p.add_argument("--max-size", type=int, default=1024, help="largest image side in pixels (default 1024)")
-    p.add_argument("--force", action="store_true", help="replace OUT and its .yaml if they exist")
+    p.add_argument(
+        "--force", action="store_true", help="replace OUT and its .yaml if an earlier vitpos export wrote them"
+    )
     p.add_argument("out", type=Path, metavar="OUT", help="the file to write, e.g. model.pt2 or model.onnx")
     p.set_defaults(func=run)

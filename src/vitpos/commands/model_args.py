@@ -19,6 +19,7 @@ from ..data.transforms import normalize, resize, to_float
 from ..errors import ConfigError
 from ..models.factory import create_model, get_config
 from ..models.host import host_of
+from ..ownership import clear_earlier
 from ..spec import non_negative_int, positive_int
 from ..weights import load_model
 from .options import option_type
@@ -30,6 +31,7 @@ __all__ = [
     "add_input_arguments",
     "sample_images",
     "add_output_argument",
+    "claim_output",
     "add_stage_argument",
     "figure_path",
     "model_label",
@@ -210,5 +212,17 @@ def figure_path(out: Path, stem: str, model: nn.Module, stage: int) -> Path:
 
 
 def add_output_argument(p: argparse.ArgumentParser, command: str) -> None:
-    """--out: the folder for figures and JSON."""
+    """--out: the folder for figures and JSON; --force: replace the command's earlier results there."""
     p.add_argument("--out", type=Path, default=Path("runs") / command, help=f"output folder (default runs/{command})")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help=f"replace the results of an earlier vitpos {command} in the output folder (its own files only)",
+    )
+
+
+def claim_output(args: argparse.Namespace) -> Path:
+    """``--out``, before the results are written: holding this command's earlier results, refused, or with
+    ``--force`` cleared of them (of nothing else); a file there it did not write is never replaced."""
+    clear_earlier(args.out, args.command, args.force)
+    return args.out

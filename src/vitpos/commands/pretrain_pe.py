@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 
 from ..engine.config import TrainConfig
-from ..files import check_destination, write_json
+from ..files import write_json
 from ..models.factory import get_config
+from ..ownership import check_outputs
 from ..pretrain import PRETRAIN_TASKS, pretrain_position_encoding
 from ..spec import non_negative_int, positive_float, positive_int
 from ..tasks import task_kind
@@ -26,8 +27,9 @@ wide, and outputs scaled so the cells' encodings differ enough for the model to 
 def run(args: argparse.Namespace) -> int:
     model_cfg = get_config(args.model, absolute=args.absolute)
     out = args.out or Path("runs") / "pretrain-pe" / f"{model_cfg.position.spec('absolute').name}.safetensors"
-    for path in (out, out.with_suffix(".json")):
-        check_destination(path, folder=False, force=args.force)
+    if out.suffix == ".json":
+        raise ValueError(f"--out {out}: the summary is written beside it with .json; name a .safetensors file")
+    check_outputs((out, out.with_suffix(".json")), "pretrain-pe", args.force)
     train_cfg = TrainConfig(
         epochs=args.epochs,
         batch_size=args.batch_size,
@@ -85,6 +87,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lr", type=option_type(positive_float), default=2e-3, help="peak learning rate (default 2e-3)")
     p.add_argument("--seed", type=option_type(non_negative_int), default=0, help="seed (default 0)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default auto)")
-    p.add_argument("--force", action="store_true", help="replace the output file (and its .json) if they exist")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the output file and its .json if an earlier vitpos pretrain-pe wrote them",
+    )
     p.add_argument("--out", type=Path, help="output file (default runs/pretrain-pe/<encoding>.safetensors)")
     p.set_defaults(func=run)

@@ -10,13 +10,21 @@ from ..analysis.stages import native_grid, stage_name
 from ..analysis.tables import layer_position_encodings
 from ..files import write_json
 from ..spec import positive_int
-from .model_args import add_model_arguments, add_output_argument, add_stage_argument, build_host, model_label
+from .model_args import (
+    add_model_arguments,
+    add_output_argument,
+    add_stage_argument,
+    build_host,
+    claim_output,
+    model_label,
+)
 from .options import option_type
 from .stage_runs import each_stage
 
 
 def run(args: argparse.Namespace) -> int:
     model = build_host(args)
+    claim_output(args)
     folds = f"{args.folds} folds" if args.folds else "10 folds (N // 3 on a grid of N < 30 cells)"
     print(
         f"{'table':20s} {'grid':>6s} {'left/right':>10s} {'up/down':>8s} {'(dx,dy) R²':>10s} {'pairs':>19s}   "

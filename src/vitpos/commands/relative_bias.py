@@ -26,6 +26,7 @@ from .model_args import (
     add_output_argument,
     add_stage_argument,
     build_host,
+    claim_output,
     model_label,
     sample_images,
 )
@@ -55,6 +56,7 @@ def _layers(model: nn.Module, args: argparse.Namespace) -> list[tuple[int, Relat
 
 def run(args: argparse.Namespace) -> int:
     model = build_host(args)
+    claim_output(args)
     images = sample_images(model, args)
     summary = {}
     untrained = []

@@ -7,7 +7,8 @@ trains on them. The samples of each split are shuffled before writing (seeded by
 ``--no-shuffle`` keeps the folder's order), so that a shard, and a shuffle buffer reading a few
 shards, holds many classes. A folder without ``train/`` and ``val/`` is split at random, and
 the command says so. ``OUT`` must be new or empty; ``--overwrite`` replaces shards it wrote
-before (and nothing else), all at once: the new ones are written beside it and moved into
+before (the files its manifest ``OUT/.vitpos-manifest.jsonl`` lists, and nothing else), all at once
+(an ``OUT`` that is a link: the folder it names): the new ones are written beside it and moved into
 place when complete; an interrupted run leaves nothing behind (after SIGKILL, the next run
 removes what it left, and says so).
 """
@@ -23,8 +24,16 @@ from tqdm.auto import tqdm
 
 from ..data.class_list import class_list_text
 from ..data.folders import ImageFiles, load_folder_splits
-from ..data.shard_writer import check_output_folder, clear_leftovers, replacing_folder, write_shards
+from ..data.shard_writer import (
+    COMMAND,
+    check_output_folder,
+    clear_leftovers,
+    output_folder,
+    replacing_folder,
+    write_shards,
+)
 from ..errors import ConfigError
+from ..ownership import record
 from ..spec import non_negative_int, positive_int
 from .options import option_type
 
@@ -39,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     kind, _, path = args.source.partition(":")
     if kind != "folder" or not path:
         raise ConfigError(f"vitpos shard reads an image folder, written folder:PATH; got {args.source!r}")
-    out = Path(args.out).expanduser()
+    out = output_folder(Path(args.out).expanduser())
     check_output_folder(out, args.overwrite)
     splits = load_folder_splits(path)
     names = ["train", "val"]
@@ -63,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
             for name, f in files.items()
         }
         (tmp / "classes.txt").write_text(class_list_text(splits.info.classes), encoding="utf-8")
+        record(tmp / "classes.txt", COMMAND)
     how = (
         f"shuffled with seed {args.seed} (--no-shuffle keeps the folder's order)"
         if args.shuffle

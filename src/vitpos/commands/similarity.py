@@ -19,6 +19,7 @@ from .model_args import (
     add_output_argument,
     add_stage_argument,
     build_host,
+    claim_output,
     figure_path,
     model_label,
 )
@@ -27,6 +28,7 @@ from .stage_runs import each_stage
 
 def run(args: argparse.Namespace) -> int:
     model = build_host(args)
+    claim_output(args)
     print(f"{'table':20s} {'locality':>8s}   (neighbour minus mean cosine similarity)")
     stages, paths = [], []
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import shutil
 from pathlib import Path
 
+from ..ownership import claim, start_over
 from ..spec import positive_int
 from ..study import BUILT_IN_FAMILIES, DEFAULT_FAMILIES, StudyConfig, parse_family, run_study
 from ..study.dense import DenseStudy
@@ -53,14 +53,6 @@ def build_config(args: argparse.Namespace) -> StudyConfig:
     if args.family:
         overrides["families"] = tuple(parse_family(text) for text in args.family)
     return StudyConfig.full(**overrides) if args.full else StudyConfig(**overrides)
-
-
-def _start_over(folder: Path) -> None:
-    if not folder.exists():
-        return
-    if not (folder / SETTINGS_FILE).is_file():
-        raise ValueError(f"--fresh refuses to delete {folder}: it does not hold a study ({SETTINGS_FILE} is missing)")
-    shutil.rmtree(folder)
 
 
 def _command(args: argparse.Namespace) -> str:
@@ -120,7 +112,8 @@ def run_dense(args: argparse.Namespace) -> int:
 def _run(config: StudyConfig | DenseStudy, out: Path, args: argparse.Namespace, ensemble: bool | None) -> int:
     """Run ``config`` into ``out`` with the options every study takes."""
     if args.fresh:
-        _start_over(out)
+        start_over(out, "study", "--fresh")
+    claim(out, strict=not (out / SETTINGS_FILE).is_file())  # a new study replaces none of the folder's files
     device = resolve_device(args.device)
     workers = (
         args.workers if args.workers is not None else min(4 if device.startswith("cuda") else 2, os.cpu_count() or 1)
@@ -135,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
     if args.task in _DENSE:
         return run_dense(args)
     if args.report_only:
+        claim(args.out)
         print(f"wrote {report_from_results(args.out)}")
         return 0
     return _run(build_config(args), args.out, args, _ENSEMBLE[args.ensemble])
@@ -217,7 +211,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "off,reduce-overhead)",
     )
     p.add_argument("--out", type=Path, default=Path("runs/study"), help="the study folder (default runs/study)")
-    p.add_argument("--fresh", action="store_true", help="delete the study folder first instead of continuing it")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="delete the study's files first (only the files it wrote; refused while the folder holds others) "
+        "instead of continuing it",
+    )
     p.add_argument(
         "--report-only",
         action="store_true",

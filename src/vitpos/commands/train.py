@@ -33,6 +33,7 @@ from ..engine.records import run_config
 from ..engine.setup import RunRequest
 from ..engine.train import Resume, train
 from ..files import write_atomic
+from ..ownership import claim
 from ..tasks import task_kind
 from ..tasks.chance import chance_note
 from ..weights.data_config import DATA_CONFIG_FILE, DataConfig
@@ -130,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
     if args.recipe:
         check_recipe_fits(args.recipe, origins, data)
     resume = _RESUME_FLAGS.get(args.resume, False)
+    if train_cfg.run_dir:  # a new run replaces no file in its folder that an earlier run did not write
+        claim(train_cfg.run_dir, strict=not resume)
     try:
         with _epoch_lines():
             result = train(model_cfg, train_cfg, data, resume=resume, name=request.preset, origins=origins)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from ..errors import quote
@@ -17,7 +18,7 @@ from .synthetic import TASKS, SyntheticTask
 from .synthetic_detect import SyntheticDetection
 from .synthetic_segment import SEGMENT_TASKS, SyntheticSegmentation
 
-__all__ = ["open_data", "DATA_FORMS"]
+__all__ = ["open_data", "anchored_spec", "DATA_FORMS"]
 
 DATA_FORMS = {
     "synthetic": (
@@ -68,6 +69,30 @@ _DETECT_OPTIONS: dict[str, Callable[[str], object]] = {
     "test": int,
     "seed": int,
 }
+
+
+_PATH_KINDS = ("folder", "cifar10", "cifar100", "coco")
+"""The data sources whose spec is ``KIND:PATH`` (the whole rest is the path)."""
+
+
+def anchored_spec(spec: str) -> str:
+    """``spec`` with every path in it made absolute against this process's folder (``~`` expanded), so that a run
+    records the files it read, whichever folder later reads the record; other specs are returned as they are."""
+    kind, _, rest = spec.partition(":")
+    if not rest or "://" in rest:
+        return spec
+    if kind in _PATH_KINDS:
+        return f"{kind}:{_absolute(rest)}"
+    if kind not in ("masks", "wds"):
+        return spec
+    first, *options = rest.split(":")  # a path holds no ':' in these forms
+    named = [f"{key}={_absolute(value)}" if key in ("val", "test") and value else f"{key}{eq}{value}"
+             for key, eq, value in (option.partition("=") for option in options)]  # fmt: skip
+    return ":".join([kind, _absolute(first) if first else first, *named])
+
+
+def _absolute(path: str) -> str:
+    return os.path.abspath(os.path.expanduser(path))
 
 
 def _forms() -> str:

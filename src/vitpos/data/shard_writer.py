@@ -4,8 +4,10 @@ The shards are written into a temporary folder beside the output folder and move
 only when every one is complete, so a failed or interrupted run leaves the output folder as it
 was, and a replaced folder never keeps stale shards beside new ones. An error, Ctrl-C, SIGTERM or
 SIGHUP removes the temporary folder; one left by a killed run (SIGKILL, a power cut) is removed by
-the next run into the same folder, which says so. Only files that are its own shards (tar files
-of its ``000000000.EXT`` / ``.cls`` samples) and its ``classes.txt`` are ever replaced.
+the next run into the same folder, which says so. Only the files its manifest lists
+(:mod:`vitpos.ownership`: the shards and ``classes.txt`` it wrote, unchanged since) are ever
+replaced. An output folder that is a link is followed: the shards replace the folder it names, and
+the link stays as it is.
 """
 
 from __future__ import annotations
@@ -23,87 +25,60 @@ from pathlib import Path
 from types import FrameType
 
 from ..errors import VitposError
+from ..ownership import MANIFEST, owners, record
 from ..processes import alive
-from .class_list import read_class_list
-from .folders import IMAGE_EXTENSIONS, ImageFiles
-from .shards import sample_key
+from .folders import ImageFiles
 
-__all__ = ["SHARD_NAME", "check_output_folder", "clear_leftovers", "replacing_folder", "write_shards"]
+__all__ = [
+    "SHARD_NAME",
+    "COMMAND",
+    "output_folder",
+    "check_output_folder",
+    "clear_leftovers",
+    "replacing_folder",
+    "write_shards",
+]
 
 SHARD_NAME = re.compile(r"(train|val|test)-\d{6}\.tar")
 """The names of the shards ``vitpos shard`` writes."""
-SAMPLE_KEY = re.compile(r"\d{9}")
-"""The keys of the samples ``vitpos shard`` writes."""
-_OWN_FILES = ("classes.txt",)
+COMMAND = "shard"
+"""The name ``vitpos shard`` records its files under."""
 _RUN_FOLDER_MARKS = ("checkpoints", "config.yaml", "metrics.jsonl", "summary.json")
 _LEFTOVER = re.compile(r"\.(?P<out>.+)\.(writing|replaced)-(?P<pid>\d+)")
 
 
-def _own(name: str) -> bool:
-    return bool(SHARD_NAME.fullmatch(name)) or name in _OWN_FILES
-
-
-def _not_own_shard(path: Path) -> str | None:
-    """Why ``path``, named like a shard, is not one ``vitpos shard`` wrote (None: it is one)."""
-    if path.is_symlink() or not path.is_file():
-        return "it is not a regular file"
-    try:
-        with tarfile.open(path, "r:") as tar:
-            first = [tar.next(), tar.next()]
-    except (tarfile.TarError, OSError, EOFError):
-        return "it is not a tar file"
-    if first[0] is None:
-        return "it is an empty tar file"
-    keys = [sample_key(m.name) if m is not None else ("", "") for m in first]
-    image, label = keys
-    if not (SAMPLE_KEY.fullmatch(image[0]) and f".{image[1]}" in IMAGE_EXTENSIONS and label == (image[0], "cls")):
-        return f"its first members ({first[0].name} ...) are not an image and its .cls label under a 9-digit key"
-    return None
-
-
-def _not_own(path: Path) -> str | None:
-    """Why the file ``path``, named as one of the files ``vitpos shard`` writes, is not one it wrote."""
-    if SHARD_NAME.fullmatch(path.name):
-        return _not_own_shard(path)
-    try:
-        read_class_list(path)
-    except VitposError as err:
-        return str(err).removeprefix(f"class list {path}").lstrip(": ")
-    return None
+def output_folder(out: Path) -> Path:
+    """The folder the shards go to: ``out``, or the folder it names when it is a link (the link stays)."""
+    return out.resolve() if out.is_symlink() else out
 
 
 def check_output_folder(out: Path, overwrite: bool) -> None:
     """Refuse an output that is a file, a training run folder, or a folder with files (unless ``overwrite``
-    and they are all shards written before)."""
+    and every one is a file ``vitpos shard`` wrote there, as its manifest says)."""
     if out.exists() and not out.is_dir():
         raise VitposError(f"output {out} is a file, not a folder; name a new or empty folder for the shards")
     _check_writable(out)
-    found = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    found = sorted(p.name for p in out.iterdir() if p.name != MANIFEST) if out.is_dir() else []
     marks = [name for name in _RUN_FOLDER_MARKS if name in found]
     if marks:
         raise VitposError(
             f"output {out} is a training run folder (it holds {', '.join(marks)}); write the shards to a folder of "
             "their own"
         )
-    foreign = [name for name in found if not _own(name)]
+    own = owners(out) if found else {}
+    foreign = [name for name in found if own.get(name) != COMMAND]
     if foreign:
-        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
         raise VitposError(
-            f"output {out} holds {foreign[0]}{more}, which vitpos shard did not write; name a new or empty folder "
-            "(nothing was written)"
+            f"output {out} holds {', '.join(foreign[:3])}{more}, which vitpos shard did not write (no record of it "
+            f"in its {MANIFEST}, or changed since); --overwrite replaces only its own shards: name a new or empty "
+            "folder (nothing was written)"
         )
     if found and not overwrite:
         raise VitposError(
             f"output {out} already holds shards ({found[0]} ...); pass --overwrite to replace them all, or name a new "
             "folder (nothing was written)"
         )
-    for name in found:
-        why = _not_own(out / name)
-        if why is not None:
-            raise VitposError(
-                f"output {out} holds {name}, which vitpos shard did not write ({why}); --overwrite replaces only its "
-                "own shards: name a new or empty folder (nothing was written)"
-            )
 
 
 def _check_writable(out: Path) -> None:
@@ -124,10 +99,12 @@ def clear_leftovers(out: Path) -> list[Path]:
     removed = []
     for path in out.parent.iterdir():
         found = _LEFTOVER.fullmatch(path.name)
-        if found is None or found["out"] != out.name or not path.is_dir() or alive(int(found["pid"])):
-            continue
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
+        if found is None or found["out"] != out.name or path.is_symlink() or not path.is_dir():
+            continue  # a link is never this command's to remove
+        if not alive(int(found["pid"])):
+            shutil.rmtree(path, ignore_errors=True)
+            if not path.exists():
+                removed.append(path)
     return removed
 
 
@@ -203,5 +180,6 @@ def write_shards(
                     member.size, member.mode = len(data), 0o444
                     tar.addfile(member, io.BytesIO(data))
                 done()
+        record(path, COMMAND)
         written.append(path)
     return written

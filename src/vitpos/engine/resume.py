@@ -17,6 +17,7 @@ from typing import Any, Literal
 from torch import nn
 
 from ..config import HostConfig
+from ..data.catalog import anchored_spec
 from ..data.shards import check_same_shards
 from ..errors import VitposError
 from ..weights import WeightsFile, load_weights
@@ -111,8 +112,8 @@ def restore(
     """
     ckpt = load_training_checkpoint(path)
     check_same_model(ckpt.model_config, model_cfg, ckpt.path)
-    trained_on = ckpt.train_config.get("data")
-    if trained_on != cfg.data:
+    trained_on = ckpt.train_config.get("data")  # a run of an earlier version may hold a relative path
+    if (anchored_spec(trained_on) if isinstance(trained_on, str) else trained_on) != cfg.data:
         raise CheckpointError(
             f"checkpoint {ckpt.path} was trained on {trained_on!r}, not {cfg.data!r}; resume with the same --data"
         )

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call
 
+from ..compile_cache import compile_privately
 from .precision import Precision
 from .stack_metrics import MemberTasks, member_losses
 from .stacked_adamw import StackedAdamW, adamw_
@@ -215,7 +216,7 @@ class StackStep:
         stack, opt = self.stack, self.optimizer
         key = (*self._shape(), self.mode, backend)
         if key not in _GRAPHS:
-            compiled = torch.compile(
+            compiled = compile_privately(
                 _pure_step(self), mode=None if self.mode == "default" else self.mode, backend=backend,
                 fullgraph=True, dynamic=False,
             )  # fmt: skip

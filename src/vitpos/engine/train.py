@@ -25,8 +25,9 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
+from ..compile_cache import compile_privately
 from ..config import HostConfig
-from ..data.catalog import open_data
+from ..data.catalog import anchored_spec, open_data
 from ..data.dataset import DataSplits
 from ..data.padded import model_inputs
 from ..data.shards import ShardImages, shard_fingerprint
@@ -163,7 +164,7 @@ class _Trainer:
                 self.net, device_ids=[device.index] if device.type == "cuda" else None, static_graph=True
             )
         if cfg.compile:
-            self.net = torch.compile(self.net)
+            self.net = compile_privately(self.net)
 
     def _check_run_dir(self, resume: Resume) -> None:
         found = checkpoint_to_resume(self.run_dir, resume)
@@ -369,7 +370,7 @@ def train(
 ) -> TrainResult:
     """Train a model built from ``model_cfg`` on ``data`` (default: ``open_data(cfg.data)``).
 
-    The run records ``data.info.spec``, the full spec of the data it was given, as its data.
+    The run records ``data.info.spec``, the full spec of the data it was given, as its data (with absolute paths).
     Under ``torchrun`` every process calls this with the same arguments. With ``resume=True``
     the run continues from the newest checkpoint in ``cfg.run_dir`` (an error if there is
     none); ``resume="if_present"`` starts a new run when there is nothing to resume. The run
@@ -380,7 +381,7 @@ def train(
     check_train_arguments(model_cfg, cfg, data)
     if data is None:
         data = open_data(cfg.data, patch_size=model_cfg.patch_size)
-    cfg = cfg.replace(data=data.info.spec)  # record the data actually used, spelled out in full
+    cfg = cfg.replace(data=anchored_spec(data.info.spec))  # the data actually used, in full, its paths absolute
     if cfg.deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS needs it to be deterministic
         torch.use_deterministic_algorithms(True)

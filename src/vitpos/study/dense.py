@@ -26,7 +26,7 @@ from ..data.dataset import DataSplits
 from ..engine.config import TrainConfig
 from ..engine.evaluate import evaluate
 from ..engine.train import train
-from ..files import write_json
+from ..files import write_atomic, write_json
 from ..tasks import primary_metric
 from .cells import Cell
 from .claims import Claim, Measure, PerSeed, Results, difference, evaluate_claims, fmt_value
@@ -265,7 +265,7 @@ def _write_report(folder: Path, config: DenseStudy, results: Results, wall: list
             f"| {_mean_sd([r['long'] for r in rows])} |"
         )
     report = folder / "report.md"
-    report.write_text("\n".join(lines) + "\n")
+    write_atomic(report, "\n".join(lines) + "\n")
     write_json(folder / "results.json", {
         "config": config.to_dict(), "wall_seconds": wall,
         "cells": [{**dataclasses.asdict(c), **r} for c, r in sorted(results.items())],

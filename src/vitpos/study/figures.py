@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from ..analysis.plots import save_figure
 from .claims import Claim
 from .verdicts import CONTRADICTED, REPRODUCED, Verdict
 
@@ -105,8 +106,7 @@ def save_claim_figures(folder: Path, judged: list[tuple[Claim, dict[int, float],
         fig.suptitle(source, fontsize=10)
         fig.legend(*_claim_legend(), fontsize=7, loc="outside lower center", ncol=2, frameon=False)
         path = Path(folder) / f"claims_{_slug(source)}.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="png", dpi=100)
+        save_figure(fig, path, dpi=100, tight=False)
         paths[source] = path
     return paths
 
@@ -141,8 +141,7 @@ def save_resolution_figure(path: Path, sizes: list[int], series: dict[str, list[
     ax.set_xlim(-0.5, len(sizes) - 0.5)
     ax.set_title(f"trained at {trained_at} px (grey line)", fontsize=10)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", dpi=100)
+    save_figure(fig, path, dpi=100, tight=False)
     return path
 
 
@@ -167,6 +166,5 @@ def save_run_curves(path: Path, runs: dict[str, list[tuple[int, list[list]]]], m
     for ax in axes[len(panels) :]:
         ax.set_visible(False)
     fig.suptitle("training (solid) and validation (dashed) metric per epoch", fontsize=9)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", dpi=100)
+    save_figure(fig, path, dpi=100, tight=False)
     return path

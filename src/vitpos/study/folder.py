@@ -34,7 +34,7 @@ def check_folder(folder: Path, config: StudyPlan) -> None:
     path = folder / SETTINGS_FILE
     settings = _settings(config)
     if path.is_file():
-        saved = json.loads(path.read_text())
+        saved = _saved_settings(path)
         differ = sorted(k for k in settings if k != "families" and saved.get(k) != settings[k])
         known = saved.get("families", {})
         if not isinstance(known, dict):  # an older detection study's list of labels
@@ -51,12 +51,32 @@ def check_folder(folder: Path, config: StudyPlan) -> None:
     write_json(path, settings)
 
 
+def _saved_settings(path: Path) -> dict[str, Any]:
+    """The settings recorded in ``path``, or an error naming it when it is not a study's settings file."""
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        why = f"{err.msg}, line {err.lineno}" if isinstance(err, json.JSONDecodeError) else "not UTF-8 text"
+        raise StudyFolderError(
+            f"{path} is not valid JSON ({why}), so the folder holds no study this one can continue; choose another "
+            "--out (or, if vitpos study wrote it, pass --fresh to start the folder over)"
+        ) from None
+    if not isinstance(saved, dict):
+        raise StudyFolderError(
+            f"{path} holds a JSON {type(saved).__name__}, not a study's settings (an object with the protocol's "
+            "fields); choose another --out (or, if vitpos study wrote it, pass --fresh to start the folder over)"
+        )
+    return saved
+
+
 def earlier_wall(folder: Path) -> list[float]:
     """Wall seconds of the earlier invocations of the study in ``folder`` (from its ``results.json``)."""
     try:
-        return list(json.loads((folder / "results.json").read_text()).get("wall_seconds", []))
-    except (FileNotFoundError, json.JSONDecodeError):
+        results = json.loads((folder / "results.json").read_text())
+    except (FileNotFoundError, UnicodeDecodeError, json.JSONDecodeError):
         return []
+    wall = results.get("wall_seconds") if isinstance(results, dict) else None
+    return [float(s) for s in wall if isinstance(s, (int, float))] if isinstance(wall, list) else []
 
 
 def pretrained_path(folder: Path, family: Family) -> Path:

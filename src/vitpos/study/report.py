@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import VitposError, quote
-from ..files import write_json
+from ..files import write_atomic, write_json
 from ..progress import progress_bar
 from .cells import Cell
 from .claims import evaluate_claims
@@ -224,7 +224,7 @@ def write_report(
             + "; ".join(f"{label} ({', '.join(values)})" for label, values in missing.items())
         )
     report = folder / "report.md"
-    report.write_text("\n".join(lines) + "\n")
+    write_atomic(report, "\n".join(lines) + "\n")
     write_json(
         folder / "results.json",
         {

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from ..ownership import continue_recording, current_recorder
 from .cells import Cell
 from .execute import TRAINS_AS
 from .families import Family
@@ -35,8 +36,14 @@ def threads_per_worker(device: str, workers: int) -> int:
 
 
 def worker_pool(workers: int) -> ProcessPoolExecutor:
-    """``workers`` processes, started by spawn: a fork after torch has started threads (or CUDA) can deadlock."""
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    """``workers`` processes, started by spawn: a fork after torch has started threads (or CUDA) can deadlock;
+    each records the files it writes as this process does (:mod:`vitpos.ownership`)."""
+    return ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=continue_recording,
+        initargs=(current_recorder(),),
+    )
 
 
 def jobs_of(cells: list[Cell], ensemble_families: set[str]) -> list[list[Cell]]:

@@ -108,7 +108,7 @@ def test_eval_command_prints_ap_at_several_sizes(tmp_path, capsys):
     assert re.search(
         r"run at 32x48 on test: AP \d+\.\d%  AP50 \d+\.\d%  AP75 \d+\.\d%  APs \d+\.\d%  APm -  APl -", table
     )
-    assert "eval_crop" not in json.loads((run / "eval-test.json").read_text())  # photographs from files only
+    assert "eval_crop" not in json.loads((run / "eval-test-at32,32x48.json").read_text())  # photographs only
 
 
 def test_evaluate_gives_ap_100_for_a_model_that_outputs_the_truth():
