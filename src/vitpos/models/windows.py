@@ -214,8 +214,9 @@ class WindowAttention(Attention):
         attn_drop: float = 0.0,
         proj_drop: float = 0.0,
         relative: RelativePosition | None = None,
+        cosine: bool = False,
     ) -> None:
-        super().__init__(dim, num_heads, qkv_bias, attn_drop, proj_drop, relative)
+        super().__init__(dim, num_heads, qkv_bias, attn_drop, proj_drop, relative, cosine)
         self.window_size = window_size
         self.shifted = shifted
         self._masks: GridCache[torch.Tensor | None] = (
