@@ -12,7 +12,8 @@ block. Absolute encodings, joins and PEGs are built per stage at the stage's gri
 branch normalised after it, ``x + norm1(attn(x))`` and ``x + norm2(mlp(x))``, with those norms
 starting at zero as in the release (every block starts as the identity); biases on queries and
 values only (``attn.q_bias``, ``attn.v_bias``; the keys' is zero); patch merging that normalises
-after the reduction; cosine attention with a learned logit scale (``cosine_attention``). Its
+after the reduction; cosine attention with a learned logit scale (``cosine_attention``); shifted
+windows masked between regions with the release's -100, not -inf (:class:`.windows.WindowAttention`). Its
 position encoding is the continuous bias ``relative='cpb'`` (:mod:`vitpos.encodings.relative.cpb`).
 """
 
@@ -31,7 +32,10 @@ from .layers import Block, init_linear
 from .pyramid import NormedPatchEmbed, PyramidTransformer
 from .windows import WindowAttention
 
-__all__ = ["PatchMerging", "SwinTransformer", "SwinV2Block", "QueryValueBiasAttention"]
+__all__ = ["PatchMerging", "SwinTransformer", "SwinV2Block", "QueryValueBiasAttention", "RELEASED_REGION_MASK"]
+
+RELEASED_REGION_MASK = -100.0
+"""Swin's released shifted-window mask: -100 between regions, which Swin V2's forward keeps (cosine logits reach 116)."""
 
 
 class PatchMerging(nn.Module):
@@ -114,4 +118,5 @@ class SwinTransformer(PyramidTransformer):
             proj_drop=cfg.drop_rate,
             relative=relative,
             cosine=cfg.cosine,
+            region_mask=RELEASED_REGION_MASK if cfg.swin_v2 else float("-inf"),
         )

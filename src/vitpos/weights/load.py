@@ -30,6 +30,7 @@ from .pvt import PVTv1
 from .resize import RESIZES, Resize
 from .run_folder import FORMATS
 from .swin import MicrosoftSwin, TimmSwin
+from .swin_v2 import MicrosoftSwinV2, TimmSwinV2
 from .t2t import T2TViTLayout
 from .vit import TimmViT
 
@@ -56,6 +57,8 @@ LAYOUTS: tuple[Layout, ...] = (
     IRPEZoo(),
     LapeViT(),
     TimmViT(),
+    MicrosoftSwinV2(),
+    TimmSwinV2(),
     MicrosoftSwin(),
     TimmSwin(),
     PVTv1(),
