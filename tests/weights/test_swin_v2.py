@@ -83,7 +83,9 @@ def test_a_file_for_another_window_is_refused_and_its_advice_loads_exactly(tmp_p
 
 def test_offsets_normalised_by_a_pretrained_window_are_refused_and_the_advice_loads_exactly(tmp_path):
     sd = state("microsoft", pretrained=3)  # a window-4 model fine-tuned from window 3
-    assert torch.allclose(sd["layers.0.blocks.0.attn.relative_coords_table"].double().reshape(-1, 2), log_coords((4, 4), 3))
+    assert torch.allclose(
+        sd["layers.0.blocks.0.attn.relative_coords_table"].double().reshape(-1, 2), log_coords((4, 4), 3)
+    )
     path = save_pth(sd, tmp_path / "w3to4.pth")
     with pytest.raises(vitpos.CheckpointError, match=r"normalised by window 3.*relative='cpb:pretrained=3'"):
         vitpos.create_model(NAME, checkpoint=path, **SMALL)

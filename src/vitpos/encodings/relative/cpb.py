@@ -28,7 +28,6 @@ import math
 from typing import ClassVar
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ...attention.terms import RelativeTerms
@@ -72,7 +71,12 @@ def offset_ids(grid: Grid, num_prefix_tokens: int = 0, device=None) -> torch.Ten
     dy, dx = grid_offsets(grid, device=device).unbind(-1)  # query minus key
     ids = (dy + (h - 1)) * (2 * w - 1) + dx + (w - 1)
     p = num_prefix_tokens
-    return F.pad(ids, (p, 0, p, 0), value=(2 * h - 1) * (2 * w - 1)) if p else ids
+    if not p:
+        return ids
+    # the id past the offsets as a filled tensor, not a padding value, which a trace would fix to one grid
+    extra = torch.full((), (2 * h - 1) * (2 * w - 1), dtype=ids.dtype, device=ids.device)
+    ids = torch.cat([extra.expand(ids.shape[0], p), ids], dim=1)
+    return torch.cat([extra.expand(p, ids.shape[1]), ids], dim=0)
 
 
 _IDS: GridCache[torch.Tensor] = GridCache(maxsize=64)
@@ -132,6 +136,9 @@ class ContinuousPositionBias(RelativeBias):
         # a gather rather than the terms' lookup: the table's width follows the grid, which may be symbolic
         ids = self.ids(grid, num_prefix_tokens)
         return self.bias_table(grid, num_prefix_tokens)[:, ids]
+
+    def reads_extent(self) -> bool:
+        return self.pretrained is None
 
     def padded_terms(
         self, grid: Grid, num_prefix_tokens: int, padding: Padding, device: torch.device | str | None = None
