@@ -35,7 +35,7 @@ from .windows import WindowAttention
 __all__ = ["PatchMerging", "SwinTransformer", "SwinV2Block", "QueryValueBiasAttention", "RELEASED_REGION_MASK"]
 
 RELEASED_REGION_MASK = -100.0
-"""Swin's released shifted-window mask: -100 between regions, which Swin V2's forward keeps (cosine logits reach 116)."""
+"""Swin's released shifted-window mask: -100 between regions, kept by Swin V2's forward (its logits reach 116)."""
 
 
 class PatchMerging(nn.Module):
