@@ -5,10 +5,15 @@ the release's names and shape pattern; :mod:`.swin_v2_reference` is the forward 
 written for.
 """
 
+from pathlib import Path
+
 import pytest
 import torch
 
 import vitpos
+from vitpos.weights.build import guess_model
+from vitpos.weights.files import WeightsFile
+from vitpos.weights.load import layout_of
 
 from . import layouts
 from .conftest import assert_close, load_float64, save_pth
@@ -52,23 +57,34 @@ def test_the_layouts_are_detected_and_the_names_match_the_release_exactly(tmp_pa
     assert block.attn.relative.mlp[0].weight.shape == (512, 2) and block.attn.relative.mlp[2].weight.shape == (2, 512)
 
 
-def test_the_full_size_layout_has_exactly_the_models_parameters():
-    filler = layouts.Filler(meta=True)
-    sd = swinv2_state(filler, (96, 192, 384, 768), (2, 2, 6, 2), (3, 6, 12, 24), 8, 4, (256, 256), 1000, "timm")
+FULL_SIZES = {
+    "swinv2_tiny_window8_256": ((96, 192, 384, 768), (2, 2, 6, 2), (3, 6, 12, 24), 28.3),
+    "swinv2_small_window16_256": ((96, 192, 384, 768), (2, 2, 18, 2), (3, 6, 12, 24), 49.7),
+    "swinv2_base_window8_256": ((128, 256, 512, 1024), (2, 2, 18, 2), (4, 8, 16, 32), 87.9),
+}
+
+
+def timm_names(key: str) -> str:
+    """A timm swinv2 key as vitpos names it."""
+    for old, new in (("patch_embed.", "downsamples.0."), ("attn.cpb_mlp", "attn.relative.mlp"), ("head.fc.", "head.")):
+        key = key.replace(old, new)
+    stage = key.split(".")[1] if key.startswith("layers.") else ""
+    key = key.replace(f"layers.{stage}.downsample", f"downsamples.{stage}")
+    return key.replace("layers.", "stages.")
+
+
+@pytest.mark.parametrize("name", list(FULL_SIZES))
+def test_the_full_size_layouts_have_exactly_the_presets_parameters(name):
+    dims, depths, heads, published = FULL_SIZES[name]
+    window = int(name.split("window")[1].split("_")[0])
+    sd = swinv2_state(layouts.Filler(meta=True), dims, depths, heads, window, 4, (256, 256), 1000, "timm")
     with torch.device("meta"):
-        model = vitpos.create_model(NAME)
+        model = vitpos.create_model(name)
     assert {k: tuple(v.shape) for k, v in model.state_dict().items()} == {
-        k.replace("layers.", "stages.")
-        .replace("stages.1.downsample", "downsamples.1")
-        .replace("stages.2.downsample", "downsamples.2")
-        .replace("stages.3.downsample", "downsamples.3")
-        .replace("attn.cpb_mlp", "attn.relative.mlp")
-        .replace("patch_embed.", "downsamples.0.")
-        .replace("head.fc.", "head."): tuple(v.shape)
-        for k, v in sd.items()
+        timm_names(k): tuple(v.shape) for k, v in sd.items()
     }
     count = sum(p.numel() for p in model.parameters())
-    assert count == sum(v.numel() for v in sd.values()) and round(count / 1e6, 1) == 28.3  # timm's 28.3M
+    assert count == sum(v.numel() for v in sd.values()) and round(count / 1e6, 1) == published  # timm's table
 
 
 def test_a_file_for_another_window_is_refused_and_its_advice_loads_exactly(tmp_path):
@@ -106,3 +122,14 @@ def test_keep_grid_builds_the_window_the_files_coordinate_tables_show(tmp_path):
     assert model.cfg.window_size == 8
     x = images(64, 64)
     assert_close(model(x), swinv2_forward(sd, x, DEPTHS, HEADS, window=8))
+
+
+@pytest.mark.parametrize("window", [8, 16])
+def test_with_no_model_named_a_microsoft_file_finds_its_window_and_a_timm_file_asks_for_the_name(window):
+    dims, depths, heads, _ = FULL_SIZES[NAME]
+    shapes = dict(dims=dims, depths=depths, heads=heads, window=window, patch=4, img=(256, 256), classes=1000)
+    microsoft = WeightsFile(Path("ms.pth"), swinv2_state(layouts.Filler(meta=True), **shapes))  # coordinates real
+    assert guess_model(microsoft, layout_of(microsoft)) == (f"swinv2_tiny_window{window}_256", {})
+    timm = WeightsFile(Path("timm.pth"), swinv2_state(layouts.Filler(meta=True), **shapes, style="timm"))
+    with pytest.raises(vitpos.CheckpointError, match=r"several presets fit it \(swinv2_tiny_window16_256, swinv2_tin"):
+        guess_model(timm, layout_of(timm))

@@ -171,7 +171,8 @@ def stored_classes(file: WeightsFile) -> dict[str, int]:
 
 def _fitting(file: WeightsFile, layout: Layout, fields: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """The presets which, with ``fields``, the checkpoint fills exactly (built on the meta device), each with the
-    fields it changes. Presets that become the same model count as one: the one that changes fewest fields."""
+    fields it changes. Presets that become the same model count as one: the one that changes fewest fields, then
+    the one the file's stored geometry leaves as it is (a Swin V2 file's window names its preset)."""
     found: list[tuple[HostConfig, str, dict[str, Any]]] = []
     for name in factory.list_models():
         preset = factory.get_config(name)
@@ -186,7 +187,7 @@ def _fitting(file: WeightsFile, layout: Layout, fields: dict[str, Any]) -> list[
             same = next((i for i, (other, _, _) in enumerate(found) if other == cfg), None)
             if same is None:
                 found.append((cfg, name, changed))
-            elif len(changed) < len(found[same][2]):
+            elif (len(changed), cfg != preset) < (len(found[same][2]), cfg != factory.get_config(found[same][1])):
                 found[same] = (cfg, name, changed)
     return [(name, changed) for _, name, changed in found]
 
