@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .layouts import Filler, _linear, _mlp_block, _norm
-from .reference import linear, ln, mlp
+from .reference import linear, ln, mlp, swin_stem, with_window_mask
 
 LOG_SCALE_MAX = math.log(1 / 0.01)
 
@@ -140,10 +140,7 @@ def _attention(x, sd, p, heads, wins, mask, pretrained):
     attn = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)
     attn = attn * torch.clamp(sd[f"{p}.attn.logit_scale"], max=LOG_SCALE_MAX).exp()
     attn = attn + cpb_bias(sd, f"{p}.attn.cpb_mlp", wins, pretrained).unsqueeze(0)
-    if mask is not None:
-        nw = mask.shape[0]
-        attn = (attn.view(bw // nw, nw, heads, n, n) + mask.unsqueeze(1).unsqueeze(0)).view(-1, heads, n, n)
-    out = attn.softmax(-1) @ v
+    out = with_window_mask(attn, mask).softmax(-1) @ v
     return linear(out.transpose(1, 2).reshape(bw, n, c), sd, f"{p}.attn.proj")
 
 
@@ -163,10 +160,8 @@ def swinv2_forward(
     pretrained: int | None = None,
 ) -> torch.Tensor:
     """SwinTransformerV2.forward: x + norm1(attn(x)), x + norm2(mlp(x)); merging reduces, then normalises."""
-    w = sd["patch_embed.proj.weight"]
-    x = F.conv2d(x, w, sd["patch_embed.proj.bias"], stride=w.shape[-1])
-    b, _c, h, wd = x.shape
-    x = ln(x.flatten(2).transpose(1, 2), sd, "patch_embed.norm", 1e-5)
+    b = x.shape[0]
+    x, h, wd = swin_stem(sd, x)
     for s, depth in enumerate(depths):
         if style == "timm" and s > 0:
             x, h, wd = _merge(x, sd, f"layers.{s}.downsample", h, wd)

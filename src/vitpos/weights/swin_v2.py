@@ -47,8 +47,7 @@ class MicrosoftSwinV2(MicrosoftSwin):
     name = "swinv2"
     description = "Microsoft's Swin V2: layers.S.blocks.M.attn.cpb_mlp, layers.S.downsample ending stage S"
 
-    def matches(self, keys: set[str]) -> bool:
-        return "layers.0.blocks.0.attn.cpb_mlp.0.weight" in keys and super().matches(keys)
+    marker = "layers.0.blocks.0.attn.cpb_mlp.0.weight"
 
     def convert(self, state: dict[str, torch.Tensor], target: Target) -> dict[str, torch.Tensor]:
         out: dict[str, torch.Tensor] = {}
@@ -82,11 +81,6 @@ class TimmSwinV2(MicrosoftSwinV2):
     name = "timm-swinv2"
     description = "timm's Swin V2: layers.S.blocks.M.attn.cpb_mlp, layers.S.downsample starting stage S, head.fc"
     downsample_shift = 0
-
-    def matches(self, keys: set[str]) -> bool:
-        return "layers.0.blocks.0.attn.cpb_mlp.0.weight" in keys and not any(
-            k.startswith("layers.0.downsample.") for k in keys
-        )
 
 
 def _encoding_path(model: torch.nn.Module, stage: str, block: str) -> str:

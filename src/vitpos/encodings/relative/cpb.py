@@ -93,10 +93,11 @@ class ContinuousPositionBias(RelativeBias):
         super().__init__()
         self.num_heads = ctx.num_heads
         self.pretrained = pretrained
-        self.mlp = nn.Sequential(nn.Linear(2, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, ctx.num_heads, bias=False))
-        for layer in (self.mlp[0], self.mlp[2]):
+        first, second = nn.Linear(2, HIDDEN), nn.Linear(HIDDEN, ctx.num_heads, bias=False)
+        for layer in (first, second):
             nn.init.trunc_normal_(layer.weight, std=0.02)
-        nn.init.zeros_(self.mlp[0].bias)
+        nn.init.zeros_(first.bias)
+        self.mlp = nn.Sequential(first, nn.ReLU(), second)
         self.prefix_logit = nn.Parameter(torch.zeros(ctx.num_heads)) if ctx.num_prefix_tokens else None
         self._inputs: GridCache[torch.Tensor] = GridCache()
 
@@ -110,7 +111,7 @@ class ContinuousPositionBias(RelativeBias):
                 f"this cpb encoding was built for a model without prefix tokens and has no logit for them, but got "
                 f"num_prefix_tokens={num_prefix_tokens}; build it with the model's context"
             )
-        weight = self.mlp[0].weight
+        weight = next(self.mlp.parameters())  # the first layer's: the inputs' device and dtype
         spans = None if self.pretrained is None else (self.pretrained, self.pretrained)
         key = (tuple(grid), spans, weight.device, weight.dtype)
         inputs = self._inputs.get(key, lambda: log_spaced_offsets(grid, spans, weight.device).to(weight.dtype))
@@ -122,7 +123,7 @@ class ContinuousPositionBias(RelativeBias):
 
     def ids(self, grid: Grid, num_prefix_tokens: int, device=None) -> torch.Tensor:
         """:func:`offset_ids`, cached per grid, prefix count and device."""
-        device = torch.device(device) if device is not None else self.mlp[0].weight.device
+        device = torch.device(device) if device is not None else next(self.mlp.parameters()).device
         key = (tuple(grid), num_prefix_tokens, device)
         return _IDS.get(key, lambda: offset_ids(grid, num_prefix_tokens, device))
 
