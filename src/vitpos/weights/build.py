@@ -187,9 +187,17 @@ def _fitting(file: WeightsFile, layout: Layout, fields: dict[str, Any]) -> list[
             same = next((i for i, (other, _, _) in enumerate(found) if other == cfg), None)
             if same is None:
                 found.append((cfg, name, changed))
-            elif (len(changed), cfg != preset) < (len(found[same][2]), cfg != factory.get_config(found[same][1])):
+            elif (len(changed), _moved(preset, file, layout)) < (
+                len(found[same][2]),
+                _moved(factory.get_config(found[same][1]), file, layout),
+            ):
                 found[same] = (cfg, name, changed)
     return [(name, changed) for _, name, changed in found]
+
+
+def _moved(preset: HostConfig, file: WeightsFile, layout: Layout) -> bool:
+    """Whether the file's stored geometry changes ``preset`` (a Swin V2 file's window: the preset of another window)."""
+    return any(getattr(preset, k) != v for k, v in layout.stored_geometry(file.state, preset).items())
 
 
 def guess_model(file: WeightsFile, layout: Layout) -> tuple[str, dict[str, Any]]:

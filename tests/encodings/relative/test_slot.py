@@ -125,7 +125,9 @@ def test_table_shapes_and_zero_init(text, shape, cls):
 def test_content_independent_encodings_are_relative_biases():
     kinds = {t: relative_modules(vitpos.create_model("vit_lite_7_4", **TINY, relative=t))[0] for t in EVERY_ENCODING}
     biases = {t for t, rel in kinds.items() if isinstance(rel, RelativeBias)}
-    assert biases == {"irpe:cross:bias:qk:unshared", "irpe:quant:bias:q:squared:unscaled:ratio=3", "swin"}
+    assert biases == {
+        "irpe:cross:bias:qk:unshared", "irpe:quant:bias:q:squared:unscaled:ratio=3", "swin", "cpb", "cpb:pretrained=8"
+    }  # fmt: skip
     needs_weights = {t for t, rel in kinds.items() if rel.relative_terms((4, 4), 1).value_term}
     assert needs_weights == {
         "irpe:euclidean:ctx:qkv:ratio=20",
