@@ -15,6 +15,8 @@ from vitpos.encodings.relative.cpb import HIDDEN, ContinuousPositionBias, log_sp
 from vitpos.models.layers import Attention
 from vitpos.spec import SlotSpec
 
+from ...conftest import TINY, TINY_SWIN
+from ...models.test_compile import check_compiled_equals_eager
 from ...weights.swin_v2_reference import log_coords, offset_index
 from .test_slot import largest_allocation
 
@@ -144,3 +146,18 @@ def test_the_largest_tensor_is_the_networks_hidden_layer_not_n_n_d():
 def test_the_network_inputs_equal_the_equations_offset_by_offset(grid, pretrained):
     spans = None if pretrained is None else (pretrained, pretrained)
     torch.testing.assert_close(log_spaced_offsets(grid, spans), log_coords(grid, pretrained), rtol=1e-15, atol=0)
+
+
+def test_cpb_compiles_without_graph_breaks():
+    # aot_eager, as the other slots' compile tests: Dynamo and AOT autograd, no inductor C++ build
+    model = vitpos.create_model("vit_lite_7_4", **TINY | dict(depth=1), absolute="none", relative="cpb")
+    check_compiled_equals_eager(model, "aot_eager", None)
+
+
+@pytest.mark.slow
+def test_swin_v2_compiles_without_graph_breaks():
+    """Cosine attention, post-norm blocks and cpb in windows; the fast test above compiles cpb alone."""
+    swin = vitpos.create_model("swinv2_tiny_window8_256", **TINY_SWIN | dict(depths=(1, 1, 1, 1))).eval()
+    compiled = torch.compile(swin, backend="aot_eager", fullgraph=True)
+    x = torch.randn(2, 3, 32, 48)
+    torch.testing.assert_close(compiled(x), swin(x), rtol=1e-5, atol=1e-6)

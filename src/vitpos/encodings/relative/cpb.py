@@ -104,7 +104,7 @@ class ContinuousPositionBias(RelativeBias):
     def extra_repr(self) -> str:
         return f"heads={self.num_heads}, pretrained={self.pretrained}"
 
-    def bias_table(self, grid: Grid, num_prefix_tokens: int, device=None) -> torch.Tensor:
+    def bias_table(self, grid: Grid, num_prefix_tokens: int) -> torch.Tensor:
         """The logit of every offset of ``grid`` (then the prefix pairs' one): (heads, K)."""
         if num_prefix_tokens and self.prefix_logit is None:
             raise ValueError(
