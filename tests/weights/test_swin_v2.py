@@ -90,7 +90,9 @@ def test_the_full_size_layouts_have_exactly_the_presets_parameters(name):
 def test_a_file_for_another_window_is_refused_and_its_advice_loads_exactly(tmp_path):
     sd = state("microsoft", window=2)  # windows of 2: the file's coordinate tables say so
     path = save_pth(sd, tmp_path / "w2.pth")
-    with pytest.raises(vitpos.CheckpointError, match=r"2x2 window.*build the model with window_size=2"):
+    with pytest.raises(
+        vitpos.CheckpointError, match=r"a 2-token window, not the model's \(window 4.*build it with window_size=2$"
+    ):
         vitpos.create_model(NAME, checkpoint=path, **SMALL)
     model = load_float64(NAME, path, **{**SMALL, "window_size": 2})
     x = images(64, 64)
@@ -103,7 +105,10 @@ def test_offsets_normalised_by_a_pretrained_window_are_refused_and_the_advice_lo
         sd["layers.0.blocks.0.attn.relative_coords_table"].double().reshape(-1, 2), log_coords((4, 4), 3)
     )
     path = save_pth(sd, tmp_path / "w3to4.pth")
-    with pytest.raises(vitpos.CheckpointError, match=r"normalised by window 3.*relative='cpb:pretrained=3'"):
+    with pytest.raises(
+        vitpos.CheckpointError,
+        match=r"normalised by window 3, not the model's .*build it with relative='cpb:pretrained=3'$",
+    ):
         vitpos.create_model(NAME, checkpoint=path, **SMALL)
     model = load_float64(NAME, path, **SMALL, relative="cpb:pretrained=3")
     x = images(64, 64)
@@ -133,3 +138,18 @@ def test_with_no_model_named_a_microsoft_file_finds_its_window_and_a_timm_file_a
     timm = WeightsFile(Path("timm.pth"), swinv2_state(layouts.Filler(meta=True), **shapes, style="timm"))
     with pytest.raises(vitpos.CheckpointError, match=r"several presets fit it \(swinv2_tiny_window16_256, swinv2_tin"):
         guess_model(timm, layout_of(timm))
+
+
+def test_per_stage_pretrained_windows_are_refused_without_advice(tmp_path):
+    sd = state("microsoft", pretrained=3)
+    for block in (0, 1):  # the last stage fine-tuned from window 2, the others from 3 (as the 22K releases)
+        sd[f"layers.3.blocks.{block}.attn.relative_coords_table"] = log_coords((4, 4), 2).float().reshape(1, 7, 7, 2)
+    with pytest.raises(vitpos.CheckpointError, match=r"normalised by window 2, 3, which no one window_size and"):
+        vitpos.create_model(NAME, checkpoint=save_pth(sd, tmp_path / "stages.pth"), **SMALL)
+
+
+def test_a_model_built_for_smaller_images_takes_the_file_and_shrinks_its_windows_as_the_release(tmp_path):
+    sd = state("microsoft")  # trained at 64 px: every stage has 4x4 windows
+    model = load_float64(NAME, save_pth(sd, tmp_path / "w4.pth"), **{**SMALL, "img_size": 32})  # grids 16 ... 2
+    x = images(32, 32)
+    assert_close(model(x), swinv2_forward(sd, x, DEPTHS, HEADS, window=4))

@@ -51,6 +51,7 @@ class MicrosoftSwinV2(MicrosoftSwin):
 
     def convert(self, state: dict[str, torch.Tensor], target: Target) -> dict[str, torch.Tensor]:
         out: dict[str, torch.Tensor] = {}
+        coordinates: dict[str, torch.Tensor] = {}
         for key in list(state):
             if (match := ATTENTION_KEY.fullmatch(key)) is not None:
                 stage, block, name = match.groups()
@@ -58,8 +59,9 @@ class MicrosoftSwinV2(MicrosoftSwin):
             elif (match := NETWORK_KEY.fullmatch(key)) is not None:
                 stage, block, layer, kind = match.groups()
                 out[f"{_encoding_path(target.model, stage, block)}.mlp.{layer}.{kind}"] = state.pop(key)
-            elif (match := COORDS_KEY.fullmatch(key)) is not None:
-                _check_coordinates(target, key, state.pop(key), int(match.group(1)), match.group(2))
+            elif COORDS_KEY.fullmatch(key):
+                coordinates[key] = state.pop(key)
+        _check_coordinates(target, coordinates)
         return {**out, **super().convert(state, target)}
 
     def stored_geometry(self, state: dict[str, torch.Tensor], cfg: HostConfig) -> dict[str, Any]:
@@ -89,39 +91,67 @@ def _encoding_path(model: torch.nn.Module, stage: str, block: str) -> str:
     return f"{path}.encoding" if hasattr(submodule(model, path), "encoding") else path
 
 
-def _check_coordinates(target: Target, key: str, stored: torch.Tensor, stage: int, block: str) -> None:
-    """Refuse a file whose network inputs (1, 2h-1, 2w-1, 2) differ from those the model computes for ``stage``."""
-    cfg = getattr(target.model, "cfg", None)
-    window = getattr(cfg, "window_size", None)
-    encoding = submodule(target.model, _encoding_path(target.model, str(stage), block))
-    if cfg is None or window is None or not hasattr(encoding, "pretrained"):
-        return  # not a cpb model: its unmapped network keys are the error
-    h, w = (min(window, side) for side in cfg.stage_grid(stage))
-    pretrained = getattr(encoding, "pretrained")  # noqa: B009  (the encoding's option, read from any cpb module)
-    spans = None if pretrained is None else (pretrained, pretrained)
-    ours = log_spaced_offsets((h, w), spans)
-    theirs = stored.to(torch.float64).reshape(-1, 2)
-    if theirs.shape == ours.shape and torch.allclose(theirs, ours, rtol=0, atol=COORDS_TOLERANCE):
+def _check_coordinates(target: Target, tables: dict[str, torch.Tensor]) -> None:
+    """Refuse a file whose network inputs (1, 2w-1, 2w-1, 2) show another window, or offsets normalised by
+    another window, than the model's; name the ``window_size`` and ``cpb:pretrained=`` that reproduce every
+    block where one setting does. A stage smaller than the window ran with a smaller one, as the model's
+    stages do, so the image size the file was trained at does not matter."""
+    window = getattr(getattr(target.model, "cfg", None), "window_size", None)
+    encodings = [_cpb_of(target.model, key) for key in tables]
+    if not tables or window is None or any(e is None for e in encodings):
+        return  # no coordinates, or not a cpb model: its unmapped network keys are the error
+    pretrained = {getattr(e, "pretrained") for e in encodings}  # noqa: B009  (cpb's option)
+    if len(pretrained) == 1 and _reproduces(tables, window, next(iter(pretrained))):
         return
-    side = (stored.shape[1] + 1) // 2
-    stored_pretrained = _normalising_window(stored)
-    options = [f"window_size={side}"] if side != min(window, *cfg.stage_grid(stage)) else []
-    if stored_pretrained is not None and stored_pretrained != side:
-        options.append(f"relative='cpb:pretrained={stored_pretrained}'")
-    elif pretrained is not None:
-        options.append("relative='cpb'")
-    advice = f"build the model with {' and '.join(options)}" if options else "build a model with its window"
+    stored_window = max(_side(t) for t in tables.values())
+    normalising = sorted({n for t in tables.values() if (n := _normalising_window(t)) not in (None, _side(t))})
+    found = f"checkpoint {target.source}: its coordinate tables show a {stored_window}-token window" + (
+        f" with offsets normalised by window {', '.join(map(str, normalising))}" if normalising else ""
+    )
+    advice = next((p for p in (None, *normalising) if _reproduces(tables, stored_window, p)), "none")
+    if advice == "none":
+        raise CheckpointError(
+            f"{found}, which no one window_size and cpb:pretrained= reproduce in every stage (Swin V2's per-stage "
+            "pretrained_window_sizes); vitpos has no model for this file"
+        )
+    options = [f"window_size={stored_window}"] if stored_window != window else []
+    if pretrained != {advice}:
+        options.append("relative='cpb'" if advice is None else f"relative='cpb:pretrained={advice}'")
+    setting = ", ".join(f"pretrained={p}" for p in sorted(pretrained, key=str))
     raise CheckpointError(
-        f"checkpoint {target.source}: {key} shows stage {stage} ran with a {side}x{side} window"
-        + (f" and offsets normalised by window {stored_pretrained}" if stored_pretrained not in (None, side) else "")
-        + f", the model's stage {stage} computes other inputs for its continuous bias ({h}x{w} window, "
-        f"pretrained={pretrained}); {advice}"
+        f"{found}, not the model's (window {window}, cpb {setting}); build it with {' and '.join(options)}"
+    )
+
+
+def _side(stored: torch.Tensor) -> int:
+    """The window side of a stored coordinate table (1, 2w-1, 2w-1, 2)."""
+    return (stored.shape[1] + 1) // 2
+
+
+def _cpb_of(model: torch.nn.Module, key: str) -> torch.nn.Module | None:
+    """The cpb encoding of the block that ``key`` belongs to (``layers.S.blocks.M.attn...``), or None."""
+    _, stage, _, block = key.split(".")[:4]
+    encoding = submodule(model, _encoding_path(model, stage, block))
+    return encoding if hasattr(encoding, "pretrained") else None
+
+
+def _reproduces(tables: dict[str, torch.Tensor], window: int, pretrained: int | None) -> bool:
+    """Whether a model of ``window`` and ``pretrained`` computes every stored table: the largest one is its
+    window's, each one the inputs of its own (possibly shrunk) window."""
+    if max(_side(t) for t in tables.values()) != window:
+        return False
+    spans = None if pretrained is None else (pretrained, pretrained)
+    return all(
+        torch.allclose(
+            t.double().reshape(-1, 2), log_spaced_offsets((_side(t), _side(t)), spans), rtol=0, atol=COORDS_TOLERANCE
+        )
+        for t in tables.values()
     )
 
 
 def _normalising_window(stored: torch.Tensor) -> int | None:
     """The window S whose sides normalised the stored offsets (entry (S_w - 1) -> 8), or None if it cannot tell."""
-    side = (stored.shape[1] + 1) // 2
+    side = _side(stored)
     if side < 2:
         return None
     value = float(stored[0, -1, side - 1, 0])  # the offset dy = side - 1, dx = 0

@@ -58,7 +58,7 @@ def log_spaced_offsets(grid: Grid, spans: Grid | None = None, device=None) -> to
     dy = torch.arange(2 * h - 1, device=device, dtype=torch.float64) - (h - 1)
     dx = torch.arange(2 * w - 1, device=device, dtype=torch.float64) - (w - 1)
     offsets = torch.stack(torch.meshgrid(dy, dx, indexing="ij"), dim=-1).reshape(-1, 2)
-    # a side of one cell has only the offset 0: any positive divisor keeps it at 0
+    # a side of one cell has only the offset 0: any positive divisor keeps it at 0 (the release divides 0 by 0)
     divisor = torch.stack([torch.full((), s - 1, dtype=torch.float64, device=device) for s in (sy, sx)])
     scaled = offsets / divisor.clamp_min(1) * SPAN
     return torch.sign(scaled) * torch.log2(scaled.abs() + 1.0) / math.log2(SPAN)
