@@ -40,6 +40,7 @@ VIT_CASES = [
     dict(relative="sasa"),
     dict(absolute="none", join="lape", relative="swin"),  # LaPE's normalised bias
     dict(relative="rope2d"),
+    dict(relative="cpb"),  # Swin V2's continuous bias: its table's width follows the grid
 ]
 
 PVT = dict(
@@ -181,6 +182,14 @@ def test_lape_normalised_window_bias_needs_whole_windows():
 @pytest.mark.slow
 def test_lape_normalised_window_bias_exports_from_whole_windows(one_thread):
     model = randomised(vitpos.create_model("swin_tiny", **SWIN | dict(absolute="none", join="lape", relative="swin")))
+    check_program(model, ExportRange(24, 64, 8), [(24, 24), (48, 24), (40, 64)])
+
+
+def test_swin_v2_program_equals_eager_and_its_window_scaled_bias_needs_whole_windows(one_thread):
+    # cosine attention, post-norm blocks, the release's -100 region mask, cpb scaled by the window
+    model = randomised(vitpos.create_model("swinv2_tiny_window8_256", **SWIN))
+    with pytest.raises(ValueError, match=r"relative 'cpb' without pretrained=.*use --min-size 24 or more"):
+        export_program(model, PYRAMID_RANGE)
     check_program(model, ExportRange(24, 64, 8), [(24, 24), (48, 24), (40, 64)])
 
 

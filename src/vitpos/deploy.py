@@ -29,7 +29,6 @@ import yaml
 from torch import nn
 
 from .config import HostConfig
-from .encodings.lape import NormalisedBias
 from .errors import VitposError, quote
 from .files import check_destination, replacing, write_atomic
 from .models.factory import config_from_dict
@@ -130,16 +129,16 @@ def _check_dense_head(model: nn.Module, host: Host, span: ExportRange) -> None:
 
 
 def _check_normalised_window_bias(model: Host, span: ExportRange) -> None:
-    """Raise if a window block normalises its relative bias over keys (LaPE) on a stage grid
-    smaller than a window: the traced graph pads such axes to whole windows (see
-    :mod:`vitpos.models.windows`), and the padded keys would enter the normalisation."""
+    """Raise if a window block's relative terms read the window's extent (LaPE's bias normalised over
+    keys, cpb's offsets scaled by the window) on a stage grid smaller than a window: the traced graph
+    pads such axes to whole windows (see :mod:`vitpos.models.windows`), which would change them."""
     grids = model.cfg.stage_grids((span.min_size, span.min_size))
     too_small, smallest = [], span.min_size
     for index, (stage, grid) in enumerate(zip(model.stages, grids, strict=True)):
         windows = {
             attn.window_size
             for attn in stage.modules()
-            if isinstance(attn, WindowAttention) and isinstance(attn.relative, NormalisedBias)
+            if isinstance(attn, WindowAttention) and attn.relative is not None and attn.relative.reads_extent()
         }
         for size in windows:
             step = model.cfg.patch_size * 2**index  # pixels per token of this stage
@@ -148,7 +147,8 @@ def _check_normalised_window_bias(model: Host, span: ExportRange) -> None:
                 too_small.append(f"stage {index} (grid {grid[0]}x{grid[1]}, {size}x{size} windows)")
     if too_small:
         raise VitposError(
-            f"join 'lape' normalises a relative bias over the keys of each window, and the exported graph pads "
+            f"a relative encoding in its windows reads the window's extent (join 'lape' normalises a bias over the "
+            f"keys, relative 'cpb' without pretrained= scales offsets by the window), and the exported graph pads "
             f"a stage grid smaller than one window; at --min-size {span.min_size} that holds for "
             f"{', '.join(too_small)}; use --min-size {smallest} or more"
         )

@@ -16,7 +16,10 @@ CANDIDATES: dict[str, dict[str, str]] = {
     "irpe product": {"absolute": "none", "relative": "irpe:product:ctx:k"},
     "irpe cross qkv": {"absolute": "none", "relative": "irpe:cross:ctx:qkv"},
     "irpe euclidean bias": {"absolute": "none", "relative": "irpe:euclidean:bias:qk"},
-    **{name: {"absolute": "none", "relative": name} for name in ("shaw", "xl", "huang", "sasa", "swin", "rope2d")},
+    **{
+        name: {"absolute": "none", "relative": name}
+        for name in ("shaw", "xl", "huang", "sasa", "swin", "rope2d", "cpb")
+    },
     "lape": {"absolute": "learned", "join": "lape"},
     "lape swin": {"absolute": "sincos2d", "join": "lape", "relative": "swin"},
     "shared": {"absolute": "sincos2d", "join": "shared"},

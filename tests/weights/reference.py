@@ -175,6 +175,14 @@ def _shift_mask(h: int, w: int, ws: int, shift: int) -> torch.Tensor:
     return mask.masked_fill(mask != 0, -100.0).masked_fill(mask == 0, 0.0).double()
 
 
+def swin_stem(sd: dict, x: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+    """Swin's patch embedding and its norm: tokens (B, H*W, C) and the grid's sides."""
+    w = sd["patch_embed.proj.weight"]
+    x = F.conv2d(x, w, sd["patch_embed.proj.bias"], stride=w.shape[-1])
+    h, wd = x.shape[-2:]
+    return ln(x.flatten(2).transpose(1, 2), sd, "patch_embed.norm", 1e-5), h, wd
+
+
 def swin(
     sd: dict,
     x: torch.Tensor,
@@ -186,10 +194,8 @@ def swin(
 ) -> torch.Tensor:
     """SwinTransformer.forward (Microsoft); ``style='timm'`` reads timm's names for merging and head;
     ``attention`` replaces the window attention (same arguments as ``_swin_attention``)."""
-    w = sd["patch_embed.proj.weight"]
-    x = F.conv2d(x, w, sd["patch_embed.proj.bias"], stride=w.shape[-1])
-    b, _c, h, wd = x.shape
-    x = ln(x.flatten(2).transpose(1, 2), sd, "patch_embed.norm", 1e-5)
+    b = x.shape[0]
+    x, h, wd = swin_stem(sd, x)
     for s, depth in enumerate(depths):
         if style == "timm" and s > 0:
             x, h, wd = _merge(x, sd, f"layers.{s}.downsample", h, wd)
@@ -226,12 +232,17 @@ def _swin_attention(x: torch.Tensor, sd: dict, p: str, heads: int, ws: int, mask
     rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0) + (ws - 1)
     index = rel[:, :, 0] * (2 * ws - 1) + rel[:, :, 1]
     bias = sd[f"{p}.attn.relative_position_bias_table"][index.view(-1)].view(n, n, -1).permute(2, 0, 1)
-    attn = attn + bias.unsqueeze(0)
-    if mask is not None:
-        nw = mask.shape[0]
-        attn = (attn.view(bw // nw, nw, heads, n, n) + mask.unsqueeze(1).unsqueeze(0)).view(-1, heads, n, n)
-    out = attn.softmax(-1) @ v
+    out = with_window_mask(attn + bias.unsqueeze(0), mask).softmax(-1) @ v
     return linear(out.transpose(1, 2).reshape(bw, n, c), sd, f"{p}.attn.proj")
+
+
+def with_window_mask(attn: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Logits (B * windows, heads, N, N) plus each image's per-window mask (windows, N, N), if any."""
+    if mask is None:
+        return attn
+    bw, heads, n, _ = attn.shape
+    nw = mask.shape[0]
+    return (attn.view(bw // nw, nw, heads, n, n) + mask.unsqueeze(1).unsqueeze(0)).view(-1, heads, n, n)
 
 
 def _merge(x: torch.Tensor, sd: dict, p: str, h: int, w: int) -> tuple[torch.Tensor, int, int]:

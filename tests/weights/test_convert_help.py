@@ -12,9 +12,9 @@ def test_convert_help_lists_every_released_layout(capsys):
     assert exit_status.value.code == 0
     text = capsys.readouterr().out
     released = [layout for layout in LAYOUTS if layout is not NATIVE]
-    assert len(released) == 11
+    assert len(released) == 13
     for layout in released:
-        assert f"\n  {layout.name:<11}{layout.description}" in text, layout.name
+        assert f"\n  {layout.name:<13}{layout.description}" in text, layout.name
     for family in (
         "Compact Transformers (ViT-Lite, CVT, CCT)",
         "T2T-ViT",

@@ -24,6 +24,7 @@ from vitpos.weights.pretrained import RELEASES, Release
 from . import layouts
 from .conftest import images, save_pth
 from .rope_vit_reference import rope_vit_file
+from .swin_v2_reference import swinv2_state
 
 SMALL = dict(embed_dim=16, depth=1, num_heads=2, patch_size=4, img_size=16, num_classes=5)
 NAME = "deit_tiny_patch16_224"
@@ -241,3 +242,16 @@ def test_a_partial_download_of_a_killed_process_is_removed(server, cache, releas
     vitpos.create_model(NAME, pretrained=True, **SMALL)
     assert sorted(p.name for p in cache.iterdir()) == sorted([name, running.name])
     assert f"removed {killed}, the partial download of a process that was stopped" in capsys.readouterr().err
+
+
+def test_a_swinv2_release_in_microsofts_layout_loads_by_name(server, cache, tmp_path, monkeypatch):
+    small = dict(embed_dims=(8, 16), depths=(2, 2), num_heads=(1, 2), mlp_ratios=(4.0, 4.0), window_size=4)
+    small |= dict(patch_size=2, img_size=16, num_classes=5)  # a two-stage swinv2_tiny_window8_256
+    sd = swinv2_state(layouts.Filler(52), (8, 16), (2, 2), (1, 2), 4, 2, (16, 16), 5)
+    path = save_pth({k: v.float() if v.is_floating_point() else v for k, v in sd.items()}, tmp_path / "v2.pth")
+    name = "swinv2_tiny_patch4_window8_256.pth"
+    server.files[name] = path.read_bytes()
+    monkeypatch.setitem(RELEASES, "swinv2_tiny_window8_256", Release(server.url("files", name), "test"))
+    model = vitpos.create_model("swinv2_tiny_window8_256", pretrained=True, **small)
+    assert same_model(model, vitpos.create_model("swinv2_tiny_window8_256", checkpoint=path, **small))
+    assert [p.name for p in cache.iterdir()] == [name]

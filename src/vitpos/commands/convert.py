@@ -86,7 +86,7 @@ def _data_config(file: WeightsFile, src: str, cfg: HostConfig) -> DataConfig:
 
 def released_layouts() -> str:
     """The released layouts ``convert`` reads, one a line: name and what the files hold."""
-    return "\n".join(f"  {layout.name:<11}{layout.description}" for layout in LAYOUTS if layout is not NATIVE)
+    return "\n".join(f"  {layout.name:<13}{layout.description}" for layout in LAYOUTS if layout is not NATIVE)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -158,6 +158,13 @@ class SwinConfig(PyramidConfig):
     """Host architecture: 'swin'."""
     window_size: int | None = bounded(7, ge=1)
     """Side of the attention windows, in tokens (Swin: 7); required."""
+    swin_v2: bool = False
+    """Swin V2's blocks (Liu et al., CVPR 2022): each branch's output normalised before the residual
+    (x + norm(attn(x)), x + norm(mlp(x))), biases on queries and values only, patch merging with its norm
+    after the reduction, and cosine attention unless cosine_attention=False (use it with relative='cpb')."""
+    cosine_attention: bool | None = None
+    """Cosine attention with a learned per-head logit scale (Swin V2) instead of the scaled dot
+    product; None: as swin_v2."""
 
     foreign_fields: ClassVar[dict[str, str]] = {
         "sr_ratios": "arch='swin' attends within windows and has no spatial reduction; set sr_ratios=None"
@@ -173,6 +180,11 @@ class SwinConfig(PyramidConfig):
     def relative_context(self, ctx: SlotContext) -> SlotContext:
         """One window, without prefix tokens: relative encodings see the window grid."""
         return SlotContext(ctx.embed_dim, ctx.num_heads, ctx.depth, (self.window, self.window), 0)
+
+    @property
+    def cosine(self) -> bool:
+        """Whether the blocks attend by cosine similarity: ``cosine_attention``, or by default ``swin_v2``."""
+        return self.swin_v2 if self.cosine_attention is None else self.cosine_attention
 
     @property
     def window(self) -> int:

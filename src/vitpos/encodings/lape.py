@@ -192,6 +192,9 @@ class NormalisedBias(RelativeBias):
         self.encoding = encoding
         self.norm = PositionNorm(form, 1, num_heads, BIAS_EPS, channel_axis=-3)
 
+    def reads_extent(self) -> bool:
+        return True
+
     def padded_terms(
         self, grid: Grid, num_prefix_tokens: int, padding: Padding, device: torch.device | str | None = None
     ) -> tuple[RelativeTerms | None, torch.Tensor | None]:

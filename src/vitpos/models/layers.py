@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -26,7 +27,11 @@ __all__ = [
     "LayerScale",
     "Block",
     "init_linear",
+    "MAX_LOGIT_SCALE",
 ]
+
+MAX_LOGIT_SCALE = math.log(1.0 / 0.01)
+"""Cosine attention's learned log logit scale is clamped here: a scale of at most 100 (Swin V2)."""
 
 
 def init_linear(layer: nn.Linear) -> nn.Linear:
@@ -145,6 +150,12 @@ class Attention(nn.Module):
     spatial reduction) and :meth:`partition` / :meth:`merge` (which tokens attend together:
     Swin's windows). ``padding`` (:class:`~vitpos.padding.Padding` of ``grid``) marks the padded
     tokens of a padded batch: no query attends to them.
+
+    ``cosine``: Swin V2's cosine attention (Liu et al., CVPR 2022, Eq. 2): the logits are the cosine
+    similarity of q and k times a learned per-head scale ``exp(min(logit_scale, log 100))``
+    (``logit_scale`` starts at log 10) instead of q . k / sqrt(d). It is computed by the same kernel,
+    with unit keys and unit queries times the scale; relative terms that meet the queries (a key
+    table) meet these, and RoPE turns them (a rotation keeps their length).
     """
 
     def __init__(
@@ -155,6 +166,7 @@ class Attention(nn.Module):
         attn_drop: float = 0.0,
         proj_drop: float = 0.0,
         relative: RelativePosition | None = None,
+        cosine: bool = False,
     ) -> None:
         super().__init__()
         self.num_heads = num_heads
@@ -167,6 +179,7 @@ class Attention(nn.Module):
         self.proj = init_linear(nn.Linear(dim, dim))
         self.proj_drop = nn.Dropout(proj_drop)
         self.relative = relative
+        self.logit_scale = nn.Parameter(torch.full((num_heads, 1, 1), math.log(10.0))) if cosine else None
 
     def forward(
         self,
@@ -219,10 +232,10 @@ class Attention(nn.Module):
         ``qk_pos`` reaches the queries and keys, not the values."""
         x, qk_pos = part.tokens, part.qk_pos
         b, n, c = x.shape
-        weight, bias = self.qkv.weight, self.qkv.bias
+        weight, bias = self.qkv.weight, self.projection_bias()
         source = self.key_value_source(x, part.grid, part.num_prefix_tokens)
         if source is None:  # one projection; W_qk (x + pos) + b = W_qk x + b + W_qk pos
-            qkv = self.qkv(x)
+            qkv = F.linear(x, weight, bias)
             if qk_pos is not None:
                 qkv = qkv + F.pad(F.linear(qk_pos, weight[: 2 * c]), (0, c))
             q, k, v = qkv.reshape(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
@@ -238,6 +251,18 @@ class Attention(nn.Module):
         q = q.reshape(b, n, self.num_heads, self.head_dim).transpose(1, 2)
         k, v = kv.reshape(b, -1, 2, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         return q, k, v
+
+    def projection_bias(self) -> torch.Tensor | None:
+        """The bias (3C,) of the query, key and value projections, or None."""
+        return self.qkv.bias
+
+    def query_key(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
+        """q and k as the kernel multiplies them, and the scale of their product: as they are with
+        1/sqrt(d), or (cosine) unit vectors, the queries times the per-head logit scale, with 1."""
+        if self.logit_scale is None:
+            return q, k, self.scale
+        scale = self.logit_scale.clamp(max=MAX_LOGIT_SCALE).exp()
+        return (F.normalize(q, dim=-1) * scale).to(q.dtype), F.normalize(k, dim=-1), 1.0
 
     def project(self, out: torch.Tensor) -> torch.Tensor:  # B, N, C
         """The heads' outputs (B, heads, N, d) merged and projected."""
@@ -271,8 +296,9 @@ class Attention(nn.Module):
             terms, per_image = self.relative.padded_terms(grid, num_prefix_tokens, padding, q.device)
             if per_image is not None:
                 mask = per_image if mask is None else mask + per_image
+        q, k, scale = self.query_key(q, k)
         return attention(
-            q, k, v, terms, scale=self.scale, mask=mask, key_padding=key_padding,
+            q, k, v, terms, scale=scale, mask=mask, key_padding=key_padding,
             dropout_p=self.attn_drop.p if self.training else 0.0, return_weights=return_weights, path=self.path,
         )  # fmt: skip
 
@@ -333,6 +359,9 @@ class Block(nn.Module):
     norm_on_residual = False
     """False: ``x + mlp(norm2(x))`` after attention (pre-norm); True: the second norm on the residual
     stream itself, ``x = norm2(x)``, then ``x + mlp(x)`` (the Compact Transformers' layer)."""
+    post_norm = False
+    """True: each branch's output is normalised before the residual, ``x + norm1(attn(x))`` and
+    ``x + norm2(mlp(x))`` (Swin V2's residual post-norm); ``pos`` is then added to the attention input."""
 
     def __init__(
         self,
@@ -371,6 +400,8 @@ class Block(nn.Module):
         padding: Padding | None = None,
     ) -> torch.Tensor:
         x = x + self.drop_path1(self.ls1(self.attend(x, grid, num_prefix_tokens, pos, qk_pos, padding)))
+        if self.post_norm:
+            return x + self.drop_path2(self.norm2(self.feed_forward(x, grid, num_prefix_tokens)))
         if self.norm_on_residual:
             x = h = self.norm2(x)
         else:
@@ -390,10 +421,13 @@ class Block(nn.Module):
         qk_pos: torch.Tensor | None,
         padding: Padding | None = None,
     ) -> torch.Tensor:
-        """The attention branch: attention of the normalised tokens (plus ``pos``), before the residual."""
-        h = self.norm1(x)
+        """The attention branch: attention of the normalised tokens (plus ``pos``), before the residual
+        (post-norm: the attention of the tokens, normalised)."""
+        h = x if self.post_norm else self.norm1(x)
         if pos is not None:
             h = h + pos
         if qk_pos is None and padding is None:
-            return self.attn(h, grid, num_prefix_tokens)
-        return self.attn(h, grid, num_prefix_tokens, qk_pos=qk_pos, padding=padding)
+            out = self.attn(h, grid, num_prefix_tokens)
+        else:
+            out = self.attn(h, grid, num_prefix_tokens, qk_pos=qk_pos, padding=padding)
+        return self.norm1(out) if self.post_norm else out

@@ -164,9 +164,9 @@ def _region_labels(rows: torch.Tensor, padded: int, window: int, shift: int) -> 
     return (rows >= padded - window).long() + (rows >= padded - shift).long()
 
 
-def window_mask(layout: WindowLayout, device=None) -> torch.Tensor | None:
-    """Additive mask (windows, N, N), N = wh*ww: 0 where a query may attend to a key, -inf
-    where the two came from different regions or the key is padding (and the query is not);
+def window_mask(layout: WindowLayout, device=None, region_value: float = float("-inf")) -> torch.Tensor | None:
+    """Additive mask (windows, N, N), N = wh*ww: 0 where a query may attend to a key, ``region_value``
+    where the two came from different regions, -inf where the key is padding (and the query is not);
     ``None`` when no window needs one."""
     if not layout.needs_mask:
         return None
@@ -185,8 +185,10 @@ def window_mask(layout: WindowLayout, device=None) -> torch.Tensor | None:
         region = rows[:, None] * 3 + cols[None, :]
         region_w, padding_w = _cut(torch.stack([region, padding.long()], dim=-1)[None], layout).unbind(-1)  # windows, N
         padding_w = padding_w.bool()
-    blocked = (region_w[:, :, None] != region_w[:, None, :]) | (padding_w[:, None, :] & ~padding_w[:, :, None])
-    return torch.zeros(blocked.shape, device=device).masked_fill(blocked, float("-inf"))
+    apart = region_w[:, :, None] != region_w[:, None, :]
+    padded = padding_w[:, None, :] & ~padding_w[:, :, None]
+    mask = torch.zeros(apart.shape, device=device).masked_fill(apart, region_value)
+    return mask.masked_fill(padded, float("-inf"))
 
 
 def _padding_mask(padding: Padding, layout: WindowLayout) -> torch.Tensor:
@@ -201,7 +203,9 @@ class WindowAttention(Attention):
     """Multi-head attention within (shifted) windows; the relative term sees the window grid.
 
     ``forward(x, grid, 0)`` takes the whole (B, H*W, C) token sequence of a stage; models with
-    prefix tokens cannot use it.
+    prefix tokens cannot use it. ``region_mask``: the logit added where a shifted window joins
+    tokens from different regions: -inf, or Swin V2's released -100 (with cosine attention's logits
+    of up to 100 + 16, -100 leaves such pairs a weight, and the release's forward has it).
     """
 
     def __init__(
@@ -214,10 +218,13 @@ class WindowAttention(Attention):
         attn_drop: float = 0.0,
         proj_drop: float = 0.0,
         relative: RelativePosition | None = None,
+        cosine: bool = False,
+        region_mask: float = float("-inf"),
     ) -> None:
-        super().__init__(dim, num_heads, qkv_bias, attn_drop, proj_drop, relative)
+        super().__init__(dim, num_heads, qkv_bias, attn_drop, proj_drop, relative, cosine)
         self.window_size = window_size
         self.shifted = shifted
+        self.region_mask = region_mask
         self._masks: GridCache[torch.Tensor | None] = (
             GridCache()
         )  # per layout: rebuilding them costs 2-4% of a Swin-T forward (bench.attention.caches)
@@ -246,7 +253,7 @@ class WindowAttention(Attention):
         if mask is not None:
             raise ValueError("window attention builds its own mask; pass none")
         layout = self.layout(grid)
-        mask = self._masks.get((layout, x.device), lambda: window_mask(layout, x.device))
+        mask = self._masks.get((layout, x.device), lambda: window_mask(layout, x.device, self.region_mask))
         if mask is not None:
             # one copy of each image's masks per window batch entry: B * windows, 1, N, N
             mask = mask.repeat(x.shape[0], 1, 1).unsqueeze(1)

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from torch import nn
 
 from ..config import PYRAMID_ARCHS, PYRAMID_CONFIGS, HostConfig, PyramidConfig, StageGeometry
+from ..errors import ConfigError
 from ..registry import ARCHITECTURES
 from ..validation import bounded
 
@@ -35,9 +36,18 @@ class PyramidHeadConfig(PyramidConfig):
     """PVT backbone only: spatial-reduction ratio of keys and values per stage; None = no reduction."""
     window_size: int | None = bounded(None, ge=1)
     """Swin backbone only (required there): side of the attention windows, in tokens."""
+    swin_v2: bool = False
+    """Swin backbone only: Swin V2's blocks (see :class:`~vitpos.config.SwinConfig`)."""
+    cosine_attention: bool | None = None
+    """Swin backbone only: cosine attention with a learned logit scale; None: as swin_v2."""
 
     def _check_host(self) -> None:
         self._check_head()
+        if self.backbone != "swin" and (self.swin_v2 or self.cosine_attention is not None):
+            raise ConfigError(
+                f"swin_v2 and cosine_attention belong to a Swin backbone, not backbone={self.backbone!r}; "
+                "leave them out or use backbone='swin'"
+            )
         self._backbone = self.backbone_config  # building the host's config checks the host's fields
 
     def _check_head(self) -> None:

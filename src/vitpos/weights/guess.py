@@ -64,7 +64,8 @@ def stored_classes(file: WeightsFile) -> dict[str, int]:
 def _fitting(file: WeightsFile, layout: Layout, fields: dict[str, Any]) -> list[tuple[HostConfig, str, dict[str, Any]]]:
     """The presets which, with ``fields``, the checkpoint fills exactly (built on the meta device), each as its
     model's config, its name and the fields it changes. Presets that become the same model count as one: the one
-    named by the file's stored training arguments, else the one that changes fewest fields."""
+    named by the file's stored training arguments, else the one that changes fewest fields, then the one the
+    file's stored geometry leaves as it is (a Swin V2 file's window names its preset)."""
     trained = layout.trained_preset(file.args, file.state)
     found: list[tuple[HostConfig, str, dict[str, Any]]] = []
     refused: list[HostConfig] = []  # models the file does not fill, each built once
@@ -88,9 +89,18 @@ def _fitting(file: WeightsFile, layout: Layout, fields: dict[str, Any]) -> list[
             same = next((i for i, (other, _, _) in enumerate(found) if other == cfg), None)
             if same is None:
                 found.append((cfg, name, changed))
-            elif name == trained or (found[same][1] != trained and len(changed) < len(found[same][2])):
+            elif name == trained or (
+                found[same][1] != trained
+                and (len(changed), _moved(preset, file, layout))
+                < (len(found[same][2]), _moved(factory.get_config(found[same][1]), file, layout))
+            ):
                 found[same] = (cfg, name, changed)
     return found
+
+
+def _moved(preset: HostConfig, file: WeightsFile, layout: Layout) -> bool:
+    """Whether the file's stored geometry changes ``preset`` (a Swin V2 file's window: the preset of another window)."""
+    return any(getattr(preset, k) != v for k, v in layout.stored_geometry(file.state, preset).items())
 
 
 def _found(file: WeightsFile, layout: Layout) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:

@@ -31,6 +31,7 @@ from .resize import RESIZES, Resize
 from .rope_vit import DeiT3Layout, RopeSwin
 from .run_folder import FORMATS
 from .swin import MicrosoftSwin, TimmSwin
+from .swin_v2 import MicrosoftSwinV2, TimmSwinV2
 from .t2t import T2TViTLayout
 from .vit import TimmViT
 
@@ -58,6 +59,8 @@ LAYOUTS: tuple[Layout, ...] = (
     LapeViT(),
     DeiT3Layout(),
     TimmViT(),
+    MicrosoftSwinV2(),
+    TimmSwinV2(),
     RopeSwin(),
     MicrosoftSwin(),
     TimmSwin(),

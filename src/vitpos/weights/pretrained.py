@@ -23,6 +23,7 @@ __all__ = ["RELEASES", "Release", "fetch_pretrained", "names_release", "pretrain
 DEIT = "facebookresearch/deit README_deit.md"
 IRPE = "microsoft/Cream iRPE/README.md"
 SWIN = "microsoft/Swin-Transformer README.md"
+SWIN_STORAGE = "https://github.com/SwinTransformer/storage/releases/download/"
 PVT = "whai362/PVT classification/README.md"
 IRPE_ZOO = "https://github.com/wkcn/iRPE-model-zoo/releases/download/1.0/"
 URL_SCHEMES = ("http://", "https://")
@@ -77,6 +78,13 @@ RELEASES: dict[str, Release] = {
     "swin_small": Release(
         "https://github.com/SwinTransformer/storage/releases/download/v1.0.0/swin_small_patch4_window7_224.pth", SWIN
     ),
+    **{
+        f"swinv2_{size}_window{window}_256": Release(
+            f"{SWIN_STORAGE}v2.0.0/swinv2_{size}_patch4_window{window}_256.pth", SWIN
+        )
+        for size in ("tiny", "small", "base")
+        for window in (8, 16)
+    },
     "pvt_tiny": Release("https://github.com/whai362/PVT/releases/download/v2/pvt_tiny.pth", PVT),
     "pvt_small": Release("https://github.com/whai362/PVT/releases/download/v2/pvt_small.pth", PVT),
     **{

@@ -40,10 +40,13 @@ class MicrosoftSwin(Layout):
     description = "Microsoft's Swin: layers.S.blocks.M, layers.S.downsample ending stage S"
     archs = ("swin",)
     downsample_shift = 1
-    """vitpos's downsamples index of ``layers.S.downsample`` is S + this."""
+    """vitpos's downsamples index of ``layers.S.downsample`` is S + this (1: merging ends a stage, 0: starts it)."""
+    marker = "layers.0.blocks.0.attn.qkv.weight"
+    """A key every file of the family holds."""
 
     def matches(self, keys: set[str]) -> bool:
-        return "layers.0.blocks.0.attn.qkv.weight" in keys and any(k.startswith("layers.0.downsample.") for k in keys)
+        ends_stage_0 = any(k.startswith("layers.0.downsample.") for k in keys)
+        return self.marker in keys and ends_stage_0 == (self.downsample_shift == 1)
 
     def convert(self, state: dict[str, torch.Tensor], target: Target) -> dict[str, torch.Tensor]:
         out: dict[str, torch.Tensor] = {}
@@ -90,8 +93,3 @@ class TimmSwin(MicrosoftSwin):
     name = "timm-swin"
     description = "timm's Swin: layers.S.downsample starting stage S, head.fc"
     downsample_shift = 0
-
-    def matches(self, keys: set[str]) -> bool:
-        return "layers.0.blocks.0.attn.qkv.weight" in keys and not any(
-            k.startswith("layers.0.downsample.") for k in keys
-        )

@@ -1,6 +1,6 @@
 """The relative slot: terms inside attention that depend on the query-key offset."""
 
-from . import classic, irpe, rope  # noqa: F401  (registration)
+from . import classic, cpb, irpe, rope  # noqa: F401  (registration)
 from .base import NoRelative, RelativeBias, RelativePosition
 from .buckets import relative_buckets
 

@@ -40,6 +40,11 @@ class RelativePosition(SlotEntry, nn.Module):
         """This encoding's terms for ``grid`` with ``num_prefix_tokens`` prefix tokens, on ``device``."""
         raise NotImplementedError
 
+    def reads_extent(self) -> bool:
+        """True where the terms depend on the grid's extent, not only on the cells' offsets (a bias normalised
+        over its keys, offsets scaled by the grid's size): a grid padded to whole windows would change them."""
+        return False
+
     def padded_terms(
         self, grid: Grid, num_prefix_tokens: int, padding: Padding, device: torch.device | str | None = None
     ) -> tuple[RelativeTerms | None, torch.Tensor | None]:
