@@ -1,4 +1,8 @@
-"""From per-seed values to a verdict: a bootstrap confidence interval of the mean against a bound.
+"""From per-seed values to a verdict, and the one-look test of the dense studies: a bootstrap interval.
+
+The red-green study decides by the sequential rule of :mod:`.sequential` (seeds in rounds, a
+skew-corrected t interval at each look), which reports the same :class:`Verdict`. The dense studies
+(:mod:`.dense`) decide in one look with :func:`judge`:
 
 A claim says that a quantity lies above (``>``) or below (``<``) a bound. The claim is
 *reproduced* when the whole 95% interval lies on its side of the bound, *contradicted* when the
