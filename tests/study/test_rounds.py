@@ -43,7 +43,7 @@ def test_runs_that_all_stay_at_chance_are_the_models_result_not_failures():
     claim = _claim("none direction acc %")
     assert failed_seeds(claim, results, 1000) == set()
     ((_, values, verdict),) = evaluate_claims(results, 1000, (), {"none"}, (claim,), rule=RULE)
-    assert verdict.outcome == REPRODUCED and verdict.n == 5 and verdict.failed == 0
+    assert verdict.outcome == REPRODUCED and verdict.n == 5 and verdict.failed == 0 and set(values) == set(range(5))
 
 
 def test_a_run_still_at_the_cap_makes_a_claim_that_is_not_reproduced_not_converged():

@@ -24,7 +24,7 @@ EFFICIENCY_TASKS = ("direction", "distance")
 
 @dataclass
 class StudyConfig:
-    """Every setting of a study; the default (5 seeds) takes about 6 minutes on two free CPU cores."""
+    """Every setting of a study; the default (5 seeds, up to 20 per undecided claim) takes 32 CPU-minutes."""
 
     families: tuple[Family, ...] = DEFAULT_FAMILIES
     seeds: int = 5

@@ -126,7 +126,8 @@ def write_report(
         *(line for source, path in claim_paths.items() for line in (image(path, source), "")),
         "## Location tasks (thesis Tables 1, 3, 4)",
         "",
-        f"Test metrics after training on each red-green task, mean ± std over {seeds} seed(s): accuracy in % "
+        f"Test metrics after training on each red-green task, mean ± std over every seed run (the first round's "
+        f"{seeds}, more where a claim's later rounds trained them): accuracy in % "
         "(chance 50) for left/right direction, upper/lower absolute location and absolute location under "
         "unseen test colours, R² (0 = predicting the mean, 1 = exact) for the (dx, dy) offset. The absolute and "
         "colour-shift columns share one trained model per seed (the same training images; "
