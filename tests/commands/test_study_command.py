@@ -7,7 +7,7 @@ import pytest
 from vitpos.cli import main
 
 SMALL = [
-    *("--seeds", "1", "--epochs", "2", "--patience", "1", "--lr-grid", "0.003"),
+    *("--seeds", "1", "--rounds", "1", "--epochs", "2", "--patience", "1", "--lr-grid", "0.003"),
     *("--train-size", "128", "--efficiency-sizes", "64", "--resolutions", "32"),
 ]
 
@@ -37,7 +37,7 @@ def test_study_in_two_worker_processes(tmp_path, capsys):
     report = (out / "report.md").read_text()
     assert "| pegc | `absolute=none, conditional=peg@-1:pad=circular` |" in report
     assert "--family 'pegc: absolute=none conditional=peg@-1:pad=circular'" in report  # how to reproduce it
-    assert "--patience 1 --lr-grid 0.003" in report and "choosing learning rates: 6 trial runs" in log
+    assert "--patience 1 --lr-grid 0.003" in report and "choosing learning rates: 12 trial runs" in log
     assert json.loads((out / "results.json").read_text())["finished_cells"] == 10
 
     assert main(["study", "--family", "sincos2d", *SMALL, "--workers", "1", "--out", str(out)]) == 0

@@ -15,8 +15,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny(**overrides) -> StudyConfig:
+    # one round, and no second cap: these tests keep their size (the rounds and the longer cap are tested below)
     settings = dict(
         seeds=1,
+        rounds=1,
+        extend=1,
         train_size=64,
         val_size=32,
         test_size=32,
@@ -141,6 +144,7 @@ def test_stacked_ensembles_give_the_results_of_one_model_at_a_time(tmp_path):
         seeds=2,
         efficiency_sizes=(),
         lr_grid=(2e-3, 5e-3),
+        extend=2,  # a run at its cap trains again on the longer one: in the stack as alone
     )
     logs = []
     run_study(config, tmp_path / "stacked", ensemble=True, log=logs.append)
@@ -159,12 +163,15 @@ def test_stacked_ensembles_give_the_results_of_one_model_at_a_time(tmp_path):
     for key, tasks in trials[1].items():
         for task, entry in tasks.items():
             if task != "family":
-                for lr, ref in entry["trials"].items():
-                    got = trials[0][key][task]["trials"][lr]
-                    assert got["steps"] == ref["steps"] and got["val"] == pytest.approx(ref["val"], abs=1e-5)
+                for lr, by_seed in entry["trials"].items():
+                    for seed, ref in by_seed.items():
+                        got = trials[0][key][task]["trials"][lr][seed]
+                        assert got["steps"] == ref["steps"] and got["val"] == pytest.approx(ref["val"], abs=1e-5)
     assert (
-        len([line for line in logs if line.startswith("  rate trial")]) == 2 * 3 * 2
-    )  # families, training tasks, rates
+        len([line for line in logs if line.startswith("  rate trial")]) == 2 * 3 * 2 * 2
+    )  # families, training tasks, rates, trial seeds
+    longer = [c for c in stacked if c["extended_from"] is not None]
+    assert longer and all(c["steps"] > c["extended_from"] or c["stop"] == "solved" for c in longer)  # trained again
 
 
 def test_pyramid_families_end_to_end(tmp_path):

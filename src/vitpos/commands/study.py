@@ -2,8 +2,9 @@
 and write a report with tables and figures (thesis §4-5; CPVT, iRPE and LaPE slots).
 
 Every run trains until its validation metric stops improving (--patience epochs), within a cap of
---epochs; each family's learning rate per task is chosen first from --lr-grid on a seed no report uses.
-The default (5 seeds per family) takes about 6 minutes on two free CPU cores (docs/study.md); ``--full`` is the
+--epochs; each family's learning rate per task is chosen first from --lr-grid on two seeds no report uses.
+The default (5 seeds per family, up to 20 for the claims still undecided) took about 50 min on two cores
+shared with other jobs, 32 CPU-minutes (docs/study.md); ``--full`` is the
 thesis protocol (10 seeds, 5000/1000/1000 images, at most 30 epochs), meant for a GPU. The report opens
 with a verdict per published claim. Run the same command again to continue an interrupted study.
 ``--task detect`` (iRPE Table 6, tiny DETRs) and ``--task segment`` (CPVT Table 13, tiny PVT Semantic
@@ -43,7 +44,7 @@ def _size_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"{text!r} must be comma-separated integers, e.g. 100,300") from None
 
 
-_OPTIONS = ("seeds", "epochs", "patience", "lr_grid", "train_size", "efficiency_sizes", "resolutions")
+_OPTIONS = ("seeds", "rounds", "epochs", "patience", "lr_grid", "train_size", "efficiency_sizes", "resolutions")
 """Options that replace a field of the study's settings."""
 
 
@@ -94,6 +95,7 @@ def run_dense(args: argparse.Namespace) -> int:
         or args.resolutions
         or args.patience
         or args.lr_grid
+        or args.rounds
         or args.compile
     ):
         raise ValueError(
@@ -165,7 +167,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         + ") or 'label: [host=pvt|swin] slot=spec ... "
         "[head=gap] [option=value ...] [pretrained]'",
     )
-    p.add_argument("--seeds", type=int, help="seeds per cell (default 5; --full 10)")
+    p.add_argument("--seeds", type=int, help="seeds per cell in the first round (default 5; --full 10)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        help="looks of the sequential rule: a claim still undecided after a round gets its runs on twice the "
+        "seeds, up to this many rounds (default 3: 5, 10, 20 seeds); 1: one round",
+    )
     p.add_argument(
         "--epochs",
         type=int,

@@ -5,7 +5,8 @@ generalises to unseen resolutions better than a learned table) and iRPE's conclu
 relative encodings can replace absolute ones for classification. A claim that a model "learns"
 a binary task reads as accuracy above 90%, "at chance" as below 60% (chance is 50%); a claim
 that one encoding beats another is a paired difference (same seed, same data) above zero.
-Verdicts are computed by :func:`~.verdicts.judge`; nothing here knows the outcome.
+Verdicts are computed by :class:`~.sequential.Sequential` (the red-green study) or
+:func:`~.verdicts.judge` (one look); nothing here knows the outcome.
 """
 
 from __future__ import annotations
@@ -16,17 +17,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from .cells import Cell
-from .convergence import is_flagged
+from .convergence import LEARNED, has_learned, is_at_chance, is_flagged
+from .sequential import Sequential
 from .verdicts import Verdict, judge, unconverged
 
-__all__ = ["Claim", "CLAIMS", "LEARNS", "AT_CHANCE", "evaluate_claims", "flagged_seeds", "fmt_value"]
+__all__ = [
+    "Claim",
+    "CLAIMS",
+    "LEARNS",
+    "AT_CHANCE",
+    "evaluate_claims",
+    "open_claims",
+    "flagged_seeds",
+    "capped_seeds",
+    "failed_seeds",
+    "fmt_value",
+]
 
 Results = dict[Cell, dict[str, Any]]
 PerSeed = dict[int, float]
 Measure = Callable[[Results, int, tuple[int, ...]], PerSeed]
 """(results, full training size, evaluation resolutions) -> value per seed."""
 
-LEARNS = 90.0
+LEARNS = LEARNED["acc1"]
 """Accuracy (%) above which a binary task counts as learned."""
 AT_CHANCE = 60.0
 """Accuracy (%) below which a binary task counts as not learned (chance is 50%)."""
@@ -51,11 +64,19 @@ class Claim:
     """The trained runs behind each seed's value: (family, task, ``full`` or ``smallest`` training
     set); a seed with a flagged run among them counts as flagged. Empty: no training (a probe at
     initialisation)."""
+    measured_on: tuple[tuple[str, str, str], ...] = ()
+    """The runs whose cells hold each seed's value, where they are not :attr:`rests_on` (a probe at
+    initialisation reads the table of a cell's initial model)."""
+
+    @property
+    def runs(self) -> tuple[tuple[str, str, str], ...]:
+        """The (family, task, size) cells each seed's value comes from: what a seed of this claim costs."""
+        return self.measured_on or self.rests_on
 
     @property
     def test(self) -> str:
         """The test, in words."""
-        return f"95% bootstrap CI of the mean over seeds {self.side} {self.bound:g}"
+        return f"interval of the mean over seeds {self.side} {self.bound:g}"
 
     @property
     def percent(self) -> bool:
@@ -193,6 +214,7 @@ CLAIMS: tuple[Claim, ...] = (
         95.0,
         probe("sincos2d", "direction", "before", "left_right"),
         ("sincos2d",),
+        measured_on=(("sincos2d", "direction", "full"),),
     ),
     Claim(
         "thesis Table 2",
@@ -203,6 +225,7 @@ CLAIMS: tuple[Claim, ...] = (
         0.95,
         probe("sincos2d", "distance", "before", "distance_r2"),
         ("sincos2d",),
+        measured_on=(("sincos2d", "distance", "full"),),
     ),
     Claim(
         "thesis Table 2",
@@ -213,6 +236,7 @@ CLAIMS: tuple[Claim, ...] = (
         80.0,
         probe("fourier", "direction", "before", "left_right"),
         ("fourier",),
+        measured_on=(("fourier", "direction", "full"),),
     ),
     Claim(
         "thesis Table 2",
@@ -223,6 +247,7 @@ CLAIMS: tuple[Claim, ...] = (
         AT_CHANCE,
         probe("learned", "direction", "before", "left_right"),
         ("learned",),
+        measured_on=(("learned", "direction", "full"),),
     ),
     Claim(
         "thesis Table 2",
@@ -304,6 +329,7 @@ CLAIMS: tuple[Claim, ...] = (
             probe("fourier", "direction", "before", "left_right"),
         ),
         ("fourier_pretrained", "fourier"),
+        measured_on=(("fourier_pretrained", "direction", "full"), ("fourier", "direction", "full")),
     ),
     Claim(
         "thesis §5.1",
@@ -317,6 +343,7 @@ CLAIMS: tuple[Claim, ...] = (
             probe("fourier", "distance", "before", "distance_r2"),
         ),
         ("fourier_pretrained", "fourier"),
+        measured_on=(("fourier_pretrained", "distance", "full"), ("fourier", "distance", "full")),
     ),
     # CPVT Table 2: PEG generalises to unseen resolutions better than a learned table
     Claim(
@@ -347,26 +374,87 @@ CLAIMS: tuple[Claim, ...] = (
 
 
 def evaluate_claims(
-    results: Results, full: int, resolutions: tuple[int, ...], families: set[str], claims: tuple[Claim, ...] = CLAIMS
+    results: Results,
+    full: int,
+    resolutions: tuple[int, ...],
+    families: set[str],
+    claims: tuple[Claim, ...] = CLAIMS,
+    rule: Sequential | None = None,
 ) -> list[tuple[Claim, dict[int, float], Verdict]]:
-    """Per claim: its per-seed values and its verdict (claims whose families were not run are skipped)."""
+    """Per claim: the per-seed values its verdict rests on, and the verdict (claims whose families were not
+    run are skipped). Without ``rule``: one look, a bootstrap interval over every seed. With ``rule`` (the
+    red-green study): the sequential rule's looks, over the seeds whose runs trained (a run at chance while
+    the same family and task left chance on another seed is a failure, left out and counted)."""
     out = []
     for claim in claims:
         if not set(claim.families) <= families:
             continue
         values = claim.measure(results, full, tuple(resolutions))
-        verdict = judge([values[s] for s in sorted(values)], claim.side, claim.bound)
-        out.append((claim, values, unconverged(verdict, len(flagged_seeds(claim, results, full) & set(values)))))
+        if rule is None:
+            verdict = judge([values[s] for s in sorted(values)], claim.side, claim.bound)
+            out.append((claim, values, unconverged(verdict, len(flagged_seeds(claim, results, full) & set(values)))))
+            continue
+        verdict, kept = _sequential_verdict(claim, values, results, full, rule)
+        capped = {s for s in capped_seeds(claim, results, full) if s in kept}
+        out.append((claim, {s: values[s] for s in sorted(kept)}, unconverged(verdict, len(capped))))
+    return out
+
+
+def _sequential_verdict(
+    claim: Claim, values: PerSeed, results: Results, full: int, rule: Sequential
+) -> tuple[Verdict, set[int]]:
+    """The rule's verdict on ``values`` and the seeds it rests on (those of its look, failures left out)."""
+    failed = failed_seeds(claim, results, full)
+    values = {s: v for s, v in values.items() if not math.isnan(v)}
+    verdict = rule.judge(values, claim.side, claim.bound, failed)
+    used = rule.rounds[verdict.round - 1]
+    return verdict, {s for s in values if s < used and s not in failed}
+
+
+def open_claims(
+    results: Results, full: int, resolutions: tuple[int, ...], families: set[str], rule: Sequential
+) -> list[tuple[Claim, int]]:
+    """The claims the next round's seeds could decide, each with the round they need (1-based)."""
+    out = []
+    for claim in CLAIMS:
+        if set(claim.families) <= families:
+            values = claim.measure(results, full, tuple(resolutions))
+            verdict, _ = _sequential_verdict(claim, values, results, full, rule)
+            if rule.open(verdict):
+                out.append((claim, verdict.round + 1))
+    return out
+
+
+def _runs_of(claim: Claim, results: Results, full: int) -> dict[tuple[str, str, str], Results]:
+    """The stored runs behind each of ``claim``'s :attr:`~Claim.rests_on` entries, at its training-set size."""
+    out = {}
+    for family, task, size in claim.rests_on:
+        runs = {c: r for c, r in results.items() if c.family == family and c.task == task}
+        n = full if size == "full" else min((c.train_size for c in runs), default=full)
+        out[(family, task, size)] = {c: r for c, r in runs.items() if c.train_size == n}
     return out
 
 
 def flagged_seeds(claim: Claim, results: Results, full: int) -> set[int]:
     """Seeds of ``claim`` whose value rests on a flagged run (:mod:`.convergence`)."""
-    out = set()
-    for family, task, size in claim.rests_on:
-        runs = {c: r for c, r in results.items() if c.family == family and c.task == task}
-        n = full if size == "full" else min((c.train_size for c in runs), default=full)
-        out |= {c.seed for c, r in runs.items() if c.train_size == n and is_flagged(r)}
+    return {c.seed for runs in _runs_of(claim, results, full).values() for c, r in runs.items() if is_flagged(r)}
+
+
+def capped_seeds(claim: Claim, results: Results, full: int) -> set[int]:
+    """Seeds of ``claim`` whose value rests on a run that ended at its cap still improving."""
+    return {
+        c.seed for runs in _runs_of(claim, results, full).values() for c, r in runs.items() if r.get("stop") == "cap"
+    }
+
+
+def failed_seeds(claim: Claim, results: Results, full: int) -> set[int]:
+    """Seeds of ``claim`` resting on a run that stayed at chance where the same family, task and size learned
+    the task on another seed (:func:`~.convergence.has_learned`): a failure of that optimisation, not the
+    model's result."""
+    out: set[int] = set()
+    for runs in _runs_of(claim, results, full).values():
+        if any(has_learned(r) for r in runs.values()):
+            out |= {c.seed for c, r in runs.items() if is_at_chance(r)}
     return out
 
 

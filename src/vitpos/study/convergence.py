@@ -11,11 +11,25 @@ within that epoch can show a low one; its validation metric tells it apart.)
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..tasks.chance import CHANCE_MARGIN, CHANCE_R2, at_chance
 
-__all__ = ["CHANCE_MARGIN", "CHANCE_R2", "at_chance", "stayed_at_chance", "is_flagged", "run_record"]
+__all__ = [
+    "CHANCE_MARGIN",
+    "CHANCE_R2",
+    "at_chance",
+    "stayed_at_chance",
+    "is_at_chance",
+    "has_learned",
+    "LEARNED",
+    "is_flagged",
+    "run_record",
+]
+
+LEARNED = {"acc1": 90.0, "r2": 0.8}
+"""Best validation metric at which a run has learned its task (the claims' "learns" bounds)."""
 
 
 def stayed_at_chance(curve: list[list], metric: str, classes: int) -> bool:
@@ -24,17 +38,32 @@ def stayed_at_chance(curve: list[list], metric: str, classes: int) -> bool:
     return at_chance(metric, curve[-1][2], classes) and at_chance(metric, max(vals, default=curve[-1][2]), classes)
 
 
+def is_at_chance(record: dict[str, Any]) -> bool:
+    """Whether a stored cell's run stayed at chance (recomputed from its curve)."""
+    if "curve" not in record:
+        return bool(record.get("at_chance", False))
+    metric = "acc1" if record["metric"] == "accuracy" else "r2"
+    return stayed_at_chance(record["curve"], metric, record.get("classes", 2))
+
+
+def has_learned(record: dict[str, Any]) -> bool:
+    """Whether a stored cell's run reached :data:`LEARNED` on its validation split at some epoch."""
+    metric = "acc1" if record.get("metric") == "accuracy" else "r2"
+    vals = [row[3] for row in record.get("curve", []) if row[3] is not None]
+    return max(vals, default=-math.inf) >= LEARNED[metric]
+
+
 def is_flagged(record: dict[str, Any]) -> bool:
     """Whether a stored cell's run is flagged (recomputed from its curve, so a report applies this rule)."""
     if "curve" not in record:
         return bool(record.get("flagged", False))
-    metric = "acc1" if record["metric"] == "accuracy" else "r2"
-    return record["stop"] == "cap" or stayed_at_chance(record["curve"], metric, record.get("classes", 2))
+    return record["stop"] == "cap" or is_at_chance(record)
 
 
 def run_record(history: list[dict[str, Any]], metric: str, classes: int) -> dict[str, Any]:
     """What a cell stores about its training: steps, stop reason, final training loss and metric, the
-    flags, and the curve (step, train loss, train metric, val metric) per epoch."""
+    flags, the steps at the first cap of a run trained again under a longer one (else None), and the curve
+    (step, train loss, train metric, val metric) per epoch."""
     last = history[-1]
     train_metric = last[f"train_{metric}"]
     stop = last.get("stop", "cap")
@@ -47,6 +76,7 @@ def run_record(history: list[dict[str, Any]], metric: str, classes: int) -> dict
         "converged": stop != "cap",
         "at_chance": chance,
         "flagged": stop == "cap" or chance,
+        "extended_from": last.get("extended_from"),
         "train_loss": last["train_loss"],
         "train_metric": train_metric,
         "classes": classes,

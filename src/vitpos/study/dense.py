@@ -150,6 +150,10 @@ class DenseStudy:
         """Seed by seed, so a study cut short has whole seeds for every family."""
         return [Cell(f.label, self.TASK, self.train_size, seed) for seed in range(self.seeds) for f in self.families]
 
+    def next_cells(self, results: dict[Cell, dict[str, Any]]) -> list[Cell]:
+        """None: a dense study runs its seeds in one round."""
+        return []
+
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "families": [f.to_dict() for f in self.families]}
 

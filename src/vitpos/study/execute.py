@@ -196,7 +196,28 @@ def _training_key(cell: Cell) -> tuple[str, int, int]:
 def _train(units: list[_Prepared], config: StudyConfig, ensemble: bool) -> list[TrainResult]:
     """Train ``units`` by the study's stopping rule, in order: with ``ensemble`` the units of one model shape
     and training-set size as one stacked ensemble (its members may differ in seed, task and learning
-    rate), else one by one."""
+    rate), else one by one. A unit still improving at the cap trains again from its start under the
+    :meth:`~StudyConfig.extended` cap (every run alike, trials included); its history says so."""
+    trained = _train_groups(units, config, ensemble)
+    capped = [i for i, result in enumerate(trained) if result.history[-1].get("stop", "cap") == "cap"]
+    if capped and config.extend > 1:
+        longer = config.extended()
+        again = [_extended(units[i], longer) for i in capped]
+        for i, result in zip(capped, _train_groups(again, longer, ensemble), strict=True):
+            result.history[-1]["extended_from"] = trained[i].history[-1]["step"]
+            trained[i] = result
+    return trained
+
+
+def _extended(unit: _Prepared, longer: StudyConfig) -> _Prepared:
+    """``unit`` with the longer cap's epochs, warm-up and evaluation (same seed, rate and data)."""
+    epochs = longer.epochs_for(unit.cell.train_size)
+    cfg = dataclasses.replace(unit.train_cfg, epochs=epochs, warmup_epochs=epochs / 10, eval_every=epochs)
+    return dataclasses.replace(unit, train_cfg=cfg)
+
+
+def _train_groups(units: list[_Prepared], config: StudyConfig, ensemble: bool) -> list[TrainResult]:
+    """One pass of :func:`_train` (no extension)."""
     groups: list[list[int]] = []
     for i, unit in enumerate(units):
         same = (unit.model_cfg, unit.cell.train_size)

@@ -62,7 +62,7 @@ def _claim_axes(ax, claim: Claim, values: dict[int, float], verdict: Verdict) ->
     if data.size:
         ax.plot(data, np.zeros_like(data), "o", color="black", alpha=0.5, markersize=4, label="seeds")
         ax.plot(
-            [verdict.low, verdict.high], [0, 0], "-", color=colour, linewidth=5, alpha=0.6, label="95% CI of the mean"
+            [verdict.low, verdict.high], [0, 0], "-", color=colour, linewidth=5, alpha=0.6, label="interval of the mean"
         )
         ax.plot([verdict.mean], [0], "|", color=colour, markersize=16, markeredgewidth=2)
     ax.axvline(claim.bound, color="tab:blue", linestyle="--", linewidth=1)

@@ -73,6 +73,10 @@ class StudyPlan(Protocol):
         """Every training run, seed by seed."""
         ...
 
+    def next_cells(self, results: Results) -> list[Cell]:
+        """The runs of the next round of seeds, given the finished ones (none: the study is done)."""
+        ...
+
     def to_dict(self) -> dict[str, Any]:
         """Plain dict with ``seeds`` and ``families`` (one dict with a ``label`` each); equal dicts, same study."""
         ...

@@ -12,6 +12,7 @@ from ..models.factory import config_from_dict
 from .cells import Cell
 from .families import DEFAULT_FAMILIES, Family
 from .hosts import study_model
+from .sequential import Sequential
 
 __all__ = ["TASKS", "EFFICIENCY_TASKS", "StudyConfig", "study_model"]
 
@@ -23,10 +24,14 @@ EFFICIENCY_TASKS = ("direction", "distance")
 
 @dataclass
 class StudyConfig:
-    """Every setting of a study; the default (5 seeds) takes about 6 minutes on two free CPU cores."""
+    """Every setting of a study; the default (5 seeds, up to 20 per undecided claim) takes 32 CPU-minutes."""
 
     families: tuple[Family, ...] = DEFAULT_FAMILIES
     seeds: int = 5
+    """Seeds of the first round: every family trains every task on each."""
+    rounds: int = 3
+    """Looks of the sequential rule (:mod:`.sequential`): after the first round, a claim still undecided gets
+    its runs on more seeds, the count doubled each round (5, 10, 20 seeds)."""
     train_size: int = 1000
     val_size: int = 100
     test_size: int = 400
@@ -40,6 +45,9 @@ class StudyConfig:
     epochs: int = 20
     """The cap: epochs over ``train_size`` images (smaller training sets get proportionally more) and the
     length of the warm-up + cosine schedule; a run stops earlier by the patience rule."""
+    extend: int = 2
+    """A run that ends at the cap still improving trains again from its start with a cap this many times
+    longer (every run alike, learning-rate trials included); 1: never."""
     patience: int = 4
     """Epochs without a better validation metric after which a run stops (it keeps its best epoch),
     from half the cap on (:attr:`min_epochs`): before, a run on an early plateau may still leave it."""
@@ -48,9 +56,10 @@ class StudyConfig:
     """Peak learning rate of the pretraining and of a family whose rate was not selected (AdamW,
     warm-up then cosine decay, as the engine trains)."""
     lr_grid: tuple[float, ...] = (2e-3, 5e-3)
-    """Learning rates tried per family and task on the validation split of ``rate_seed``; () uses ``lr``."""
-    rate_seed: int = 1000
-    """The seed of the learning-rate selection (no reported run uses it)."""
+    """Learning rates tried per family and task on the validation splits of ``rate_seeds``; () uses ``lr``."""
+    rate_seeds: tuple[int, ...] = (1000, 1001)
+    """The seeds of the learning-rate selection (no reported run uses them): a rate is chosen by its mean
+    validation metric over them, so one seed's luck does not choose it."""
     weight_decay: float = 0.05
     pretrain_size: int = 1000
     """Images per pretraining task (direction4, then distance) for pretrained families."""
@@ -62,10 +71,12 @@ class StudyConfig:
     def __post_init__(self) -> None:
         for name in (
             "seeds",
+            "rounds",
             "train_size",
             "val_size",
             "test_size",
             "epochs",
+            "extend",
             "patience",
             "batch_size",
             "pretrain_size",
@@ -79,9 +90,11 @@ class StudyConfig:
                 f"efficiency sizes must lie between batch_size={self.batch_size} and train_size={self.train_size}, "
                 f"got {self.efficiency_sizes}; pass --efficiency-sizes with sizes in that range"
             )
-        if self.rate_seed < self.seeds:
+        reported = self.round_seeds[-1]
+        if not self.rate_seeds or min(self.rate_seeds) < reported:
             raise ValueError(
-                f"rate_seed {self.rate_seed} is one of the reported seeds 0..{self.seeds - 1}; pick a larger one"
+                f"rate_seeds {self.rate_seeds} must be given and lie above the reported seeds 0..{reported - 1}; "
+                "pick larger ones"
             )
         if any(lr <= 0 for lr in self.lr_grid):
             raise ValueError(f"learning rates must be positive, got lr_grid={self.lr_grid}")
@@ -119,6 +132,21 @@ class StudyConfig:
         return cls(**{**settings, **overrides})
 
     @property
+    def round_seeds(self) -> tuple[int, ...]:
+        """Seeds run by the end of each round: ``seeds`` doubled each round."""
+        return tuple(self.seeds * 2**i for i in range(self.rounds))
+
+    @property
+    def sequential(self) -> Sequential:
+        """The decision rule over the rounds."""
+        return Sequential(self.round_seeds)
+
+    def extended(self) -> StudyConfig:
+        """The same study with the cap :attr:`extend` times longer: how a run still improving at the cap trains
+        again (from its start, on a schedule as long as the new cap)."""
+        return dataclasses.replace(self, epochs=self.epochs * self.extend, extend=1)
+
+    @property
     def min_epochs(self) -> int:
         """No run stops by patience before half the cap (a solved run stops at once)."""
         return self.epochs // 2
@@ -139,7 +167,8 @@ class StudyConfig:
         return (*sorted(self.efficiency_sizes), self.train_size)
 
     def cells(self) -> list[Cell]:
-        """Every training run, seed by seed, so a study cut short has whole seeds for every family."""
+        """Every training run of the first round, seed by seed, so a study cut short has whole seeds for every
+        family (later rounds add the runs of undecided claims only: :meth:`RedGreenStudy.next_cells`)."""
         out = []
         for seed in range(self.seeds):
             for family in self.families:
@@ -164,6 +193,7 @@ class StudyConfig:
         out["efficiency_sizes"] = list(self.efficiency_sizes)
         out["resolutions"] = list(self.resolutions)
         out["lr_grid"] = list(self.lr_grid)
+        out["rate_seeds"] = list(self.rate_seeds)
         out["efficiency_families"] = None if self.efficiency_families is None else list(self.efficiency_families)
         return out
 
@@ -173,7 +203,7 @@ class StudyConfig:
         data = dict(data)
         data["families"] = tuple(Family(**f) for f in data["families"])
         data["model"] = config_from_dict(data["model"])
-        for name in ("efficiency_sizes", "resolutions", "lr_grid"):
+        for name in ("efficiency_sizes", "resolutions", "lr_grid", "rate_seeds"):
             data[name] = tuple(data[name])
         if data.get("efficiency_families") is not None:
             data["efficiency_families"] = tuple(data["efficiency_families"])

@@ -1,9 +1,10 @@
 """A fair learning rate per family and task: the best of a small grid on a validation split.
 
-Each family's model trains each training task once per rate of :attr:`StudyConfig.lr_grid`, on
-the data of :attr:`StudyConfig.rate_seed` (a seed no reported run uses), with the study's
-stopping rule; the rate with the best validation metric wins (ties: fewer steps, then the smaller
-rate). A pretrained family uses the rates of its model trained from scratch, chosen before its
+Each family's model trains each training task once per rate of :attr:`StudyConfig.lr_grid` and
+seed of :attr:`StudyConfig.rate_seeds` (seeds no reported run uses), with the study's stopping
+rule; the rate with the best mean validation metric over those seeds wins (ties: fewer mean steps,
+then the smaller rate), so a rate at which one seed's run happens to stay at chance is not chosen by
+another seed's luck. A pretrained family uses the rates of its model trained from scratch, chosen before its
 encoding is pretrained. The choices and every score are kept in ``rates.json``.
 """
 
@@ -19,7 +20,7 @@ from .execute import TRAINS_AS
 from .families import Family
 from .protocol import TASKS, StudyConfig
 
-__all__ = ["RATES_FILE", "rate_key", "rate_trials", "choose", "Rates"]
+__all__ = ["RATES_FILE", "rate_key", "rate_trials", "choose", "mean_scores", "Rates"]
 
 RATES_FILE = "rates.json"
 TRAINING_TASKS = tuple(dict.fromkeys(TRAINS_AS.get(t, t) for t in TASKS))
@@ -38,13 +39,21 @@ def rate_trials(config: StudyConfig) -> dict[str, tuple[Family, list[Cell]]]:
     for family in config.families:
         key = rate_key(family)
         if key not in out:
-            out[key] = (family, [Cell(family.label, t, config.train_size, config.rate_seed) for t in TRAINING_TASKS])
+            out[key] = (
+                family,
+                [Cell(family.label, t, config.train_size, s) for s in config.rate_seeds for t in TRAINING_TASKS],
+            )
     return out
 
 
 def choose(scores: dict[float, dict[str, Any]]) -> float:
     """The rate with the best ``val`` (ties: fewer ``steps``, then the smaller rate)."""
     return min(scores, key=lambda lr: (-scores[lr]["val"], scores[lr]["steps"], lr))
+
+
+def mean_scores(trials: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """``val`` and ``steps`` averaged over one rate's trial seeds (seed -> result)."""
+    return {k: sum(r[k] for r in trials.values()) / len(trials) for k in ("val", "steps")}
 
 
 class Rates:
@@ -57,23 +66,27 @@ class Rates:
         except (FileNotFoundError, json.JSONDecodeError):
             self.data = {}
 
-    def has(self, key: str, task: str, lr: float) -> bool:
-        """Whether the trial of ``lr`` on ``task`` for selection ``key`` has finished."""
-        return str(lr) in self.data.get(key, {}).get(task, {}).get("trials", {})
+    def has(self, key: str, task: str, lr: float, seed: int) -> bool:
+        """Whether the trial of ``lr`` on ``task`` and ``seed`` for selection ``key`` has finished."""
+        return str(seed) in self.data.get(key, {}).get(task, {}).get("trials", {}).get(str(lr), {})
 
-    def add(self, key: str, label: str, task: str, lr: float, result: dict[str, Any]) -> None:
+    def add(self, key: str, label: str, task: str, lr: float, seed: int, result: dict[str, Any]) -> None:
         """Record one trial (its val metric, steps and stop reason) and save."""
         entry = self.data.setdefault(key, {"family": label}).setdefault(task, {"trials": {}})
-        entry["trials"][str(lr)] = {k: result[k] for k in ("val", "steps", "stop", "flagged")}
+        entry["trials"].setdefault(str(lr), {})[str(seed)] = {k: result[k] for k in ("val", "steps", "stop", "flagged")}
         write_json(self.path, self.data)
 
-    def chosen(self, key: str, grid: tuple[float, ...]) -> dict[str, float]:
-        """Task -> the chosen rate, for the tasks whose whole grid has finished."""
+    def chosen(self, key: str, grid: tuple[float, ...], seeds: tuple[int, ...]) -> dict[str, float]:
+        """Task -> the chosen rate, for the tasks whose whole grid has finished on every seed."""
         out = {}
         for task, entry in self.data.get(key, {}).items():
             if task == "family":
                 continue
-            trials = {float(lr): r for lr, r in entry["trials"].items() if float(lr) in grid}
-            if len(trials) == len(grid):
-                out[task] = choose(trials)
+            trials = {
+                float(lr): {s: r for s, r in by_seed.items() if int(s) in seeds}
+                for lr, by_seed in entry["trials"].items()
+                if float(lr) in grid
+            }
+            if len(trials) == len(grid) and all(len(t) == len(seeds) for t in trials.values()):
+                out[task] = choose({lr: mean_scores(t) for lr, t in trials.items()})
         return out

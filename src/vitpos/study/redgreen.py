@@ -17,6 +17,7 @@ from ..engine.config import TrainConfig
 from ..files import write_json
 from ..pretrain import pretrain_position_encoding
 from .cells import Cell
+from .claims import open_claims
 from .execute import run_cells, run_trials
 from .families import Family
 from .plan import JobOptions, RateChoice, Results
@@ -99,16 +100,19 @@ def _select_rates(
         for key, (family, cells) in trials.items()
         for cell in cells
         for lr in config.lr_grid
-        if not rates.has(key, cell.task, lr)
+        if not rates.has(key, cell.task, lr, cell.seed)
     ]
     if todo:
         log(f"choosing learning rates: {len(todo)} trial runs (grid {', '.join(map(str, config.lr_grid))})")
 
     def record(trial: tuple[str, Family, Cell, float], result: dict[str, Any]) -> None:
         key, family, cell, lr = trial
-        rates.add(key, family.label, cell.task, lr, result)
+        rates.add(key, family.label, cell.task, lr, cell.seed, result)
         shown = _shown(result["metric"], result["val"])
-        log(f"  rate trial {family.label} {cell.task} lr {lr:g}: val {shown} after {result['steps']} steps")
+        log(
+            f"  rate trial {family.label} {cell.task} seed {cell.seed} lr {lr:g}: val {shown} "
+            f"after {result['steps']} steps"
+        )
 
     groups: dict[tuple, list[tuple[str, Family, Cell, float]]] = {}
     for i, trial in enumerate(todo):
@@ -144,7 +148,7 @@ def _select_rates(
     per_run = (time.perf_counter() - began) * min(workers, len(jobs)) / len(jobs) if jobs else None
     chosen = {}
     for family in config.families:
-        chosen[family.label] = rates.chosen(rate_key(family), config.lr_grid)
+        chosen[family.label] = rates.chosen(rate_key(family), config.lr_grid, config.rate_seeds)
         if todo:
             log(
                 f"learning rates of {family.label}: "
@@ -183,6 +187,18 @@ class RedGreenStudy:
 
     def cells(self) -> list[Cell]:
         return self.config.cells()
+
+    def next_cells(self, results: Results) -> list[Cell]:
+        """The runs behind every claim the next round's seeds could decide (:func:`~.claims.open_claims`)."""
+        config = self.config
+        rule = config.sequential
+        families = {f.label for f in config.families}
+        out: dict[Cell, None] = {}
+        for claim, look in open_claims(results, config.train_size, config.resolutions, families, rule):
+            for seed in range(rule.rounds[look - 2], rule.rounds[look - 1]):
+                for family, task, size in claim.runs:
+                    out[Cell(family, task, config.train_size if size == "full" else config.train_sizes[0], seed)] = None
+        return sorted(out, key=lambda c: (c.seed, c.family, c.task, c.train_size))
 
     def to_dict(self) -> dict[str, Any]:
         return self.config.to_dict()

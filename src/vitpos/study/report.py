@@ -27,8 +27,9 @@ from .sections import (
     tie_note,
     verdict_table,
 )
+from .sequential import RESERVE
 from .summary import summarise
-from .verdicts import NO_EFFECT, OUTCOMES
+from .verdicts import OUTCOMES
 
 __all__ = ["write_report", "report_from_results"]
 
@@ -63,8 +64,12 @@ def write_report(
     folder = Path(folder)
     figures = folder / "figures"
     summary = summarise(config, results)
-    total = len(config.cells())
-    judged = evaluate_claims(results, config.train_size, tuple(config.resolutions), {f.label for f in config.families})
+    first_round = set(config.cells())
+    total = len(first_round)
+    rule = config.sequential
+    judged = evaluate_claims(
+        results, config.train_size, tuple(config.resolutions), {f.label for f in config.families}, rule=rule
+    )
     with progress_bar(5, "study report figures", unit="figure") as bar:
         claim_paths = save_claim_figures(figures, judged)
         bar.update()
@@ -88,8 +93,10 @@ def write_report(
     lines = [
         "# Position-encoding study",
         "",
-        f"{len(results)} of {total} training runs finished: {seeds} seed(s) per family, "
-        f"{len(config.families)} families, {config.train_size}/{config.val_size}/{config.test_size} "
+        f"{len(first_round & set(results))} of the first round's {total} training runs finished ({seeds} seed(s) "
+        f"per family, {len(config.families)} families), and {len(set(results) - first_round)} in later rounds for "
+        f"the claims still undecided (up to {rule.rounds[-1]} seeds); "
+        f"{config.train_size}/{config.val_size}/{config.test_size} "
         f"train/val/test images at {train_px}x{train_px} px. "
         f"Wall time {wall / 60:.1f} min over {len(wall_seconds)} invocation(s); {compute / 60:.1f} CPU-minutes of "
         f"training and measurement. Reproduce with `{command}`; every number below is in `results.json`, and "
@@ -100,21 +107,27 @@ def write_report(
         f"{counts['reproduced']} reproduced, {counts['contradicted']} contradicted, "
         f"{counts['inconclusive']} inconclusive, {counts['not converged']} not converged"
         + (f", {counts['not run']} not run" if counts["not run"] else "")
-        + ". Each claim is a quantity measured per "
-        "seed, tested against a bound: reproduced when the whole 95% bootstrap interval of its mean over seeds lies "
-        "on the claim's side, contradicted when it lies wholly on the other side, inconclusive otherwise (with the "
-        f"seeds that would decide it if the spread held; beyond {NO_EFFECT} times the seeds run, no effect at this "
-        "spread). A claim that is not reproduced while some of its seeds rest on flagged runs (stopped at the step "
-        "cap still improving, or with a training metric at chance: see Convergence) is *not converged*: the "
-        "optimisation failed, which says nothing about the encoding. Accuracy in %, R² as is; differences are paired "
-        "by seed.",
+        + ". Each claim is a quantity measured per seed, tested against a bound at a few looks: after the first "
+        f"round of seeds ({', '.join(map(str, rule.rounds))} seeds by the end of each round), a claim still undecided "
+        "gets its runs on more seeds. Each look computes a skewness-corrected t interval of the mean (Hall 1992) at "
+        f"level {100 * rule.level:.2f}%, Bonferroni over the {len(rule.rounds)} looks with a factor {RESERVE} in "
+        f"reserve for skewed values, so a wrong-side verdict has a chance of at most {100 * rule.alpha:g}% over all "
+        "looks when the true mean sits on the bound (checked by simulation in the tests). A claim is reproduced at the "
+        "first look whose interval lies wholly on its side, contradicted when it lies wholly on the other side; "
+        "inconclusive otherwise, with the seeds that would decide it if the spread held, and it stops early as no "
+        f"effect at this spread when that is more than {rule.rounds[-1]}. A run that stays at chance while runs of "
+        "the same family and task left chance on other seeds failed to train: the claims resting on it are decided "
+        "on the seeds that trained, and the failures are counted (see Convergence). A claim that is not reproduced "
+        "while some of its seeds rest on runs that ended at the cap still improving, even after the longer cap, is "
+        "*not converged*. Accuracy in %, R² as is; differences are paired by seed.",
         "",
         verdict_table(judged),
         "",
         *(line for source, path in claim_paths.items() for line in (image(path, source), "")),
         "## Location tasks (thesis Tables 1, 3, 4)",
         "",
-        f"Test metrics after training on each red-green task, mean ± std over {seeds} seed(s): accuracy in % "
+        f"Test metrics after training on each red-green task, mean ± std over every seed run (the first round's "
+        f"{seeds}, more where a claim's later rounds trained them): accuracy in % "
         "(chance 50) for left/right direction, upper/lower absolute location and absolute location under "
         "unseen test colours, R² (0 = predicting the mean, 1 = exact) for the (dx, dy) offset. The absolute and "
         "colour-shift columns share one trained model per seed (the same training images; "
@@ -131,9 +144,12 @@ def write_report(
         f"Every run trains until its validation metric has not improved for {config.patience} epochs (counted "
         f"from epoch {config.min_epochs} on, so that a run on an early plateau has time to leave it), or at once "
         "when it is solved (validation accuracy 100%, or R² ≥ 0.99), and keeps the weights of its best epoch; "
-        f"{config.epochs} epochs of {config.train_size} images are the cap. A run is flagged when it stopped at "
-        f"the cap, or when its final training accuracy and its best validation accuracy are both within "
-        f"{CHANCE_MARGIN:g} points of chance (R² below {CHANCE_R2:g}). "
+        f"{config.epochs} epochs of {config.train_size} images are the cap. A run that ends at the cap still "
+        f"improving trains again from its start with a cap {config.extend} times longer (every run alike, the "
+        "learning-rate trials included). A run is flagged when it stopped at the cap (after that), or when its "
+        f"final training accuracy and its best validation accuracy are both within {CHANCE_MARGIN:g} points of "
+        f"chance (R² below {CHANCE_R2:g}): where other seeds of its family and task left chance, it failed to "
+        "train, and the table's failure rate counts it. "
         "Median optimiser steps per run, and the flagged runs; the figure shows the "
         "training (solid) and validation (dashed) curve of every run that is flagged or did not solve its task "
         "(test accuracy below 90%, or R² below 0.8), `none` aside:",
@@ -211,7 +227,8 @@ def write_report(
         f"AdamW, weight decay {config.weight_decay}; {seeds} seed(s), each setting initialisation and data",
         "- learning rate: per family and training task, the best validation metric of "
         + (", ".join(map(str, config.lr_grid)) if config.lr_grid else f"{config.lr} alone")
-        + f" on the data of seed {config.rate_seed} (not reported), chosen once with the stopping rule above; a "
+        + f" by its mean over the data of seeds {', '.join(map(str, config.rate_seeds))} (not reported), chosen once "
+        "with the stopping rule above; a "
         "pretrained family uses the rates of its model trained from scratch, and its pretraining the direction rate",
         "- pretrained families start from a PE trained on direction4 then distance "
         f"({config.pretrain_size} images, {config.pretrain_epochs} epochs each; thesis §5.1)",

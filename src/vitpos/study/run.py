@@ -13,6 +13,7 @@ holds; :mod:`.schedule` groups the cells into jobs and runs them on worker proce
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +23,7 @@ import torch
 from ..engine.ensemble import stack_error
 from ..errors import VitposError, quote
 from ..models.factory import create_model
-from .cells import CellStore
+from .cells import Cell, CellStore
 from .families import Family, split_available
 from .folder import StudyFolderError, check_folder, earlier_wall
 from .plan import Results, StudyPlan
@@ -65,6 +66,18 @@ def projection(seconds_per_run: float, jobs: int, workers: int) -> str:
         f"{seconds_per_run:.1f} s per job, a stacked ensemble being one job; measurements beyond the "
         "validation metric not counted)"
     )
+
+
+def _saver(store: CellStore, results: Results, progress: Progress, cells: list[Cell]) -> Callable[[Results], None]:
+    """What a finished job does: store its cells, add them to ``results`` and log them with the time left."""
+
+    def finished(job_results: Results) -> None:
+        for cell, result in job_results.items():
+            store.save(cell, result)
+            results[cell] = result
+        progress.done(job_results, sum(c in results for c in cells), len(cells))
+
+    return finished
 
 
 def run_study(
@@ -113,36 +126,54 @@ def run_study(
     store = CellStore(folder / "cells")
     start = time.perf_counter()
     families = {f.label: f for f in runnable.families}
-    cells = runnable.cells()
-    results = {c: r for c in cells if (r := store.load(c)) is not None}
-    todo = [c for c in cells if c not in results]
     stacked = stacked_families(families, runnable, device, log) if ensemble else set()
-    jobs = jobs_of(todo, stacked)
-    schedule = Schedule(jobs, families, folder)
-    log(
-        f"{len(cells)} {runnable.runs} runs: {len(results)} already done, {len(todo)} to go in {len(jobs)} jobs, "
-        f"{workers} at a time on {device}"
-        + (" (stacked ensembles)" if stacked else "")
-        + (f"; first pretraining {', '.join(f.label for f in schedule.to_pretrain)}" if schedule.to_pretrain else "")
-    )
-    progress = Progress(todo, runnable.describe, log)
-
-    def finished(job_results: Results) -> None:
-        for cell, result in job_results.items():
-            store.save(cell, result)
-            results[cell] = result
-        progress.done(job_results, len(results), len(cells))
-
+    results: Results = {}
+    rates: dict[str, dict[str, float]] | None = None
+    ran = False
     threads_before = torch.get_num_threads()
     if device == "cpu":
         torch.set_num_threads(1)
     try:
-        rates, per_run = (
-            runnable.choose_rates(folder, device, workers, log, frozenset(stacked), compile) if todo else ({}, None)
-        )
-        if per_run is not None and jobs:
-            log(projection(per_run, len(jobs) + len(schedule.to_pretrain), workers))
-        run_jobs(schedule, families, runnable, folder, device, rates, stacked, workers, finished, log, compile)
+        cells = runnable.cells()
+        for round_ in itertools.count(1):
+            results |= {c: r for c in cells if c not in results and (r := store.load(c)) is not None}
+            todo = [c for c in cells if c not in results]
+            jobs = jobs_of(todo, stacked)
+            schedule = Schedule(jobs, families, folder)
+            if round_ == 1 or todo:
+                log(
+                    ("" if round_ == 1 else f"round {round_}: ")
+                    + f"{len(cells)} {runnable.runs} runs: {len(cells) - len(todo)} already done, {len(todo)} to go "
+                    f"in {len(jobs)} jobs, {workers} at a time on {device}"
+                    + (" (stacked ensembles)" if stacked else "")
+                    + (
+                        f"; first pretraining {', '.join(f.label for f in schedule.to_pretrain)}"
+                        if schedule.to_pretrain
+                        else ""
+                    )
+                )
+            if todo:
+                if rates is None:
+                    rates, per_run = runnable.choose_rates(folder, device, workers, log, frozenset(stacked), compile)
+                    if per_run is not None and jobs:
+                        log(projection(per_run, len(jobs) + len(schedule.to_pretrain), workers))
+                run_jobs(
+                    schedule,
+                    families,
+                    runnable,
+                    folder,
+                    device,
+                    rates,
+                    stacked,
+                    workers,
+                    _saver(store, results, Progress(todo, runnable.describe, log), cells),
+                    log,
+                    compile,
+                )
+                ran = True
+            cells = [c for c in runnable.next_cells(results) if c not in results]
+            if not cells:
+                break
     finally:
         torch.set_num_threads(threads_before)
         seconds = time.perf_counter() - start
@@ -150,8 +181,8 @@ def run_study(
             folder,
             results,
             missing=missing,
-            wall_seconds=[*earlier_wall(folder), *([seconds] if todo else [])],
+            wall_seconds=[*earlier_wall(folder), *([seconds] if ran else [])],
             command=command,
         )
-    log(f"wrote {report} ({len(results)}/{len(cells)} runs, {seconds / 60:.1f} min)")
+    log(f"wrote {report} ({len(results)} runs, {seconds / 60:.1f} min)")
     return report

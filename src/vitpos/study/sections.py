@@ -16,7 +16,7 @@ from .convergence import is_flagged
 from .figures import save_resolution_figure, save_run_curves
 from .protocol import EFFICIENCY_TASKS, StudyConfig
 from .summary import METRIC_OF, SOLVED, TIE
-from .verdicts import INCONCLUSIVE, NOT_CONVERGED, NOT_RUN
+from .verdicts import INCONCLUSIVE, NOT_CONVERGED, NOT_RUN, Verdict
 
 __all__ = [
     "main_table",
@@ -238,7 +238,7 @@ def convergence_section(
     """Per family and task: median steps and the flagged runs (at the cap, at chance); and a figure of
     the training curves of every run that is flagged or did not solve its task (``none`` aside: it
     is not expected to)."""
-    header = ["family", *(f"{t} steps · flagged" for t in ("direction", "distance", "absolute"))]
+    header = ["family", *(f"{t} steps · flagged of runs" for t in ("direction", "distance", "absolute"))]
     rows, shown = [], {}
     for family in config.families:
         row = [family.label]
@@ -260,14 +260,25 @@ def convergence_section(
             cap = sum(r["stop"] == "cap" for r in bad.values())
             chance = len(bad) - cap
             why = [f"{cap} at the cap"] * bool(cap) + [f"{chance} at chance"] * bool(chance)
+            longer = sum(r.get("extended_from") is not None for r in runs.values())
+            why += [f"{longer} trained on the longer cap"] * bool(longer)
             text = f"{int(np.median(steps))}" if steps else "—"
-            if bad:
-                text += f" · {len(bad)} ({', '.join(why)})"
+            if bad or longer:
+                text += f" · {len(bad)} of {len(runs)}" + (f" ({', '.join(why)})" if why else "")
             row.append(text)
         rows.append(row)
     metric_of = {name: "train/val acc %" if "distance" not in name else "train/val R²" for name in shown}
     path = save_run_curves(folder / "unsolved_runs.png", shown, metric_of) if shown else None
     return _table(header, rows), path
+
+
+def seeds_used(verdict: Verdict) -> str:
+    """The seeds a verdict rests on: how many, the failures left out, the look it was reached at."""
+    return (
+        f"n={verdict.n}"
+        + (f" + {verdict.failed} failed at chance" if verdict.failed else "")
+        + (f", look {verdict.round}" if verdict.round > 1 else "")
+    )
 
 
 def verdict_table(judged) -> str:
@@ -279,14 +290,14 @@ def verdict_table(judged) -> str:
             if verdict.outcome == NOT_RUN
             else (
                 f"{fmt_value(verdict.mean, claim)} "
-                f"[{fmt_value(verdict.low, claim)}, {fmt_value(verdict.high, claim)}] (n={verdict.n})"
+                f"[{fmt_value(verdict.low, claim)}, {fmt_value(verdict.high, claim)}] ({seeds_used(verdict)})"
             )
         )
         outcome = f"**{verdict.outcome}**"
         if verdict.outcome == NOT_CONVERGED:
             outcome += f" ({verdict.flagged} of {verdict.n} seeds rest on flagged runs)"
         elif verdict.no_effect:
-            outcome += " (no effect at this spread)"
+            outcome += f" (no effect at this spread: ~{verdict.seeds_needed} seeds would decide)"
         elif verdict.outcome == INCONCLUSIVE:
             outcome += (
                 f" (~{verdict.seeds_needed} seeds would decide)"
@@ -294,7 +305,7 @@ def verdict_table(judged) -> str:
                 else " (more seeds needed; no estimate)"
             )
         rows.append([claim.statement, claim.source, claim.paper, claim.quantity, ours, claim.test, outcome])
-    header = ["claim", "source", "paper", "our quantity", "ours: mean [95% CI]", "test", "verdict"]
+    header = ["claim", "source", "paper", "our quantity", "ours: mean [interval] (seeds)", "test", "verdict"]
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(["---"] * len(header)) + " |"]
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
 

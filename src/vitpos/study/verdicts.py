@@ -1,4 +1,8 @@
-"""From per-seed values to a verdict: a bootstrap confidence interval of the mean against a bound.
+"""From per-seed values to a verdict, and the one-look test of the dense studies: a bootstrap interval.
+
+The red-green study decides by the sequential rule of :mod:`.sequential` (seeds in rounds, a
+skew-corrected t interval at each look), which reports the same :class:`Verdict`. The dense studies
+(:mod:`.dense`) decide in one look with :func:`judge`:
 
 A claim says that a quantity lies above (``>``) or below (``<``) a bound. The claim is
 *reproduced* when the whole 95% interval lies on its side of the bound, *contradicted* when the
@@ -71,11 +75,22 @@ class Verdict:
     seed, or a mean on the bound)."""
     flagged: int = 0
     """Seeds whose value rests on a flagged run (at the cap, or at chance)."""
+    limit: int | None = None
+    """The most seeds the rule would run (None: :data:`NO_EFFECT` times the seeds run)."""
+    round: int = 1
+    """The look (round of seeds) the verdict was reached at."""
+    failed: int = 0
+    """Seeds left out as their run failed to leave chance while other seeds' runs did."""
 
     @property
     def no_effect(self) -> bool:
-        """Inconclusive, and deciding it would take more than :data:`NO_EFFECT` times the seeds run."""
-        return self.outcome == INCONCLUSIVE and self.seeds_needed is not None and self.seeds_needed > NO_EFFECT * self.n
+        """Inconclusive, and deciding it would take more seeds than :attr:`limit`."""
+        limit = NO_EFFECT * self.n if self.limit is None else self.limit
+        return self.outcome == INCONCLUSIVE and self.seeds_needed is not None and self.seeds_needed > limit
+
+    def with_round(self, round: int, failed: int) -> Verdict:
+        """This verdict as reached at look ``round`` with ``failed`` seeds left out."""
+        return dataclasses.replace(self, round=round, failed=failed)
 
     def to_dict(self) -> dict:
         """Plain dict, for JSON."""
@@ -87,6 +102,8 @@ class Verdict:
             "high": self.high,
             "seeds_needed": self.seeds_needed,
             "flagged": self.flagged,
+            "round": self.round,
+            "failed": self.failed,
         }
 
 
