@@ -211,6 +211,8 @@ def _advice(weights: dict[str, torch.Tensor], own: dict[str, torch.Tensor]) -> s
     differ = [k for k, v in own.items() if k in weights and weights[k].shape != v.shape]
     if not differ or any(k.split(".")[0] not in ("head", "head_dist") for k in differ):
         return ""
+    if any(weights[k].shape[1:] != own[k].shape[1:] or weights[k].shape[0] == own[k].shape[0] for k in differ):
+        return ""  # another width, not another class count: num_classes would not make it load
     count = str(weights[differ[0]].shape[0])
     keep, other = setting("num_classes", count), setting("num_classes", "N")
     if not on_command_line():
