@@ -58,6 +58,7 @@ CASES: tuple[Case, ...] = (
     Case("iRPE ctx qkv", {"absolute": "none", "relative": "irpe:product:ctx:qkv"}),
     Case("Swin bias", {"absolute": "none", "relative": "swin"}),
     Case("RoPE 2-D", {"absolute": "none", "relative": "rope2d"}),
+    Case("Swin V2 cpb", {"absolute": "none", "relative": "cpb"}),
 )
 
 TARGETS: dict[str, tuple[float, float | None]] = {

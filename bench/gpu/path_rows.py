@@ -36,6 +36,7 @@ SHAW = Case("Shaw", {"absolute": "none", "relative": "shaw"})
 KINDS = {
     "iRPE bias product": "bias",
     "Swin bias": "bias",
+    "Swin V2 cpb": "bias",
     "iRPE ctx k": "contextual",
     "iRPE ctx qk": "contextual",
     "iRPE ctx qkv": "values",

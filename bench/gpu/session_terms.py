@@ -42,7 +42,16 @@ PART = "overhead"
 """The part name of the rows (that of the quick check's path rows: one report and one table reader)."""
 FLOOR = "floor"
 """The kind of the bare floor row: no term, the fused kernel against SDPA."""
-ORDER = ("iRPE ctx k", "iRPE bias product", "Swin bias", "iRPE ctx qkv", "RoPE 2-D", "iRPE ctx qk", "Shaw")
+ORDER = (
+    "iRPE ctx k",
+    "iRPE bias product",
+    "Swin bias",
+    "iRPE ctx qkv",
+    "RoPE 2-D",
+    "iRPE ctx qk",
+    "Shaw",
+    "Swin V2 cpb",
+)
 """The cases in the order they are timed: those the targets name first."""
 RECOMPILE_LIMIT = 256
 COMPILING = (*FLEX_PATHS, "compiled")
