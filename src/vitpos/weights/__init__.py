@@ -8,10 +8,11 @@ This package sits above ``models`` and below ``engine``: nothing it imports impo
 """
 
 from ..errors import CheckpointError
+from .apply import load_weights
 from .build import create_model, guess_model, guess_preset, load_model
 from .export import write_checkpoint
 from .files import WeightsFile, read_state_dict, read_weights
-from .load import LAYOUTS, LoadResult, detect_layout, load_weights
+from .load import LAYOUTS, LoadResult, detect_layout
 from .pretrained import RELEASES, pretrained_models
 from .run_folder import SavedModel, find_checkpoint, latest_checkpoint, read_saved_model
 

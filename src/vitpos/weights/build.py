@@ -23,7 +23,7 @@ from ..models import factory
 from .data_config import DataConfig
 from .export import released_data_config
 from .files import WeightsFile, read_weights
-from .guess import guess_model, guess_preset, released_model_config, stored_classes
+from .guess import guess_model, guess_preset, preset_advice, released_model_config, stored_classes
 from .layout import Layout
 from .load import check_arch, convert_for, layout_of, released_config
 from .pretrained import fetch_pretrained, names_release, resolve_checkpoint
@@ -155,7 +155,14 @@ def _from_file(
             f"checkpoint {file.path}: the model its config describes cannot be built here: {err}"
         ) from None
     merged, _ = convert_for(
-        model, file.state, layout, file.path, drop=drop, resize=resize, resize_head="num_classes" in overrides
+        model,
+        file.state,
+        layout,
+        file.path,
+        drop=drop,
+        resize=resize,
+        resize_head="num_classes" in overrides,
+        advise=preset_advice,
     )
     with torch.no_grad():
         model.load_state_dict(merged, strict=True)
@@ -180,7 +187,9 @@ def _backbone_from_file(
     model = factory.create_model(cfg.replace(backbone=released_config(host, layout, file)))
     target = getattr(model, "pretrained_host")  # noqa: B009  (a property of the model class, not a submodule)
     assert isinstance(target, nn.Module)
-    merged, _ = convert_for(target, file.state, layout, file.path, drop=("head", *drop), resize=resize)
+    merged, _ = convert_for(
+        target, file.state, layout, file.path, drop=("head", *drop), resize=resize, advise=preset_advice
+    )
     with torch.no_grad():
         target.load_state_dict(merged, strict=True)
     return model

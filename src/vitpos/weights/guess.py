@@ -83,7 +83,7 @@ def _fitting(file: WeightsFile, layout: Layout, fields: dict[str, Any]) -> list[
                 refused.append(cfg)
                 with torch.device("meta"):
                     model = factory.create_model(cfg)
-                convert_for(model, file.state, layout, file.path, advise=False)
+                convert_for(model, file.state, layout, file.path)
                 refused.pop()
             changed = {k: v for k, v in fields.items() if getattr(preset, k) != v}
             same = next((i for i, (other, _, _) in enumerate(found) if other == cfg), None)

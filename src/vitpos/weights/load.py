@@ -1,4 +1,5 @@
-"""Load weights of any known layout into a vitpos model, strictly and all at once: :func:`load_weights`.
+"""Weights of any known layout converted for a vitpos model, strictly and all at once: :func:`convert_for`
+(:func:`.apply.load_weights` copies them in).
 
 The state dict is read without running code (:mod:`.files`), its layout detected, converted
 (:mod:`.layout` and one module per layout), and compared with the model: any key left
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from ..config import HostConfig
 from ..errors import CheckpointError, on_command_line, setting
 from .ceit import CeiTLayout
 from .compact import CompactTransformers
-from .files import WeightsFile, read_weights
+from .files import WeightsFile
 from .irpe import IRPEZoo
 from .lape import LapeViT, released_join
 from .layout import Layout, Target
@@ -45,12 +46,14 @@ __all__ = [
     "convert_for",
     "detect_layout",
     "layout_of",
-    "load_weights",
+    "model_arch",
     "released_config",
 ]
 
 Source = str | Path | Mapping[str, torch.Tensor] | WeightsFile
 """A checkpoint file or folder, a state dict already in memory, or a file already read."""
+Advisor = Callable[[dict[str, torch.Tensor], Layout, Path | str], str]
+"""What to build instead for a file that does not fit its model (its state, layout and source), or ""."""
 
 NATIVE = Native()
 LAYOUTS: tuple[Layout, ...] = (
@@ -122,10 +125,11 @@ def convert_for(
     resample: bool = True,
     resize: Resize | None = None,
     resize_head: bool = False,
-    advise: bool = True,
+    advise: Advisor | None = None,
 ) -> tuple[dict[str, torch.Tensor], LoadResult]:
     """The model's full state dict with the checkpoint's weights in place; raises listing every problem, with
-    advice that was tried (``advise``: also the presets the file fits, each tried on the meta device)."""
+    advice that was tried (``advise``: what else to build, e.g. the presets the file fits, each tried on the meta
+    device by :func:`.guess.preset_advice`)."""
     check_arch(model_arch(model), layout, source)
     if resize not in (None, *RESIZES):
         raise CheckpointError(f"unknown resize {resize!r}; valid values: {', '.join(RESIZES)} (or None: the layout's)")
@@ -174,10 +178,8 @@ def convert_for(
         problems.append(f"shapes that differ: {_listed(shapes)}")
     if problems:
         advice = _advice(weights, own) if len(problems) == 1 and shapes else ""
-        if not advice and advise and layout.suggests_presets:
-            from .guess import preset_advice  # the guess tries presets through this function
-
-            advice = preset_advice(state, layout, source) or layout.hint(unmapped)
+        if not advice and advise is not None and layout.suggests_presets:
+            advice = advise(state, layout, source) or layout.hint(unmapped)
         elif not advice:
             advice = layout.hint(unmapped)
         raise CheckpointError(
@@ -270,62 +272,3 @@ def released_config(cfg: HostConfig, layout: Layout, file: WeightsFile, keep_joi
         f"(the released code's default: {released.position.join!r})"
     )
     return released.replace(join=cfg.position.join)
-
-
-def _missing_options(cfg: HostConfig, wanted: HostConfig) -> str:
-    """The fields and slots where ``cfg`` differs from ``wanted``, as ``name=value`` (``wanted``'s values)."""
-    ours = {**cfg.to_dict(), **cfg.position.to_dict()}
-    theirs = {**wanted.to_dict(), **wanted.position.to_dict()}
-    return ", ".join(f"{k}={v!r}" for k, v in theirs.items() if k != "position" and ours[k] != v)
-
-
-def _weights(checkpoint: Source, entry: str | None) -> WeightsFile:
-    if isinstance(checkpoint, WeightsFile):
-        return checkpoint
-    if isinstance(checkpoint, Mapping):
-        return WeightsFile(Path("<state dict>"), dict(checkpoint))
-    return read_weights(checkpoint, entry)
-
-
-def load_weights(
-    model: nn.Module,
-    checkpoint: Source,
-    *,
-    drop: Iterable[str] = (),
-    resample: bool = True,
-    resize: Resize | None = None,
-    entry: str | None = None,
-    resize_head: bool = False,
-) -> LoadResult:
-    """Load ``checkpoint`` (a file or folder in any layout of :data:`LAYOUTS`, or its weights) into ``model``, strictly.
-
-    ``drop``: parameter names, prefixes (``"head"``) or shell patterns (``"*.relative.*"``) kept
-    at their initialisation, checkpoint keys they match ignored (``"pos_embed"``); ``resize_head``: drop the
-    classifier when its class count differs.
-    ``resample``: fit position tables to the model's grid and Swin tables to its window; when
-    False a size mismatch is an error. ``resize``: how (:mod:`vitpos.weights.resize`): ``"timm"``
-    (antialiased bicubic, geometric Swin tables; the default for timm, DeiT, iRPE, LaPE and Swin
-    files) or ``"model"`` (the model's run-time resampling; the default for vitpos and PVT files).
-    ``entry``: the dict entry holding the weights (default: the first of ``model``,
-    ``state_dict_ema``, ``state_dict`` and ``model_ema`` there; ``ema`` for a vitpos run's EMA weights).
-    The model must already use the released options the file needs (an iRPE Euclidean model
-    ``round``, a LaPE model ``lape:chained``, or ``lape`` for a first-release training checkpoint,
-    a T2T-ViT model ``sincos1d:prefix``); ``vitpos.create_model(NAME, checkpoint=PATH)`` selects them.
-    """
-    file = _weights(checkpoint, entry)
-    layout = layout_of(file)
-    check_arch(model_arch(model), layout, file.path)
-    cfg = getattr(model, "cfg", None)
-    if isinstance(cfg, HostConfig) and (wanted := released_config(cfg, layout, file)) != cfg:
-        note = layout.options_note() if released_join(file.args) is None else ""
-        raise CheckpointError(
-            f"checkpoint {file.path} ({layout.name} layout) needs the released code's options, which this model lacks: "
-            f"{_missing_options(cfg, wanted)}; build it with them, or use vitpos.create_model(NAME, checkpoint=PATH), "
-            "which selects them" + (f". {note}" if note else "")
-        )
-    merged, result = convert_for(
-        model, file.state, layout, file.path, drop=drop, resample=resample, resize=resize, resize_head=resize_head
-    )
-    with torch.no_grad():
-        model.load_state_dict(merged, strict=True)
-    return result
