@@ -24,6 +24,7 @@ import torch
 from vitpos.cli import main as vitpos
 from vitpos.engine.dispatch import DispatchCount
 from vitpos.study.execute import TRAINS_AS
+from vitpos.study.rates import Rates
 
 STUDY = (
     "--family learned --seeds 10 --epochs 4 --patience 4 --lr-grid 0.005 --train-size 256 "
@@ -39,13 +40,13 @@ def member_steps(folder: Path) -> int:
         record = json.loads(path.read_text())
         task, rest = path.stem.split("-", 1)
         trainings[(path.parent.name, TRAINS_AS.get(task, task), rest)] = record["steps"]
-    rates = json.loads((folder / "rates.json").read_text()) if (folder / "rates.json").exists() else {}
     trials = [
-        trial["steps"]
-        for entry in rates.values()
+        result["steps"]
+        for entry in Rates(folder).data.values()
         for task, value in entry.items()
         if task != "family"
-        for trial in value["trials"].values()
+        for by_seed in value["trials"].values()
+        for result in by_seed.values()
     ]
     return sum(trainings.values()) + sum(trials)
 

@@ -1,8 +1,10 @@
-"""bench.ensemble_dispatch divides by each distinct training's steps: a colour-shift cell reuses its absolute model."""
+"""bench.ensemble_dispatch counts each distinct training once (a colour-shift cell reuses its absolute
+model) and every rate trial on every trial seed."""
 
 import json
 
 from bench.ensemble_dispatch import member_steps
+from vitpos.study.rates import Rates
 
 
 def test_member_steps_count_each_training_once_and_the_rate_trials(tmp_path):
@@ -15,6 +17,9 @@ def test_member_steps_count_each_training_once_and_the_rate_trials(tmp_path):
         ("absolute-n256-seed1", 16),
     ):
         (cells / f"{name}.json").write_text(json.dumps({"steps": steps}))
-    trials = {"direction": {"trials": {"0.005": {"steps": 8}, "0.002": {"steps": 5}}}, "family": "learned"}
-    (tmp_path / "rates.json").write_text(json.dumps({"learned": trials}))
-    assert member_steps(tmp_path) == 32 + 24 + 16 + 8 + 5
+    rates = Rates(tmp_path)
+    for lr, seed, steps in ((0.005, 1000, 8), (0.005, 1001, 7), (0.002, 1000, 5)):
+        rates.add(
+            "learned", "learned", "direction", lr, seed, {"val": 0.5, "steps": steps, "stop": "cap", "flagged": False}
+        )
+    assert member_steps(tmp_path) == 32 + 24 + 16 + 8 + 7 + 5
