@@ -28,14 +28,23 @@ def _claim(quantity: str):
     return next(c for c in CLAIMS if c.quantity == quantity)
 
 
-def test_a_run_at_chance_where_other_seeds_learned_is_a_failure_left_out_and_counted():
+def test_a_run_that_stopped_short_where_other_seeds_learned_is_a_failure_left_out_and_counted():
     results = {Cell("learned", "direction", 1000, s): _run(1.0, 100.0, 99.0) for s in range(4)}
     results[Cell("learned", "direction", 1000, 4)] = _run(0.5, 52.0, 50.0)  # stayed at chance
     claim = _claim("learned direction acc %")
     assert failed_seeds(claim, results, 1000) == {4}
     ((_, values, verdict),) = evaluate_claims(results, 1000, (), {"learned"}, (claim,), rule=RULE)
     assert (verdict.outcome, verdict.n, verdict.failed) == (REPRODUCED, 4, 1) and set(values) == {0, 1, 2, 3}
-    assert "(n=4 + 1 failed at chance)" in verdict_table([(claim, values, verdict)])
+    assert "(n=4 + 1 failed to train)" in verdict_table([(claim, values, verdict)])
+    results[Cell("learned", "direction", 1000, 5)] = _run(0.8, 84.0, 80.0)  # a plateau part-way: both below 90
+    results[Cell("learned", "direction", 1000, 6)] = _run(0.85, 86.0, 99.0)  # fitted its images, not the test's
+    results[Cell("learned", "direction", 1000, 7)] = _run(0.89, 89.9, 89.9)  # just below the learned level
+    assert failed_seeds(claim, results, 1000) == {4, 5, 7}
+
+
+def test_a_part_way_plateau_is_the_models_result_where_no_seed_learned():
+    results = {Cell("learned", "direction", 1000, s): _run(0.8, 84.0, 80.0) for s in range(5)}
+    assert failed_seeds(_claim("learned direction acc %"), results, 1000) == set()
 
 
 def test_runs_that_all_stay_at_chance_are_the_models_result_not_failures():

@@ -127,7 +127,7 @@ def test_an_undecided_claim_gets_the_next_round_and_a_hopeless_one_stops_early()
     near = RULE.judge({s: 1.5 + v for s, v in enumerate(spread)}, ">", 0.0)
     assert near.outcome == INCONCLUSIVE and 5 < near.seeds_needed <= 20 and RULE.open(near)
     far = RULE.judge({s: 0.05 + v for s, v in enumerate(spread)}, ">", 0.0)
-    assert far.no_effect and far.seeds_needed > 20 and not RULE.open(far)  # no effect at this spread
+    assert far.no_effect and far.seeds_needed > 40 and not RULE.open(far)  # no effect at this spread (2 × 20)
     more = {s: 1.5 + spread[s % 5] * (1 + s / 50) for s in range(10)}
     assert RULE.judge(more, ">", 0.0).round == 2  # the second round ran: its look is taken
     third = RULE.judge({s: 1.1 + spread[s % 5] for s in range(20)}, ">", 0.0)
@@ -140,3 +140,34 @@ def test_the_rounds_must_grow():
     for rounds in ((), (5, 5), (10, 5), (0, 5)):
         with pytest.raises(ValueError, match="rounds must be increasing"):
             Sequential(rounds)
+
+
+@pytest.mark.parametrize("shape", ["difference of accuracies ± 10", "normal", "Student t, 3 df", "R² 0.8 ± 0.2"])
+def test_a_gain_on_its_smallest_claimed_size_is_contradicted_at_most_5_percent_of_the_time(shape):
+    centre, draw = SHAPES[shape]  # the true gain sits on the bound moved by the margin
+    x = draw(np.random.default_rng(4), (SAMPLES, RULE.rounds[-1]))
+    margin = 2 * x.std()  # a claimed gain of two spreads
+    bound = centre - margin  # the claim: gain > bound; contradicted below bound + margin = the true mean
+    contradicted, reproduced = np.zeros(SAMPLES, dtype=bool), np.zeros(SAMPLES, dtype=bool)
+    for seeds in RULE.rounds:
+        low, high = skew_t_bounds(x[:, :seeds], RULE.level)
+        contradicted |= high < bound + margin
+        reproduced |= low > bound
+    assert contradicted.mean() <= RULE.alpha / 2, f"{shape}: {contradicted.mean():.4f}"
+    assert reproduced.mean() > 0.5  # a true gain of the claimed size is mostly found by the last look
+
+
+def test_a_margin_turns_an_absent_gain_into_a_contradiction_and_keeps_a_small_real_one():
+    rng = np.random.default_rng(5)
+    absent = dict(enumerate(rng.normal(0.0, 0.3, 5)))
+    assert RULE.judge(absent, ">", 0.0).outcome == INCONCLUSIVE  # without a margin: never decided
+    assert RULE.judge(absent, ">", 0.0, margin=2.0).outcome == CONTRADICTED
+    small = {s: 1.0 + v for s, v in absent.items()}  # a gain of 1: below the margin, but credibly above 0
+    assert RULE.judge(small, ">", 0.0, margin=2.0).outcome == REPRODUCED
+    # "< 60" with a margin of 5 implies at most 55: contradicted when credibly above 55
+    straddling = {s: 59.95 + v for s, v in absent.items()}
+    assert RULE.judge(straddling, "<", 60.0).outcome == INCONCLUSIVE
+    assert RULE.judge(straddling, "<", 60.0, margin=5.0).outcome == CONTRADICTED
+    assert RULE.judge({s: 54.0 + v for s, v in absent.items()}, "<", 60.0, margin=5.0).outcome == REPRODUCED
+    undecided = RULE.judge({s: 1.0 + 3 * v for s, v in absent.items()}, ">", 0.0, margin=2.0)
+    assert undecided.outcome == INCONCLUSIVE and undecided.seeds_needed is not None

@@ -10,6 +10,7 @@ from vitpos.study.cells import Cell
 from vitpos.study.claims import CLAIMS, evaluate_claims
 from vitpos.study.figures import paper_value
 from vitpos.study.sections import verdict_table
+from vitpos.study.sequential import Sequential
 from vitpos.study.verdicts import (
     CONTRADICTED,
     INCONCLUSIVE,
@@ -112,3 +113,27 @@ def test_an_absurd_seed_count_reads_no_effect_at_this_spread():
 def test_the_papers_value_is_read_where_it_prints_one(paper, quantity, value):
     claim = dataclasses.replace(CLAIMS[0], paper=paper, quantity=quantity)
     assert paper_value(claim) == (None if value is None else pytest.approx(value))
+
+
+def test_claimed_gains_carry_the_smallest_gain_they_imply_and_say_it():
+    margins = {c.statement: c.margin for c in CLAIMS if c.margin}
+    assert margins == {
+        "sinusoidal beats learned with the fewest images (direction)": 2.0,
+        "sinusoidal beats fourier with the fewest images (direction)": 2.0,
+        "sinusoidal beats learned with the fewest images (distance)": 0.02,
+        "sinusoidal beats fourier with the fewest images (distance)": 0.02,
+        "a learned table learns the upper/lower split": 0.02,
+        "a fourier table learns the upper/lower split": 0.02,
+        "pretraining raises the Fourier table's left/right probe": 3.5,  # half of 92 -> 99
+        "pretraining raises the Fourier table's offset probe": pytest.approx(0.035),  # half of 0.91 -> 0.98
+        "a PEG beats a learned table at a larger unseen resolution": 1.0,  # half of CPVT's +2.0
+    }
+    peg = next(c for c in CLAIMS if c.statement.startswith("a PEG"))
+    assert peg.test == "interval of the mean over seeds > 0; contradicted < 1"
+    results = {
+        Cell(f, "direction", 1000, s): {"resolution": {"96": acc}}
+        for s in range(5)
+        for f, acc in (("peg", 0.8), ("learned", 0.8 - s / 1e3))
+    }
+    ((_, _, verdict),) = evaluate_claims(results, 1000, (48, 96), {"peg", "learned"}, (peg,), rule=Sequential((5,)))
+    assert verdict.outcome == CONTRADICTED  # a gain of 0.2 ± 0.16 points: credibly below the claimed 1

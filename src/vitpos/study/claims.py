@@ -4,7 +4,9 @@ Sources: the thesis (Zhang 2022: Tables 1-4, Fig. 3, Fig. 5, §5.1), CPVT's Tabl
 generalises to unseen resolutions better than a learned table) and iRPE's conclusion that
 relative encodings can replace absolute ones for classification. A claim that a model "learns"
 a binary task reads as accuracy above 90%, "at chance" as below 60% (chance is 50%); a claim
-that one encoding beats another is a paired difference (same seed, same data) above zero.
+that one encoding beats another is a paired difference (same seed, same data) above zero, and it is
+contradicted only when the difference is credibly below the smallest gain the claim implies (its
+:attr:`Claim.margin`: half the paper's printed gain, or :data:`FIGURE_GAIN` for a gain read off a figure).
 Verdicts are computed by :class:`~.sequential.Sequential` (the red-green study) or
 :func:`~.verdicts.judge` (one look); nothing here knows the outcome.
 """
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .cells import Cell
-from .convergence import LEARNED, has_learned, is_at_chance, is_flagged
+from .convergence import LEARNED, has_learned, is_flagged, stopped_short
 from .sequential import Sequential
 from .verdicts import Verdict, judge, unconverged
 
@@ -26,6 +28,7 @@ __all__ = [
     "CLAIMS",
     "LEARNS",
     "AT_CHANCE",
+    "FIGURE_GAIN",
     "evaluate_claims",
     "open_claims",
     "flagged_seeds",
@@ -43,6 +46,8 @@ LEARNS = LEARNED["acc1"]
 """Accuracy (%) above which a binary task counts as learned."""
 AT_CHANCE = 60.0
 """Accuracy (%) below which a binary task counts as not learned (chance is 50%)."""
+FIGURE_GAIN = {"points": 2.0, "R²": 0.02, "cosine": 0.02}
+"""The smallest gain a claim read off a figure ("a higher curve", "a clear boundary") implies, per unit."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,10 @@ class Claim:
     measured_on: tuple[tuple[str, str, str], ...] = ()
     """The runs whose cells hold each seed's value, where they are not :attr:`rests_on` (a probe at
     initialisation reads the table of a cell's initial model)."""
+    margin: float = 0.0
+    """For a claimed gain: the smallest gain the claim implies (:data:`FIGURE_GAIN`, or half the gain the
+    paper prints). The claim is contradicted when the interval lies wholly below ``bound + margin``: the
+    gain, if any, is credibly smaller than the claim needs. 0: contradicted below the bound itself."""
 
     @property
     def runs(self) -> tuple[tuple[str, str, str], ...]:
@@ -76,7 +85,13 @@ class Claim:
     @property
     def test(self) -> str:
         """The test, in words."""
-        return f"interval of the mean over seeds {self.side} {self.bound:g}"
+        against = f"; contradicted {'<' if self.side == '>' else '>'} {self.contradicted_at:g}" if self.margin else ""
+        return f"interval of the mean over seeds {self.side} {self.bound:g}{against}"
+
+    @property
+    def contradicted_at(self) -> float:
+        """The bound moved by :attr:`margin` towards the claim's side: the interval wholly beyond it contradicts."""
+        return self.bound + (self.margin if self.side == ">" else -self.margin)
 
     @property
     def percent(self) -> bool:
@@ -283,6 +298,7 @@ CLAIMS: tuple[Claim, ...] = (
             difference(metric("sincos2d", task, "smallest"), metric(other, task, "smallest")),
             ("sincos2d", other),
             (("sincos2d", task, "smallest"), (other, task, "smallest")),
+            margin=FIGURE_GAIN["R²" if task == "distance" else "points"],
         )
         for task in ("direction", "distance")
         for other in ("learned", "fourier")
@@ -313,6 +329,7 @@ CLAIMS: tuple[Claim, ...] = (
             half_contrast_gain(f),
             (f,),
             ((f, "absolute_colorshift", "full"),),
+            margin=FIGURE_GAIN["cosine"],
         )
         for f in ("learned", "fourier")
     ),
@@ -330,6 +347,7 @@ CLAIMS: tuple[Claim, ...] = (
         ),
         ("fourier_pretrained", "fourier"),
         measured_on=(("fourier_pretrained", "direction", "full"), ("fourier", "direction", "full")),
+        margin=(99 - 92) / 2,
     ),
     Claim(
         "thesis §5.1",
@@ -344,6 +362,7 @@ CLAIMS: tuple[Claim, ...] = (
         ),
         ("fourier_pretrained", "fourier"),
         measured_on=(("fourier_pretrained", "distance", "full"), ("fourier", "distance", "full")),
+        margin=(0.98 - 0.91) / 2,
     ),
     # CPVT Table 2: PEG generalises to unseen resolutions better than a learned table
     Claim(
@@ -356,6 +375,7 @@ CLAIMS: tuple[Claim, ...] = (
         difference(largest_resolution("peg"), largest_resolution("learned")),
         ("peg", "learned"),
         (("peg", "direction", "full"), ("learned", "direction", "full")),
+        margin=2.0 / 2,
     ),
     # iRPE: relative encodings can replace absolute ones for classification (non-inferiority, 1 point)
     Claim(
@@ -383,8 +403,8 @@ def evaluate_claims(
 ) -> list[tuple[Claim, dict[int, float], Verdict]]:
     """Per claim: the per-seed values its verdict rests on, and the verdict (claims whose families were not
     run are skipped). Without ``rule``: one look, a bootstrap interval over every seed. With ``rule`` (the
-    red-green study): the sequential rule's looks, over the seeds whose runs trained (a run at chance while
-    the same family and task left chance on another seed is a failure, left out and counted)."""
+    red-green study): the sequential rule's looks, over the seeds whose runs trained (a run that stopped short
+    while the same family and task learned on another seed is a failure, left out and counted)."""
     out = []
     for claim in claims:
         if not set(claim.families) <= families:
@@ -406,7 +426,7 @@ def _sequential_verdict(
     """The rule's verdict on ``values`` and the seeds it rests on (those of its look, failures left out)."""
     failed = failed_seeds(claim, results, full)
     values = {s: v for s, v in values.items() if not math.isnan(v)}
-    verdict = rule.judge(values, claim.side, claim.bound, failed)
+    verdict = rule.judge(values, claim.side, claim.bound, failed, claim.margin)
     used = rule.rounds[verdict.round - 1]
     return verdict, {s for s in values if s < used and s not in failed}
 
@@ -448,13 +468,14 @@ def capped_seeds(claim: Claim, results: Results, full: int) -> set[int]:
 
 
 def failed_seeds(claim: Claim, results: Results, full: int) -> set[int]:
-    """Seeds of ``claim`` resting on a run that stayed at chance where the same family, task and size learned
-    the task on another seed (:func:`~.convergence.has_learned`): a failure of that optimisation, not the
-    model's result."""
+    """Seeds of ``claim`` resting on a run that stopped short (:func:`~.convergence.stopped_short`: at chance or
+    on a plateau part-way, its training images not fitted) where the same family, task and size learned the
+    task on another seed (:func:`~.convergence.has_learned`): a failure of that optimisation, not the model's
+    result."""
     out: set[int] = set()
     for runs in _runs_of(claim, results, full).values():
         if any(has_learned(r) for r in runs.values()):
-            out |= {c.seed for c, r in runs.items() if is_at_chance(r)}
+            out |= {c.seed for c, r in runs.items() if stopped_short(r)}
     return out
 
 

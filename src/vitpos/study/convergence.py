@@ -7,6 +7,13 @@ training metric and its best validation metric both within 10 points of 100/clas
 below an R² of 0.1. Such a run says nothing about the encoding, only that this optimisation did not
 find a solution. (The training metric is a running mean over the run's last epoch, so a run solved
 within that epoch can show a low one; its validation metric tells it apart.)
+
+A run *stopped short* when both metrics stayed below the level at which the task counts as learned
+(:data:`LEARNED`): it neither fitted its own training images nor generalised, so its optimiser stopped
+on a plateau (at chance, or part-way, such as an R² near 0.5 with one of the offset's two components
+found). Where another seed of the same family, task and training set learned the task, such a run is a
+failure of that optimisation (:func:`~.claims.failed_seeds`); a run that fitted its training images
+but not its test images is a result and always counts.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ __all__ = [
     "stayed_at_chance",
     "is_at_chance",
     "has_learned",
+    "stopped_short",
     "LEARNED",
     "is_flagged",
     "run_record",
@@ -51,6 +59,16 @@ def has_learned(record: dict[str, Any]) -> bool:
     metric = "acc1" if record.get("metric") == "accuracy" else "r2"
     vals = [row[3] for row in record.get("curve", []) if row[3] is not None]
     return max(vals, default=-math.inf) >= LEARNED[metric]
+
+
+def stopped_short(record: dict[str, Any]) -> bool:
+    """Whether a stored cell's final training metric and best validation metric both stayed below :data:`LEARNED`."""
+    metric = "acc1" if record.get("metric") == "accuracy" else "r2"
+    if "curve" not in record:
+        return bool(record.get("at_chance", False))
+    curve = record["curve"]
+    vals = [row[3] for row in curve if row[3] is not None]
+    return curve[-1][2] < LEARNED[metric] and max(vals, default=curve[-1][2]) < LEARNED[metric]
 
 
 def is_flagged(record: dict[str, Any]) -> bool:

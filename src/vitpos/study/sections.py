@@ -12,7 +12,7 @@ import torch
 from ..analysis.plots import save_curves, save_heatmaps
 from .cells import Cell
 from .claims import fmt_value
-from .convergence import is_flagged
+from .convergence import has_learned, is_flagged, stopped_short
 from .figures import save_resolution_figure, save_run_curves
 from .protocol import EFFICIENCY_TASKS, StudyConfig
 from .summary import METRIC_OF, SOLVED, TIE
@@ -235,7 +235,8 @@ def similarity_figure(config: StudyConfig, summary: dict, folder: Path) -> Path 
 def convergence_section(
     config: StudyConfig, results: dict[Cell, dict[str, Any]], folder: Path
 ) -> tuple[str, Path | None]:
-    """Per family and task: median steps and the flagged runs (at the cap, at chance); and a figure of
+    """Per family and task: median steps, the flagged runs (at the cap, at chance) and the runs that stopped
+    short where other seeds learned (failures to train, though not flagged); and a figure of
     the training curves of every run that is flagged or did not solve its task (``none`` aside: it
     is not expected to)."""
     header = ["family", *(f"{t} steps · flagged of runs" for t in ("direction", "distance", "absolute"))]
@@ -259,12 +260,16 @@ def convergence_section(
                 shown[f"{family.label} {task}"] = unsolved
             cap = sum(r["stop"] == "cap" for r in bad.values())
             chance = len(bad) - cap
+            learned = any(has_learned(r) for r in runs.values())
+            short = sum(learned and stopped_short(r) and not is_flagged(r) for r in runs.values())
             why = [f"{cap} at the cap"] * bool(cap) + [f"{chance} at chance"] * bool(chance)
             longer = sum(r.get("extended_from") is not None for r in runs.values())
             why += [f"{longer} trained on the longer cap"] * bool(longer)
             text = f"{int(np.median(steps))}" if steps else "—"
             if bad or longer:
                 text += f" · {len(bad)} of {len(runs)}" + (f" ({', '.join(why)})" if why else "")
+            if short:
+                text += f" · {short} of {len(runs)} stopped short"
             row.append(text)
         rows.append(row)
     metric_of = {name: "train/val acc %" if "distance" not in name else "train/val R²" for name in shown}
@@ -276,7 +281,7 @@ def seeds_used(verdict: Verdict) -> str:
     """The seeds a verdict rests on: how many, the failures left out, the look it was reached at."""
     return (
         f"n={verdict.n}"
-        + (f" + {verdict.failed} failed at chance" if verdict.failed else "")
+        + (f" + {verdict.failed} failed to train" if verdict.failed else "")
         + (f", look {verdict.round}" if verdict.round > 1 else "")
     )
 

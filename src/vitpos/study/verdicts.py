@@ -80,7 +80,7 @@ class Verdict:
     round: int = 1
     """The look (round of seeds) the verdict was reached at."""
     failed: int = 0
-    """Seeds left out as their run failed to leave chance while other seeds' runs did."""
+    """Seeds left out as their run stopped short while other seeds' runs learned the task."""
 
     @property
     def no_effect(self) -> bool:
