@@ -39,7 +39,7 @@ def member_steps(folder: Path) -> int:
     for path in (folder / "cells").rglob("*.json"):
         record = json.loads(path.read_text())
         task, rest = path.stem.split("-", 1)
-        trainings[(path.parent.name, TRAINS_AS.get(task, task), rest)] = record["steps"]
+        trainings[(path.parent.name, TRAINS_AS.get(task, task), rest)] = record.get("steps", 0)  # untrained: 0
     trials = [
         result["steps"]
         for entry in Rates(folder).data.values()

@@ -6,8 +6,9 @@ import json
 import pytest
 
 from vitpos.study import StudyConfig, parse_family, run_study
-from vitpos.study.cells import Cell
+from vitpos.study.cells import UNTRAINED, Cell
 from vitpos.study.claims import CLAIMS, evaluate_claims, failed_seeds
+from vitpos.study.execute import run_cells
 from vitpos.study.redgreen import RedGreenStudy
 from vitpos.study.sections import verdict_table
 from vitpos.study.verdicts import NOT_CONVERGED, REPRODUCED
@@ -70,6 +71,39 @@ def test_the_next_round_trains_the_runs_of_the_undecided_claims_only():
     more = study.next_cells(results)
     assert {(c.family, c.task, c.train_size) for c in more} == {("learned", "direction", 1000)}
     assert [c.seed for c in more] == list(range(5, 10))
+
+
+def _probes(before: float) -> dict:
+    return {
+        "before": {"left_right": before, "up_down": 0.5, "distance_r2": 0.0},
+        "after": {"left_right": 0.99, "up_down": 0.45, "distance_r2": 0.9},
+    }
+
+
+def test_a_claim_about_tables_before_training_gets_untrained_cells_in_its_later_rounds():
+    study = RedGreenStudy(StudyConfig(families=(parse_family("learned"),)))
+    spread = [0.0, -6.0, 6.0, -3.0, 3.0]  # the learned table's left/right probe before training: 55 ± 5, vs 60
+    results = {
+        Cell("learned", "direction", 1000, s): _run(1.0, 100.0, 99.0) | {"probes": _probes(0.55 + spread[s] / 100)}
+        for s in range(5)
+    }
+    more = study.next_cells(results)  # the trained claims on these runs are decided; this one is not
+    assert {(c.family, c.task, c.train_size) for c in more} == {("learned", "direction", UNTRAINED)}
+    assert [c.seed for c in more] == list(range(5, 10))
+    results |= {c: {"probes": _probes(0.54)} for c in more}
+    claim = next(c for c in CLAIMS if c.statement == "a learned table has no relative bias before training")
+    assert not claim.trains
+    ((_, values, verdict),) = evaluate_claims(results, 1000, (), {"learned"}, (claim,), rule=RULE)
+    assert sorted(values) == list(range(10)) and values[7] == pytest.approx(54.0)
+    assert (verdict.outcome, verdict.round) == (REPRODUCED, 2) and study.next_cells(results) == []
+
+
+def test_an_untrained_cell_probes_the_table_its_trained_twin_starts_from():
+    config = tiny(families=(parse_family("fourier"),))
+    trained, untrained = Cell("fourier", "direction", 64, 3), Cell("fourier", "direction", UNTRAINED, 3)
+    out = run_cells([trained, untrained], config.families[0], config)
+    assert out[untrained]["probes"]["before"] == out[trained]["probes"]["before"]
+    assert "test" not in out[untrained] and "steps" not in out[untrained] and out[untrained]["cpu_seconds"] >= 0
 
 
 def test_a_study_runs_its_rounds_and_resumes_them(tmp_path):

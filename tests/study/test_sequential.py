@@ -143,7 +143,7 @@ def test_the_rounds_must_grow():
 
 
 @pytest.mark.parametrize("shape", ["difference of accuracies ± 10", "normal", "Student t, 3 df", "R² 0.8 ± 0.2"])
-def test_a_gain_on_its_smallest_claimed_size_is_contradicted_at_most_5_percent_of_the_time(shape):
+def test_a_gain_on_its_smallest_claimed_size_is_contradicted_at_most_2_5_percent_of_the_time(shape):
     centre, draw = SHAPES[shape]  # the true gain sits on the bound moved by the margin
     x = draw(np.random.default_rng(4), (SAMPLES, RULE.rounds[-1]))
     margin = 2 * x.std()  # a claimed gain of two spreads

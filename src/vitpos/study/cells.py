@@ -9,7 +9,11 @@ from typing import Any
 
 from ..files import write_json
 
-__all__ = ["Cell", "CellStore"]
+__all__ = ["Cell", "CellStore", "UNTRAINED"]
+
+UNTRAINED = 0
+"""The training-set size of a cell that trains nothing: the table its runs start from is probed (a claim
+about tables before training needs no training)."""
 
 
 @dataclass(frozen=True, order=True)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .cells import Cell
+from .cells import UNTRAINED, Cell
 from .convergence import LEARNED, has_learned, is_flagged, stopped_short
 from .sequential import Sequential
 from .verdicts import Verdict, judge, unconverged
@@ -78,6 +78,12 @@ class Claim:
     gain, if any, is credibly smaller than the claim needs. 0: contradicted below the bound itself."""
 
     @property
+    def trains(self) -> bool:
+        """Whether a seed's value needs trained runs (no: it reads the tables runs start from, and the seeds
+        of its later rounds are untrained cells, :data:`~.cells.UNTRAINED`)."""
+        return bool(self.rests_on)
+
+    @property
     def runs(self) -> tuple[tuple[str, str, str], ...]:
         """The (family, task, size) cells each seed's value comes from: what a seed of this claim costs."""
         return self.measured_on or self.rests_on
@@ -107,7 +113,7 @@ def metric(family: str, task: str, size: str = "full") -> Measure:
     """Test accuracy (%) or R² of ``family`` on ``task``; ``size`` "full" or "smallest" training set."""
 
     def measure(results: Results, full: int, _: tuple[int, ...]) -> PerSeed:
-        sizes = sorted({c.train_size for c in results if c.family == family and c.task == task})
+        sizes = sorted({c.train_size for c in results if c.family == family and c.task == task} - {UNTRAINED})
         n = full if size == "full" else (sizes[0] if sizes and sizes[0] < full else None)
         return {
             c.seed: _scale(task) * r["test"]
@@ -119,13 +125,15 @@ def metric(family: str, task: str, size: str = "full") -> Measure:
 
 
 def probe(family: str, task: str, stage: str, key: str) -> Measure:
-    """A table probe (thesis Table 2) of the ``task`` model: accuracy (%) or R², ``before`` or ``after`` training."""
+    """A table probe (thesis Table 2) of the ``task`` model: accuracy (%) or R², ``before`` or ``after`` training
+    (``before``: from trained cells and untrained ones alike, the same initial table for a seed)."""
+    sizes = {UNTRAINED, None} if stage == "before" else {None}
 
     def measure(results: Results, full: int, _: tuple[int, ...]) -> PerSeed:
         return {
             c.seed: _scale(key) * r["probes"][stage][key]
             for c, r in results.items()
-            if c.family == family and c.task == task and c.train_size == full and "probes" in r
+            if c.family == family and c.task == task and c.train_size in sizes | {full} and "probes" in r
         }
 
     return measure
@@ -449,7 +457,7 @@ def _runs_of(claim: Claim, results: Results, full: int) -> dict[tuple[str, str, 
     """The stored runs behind each of ``claim``'s :attr:`~Claim.rests_on` entries, at its training-set size."""
     out = {}
     for family, task, size in claim.rests_on:
-        runs = {c: r for c, r in results.items() if c.family == family and c.task == task}
+        runs = {c: r for c, r in results.items() if c.family == family and c.task == task and c.train_size != UNTRAINED}
         n = full if size == "full" else min((c.train_size for c in runs), default=full)
         out[(family, task, size)] = {c: r for c, r in runs.items() if c.train_size == n}
     return out

@@ -28,7 +28,7 @@ from ..grid import Grid
 from ..models.factory import create_model
 from ..models.saved_encoding import load_position_encoding
 from ..tasks import primary_metric
-from .cells import Cell
+from .cells import UNTRAINED, Cell
 from .convergence import run_record
 from .families import Family
 from .protocol import StudyConfig
@@ -114,6 +114,28 @@ class _Prepared:
     before: nn.Module | None
 
 
+def _synthetic(cell: Cell, config: StudyConfig, train: int) -> SyntheticTask:
+    """The red-green task of ``cell`` with ``train`` training images."""
+    return SyntheticTask(
+        cell.task,
+        img_size=config.model.image_hw,
+        square_size=config.model.patch_size,
+        train=train,
+        val=config.val_size,
+        test=config.test_size,
+        seed=cell.seed,
+    )
+
+
+def _untrained(cell: Cell, family: Family, config: StudyConfig, init_pe: str | None) -> dict[str, Any]:
+    """An untrained cell (:data:`~.cells.UNTRAINED`): the probes of the table its task's runs start from, as a
+    trained cell of that seed reads them ``before`` training (the same model, seed and probe)."""
+    info = _synthetic(cell, config, config.train_size).info
+    model = _initial_model(family.model_config(config.model, num_classes=info.num_outputs), cell.seed, init_pe)
+    scores = probe_table(absolute_table(model), native_grid(model), folds=config.probe_folds, seed=cell.seed)
+    return {"probes": {"before": scores.to_dict()}}
+
+
 def _prepare(
     cell: Cell,
     family: Family,
@@ -125,15 +147,7 @@ def _prepare(
     compile: bool = False,
 ) -> _Prepared:
     model_base = config.model
-    task = SyntheticTask(
-        cell.task,
-        img_size=model_base.image_hw,
-        square_size=model_base.patch_size,
-        train=cell.train_size,
-        val=config.val_size,
-        test=config.test_size,
-        seed=cell.seed,
-    )
+    task = _synthetic(cell, config, cell.train_size)
     data = task.splits()
     model_cfg = family.model_config(model_base, num_classes=data.info.num_outputs)
     full = extras and cell.train_size == config.train_size
@@ -262,21 +276,23 @@ def run_cells(
     which ends exactly where training them one by one would (``vitpos.engine.ensemble``). ``extras``
     off skips the probes, maps and resolution sweep (learning-rate selection needs the val metric
     alone). ``compile`` compiles each stack's training step (:mod:`vitpos.engine.stacked_step`; opt-in).
+    An untrained cell (:data:`~.cells.UNTRAINED`) trains nothing: its initial table's probes alone.
     ``seconds`` and ``cpu_seconds`` are the call's times shared equally among its cells.
     """
     start, cpu_start = time.perf_counter(), time.process_time()
     init = str(init_pe) if init_pe else None
     rates = rates or {}
+    out = {c: _untrained(c, family, config, init) for c in cells if c.train_size == UNTRAINED}
     jobs = [
         _prepare(c, family, config, device, init, rates.get(TRAINS_AS.get(c.task, c.task)), extras, compile)
         for c in cells
+        if c.train_size != UNTRAINED
     ]
     trainings: dict[tuple[str, int, int], _Prepared] = {}
     for job in sorted(jobs, key=lambda j: j.cell.task != TRAINS_AS.get(j.cell.task, j.cell.task)):
         trainings.setdefault(_training_key(job.cell), job)
     trained = _train(list(trainings.values()), config, ensemble)
     by_key = dict(zip(trainings, trained, strict=True))
-    out = {}
     for job in jobs:
         result = by_key[_training_key(job.cell)]
         if trainings[_training_key(job.cell)] is not job:  # a twin: same model, its own test split

@@ -1,4 +1,4 @@
-"""The study's own figures: one per claim source (each claim's per-seed values, 95% interval, bound
+"""The study's own figures: one per claim source (each claim's per-seed values, interval, bound
 and the paper's value), the resolution sweep, and the training curves of flagged runs."""
 
 from __future__ import annotations
@@ -27,14 +27,16 @@ def _claim_legend() -> tuple[list, list[str]]:
         Line2D([], [], color="tab:grey", linewidth=5, alpha=0.6),
         Line2D([], [], marker="|", linestyle="", color="tab:grey", markersize=12, markeredgewidth=2),
         Line2D([], [], color="tab:blue", linestyle="--", linewidth=1),
+        Line2D([], [], color="tab:red", linestyle=":", linewidth=1),
         Patch(color="tab:blue", alpha=0.07),
         Line2D([], [], marker="v", linestyle="", color="tab:purple", markersize=7),
     ]
     labels = [
         "one seed",
-        "95% interval of the mean (green reproduced, red contradicted, orange otherwise)",
+        "interval of the mean at its look (green reproduced, red contradicted, orange otherwise)",
         "mean over seeds",
         "the claim's bound",
+        "the smallest gain the claim implies (an interval wholly short of it contradicts)",
         "the claim's side of it",
         "the paper's value",
     ]
@@ -66,13 +68,15 @@ def _claim_axes(ax, claim: Claim, values: dict[int, float], verdict: Verdict) ->
         )
         ax.plot([verdict.mean], [0], "|", color=colour, markersize=16, markeredgewidth=2)
     ax.axvline(claim.bound, color="tab:blue", linestyle="--", linewidth=1)
+    if claim.margin:
+        ax.axvline(claim.contradicted_at, color="tab:red", linestyle=":", linewidth=1)
     paper = paper_value(claim)
     if paper is not None:
         ax.plot([paper], [0.5], "v", color="tab:purple", markersize=7, label="paper")
     if claim.percent:
         ax.set_xlim(0, 100)
     else:
-        marks = [claim.bound] + ([paper] if paper is not None else [])
+        marks = [claim.bound, claim.contradicted_at] + ([paper] if paper is not None else [])
         points = np.concatenate([data, marks]) if data.size else np.array(marks)
         span = max(float(np.ptp(points)), 1e-3)
         ax.set_xlim(points.min() - 0.15 * span, points.max() + 0.15 * span)
@@ -89,10 +93,11 @@ def _claim_axes(ax, claim: Claim, values: dict[int, float], verdict: Verdict) ->
 def save_claim_figures(folder: Path, judged: list[tuple[Claim, dict[int, float], Verdict]]) -> dict[str, Path]:
     """Write ``claims_<source>.png`` per source into ``folder``; returns source -> path.
 
-    Each claim is a strip: seeds as dots, the 95% bootstrap interval of their mean as a bar
+    Each claim is a strip: seeds as dots, the interval of their mean at the verdict's look as a bar
     (green reproduced, red contradicted, orange inconclusive or not converged), the bound as a
-    dashed line, the claim's side of it shaded, and the paper's value as a purple triangle where
-    the paper prints a number. Accuracy axes span [0, 100].
+    dashed line, the claim's side of it shaded, a claimed gain's smallest size as a red dotted line,
+    and the paper's value as a purple triangle where the paper prints a number. Accuracy axes span
+    [0, 100].
     """
     by_source: dict[str, list] = {}
     for entry in judged:

@@ -16,7 +16,7 @@ from ..config import HostConfig
 from ..engine.config import TrainConfig
 from ..files import write_json
 from ..pretrain import pretrain_position_encoding
-from .cells import Cell
+from .cells import UNTRAINED, Cell
 from .claims import open_claims
 from .execute import run_cells, run_trials
 from .families import Family
@@ -163,6 +163,10 @@ def _shown(metric: str, value: float) -> str:
 
 
 def _describe(cell: Cell, result: dict[str, Any]) -> str:
+    if cell.train_size == UNTRAINED:
+        probes = result["probes"]["before"]
+        scores = f"left/right {100 * probes['left_right']:.0f}%, R² {probes['distance_r2']:.2f}"
+        return f"{cell.family} {cell.task} seed {cell.seed}: initial table probed ({scores})"
     return f"{cell}: test {_shown(result['metric'], result['test'])}"
 
 
@@ -189,7 +193,8 @@ class RedGreenStudy:
         return self.config.cells()
 
     def next_cells(self, results: Results) -> list[Cell]:
-        """The runs behind every claim the next round's seeds could decide (:func:`~.claims.open_claims`)."""
+        """The runs behind every claim the next round's seeds could decide (:func:`~.claims.open_claims`); a claim
+        about tables before training gets untrained cells (:data:`~.cells.UNTRAINED`)."""
         config = self.config
         rule = config.sequential
         families = {f.label for f in config.families}
@@ -197,7 +202,8 @@ class RedGreenStudy:
         for claim, look in open_claims(results, config.train_size, config.resolutions, families, rule):
             for seed in range(rule.rounds[look - 2], rule.rounds[look - 1]):
                 for family, task, size in claim.runs:
-                    out[Cell(family, task, config.train_size if size == "full" else config.train_sizes[0], seed)] = None
+                    n = config.train_size if size == "full" else config.train_sizes[0]
+                    out[Cell(family, task, n if claim.trains else UNTRAINED, seed)] = None
         return sorted(out, key=lambda c: (c.seed, c.family, c.task, c.train_size))
 
     def to_dict(self) -> dict[str, Any]:

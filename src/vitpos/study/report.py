@@ -10,7 +10,7 @@ from typing import Any
 from ..errors import VitposError, quote
 from ..files import write_atomic, write_json
 from ..progress import progress_bar
-from .cells import Cell
+from .cells import UNTRAINED, Cell
 from .claims import evaluate_claims
 from .convergence import CHANCE_MARGIN, CHANCE_R2
 from .figures import save_claim_figures
@@ -90,12 +90,15 @@ def write_report(
     compute = sum(r.get("cpu_seconds", r.get("seconds", 0.0)) for r in results.values())
     wall = sum(wall_seconds)
     counts = {outcome: sum(v.outcome == outcome for _, _, v in judged) for outcome in OUTCOMES}
+    later = set(results) - first_round
+    untrained = {c for c in later if c.train_size == UNTRAINED}
     lines = [
         "# Position-encoding study",
         "",
         f"{len(first_round & set(results))} of the first round's {total} training runs finished ({seeds} seed(s) "
-        f"per family, {len(config.families)} families), and {len(set(results) - first_round)} in later rounds for "
-        f"the claims still undecided (up to {rule.rounds[-1]} seeds); "
+        f"per family, {len(config.families)} families), and {len(later - untrained)} in later rounds for "
+        f"the claims still undecided (up to {rule.rounds[-1]} seeds), with {len(untrained)} initial tables probed "
+        "untrained for the claims about tables before training; "
         f"{config.train_size}/{config.val_size}/{config.test_size} "
         f"train/val/test images at {train_px}x{train_px} px. "
         f"Wall time {wall / 60:.1f} min over {len(wall_seconds)} invocation(s); {compute / 60:.1f} CPU-minutes of "

@@ -184,5 +184,5 @@ def run_study(
             wall_seconds=[*earlier_wall(folder), *([seconds] if ran else [])],
             command=command,
         )
-    log(f"wrote {report} ({len(results)} runs, {seconds / 60:.1f} min)")
+    log(f"wrote {report} ({len(results)} cells, {seconds / 60:.1f} min)")
     return report

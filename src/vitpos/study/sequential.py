@@ -107,8 +107,8 @@ class Sequential:
 
     def look(self, values: list[float], side: str, bound: float, margin: float = 0.0) -> Verdict:
         """One look at ``values`` (the seeds that trained, up to this round): reproduced when the interval lies
-        wholly on ``side`` of ``bound``, contradicted when it lies wholly beyond ``bound`` moved ``margin``
-        towards ``side`` (the smallest effect the claim implies; 0: the bound itself)."""
+        wholly on ``side`` of ``bound``, contradicted when it lies wholly on the other side of ``bound`` moved
+        ``margin`` towards ``side`` (the smallest effect the claim implies; 0: the bound itself)."""
         n = len(values)
         if n == 0:
             return Verdict(NOT_RUN, 0)

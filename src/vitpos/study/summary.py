@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.probes import SCORES as PROBE_SCORES
-from .cells import Cell
+from .cells import UNTRAINED, Cell
 from .claims import LEARNS
 from .convergence import is_flagged
 from .protocol import StudyConfig
@@ -45,7 +45,7 @@ def summarise(config: StudyConfig, results: dict[Cell, dict[str, Any]]) -> dict[
     """Per family: mean ± std over seeds of every metric, probes, resolutions; plus first-seed maps."""
     summary: dict[str, Any] = {}
     for family in config.families:
-        cells = {c: r for c, r in results.items() if c.family == family.label}
+        cells = {c: r for c, r in results.items() if c.family == family.label and c.train_size != UNTRAINED}
         metrics = defaultdict(list)
         flagged: dict[tuple[str, int], int] = defaultdict(int)
         probes = defaultdict(list)
