@@ -6,7 +6,9 @@ family, 10 seeds: stacks of 30 and 20 members and the learning-rate trials) insi
 training, evaluation, probes) by the member steps it trained: every distinct training in the cells'
 records (a colour-shift cell reuses its absolute model) and every learning-rate trial. On a GPU each
 operation is a kernel launch (views aside), so this bounds the study's pace there. Eager only: no
-dispatch mode runs inside a compiled graph.
+dispatch mode runs inside a compiled graph. ``--phases`` also says where the operations go (:data:`PHASES`:
+each operation counts towards the innermost of them that is running, within the rate trials or the
+reported runs).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import shlex
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -31,6 +35,39 @@ STUDY = (
     "--efficiency-sizes 128 --ensemble on --workers 1 --device cpu"
 )
 """The study counted by default."""
+
+PHASES = {
+    "StackStep.__call__": "training step",
+    "train_ensemble": "training loop around the step",
+    "_evaluate_members": "evaluation during training",
+    "_build_member": "building the models",
+    "_prepare": "data and initial models",
+    "_measure": "measurement after training",
+    "_untrained": "untrained tables",
+}
+"""Functions (qualified names) that name a phase of a study."""
+OUTER = {"trial_work": "rate trials", "run_cells": "reported runs"}
+
+
+class PhaseCount(DispatchCount):
+    """A dispatch count that also counts per (outer, phase): the innermost :data:`OUTER` and :data:`PHASES`
+    function on the Python stack of each operation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.phases: Counter[tuple[str, str]] = Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        frame, phase, outer = sys._getframe(1), None, "elsewhere"
+        while frame is not None:
+            name = frame.f_code.co_qualname
+            phase = phase or PHASES.get(name)
+            if name in OUTER:
+                outer = OUTER[name]
+                break
+            frame = frame.f_back
+        self.phases[(outer, phase or "other")] += 1
+        return super().__torch_dispatch__(func, types, args, kwargs)
 
 
 def member_steps(folder: Path) -> int:
@@ -54,11 +91,12 @@ def member_steps(folder: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.ensemble_dispatch", description=__doc__)
     p.add_argument("--study", default=STUDY, help="the options of `vitpos study` to count (without --out)")
+    p.add_argument("--phases", action="store_true", help="also count per phase of the study (slower)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as root:
         folder = Path(root) / "study"
         start = time.perf_counter()
-        with DispatchCount() as count:
+        with PhaseCount() if args.phases else DispatchCount() as count:
             code = vitpos(["study", *shlex.split(args.study), "--out", str(folder)])
         seconds = time.perf_counter() - start
         if code:
@@ -75,6 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     print()
     print("Most dispatched:", ", ".join(f"{name} {n:,}" for name, n in count.ops.most_common(12)))
+    if isinstance(count, PhaseCount):
+        print()
+        print("| part | phase | operations | per member step |")
+        print("| --- | --- | ---: | ---: |")
+        for (outer, phase), n in sorted(count.phases.items(), key=lambda item: -item[1]):
+            print(f"| {outer} | {phase} | {n:,} | {n / steps:.1f} |")
     return 0
 
 

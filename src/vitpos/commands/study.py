@@ -3,8 +3,8 @@ and write a report with tables and figures (thesis §4-5; CPVT, iRPE and LaPE sl
 
 Every run trains until its validation metric stops improving (--patience epochs), within a cap of
 --epochs; each family's learning rate per task is chosen first from --lr-grid on two seeds no report uses.
-The default (5 seeds per family, up to 20 for the claims still undecided) took about 50 min on two cores
-shared with other jobs, 32 CPU-minutes (docs/study.md); ``--full`` is the
+The default (5 seeds per family, up to 20 for the claims still undecided) took about 14 min on two free
+cores, 28 CPU-minutes (docs/study.md); ``--full`` is the
 thesis protocol (10 seeds, 5000/1000/1000 images, at most 30 epochs), meant for a GPU. The report opens
 with a verdict per published claim. Run the same command again to continue an interrupted study.
 ``--task detect`` (iRPE Table 6, tiny DETRs) and ``--task segment`` (CPVT Table 13, tiny PVT Semantic
