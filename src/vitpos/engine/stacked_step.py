@@ -121,12 +121,13 @@ class Stack:
                 param.copy_(self.params[name][i])
 
     def spans(self) -> list[tuple[int, int]]:
-        """The trainable tensors' column spans in the flat buffer, in the module's order."""
+        """The trainable tensors' column spans in the flat buffer, in the module's order (from shapes alone:
+        nothing is dispatched)."""
         starts, start = {}, 0
         for name in self.layout:
             starts[name] = start
-            start += self.params[name][0].numel()
-        return [(starts[n], starts[n] + p[0].numel()) for n, p in self.params.items() if p.requires_grad]
+            start += self.params[name].shape[1:].numel()
+        return [(starts[n], starts[n] + p.shape[1:].numel()) for n, p in self.params.items() if p.requires_grad]
 
 
 def stacked_forward(base: nn.Module, params: dict, buffers: dict, x: torch.Tensor) -> torch.Tensor:
@@ -181,6 +182,7 @@ class StackStep:
         pad = stack.rows - len(tasks)
         self.optimizer.active[len(tasks) :] = False  # padding rows never train
         self.regression = torch.cat([tasks.regression, tasks.regression[:1].expand(pad)])
+        self.spans = stack.spans()
         self.mode = compile_mode(compile)
         self._step = self._eager if self.mode == "off" else self._compiled(backend)
 
@@ -207,7 +209,7 @@ class StackStep:
         grads = dict(zip(map(id, trainable), torch.autograd.grad(losses.sum(), trainable), strict=True))
         grad = torch.cat([grads[id(stack.params[n])].flatten(1) for n in stack.layout[: len(grads)]], 1)
         if self.grad_clip:
-            clip_(grad, stack.spans(), self.grad_clip)
+            clip_(grad, self.spans, self.grad_clip)
         self.optimizer.step(grad, lr)
         return losses.detach(), outputs.detach()
 
@@ -254,7 +256,7 @@ def compiled_graphs() -> int:
 def _pure_step(step: StackStep) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
     """``step``'s arithmetic as a function of tensors alone, in a code object of its own (Dynamo keeps its
     compiled graphs and counts recompiles per code object)."""
-    base, spans, layout = step.stack.base, step.stack.spans(), step.stack.layout
+    base, spans, layout = step.stack.base, step.spans, step.stack.layout
     shapes = {n: p.shape[1:] for n, p in step.stack.params.items()}
     trainable = [n for n in layout if step.stack.params[n].requires_grad]
     sizes = [shapes[n].numel() for n in trainable]
