@@ -77,6 +77,7 @@ def _claim_axes(ax, claim: Claim, values: dict[int, float], verdict: Verdict) ->
         ax.set_xlim(0, 100)
     else:
         marks = [claim.bound, claim.contradicted_at] + ([paper] if paper is not None else [])
+        marks += [v for v in (verdict.low, verdict.high) if np.isfinite(v)]
         points = np.concatenate([data, marks]) if data.size else np.array(marks)
         span = max(float(np.ptp(points)), 1e-3)
         ax.set_xlim(points.min() - 0.15 * span, points.max() + 0.15 * span)
@@ -104,12 +105,12 @@ def save_claim_figures(folder: Path, judged: list[tuple[Claim, dict[int, float],
         by_source.setdefault(entry[0].source, []).append(entry)
     paths = {}
     for source, entries in by_source.items():
-        fig = Figure(figsize=(6.4, 0.9 + 1.15 * len(entries)), layout="constrained")
+        fig = Figure(figsize=(6.4, 1.7 + 1.15 * len(entries)), layout="constrained")
         axes = fig.subplots(len(entries), 1, squeeze=False)[:, 0]
         for ax, (claim, values, verdict) in zip(axes, entries, strict=True):
             _claim_axes(ax, claim, values, verdict)
         fig.suptitle(source, fontsize=10)
-        fig.legend(*_claim_legend(), fontsize=7, loc="outside lower center", ncol=2, frameon=False)
+        fig.legend(*_claim_legend(), fontsize=7, loc="outside lower center", ncol=1, frameon=False)
         path = Path(folder) / f"claims_{_slug(source)}.png"
         save_figure(fig, path, dpi=100, tight=False)
         paths[source] = path
