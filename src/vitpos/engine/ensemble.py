@@ -48,7 +48,7 @@ from .optim import WarmupCosine, decays
 from .precision import Precision
 from .setup import check_model_fits_data
 from .stack_data import MemberSplits
-from .stack_evaluate import evaluate_stack, stackable
+from .stack_evaluate import StackEvaluation, stackable
 from .stack_metrics import MemberTasks
 from .stacked_step import Stack, StackStep, bucket
 from .train import TrainResult, build_augment, step_seed
@@ -58,6 +58,9 @@ __all__ = ["Member", "EnsembleError", "Stack", "Stopping", "train_ensemble", "st
 _PER_MEMBER = ("seed", "data", "init_pe", "lr")
 """Training options that may differ between the members of one ensemble."""
 _UNSUPPORTED = {"ema_decay": 0.0, "run_dir": None, "save_every": 0}
+STACKED_EVAL_BATCHES = 4
+"""A stacked evaluation's forward takes this many training batches of each member: it keeps no activations
+for a backward pass, and the stack's forwards, each a handful of kernels per layer, are fewer."""
 
 
 class EnsembleError(ValueError):
@@ -217,6 +220,7 @@ def train_ensemble(
     histories: list[list[dict[str, Any]]] = [[] for _ in members]
     watches = [_Watch(stopping, primary_metric(info.task)) for info in infos] if stopping else []
     batched_eval = len(members) > 1 and stackable([s["val"] for s in splits])
+    val_eval = StackEvaluation([s["val"] for s in splits], device) if batched_eval else None
     rates = torch.tensor(
         [
             [schedule(t) for schedule in schedules] + [0.0] * (rows - len(members))
@@ -256,7 +260,7 @@ def train_ensemble(
             step += 1
         elapsed = time.perf_counter() - began
         evaluate_now = bool(watches) or (epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs
-        val = _evaluate_members(stack, splits, "val", cfg, device, precision, batched_eval) if evaluate_now else None
+        val = _evaluate_members(stack, splits, "val", cfg, device, precision, val_eval) if evaluate_now else None
         trained = running.compute()
         for i in range(len(members)):
             if watches and watches[i].stop:
@@ -282,7 +286,8 @@ def train_ensemble(
             histories[i][-1] |= {"stop": "cap", "best_epoch": watch.best_epoch}
         if watch.weights is not None:
             stack.restore(i, watch.weights)
-    test = _evaluate_members(stack, splits, "test", cfg, device, precision, batched_eval)
+    test_eval = StackEvaluation([s["test"] for s in splits], device) if batched_eval else None
+    test = _evaluate_members(stack, splits, "test", cfg, device, precision, test_eval)
     stack.write_back()
     return [
         TrainResult(model.eval(), None, history, metrics, None, None)
@@ -309,15 +314,15 @@ def _evaluate_members(
     cfg: TrainConfig,
     device: torch.device,
     precision: Precision,
-    batched: bool,
+    stacked: StackEvaluation | None,
 ) -> list[dict[str, float]]:
-    """Every member's metrics on its split ``name``: one stacked pass where ``batched``, else model by model
-    (their modules hold the stacked weights first)."""
-    datasets = [s[name] for s in splits]
-    if batched:
-        return evaluate_stack(stack, datasets, batch_size=cfg.batch_size, device=device, precision=precision)
+    """Every member's metrics on its split ``name``: one stacked pass where ``stacked`` holds the splits
+    (:data:`STACKED_EVAL_BATCHES` training batches of each member a forward), else model by model (their
+    modules hold the stacked weights first)."""
+    if stacked is not None:
+        return stacked(stack, batch_size=STACKED_EVAL_BATCHES * cfg.batch_size, precision=precision)
     stack.write_back()
     return [
-        evaluate(model, d, batch_size=cfg.batch_size, device=device, precision=precision, workers=cfg.workers)
-        for model, d in zip(stack.models, datasets, strict=True)
+        evaluate(model, s[name], batch_size=cfg.batch_size, device=device, precision=precision, workers=cfg.workers)
+        for model, s in zip(stack.models, splits, strict=True)
     ]

@@ -2,7 +2,8 @@
 
 The members' splits are held as one tensor (:class:`~.stack_data.MemberSplits`), so a batch of every
 member is one slice, one normalisation, one forward, one loss and one metrics update, whatever the
-member count.
+member count. :class:`StackEvaluation` holds the splits, so that an evaluation repeated every epoch
+gathers them once.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .stack_data import MemberSplits
 from .stack_metrics import IMAGE_TASKS, MemberTasks
 from .stacked_step import Stack
 
-__all__ = ["stackable", "evaluate_stack"]
+__all__ = ["stackable", "StackEvaluation", "evaluate_stack"]
 
 
 def stackable(datasets: Sequence[ImageDataset]) -> bool:
@@ -30,25 +31,36 @@ def stackable(datasets: Sequence[ImageDataset]) -> bool:
     )
 
 
-@torch.no_grad()
+class StackEvaluation:
+    """Every member's split ``datasets[i]``, held once (an evaluation during training repeats every epoch):
+    calling it evaluates the stack on them, as :func:`~.evaluate.evaluate` evaluates each model alone."""
+
+    def __init__(self, datasets: Sequence[ImageDataset], device: torch.device) -> None:
+        if not stackable(datasets):
+            raise ValueError("stacked evaluation: the members' splits differ in task kind, length or image size")
+        self.tasks = MemberTasks([d.info for d in datasets], device)
+        self.splits = MemberSplits(datasets, self.tasks, device)
+        self.rows = self.splits.global_index(torch.arange(len(datasets[0])).expand(len(datasets), -1))  # S, N
+
+    @torch.no_grad()
+    def __call__(self, stack: Stack, *, batch_size: int, precision: Precision) -> list[dict[str, float]]:
+        """Loss and metrics of each member on its split, ``batch_size`` images of each member a forward."""
+        was_training = stack.base.training
+        stack.train(False)
+        metrics = self.tasks.metrics(self.rows.device)
+        dtype = input_dtype(stack.base)
+        for batch in self.rows.split(batch_size, dim=1):
+            images, targets = self.splits.batch(batch)
+            with precision.autocast():
+                outputs = stack(self.splits.normalized(images, scaled_first=True).to(dtype))
+            metrics.add(self.tasks.losses(outputs, targets), outputs, targets)
+        stack.train(was_training)
+        return metrics.compute()
+
+
 def evaluate_stack(
     stack: Stack, datasets: Sequence[ImageDataset], *, batch_size: int, device: torch.device, precision: Precision
 ) -> list[dict[str, float]]:
     """Loss and metrics of member i on ``datasets[i]``, as :func:`~.evaluate.evaluate` gives them for
     its model alone; the splits must be :func:`stackable`."""
-    if not stackable(datasets):
-        raise ValueError("evaluate_stack: the members' splits differ in task kind, length or image size")
-    was_training = stack.base.training
-    stack.train(False)
-    tasks = MemberTasks([d.info for d in datasets], device)
-    splits = MemberSplits(datasets, tasks, device)
-    metrics = tasks.metrics(device)
-    dtype = input_dtype(stack.base)
-    rows = splits.global_index(torch.arange(len(datasets[0])).expand(len(datasets), -1))  # S, N
-    for batch in rows.split(batch_size, dim=1):
-        images, targets = splits.batch(batch)
-        with precision.autocast():
-            outputs = stack(splits.normalized(images, scaled_first=True).to(dtype))
-        metrics.add(tasks.losses(outputs, targets), outputs, targets)
-    stack.train(was_training)
-    return metrics.compute()
+    return StackEvaluation(datasets, device)(stack, batch_size=batch_size, precision=precision)

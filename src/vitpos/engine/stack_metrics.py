@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from ..data.dataset import DataInfo
 from ..tasks import loss_precision
-from ..tasks.classification.metrics import RunningMetrics
+from ..tasks.classification.metrics import metrics_from_sums
 
 __all__ = ["IMAGE_TASKS", "MemberTasks", "StackMetrics", "member_losses"]
 
@@ -97,7 +97,8 @@ def member_losses(
 
 
 class StackMetrics:
-    """Every member's :class:`RunningMetrics` sums as rows of one (S, W) tensor, updated in a few operations."""
+    """Every member's :class:`~vitpos.tasks.classification.metrics.RunningMetrics` sums as rows of one (S, W)
+    tensor, updated in a few operations."""
 
     def __init__(self, tasks: MemberTasks, device: torch.device) -> None:
         self.tasks = tasks
@@ -137,15 +138,7 @@ class StackMetrics:
             return hits
         return torch.where(self.tasks.regression[:, None], residual, hits)
 
-    def each(self) -> list[RunningMetrics]:
-        """One :class:`RunningMetrics` per member, holding its sums."""
-        out = []
-        for row, info in zip(self.sums, self.tasks.infos, strict=True):
-            metrics = RunningMetrics(info.task, info.num_outputs, row.device)
-            metrics.sums = row[: metrics.sums.shape[0]].clone()
-            out.append(metrics)
-        return out
-
     def compute(self) -> list[dict[str, float]]:
-        """Each member's metrics, as :meth:`RunningMetrics.compute` gives them."""
-        return [m.compute() for m in self.each()]
+        """Each member's metrics, as ``RunningMetrics.compute`` gives them, from one copy of the sums."""
+        rows = self.sums.tolist()
+        return [metrics_from_sums(i.task, i.num_outputs, row) for row, i in zip(rows, self.tasks.infos, strict=True)]

@@ -11,7 +11,7 @@ import torch
 
 from ..base import Processes
 
-__all__ = ["RunningMetrics"]
+__all__ = ["RunningMetrics", "metrics_from_sums"]
 
 
 class RunningMetrics:
@@ -57,26 +57,7 @@ class RunningMetrics:
 
     def compute(self) -> dict[str, float]:
         """loss and acc1/acc5 (percent; acc5 only with more than five classes) or r2."""
-        s = self.sums.tolist()
-        out: dict[str, float] = {}
-        if s[0]:
-            out["loss"] = s[1] / s[0]
-        n = s[2]
-        if not n:
-            return out
-        if self.task == "classification":
-            out["acc1"] = 100.0 * s[3] / n
-            if self.num_outputs > 5:
-                out["acc5"] = 100.0 * s[4] / n
-            return out
-        k = self.num_outputs
-        scores = []
-        for sum_y, sum_y2, ss_res in zip(s[3 : 3 + k], s[3 + k : 3 + 2 * k], s[3 + 2 * k :], strict=True):
-            ss_tot = sum_y2 - sum_y * sum_y / n
-            # a constant target: perfect if predicted exactly, else 0 (as scikit-learn does)
-            scores.append(1.0 - ss_res / ss_tot if ss_tot > 0 else float(ss_res == 0))
-        out["r2"] = sum(scores) / k
-        return out
+        return metrics_from_sums(self.task, self.num_outputs, self.sums.tolist())
 
     def state(self) -> list[float]:
         """The sums as plain floats, for a checkpoint."""
@@ -85,3 +66,26 @@ class RunningMetrics:
     def load_state(self, state: list[float]) -> None:
         """Restore sums saved by :meth:`state`."""
         self.sums.copy_(torch.tensor(state, dtype=torch.float64))
+
+
+def metrics_from_sums(task: str, num_outputs: int, s: list[float]) -> dict[str, float]:
+    """:meth:`RunningMetrics.compute` on sums already read to the host (the layout of ``RunningMetrics.sums``)."""
+    out: dict[str, float] = {}
+    if s[0]:
+        out["loss"] = s[1] / s[0]
+    n = s[2]
+    if not n:
+        return out
+    if task == "classification":
+        out["acc1"] = 100.0 * s[3] / n
+        if num_outputs > 5:
+            out["acc5"] = 100.0 * s[4] / n
+        return out
+    k = num_outputs
+    scores = []
+    for sum_y, sum_y2, ss_res in zip(s[3 : 3 + k], s[3 + k : 3 + 2 * k], s[3 + 2 * k : 3 + 3 * k], strict=True):
+        ss_tot = sum_y2 - sum_y * sum_y / n
+        # a constant target: perfect if predicted exactly, else 0 (as scikit-learn does)
+        scores.append(1.0 - ss_res / ss_tot if ss_tot > 0 else float(ss_res == 0))
+    out["r2"] = sum(scores) / k
+    return out
