@@ -103,7 +103,7 @@ def test_an_untrained_cell_probes_the_table_its_trained_twin_starts_from():
     trained, untrained = Cell("fourier", "direction", 64, 3), Cell("fourier", "direction", UNTRAINED, 3)
     out = run_cells([trained, untrained], config.families[0], config)
     assert out[untrained]["probes"]["before"] == out[trained]["probes"]["before"]
-    assert "test" not in out[untrained] and "steps" not in out[untrained] and out[untrained]["cpu_seconds"] >= 0
+    assert set(out[untrained]) == {"probes", "seconds", "cpu_seconds"}  # nothing trained, nothing tested
 
 
 def test_a_study_runs_its_rounds_and_resumes_them(tmp_path):

@@ -127,13 +127,13 @@ def metric(family: str, task: str, size: str = "full") -> Measure:
 def probe(family: str, task: str, stage: str, key: str) -> Measure:
     """A table probe (thesis Table 2) of the ``task`` model: accuracy (%) or R², ``before`` or ``after`` training
     (``before``: from trained cells and untrained ones alike, the same initial table for a seed)."""
-    sizes = {UNTRAINED, None} if stage == "before" else {None}
 
     def measure(results: Results, full: int, _: tuple[int, ...]) -> PerSeed:
+        sizes = {full, UNTRAINED} if stage == "before" else {full}
         return {
             c.seed: _scale(key) * r["probes"][stage][key]
             for c, r in results.items()
-            if c.family == family and c.task == task and c.train_size in sizes | {full} and "probes" in r
+            if c.family == family and c.task == task and c.train_size in sizes and "probes" in r
         }
 
     return measure

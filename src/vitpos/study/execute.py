@@ -132,8 +132,12 @@ def _untrained(cell: Cell, family: Family, config: StudyConfig, init_pe: str | N
     trained cell of that seed reads them ``before`` training (the same model, seed and probe)."""
     info = _synthetic(cell, config, config.train_size).info
     model = _initial_model(family.model_config(config.model, num_classes=info.num_outputs), cell.seed, init_pe)
-    scores = probe_table(absolute_table(model), native_grid(model), folds=config.probe_folds, seed=cell.seed)
-    return {"probes": {"before": scores.to_dict()}}
+    return {"probes": {"before": _table_probes(absolute_table(model), native_grid(model), config, cell.seed)}}
+
+
+def _table_probes(table: torch.Tensor, grid: Grid, config: StudyConfig, seed: int) -> dict[str, Any]:
+    """The study's probes of one position table (thesis Table 2), as every cell computes them."""
+    return probe_table(table, grid, folds=config.probe_folds, seed=seed).to_dict()
 
 
 def _prepare(
@@ -185,10 +189,7 @@ def _measure(job: _Prepared, result: TrainResult, config: StudyConfig) -> dict[s
     # the initial model is built where probes or the half contrast (and its similarity maps) need its table
     tables = {} if before is None else {"before": absolute_table(before), "after": absolute_table(model)}
     if job.probes:
-        out["probes"] = {
-            stage: probe_table(table, grid, folds=config.probe_folds, seed=cell.seed).to_dict()
-            for stage, table in tables.items()
-        }
+        out["probes"] = {stage: _table_probes(table, grid, config, cell.seed) for stage, table in tables.items()}
     if job.resolutions:
         sweep = evaluate_resolutions(model, data.test, config.resolutions, batch_size=256, device="cpu")
         out["resolution"] = {str(hw[0]): _score(metrics, kind) for hw, metrics in sweep.items()}
