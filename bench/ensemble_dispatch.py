@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from vitpos.cli import main as vitpos
-from vitpos.engine.dispatch import DispatchCount
+from vitpos.engine.dispatch import _METADATA, DispatchCount
 from vitpos.study.execute import TRAINS_AS
 from vitpos.study.rates import Rates
 
@@ -56,6 +56,7 @@ class PhaseCount(DispatchCount):
     def __init__(self) -> None:
         super().__init__()
         self.phases: Counter[tuple[str, str]] = Counter()
+        self.phase_kernels: Counter[tuple[str, str]] = Counter()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         frame, phase, outer = sys._getframe(1), None, "elsewhere"
@@ -67,6 +68,8 @@ class PhaseCount(DispatchCount):
                 break
             frame = frame.f_back
         self.phases[(outer, phase or "other")] += 1
+        if not (func.is_view or func in _METADATA):
+            self.phase_kernels[(outer, phase or "other")] += 1
         return super().__torch_dispatch__(func, types, args, kwargs)
 
 
@@ -115,10 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     print("Most dispatched:", ", ".join(f"{name} {n:,}" for name, n in count.ops.most_common(12)))
     if isinstance(count, PhaseCount):
         print()
-        print("| part | phase | operations | per member step |")
+        print("| part | phase | operations: all / no views | per member step: all / no views |")
         print("| --- | --- | ---: | ---: |")
         for (outer, phase), n in sorted(count.phases.items(), key=lambda item: -item[1]):
-            print(f"| {outer} | {phase} | {n:,} | {n / steps:.1f} |")
+            k = count.phase_kernels[(outer, phase)]
+            print(f"| {outer} | {phase} | {n:,} / {k:,} | {n / steps:.1f} / {k / steps:.1f} |")
     return 0
 
 

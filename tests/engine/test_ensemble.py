@@ -15,8 +15,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 MODEL = get_config("thesis_vit", img_size=16, embed_dim=16, num_heads=2, mlp_ratio=2.0)
 
 
-def _member(task: str, seed: int, **train) -> Member:
-    data = SyntheticTask(task, img_size=16, square_size=4, train=48, val=16, test=24, seed=seed).splits()
+def _member(task: str, seed: int, n: int = 48, **train) -> Member:
+    data = SyntheticTask(task, img_size=16, square_size=4, train=n, val=16, test=24, seed=seed).splits()
     settings = dict(epochs=3, batch_size=16, lr=3e-3, warmup_epochs=1, weight_decay=0.1, device="cpu", progress=False)
     return Member(TrainConfig(data=data.info.spec, seed=seed, **{**settings, **train}), data)
 

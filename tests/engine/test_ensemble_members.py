@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from vitpos.engine.ensemble import Stopping, train_ensemble
+from vitpos.engine.ensemble import EnsembleError, Stopping, train_ensemble
 from vitpos.engine.train import train
 
 from .test_ensemble import MODEL, _member
@@ -55,3 +55,37 @@ def test_masked_stopping_leaves_each_member_as_trained_alone(float64):
     for member, result in zip(members, together, strict=True):
         (alone,) = train_ensemble(model_cfg, [member], rule)
         _assert_same_run(result, alone, 1e-12)
+
+
+def test_members_on_courses_of_their_own_equal_their_runs_alone(float64):
+    """Training sets of 48 and 96 images (3 and 6 steps an epoch), caps of 12 and 6 steps, evaluation every
+    other epoch, a cool-down, a batch-scaled rate: each member evaluated at the end of its own epochs, the
+    shorter one frozen at its cap while the others go on, and each as the single-model trainer runs it."""
+    model_cfg = MODEL.replace(absolute="learned:std=1", num_classes=2)
+    members = [
+        _member("direction", 0, n=48, epochs=4, eval_every=2, cooldown_epochs=1),
+        _member("distance", 1, n=96, epochs=2, warmup_epochs=0.5, lr_batch=8),
+        _member("absolute", 2, n=48, epochs=2),
+    ]
+    together = train_ensemble(model_cfg, members)
+    assert [[r["step"] for r in result.history] for result in together] == [[3, 6, 9, 12], [6, 12], [3, 6]]
+    assert ["val_loss" in r for r in together[0].history] == [False, True, False, True]
+    for member, result in zip(members, together, strict=True):
+        _assert_same_run(result, train(model_cfg, member.cfg, member.data), 1e-12)
+
+
+def test_members_with_stopping_rules_of_their_own_stop_as_alone(float64):
+    """One rule per member (patience in the member's own epochs, as a study scales it by training-set size)."""
+    model_cfg = MODEL.replace(absolute="learned:std=1", num_classes=2)
+    members = [
+        _member("direction", 0, n=48, epochs=6, lr=0.0, min_lr=0.0),  # never improves: stops by patience
+        _member("distance", 1, n=96, epochs=3, lr=3e-3, min_lr=0.0),
+    ]
+    rules = [Stopping(patience=1), Stopping(patience=2, min_epochs=3)]
+    together = train_ensemble(model_cfg, members, rules)
+    assert together[0].history[-1]["stop"] == "patience" and len(together[0].history) == 2
+    for member, rule, result in zip(members, rules, together, strict=True):
+        (alone,) = train_ensemble(model_cfg, [member], rule)
+        _assert_same_run(result, alone, 1e-12)
+    with pytest.raises(EnsembleError, match="1 stopping rules for 2 members"):
+        train_ensemble(model_cfg, members, rules[:1])

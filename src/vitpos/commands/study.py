@@ -207,7 +207,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--ensemble",
         choices=tuple(_ENSEMBLE),
         default="auto",
-        help="train the seeds and tasks of one family and training-set size, and each family's learning-rate "
+        help="train the seeds, tasks and training-set sizes of one family, and each family's learning-rate "
         "trials, as one stacked ensemble (exact; default auto: on "
         "CUDA, where it fills the GPU, off on a CPU, where it measured slower)",
     )

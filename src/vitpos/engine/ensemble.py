@@ -55,8 +55,8 @@ from .train import TrainResult, build_augment, step_seed
 
 __all__ = ["Member", "EnsembleError", "Stack", "Stopping", "train_ensemble", "stack_error"]
 
-_PER_MEMBER = ("seed", "data", "init_pe", "lr")
-"""Training options that may differ between the members of one ensemble."""
+_PER_MEMBER = ("seed", "data", "init_pe", "lr", "lr_batch", "epochs", "warmup_epochs", "cooldown_epochs", "eval_every")
+"""Training options that may differ between the members of one ensemble: the last four make its course."""
 _UNSUPPORTED = {"ema_decay": 0.0, "run_dir": None, "save_every": 0}
 STACKED_EVAL_BATCHES = 4
 """A stacked evaluation's forward takes this many training batches of each member: it keeps no activations
@@ -162,23 +162,27 @@ def _build_member(model_cfg: HostConfig, member: Member, device: torch.device) -
 
 
 def train_ensemble(
-    model_cfg: HostConfig, members: Sequence[Member], stopping: Stopping | None = None
+    model_cfg: HostConfig, members: Sequence[Member], stopping: Stopping | Sequence[Stopping] | None = None
 ) -> list[TrainResult]:
     """Train every member as :func:`~vitpos.engine.train.train` would alone, all in one stacked model.
 
-    Members share every training option except ``seed``, ``data``, ``init_pe`` and ``lr``, and their
-    training splits must give the same number of steps per epoch. Returns one result per member,
-    in order (no run folder, no checkpoint). With ``stopping`` every epoch is evaluated, each
-    member's history ends at the epoch it stopped, and its last row says why (``stop``: solved,
-    patience or cap) and which epoch's weights it kept (``best_epoch``).
+    Members share every training option except those of :data:`_PER_MEMBER`: each has its own seed,
+    data, initial encoding, learning rate and course (epochs, warm-up, evaluation interval), so
+    training sets of different sizes (different steps per epoch) train in one stack, each member
+    evaluated at the end of its own epochs; a member at its cap is frozen while the others go on.
+    Returns one result per member, in order (no run folder, no checkpoint). With ``stopping`` (one
+    rule, or one per member) every epoch is evaluated, each member's history ends at the epoch it
+    stopped, and its last row says why (``stop``: solved, patience or cap) and which epoch's weights
+    it kept (``best_epoch``).
 
-    Within an epoch nothing waits for the device and no Python runs per member: each step gathers
-    every member's batch by one index tensor, normalises it, and runs :class:`StackStep`; the running
-    metrics are sums per member (:class:`~.stack_metrics.StackMetrics`), read once an epoch. An
-    augmentation that draws random numbers (crops, flips, RandAugment, erasing) runs member by member,
-    each with its own seeded stream, as the single-model trainer draws it.
+    Between the ends of epochs nothing waits for the device and no Python runs per member: each step
+    gathers every member's batch by one index tensor, normalises it, and runs :class:`StackStep`; the
+    running metrics are sums per member (:class:`~.stack_metrics.StackMetrics`), read when an epoch
+    ends. An augmentation that draws random numbers (crops, flips, RandAugment, erasing) runs member
+    by member, each with its own seeded stream, as the single-model trainer draws it.
     """
     cfg = _shared_settings(members)
+    rules = _rules(stopping, len(members))
     device = pick_device(cfg.device)
     infos = [m.data.info for m in members]
     for info in infos:
@@ -188,15 +192,9 @@ def train_ensemble(
         raise EnsembleError("mixup and cutmix need the single-model trainer (vitpos.engine.train); leave them off")
     size = model_cfg.image_hw
     splits = [{s: m.data.split(s).at_size(size) for s in ("train", "val", "test")} for m in members]
-    steps = {steps_per_epoch(len(s["train"]), cfg.batch_size, Dist()) for s in splits}
-    if len(steps) > 1:
-        raise EnsembleError(
-            f"ensemble members have different steps per epoch ({sorted(steps)}); give them equal training splits"
-        )
-    per_epoch = steps.pop()
-    schedules = [
-        WarmupCosine(m.cfg.lr, cfg.min_lr, round(cfg.warmup_epochs * per_epoch), cfg.epochs * per_epoch)
-        for m in members
+    courses = [
+        _Course(m.cfg, steps_per_epoch(len(s["train"]), cfg.batch_size, Dist()))
+        for m, s in zip(members, splits, strict=True)
     ]
     models = [_build_member(model_cfg, m, device) for m in members]
     rows = bucket(len(members)) if cfg.compile else len(members)  # a compiled stack pads to a shape it shares
@@ -218,81 +216,118 @@ def train_ensemble(
         compile=("reduce-overhead" if device.type == "cuda" else "default") if cfg.compile else False,
     )  # fmt: skip
     histories: list[list[dict[str, Any]]] = [[] for _ in members]
-    watches = [_Watch(stopping, primary_metric(info.task)) for info in infos] if stopping else []
+    watches = (
+        [_Watch(rule, primary_metric(info.task)) for rule, info in zip(rules, infos, strict=True)] if rules else []
+    )
+    done = [False] * len(members)
     batched_eval = len(members) > 1 and stackable([s["val"] for s in splits])
     val_eval = StackEvaluation([s["val"] for s in splits], device) if batched_eval else None
+    total = max(c.steps for c in courses)
+    padding = [0] * (rows - len(members))
     rates = torch.tensor(
-        [
-            [schedule(t) for schedule in schedules] + [0.0] * (rows - len(members))
-            for t in range(cfg.epochs * per_epoch)
-        ],
-        dtype=torch.float64,
+        [[c.rate(t) for c in courses] + [0.0] * len(padding) for t in range(total)], dtype=torch.float64
     ).to(device)  # every step's rates on the device at once: no copy per step
+    positions = torch.tensor([[t % c.per_epoch for c in courses] + padding for t in range(total)]).to(device)
     train_data = MemberSplits([s["train"] for s in splits], tasks, device, rows)
+    orders = torch.zeros(rows, max(c.per_epoch for c in courses), cfg.batch_size, dtype=torch.long, device=device)
+    every_row = torch.arange(rows, device=device)
+    running = tasks.metrics(device)
     draws = any(a.draws for a in augments)
     last_seed = members[-1].cfg.seed  # the forward's stream (dropout): the last member's, as when each drew in turn
-    step = 0
-    for epoch in range(cfg.epochs):
-        if watches and all(w.stop for w in watches):
-            break
+    began = [time.perf_counter()] * len(members)
+    stack.train(True)
+    for step in range(total):
+        starting = [i for i, c in enumerate(courses) if not done[i] and step % c.per_epoch == 0]
+        for per_epoch, group in _by_epoch_length(starting, courses):  # each member's batches of its new epoch,
+            drawn = torch.stack([torch.stack(epoch_batches(len(splits[i]["train"]), cfg.batch_size, members[i].cfg.seed,
+                                                           step // per_epoch, Dist())) for i in group])  # fmt: skip
+            index = torch.tensor(group, device=device)  # drawn from its seed as its lone run draws them
+            orders[index, :per_epoch] = train_data.global_index(drawn, index)
+        images, targets = train_data.batch(orders[every_row, positions[step]])
+        if draws:  # each member's own stream, seeded as its lone run seeds it; the forward goes on from the last
+            x = _padded(torch.stack([_augmented(a, images[i], m.cfg.seed, step) for i, (a, m) in
+                                     enumerate(zip(augments, members, strict=True))]), rows)  # fmt: skip
+        else:
+            torch.manual_seed(step_seed(last_seed, step, 0))
+            x = train_data.normalized(images)
+        loss, outputs = step_fn(x.to(dtype), targets, rates[step])
+        if rows > len(members):
+            loss, outputs, targets = loss[: len(members)], outputs[: len(members)], targets[: len(members)]
+        running.add(loss, outputs, targets)
+        ended = [i for i, c in enumerate(courses) if not done[i] and (step + 1) % c.per_epoch == 0]
+        if not ended:
+            continue
+        now = time.perf_counter()  # the epoch's training time ends here
+        evaluated = [i for i in ended if watches or courses[i].evaluates(step + 1)]
+        val = _evaluate_members(stack, splits, evaluated, cfg, device, precision, val_eval) if evaluated else {}
         stack.train(True)
-        began = time.perf_counter()
-        orders = train_data.global_index(
-            torch.stack(
-                [torch.stack(epoch_batches(len(s["train"]), cfg.batch_size, m.cfg.seed, epoch, Dist())) for m, s in
-                 zip(members, splits, strict=True)]
-            )
-        )  # fmt: skip  # S, steps, B
-        orders = _padded(orders, rows)
-        running = tasks.metrics(device)
-        for t in range(per_epoch):
-            images, targets = train_data.batch(orders[:, t])
-            if draws:  # each member's own stream, seeded as its lone run seeds it; the forward goes on from the last
-                x = _padded(torch.stack([_augmented(a, images[i], m.cfg.seed, step) for i, (a, m) in
-                                         enumerate(zip(augments, members, strict=True))]), rows)  # fmt: skip
-            else:
-                torch.manual_seed(step_seed(last_seed, step, 0))
-                x = train_data.normalized(images)
-            loss, outputs = step_fn(x.to(dtype), targets, rates[step])
-            if rows > len(members):
-                loss, outputs, targets = loss[: len(members)], outputs[: len(members)], targets[: len(members)]
-            running.add(loss, outputs, targets)
-            step += 1
-        elapsed = time.perf_counter() - began
-        evaluate_now = bool(watches) or (epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs
-        val = _evaluate_members(stack, splits, "val", cfg, device, precision, val_eval) if evaluate_now else None
         trained = running.compute()
-        for i in range(len(members)):
-            if watches and watches[i].stop:
-                continue  # stopped: its updates are masked, its run ended at its best epoch
-            row: dict[str, Any] = {"epoch": epoch + 1, "step": step, "lr": schedules[i](step - 1)} | {
-                f"train_{k}": v for k, v in trained[i].items()
-            }
-            if val is not None:
-                row |= {f"val_{k}": v for k, v in val[i].items()}
+        running.reset(ended)
+        for i in ended:
+            course = courses[i]
+            row: dict[str, Any] = {"epoch": (step + 1) // course.per_epoch, "step": step + 1, "lr": course.rate(step)}
+            row |= {f"train_{k}": v for k, v in trained[i].items()} | {f"val_{k}": v for k, v in val.get(i, {}).items()}
             if watches:
-                watches[i].update(
-                    epoch + 1, {k[4:]: v for k, v in row.items() if k.startswith("val_")}, stack.member(i)
-                )
+                watches[i].update(row["epoch"], val[i], stack.member(i))
+                if not watches[i].stop and step + 1 == course.steps:
+                    watches[i].stop = "cap"
                 if watches[i].stop:
-                    step_fn.stop(i)
                     row |= {"stop": watches[i].stop, "best_epoch": watches[i].best_epoch}
+            if (watches and watches[i].stop) or step + 1 == course.steps:
+                done[i] = True
+                step_fn.stop(i)  # its updates are masked from the next step on: its run has ended
+            elapsed = now - began[i]
             histories[i].append(
-                row | {"time_s": elapsed, "images_per_s": per_epoch * cfg.batch_size * len(members) / elapsed}
+                row | {"time_s": elapsed, "images_per_s": course.per_epoch * cfg.batch_size * len(members) / elapsed}
             )
+        for i in ended:
+            began[i] = time.perf_counter()  # the next epoch's training time starts after the evaluation
+        if all(done):
+            break
     for i, watch in enumerate(watches):
-        if not watch.stop:
-            watch.stop = "cap"
-            histories[i][-1] |= {"stop": "cap", "best_epoch": watch.best_epoch}
         if watch.weights is not None:
             stack.restore(i, watch.weights)
     test_eval = StackEvaluation([s["test"] for s in splits], device) if batched_eval else None
-    test = _evaluate_members(stack, splits, "test", cfg, device, precision, test_eval)
+    test = _evaluate_members(stack, splits, list(range(len(members))), cfg, device, precision, test_eval, "test")
     stack.write_back()
     return [
-        TrainResult(model.eval(), None, history, metrics, None, None)
-        for model, history, metrics in zip(stack.models, histories, test, strict=True)
+        TrainResult(model.eval(), None, history, test[i], None, None)
+        for i, (model, history) in enumerate(zip(stack.models, histories, strict=True))
     ]
+
+
+class _Course:
+    """A member's course through the stack's steps: its epochs, their steps, its schedule and evaluations."""
+
+    def __init__(self, cfg: TrainConfig, per_epoch: int) -> None:
+        self.cfg, self.per_epoch = cfg, per_epoch
+        self.steps = cfg.epochs * per_epoch
+        cosine_end = (cfg.epochs - cfg.cooldown_epochs) * per_epoch
+        self.rate = WarmupCosine(cfg.peak_lr, cfg.min_lr, round(cfg.warmup_epochs * per_epoch), cosine_end)
+        """The learning rate of each optimiser step, as the single-model trainer schedules it."""
+
+    def evaluates(self, step: int) -> bool:
+        """Whether the epoch that ends at ``step`` is evaluated (every ``eval_every`` epochs, and the last)."""
+        epoch = step // self.per_epoch
+        return epoch % self.cfg.eval_every == 0 or epoch == self.cfg.epochs
+
+
+def _by_epoch_length(which: list[int], courses: list[_Course]) -> list[tuple[int, list[int]]]:
+    """The members ``which`` grouped by their steps per epoch."""
+    groups: dict[int, list[int]] = {}
+    for i in which:
+        groups.setdefault(courses[i].per_epoch, []).append(i)
+    return list(groups.items())
+
+
+def _rules(stopping: Stopping | Sequence[Stopping] | None, members: int) -> list[Stopping]:
+    """One stopping rule per member (none without ``stopping``)."""
+    if stopping is None:
+        return []
+    rules = [stopping] * members if isinstance(stopping, Stopping) else list(stopping)
+    if len(rules) != members:
+        raise EnsembleError(f"{len(rules)} stopping rules for {members} members; give one rule, or one per member")
+    return rules
 
 
 def _padded(rows_first: torch.Tensor, rows: int) -> torch.Tensor:
@@ -310,19 +345,22 @@ def _augmented(augment: Augment, images: torch.Tensor, seed: int, step: int) -> 
 def _evaluate_members(
     stack: Stack,
     splits: list[dict[str, ImageDataset]],
-    name: str,
+    which: list[int],
     cfg: TrainConfig,
     device: torch.device,
     precision: Precision,
     stacked: StackEvaluation | None,
-) -> list[dict[str, float]]:
-    """Every member's metrics on its split ``name``: one stacked pass where ``stacked`` holds the splits
-    (:data:`STACKED_EVAL_BATCHES` training batches of each member a forward), else model by model (their
-    modules hold the stacked weights first)."""
+    name: str = "val",
+) -> dict[int, dict[str, float]]:
+    """The metrics of the members ``which`` on their split ``name``: one stacked pass of every member where
+    ``stacked`` holds the splits (:data:`STACKED_EVAL_BATCHES` training batches of each member a forward),
+    else model by model (their modules hold the stacked weights first)."""
     if stacked is not None:
-        return stacked(stack, batch_size=STACKED_EVAL_BATCHES * cfg.batch_size, precision=precision)
+        every = stacked(stack, batch_size=STACKED_EVAL_BATCHES * cfg.batch_size, precision=precision)
+        return {i: every[i] for i in which}
     stack.write_back()
-    return [
-        evaluate(model, s[name], batch_size=cfg.batch_size, device=device, precision=precision, workers=cfg.workers)
-        for model, s in zip(stack.models, splits, strict=True)
-    ]
+    return {
+        i: evaluate(stack.models[i], splits[i][name], batch_size=cfg.batch_size, device=device, precision=precision,
+                    workers=cfg.workers)
+        for i in which
+    }  # fmt: skip

@@ -47,9 +47,10 @@ class MemberSplits:
         }
         self.shift = torch.tensor([[-m / s for m, s in zip(i.mean, i.std, strict=True)] for i in infos], device=device)
 
-    def global_index(self, index: torch.Tensor) -> torch.Tensor:
-        """Members' local indices (S, ...) as rows of :attr:`images`."""
-        return index.to(self.offsets.device) + self.offsets[: len(index)].view(-1, *([1] * (index.ndim - 1)))
+    def global_index(self, index: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
+        """Local indices (S, ...) of the members ``members`` (default: the first S) as rows of :attr:`images`."""
+        offsets = self.offsets[: len(index)] if members is None else self.offsets[members]
+        return index.to(self.offsets.device) + offsets.view(-1, *([1] * (index.ndim - 1)))
 
     def batch(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The images (S, B, C, H, W, as stored) and targets (S, B, width) at global ``rows`` (S, B)."""

@@ -138,6 +138,10 @@ class StackMetrics:
             return hits
         return torch.where(self.tasks.regression[:, None], residual, hits)
 
+    def reset(self, members: list[int]) -> None:
+        """Empty the sums of ``members`` (a new epoch of theirs begins)."""
+        self.sums[members] = 0
+
     def compute(self) -> list[dict[str, float]]:
         """Each member's metrics, as ``RunningMetrics.compute`` gives them, from one copy of the sums."""
         rows = self.sums.tolist()

@@ -210,8 +210,8 @@ def _training_key(cell: Cell) -> tuple[str, int, int]:
 
 def _train(units: list[_Prepared], config: StudyConfig, ensemble: bool) -> list[TrainResult]:
     """Train ``units`` by the study's stopping rule, in order: with ``ensemble`` the units of one model shape
-    and training-set size as one stacked ensemble (its members may differ in seed, task and learning
-    rate), else one by one. A unit still improving at the cap trains again from its start under the
+    as one stacked ensemble (its members may differ in seed, task, learning rate and training-set size),
+    else one by one. A unit still improving at the cap trains again from its start under the
     :meth:`~StudyConfig.extended` cap (every run alike, trials included); its history says so."""
     trained = _train_groups(units, config, ensemble)
     capped = [i for i, result in enumerate(trained) if result.history[-1].get("stop", "cap") == "cap"]
@@ -232,21 +232,20 @@ def _extended(unit: _Prepared, longer: StudyConfig) -> _Prepared:
 
 
 def _train_groups(units: list[_Prepared], config: StudyConfig, ensemble: bool) -> list[TrainResult]:
-    """One pass of :func:`_train` (no extension)."""
+    """One pass of :func:`_train` (no extension): with ``ensemble`` the units of one model shape as one stack,
+    each on its own course (training-set size, cap and stopping rule), else one by one."""
     groups: list[list[int]] = []
     for i, unit in enumerate(units):
-        same = (unit.model_cfg, unit.cell.train_size)
-        group = next((g for g in groups if (units[g[0]].model_cfg, units[g[0]].cell.train_size) == same), None)
+        group = next((g for g in groups if units[g[0]].model_cfg == unit.model_cfg), None)
         if ensemble and group is not None:
             group.append(i)
         else:
             groups.append([i])
     trained: dict[int, TrainResult] = {}
     for group in groups:
-        first = units[group[0]]
         members = [Member(units[i].train_cfg, units[i].data) for i in group]
-        results = train_ensemble(first.model_cfg, members, config.stopping(first.cell.train_size))
-        trained |= dict(zip(group, results, strict=True))
+        rules = [config.stopping(units[i].cell.train_size) for i in group]
+        trained |= dict(zip(group, train_ensemble(units[group[0]].model_cfg, members, rules), strict=True))
     return [trained[i] for i in range(len(units))]
 
 
@@ -273,8 +272,9 @@ def run_cells(
     Each training stops by the study's patience rule within its cap (:class:`~vitpos.engine.ensemble.Stopping`);
     ``rates`` maps a training task to its learning rate (default: the study's). Cells that train
     alike (:data:`TRAINS_AS`) share one trained model. With ``ensemble`` the distinct trainings
-    (seeds and tasks of one training-set size, each at its task's rate) run as one stacked ensemble,
-    which ends exactly where training them one by one would (``vitpos.engine.ensemble``). ``extras``
+    (seeds, tasks and training-set sizes, each at its task's rate) run as one stacked ensemble, which
+    ends exactly where training them one by one would (``vitpos.engine.ensemble``); every size gets
+    the same cap of optimiser steps, so the sizes share the stack's steps. ``extras``
     off skips the probes, maps and resolution sweep (learning-rate selection needs the val metric
     alone). ``compile`` compiles each stack's training step (:mod:`vitpos.engine.stacked_step`; opt-in).
     An untrained cell (:data:`~.cells.UNTRAINED`) trains nothing: its initial table's probes alone.

@@ -36,7 +36,7 @@ class JobOptions:
     init_pe: str | None = None
     """The family's pretrained encoding (a file), where it has one."""
     ensemble: bool = False
-    """Train the seeds and tasks of one training-set size as one stacked ensemble."""
+    """Train the seeds, tasks and training-set sizes of one family as one stacked ensemble."""
     rates: dict[str, float] = field(default_factory=dict)
     """Training task -> learning rate (a task not named: the study's)."""
     extras: bool = True

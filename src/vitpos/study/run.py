@@ -98,7 +98,7 @@ def run_study(
     with one thread each on a CPU, which uses several cores better than threads inside one small
     model; on CUDA several ensembles in flight, whose launches one process alone would serialise.
     Learning rates are chosen first (:mod:`.rates`), and the wall time of the rest is projected
-    from their pace. ``ensemble`` trains the seeds and tasks of one family and training-set size
+    from their pace. ``ensemble`` trains the seeds, tasks and training-set sizes of one family
     (and each family's learning-rate trials) as one stacked ensemble; the default (None) does so on
     CUDA only, where it fills the GPU, and not on a CPU, where it measured slower than one model at a
     time (BENCHMARKS.md). ``compile`` compiles each stack's training step
