@@ -1,5 +1,7 @@
 """A stacked ensemble member ends exactly where the single-model trainer takes the same model."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -60,6 +62,21 @@ def test_an_ensemble_of_one_equals_the_model_trained_alone(float64, task):
     for (name, p), q in zip(result.model.named_parameters(), alone.model.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-9, atol=1e-11, msg=name)
     assert result.test == pytest.approx(alone.test, rel=1e-9)
+
+
+def test_a_member_that_brings_its_model_trains_a_copy_of_it(float64):
+    """A member given the model its seed builds ends where one built by the ensemble does; the given model
+    is left as it was (a study reads its table as the "before" of its probes)."""
+    model_cfg = MODEL.replace(absolute="learned:std=1", num_classes=2)
+    member = _member("direction", 4)
+    torch.manual_seed(4)
+    initial = create_model(model_cfg)
+    kept = {k: v.clone() for k, v in initial.state_dict().items()}
+    (built,) = train_ensemble(model_cfg, [member])
+    (brought,) = train_ensemble(model_cfg, [dataclasses.replace(member, initial=initial)])
+    assert all(torch.equal(p, q) for p, q in zip(built.model.parameters(), brought.model.parameters(), strict=True))
+    assert all(torch.equal(v, kept[k]) for k, v in initial.state_dict().items())
+    assert brought.model is not initial
 
 
 def test_stopping_keeps_each_members_best_epoch_and_says_why(float64):

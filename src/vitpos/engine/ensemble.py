@@ -25,6 +25,7 @@ the stack ends when its last member stops. With several members every evaluation
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Sequence
@@ -69,10 +70,14 @@ class EnsembleError(ValueError):
 
 @dataclass(frozen=True)
 class Member:
-    """One model of an ensemble: its training settings (seed, data spec, init_pe) and its data."""
+    """One model of an ensemble: its training settings (seed, data spec, init_pe), its data and, optionally,
+    the model it starts from."""
 
     cfg: TrainConfig
     data: DataSplits
+    initial: nn.Module | None = None
+    """The model as the single-model trainer builds it from ``cfg`` (seed, init_pe), where the caller has
+    built it already (a copy trains; it is left as it is); None: built here."""
 
 
 @dataclass(frozen=True)
@@ -153,7 +158,10 @@ def stack_error(model: nn.Module) -> str | None:
 
 
 def _build_member(model_cfg: HostConfig, member: Member, device: torch.device) -> nn.Module:
-    """The member's model exactly as the single-model trainer builds it (same seed, same order)."""
+    """The member's model exactly as the single-model trainer builds it (same seed, same order), or a copy of
+    the one it brings."""
+    if member.initial is not None:
+        return copy.deepcopy(member.initial).to(device)
     torch.manual_seed(member.cfg.seed)
     model = create_model(model_cfg)
     if member.cfg.init_pe:

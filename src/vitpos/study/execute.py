@@ -111,7 +111,9 @@ class _Prepared:
     similarity: bool
     contrast: bool
     resolutions: bool
-    before: nn.Module | None
+    initial: nn.Module
+    """The model training starts from (built once: the extension's second start and the probes' "before"
+    table read it too)."""
 
 
 def _synthetic(cell: Cell, config: StudyConfig, train: int) -> SyntheticTask:
@@ -158,7 +160,6 @@ def _prepare(
     probes = family.has_table and full and cell.task in PROBE_TASKS
     contrast = family.has_table and full and cell.task == SIMILARITY_TASK
     similarity = contrast and cell.seed == 0
-    before = _initial_model(model_cfg, cell.seed, init_pe) if (probes or contrast) else None
     return _Prepared(
         cell,
         data,
@@ -168,13 +169,13 @@ def _prepare(
         similarity,
         contrast,
         full and cell.task == "direction" and bool(config.resolutions),
-        before,
+        _initial_model(model_cfg, cell.seed, init_pe),
     )
 
 
 def _measure(job: _Prepared, result: TrainResult, config: StudyConfig) -> dict[str, Any]:
     """Test and val metric, and where they apply probes, resolution sweep, half contrast and similarity maps."""
-    cell, data, before = job.cell, job.data, job.before
+    cell, data = job.cell, job.data
     model = result.model.cpu()
     grid = native_grid(model)  # the last stage's: the probes and maps read its table
     kind = data.info.task
@@ -186,8 +187,10 @@ def _measure(job: _Prepared, result: TrainResult, config: StudyConfig) -> dict[s
         "lr": job.train_cfg.lr,
         **run_record(result.history, primary_metric(kind), data.info.num_outputs),
     }
-    # the initial model is built where probes or the half contrast (and its similarity maps) need its table
-    tables = {} if before is None else {"before": absolute_table(before), "after": absolute_table(model)}
+    # the tables before and after training, where probes or the half contrast (and its similarity maps) read them
+    tables = (
+        {"before": absolute_table(job.initial), "after": absolute_table(model)} if job.probes or job.contrast else {}
+    )
     if job.probes:
         out["probes"] = {stage: _table_probes(table, grid, config, cell.seed) for stage, table in tables.items()}
     if job.resolutions:
@@ -243,7 +246,7 @@ def _train_groups(units: list[_Prepared], config: StudyConfig, ensemble: bool) -
             groups.append([i])
     trained: dict[int, TrainResult] = {}
     for group in groups:
-        members = [Member(units[i].train_cfg, units[i].data) for i in group]
+        members = [Member(units[i].train_cfg, units[i].data, units[i].initial) for i in group]
         rules = [config.stopping(units[i].cell.train_size) for i in group]
         trained |= dict(zip(group, train_ensemble(units[group[0]].model_cfg, members, rules), strict=True))
     return [trained[i] for i in range(len(units))]
