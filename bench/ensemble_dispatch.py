@@ -1,8 +1,8 @@
 """``python -m bench.ensemble_dispatch``: the operations a stacked study dispatches per member step.
 
 Runs a small red-green study with stacked ensembles (``vitpos study ... --ensemble on``, by default one
-family, 10 seeds: stacks of 30 and 20 members and the learning-rate trials) inside a
-:class:`~vitpos.engine.dispatch.DispatchCount` and divides everything it dispatched (data, models,
+family, 10 seeds: a stack of 50 members, every task and training-set size, and the learning-rate
+trials) inside a :class:`~vitpos.engine.dispatch.DispatchCount` and divides everything it dispatched (data, models,
 training, evaluation, probes) by the member steps it trained: every distinct training in the cells'
 records (a colour-shift cell reuses its absolute model) and every learning-rate trial. On a GPU each
 operation is a kernel launch (views aside), so this bounds the study's pace there. Eager only: no

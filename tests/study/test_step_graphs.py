@@ -14,13 +14,15 @@ from vitpos.study.protocol import StudyConfig
 from ..engine.test_ensemble import MODEL
 
 FULL_GRAPHS = 16
-"""A compiled ``--full`` study's step graphs per process: 8 models (fourier and fourier_pretrained share one)
-× 2 padded sizes (32 rows: the stacks of 30 and 20; 8 rows: the 6 learning-rate trials). docs/study.md says so."""
+"""The step graphs a compiled ``--full`` study's first round compiles per process: 8 models (fourier and
+fourier_pretrained share one) × 2 padded sizes (128 rows: a family's stack of 90, every seed, task and
+training-set size; 8 rows: its 6 learning-rate trials). docs/study.md says so."""
 
 
-def test_a_full_study_compiles_16_step_graphs_and_the_default_as_many():
+def test_a_full_study_compiles_16_step_graphs_and_the_default_one_more():
     assert step_graphs(StudyConfig.full()) == FULL_GRAPHS
-    assert step_graphs(StudyConfig()) == FULL_GRAPHS  # stacks of 15 and 10 pad to 16, the 6 trials to 8
+    # the default: the three curve families' stacks of 25 pad to 32, the others' of 15 to 16, the trials to 8
+    assert step_graphs(StudyConfig()) == FULL_GRAPHS + 1
     assert step_graphs(StudyConfig.full(), ["learned", "peg"]) == 4
 
 
