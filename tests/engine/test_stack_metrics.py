@@ -1,34 +1,70 @@
 """The stacked running metrics are each member's own, to the last bit, in a stack that mixes classification
 and regression members (random, non-zero outputs and targets)."""
 
+import pytest
 import torch
 
+from vitpos.data.dataset import DataInfo
 from vitpos.data.synthetic import SyntheticTask
 from vitpos.engine.stack_metrics import MemberTasks
 from vitpos.tasks.classification.metrics import RunningMetrics
 
 
-def test_each_members_metrics_are_its_own_running_metrics():
-    infos = [SyntheticTask(task, img_size=16).info for task in ("direction", "distance", "absolute", "distance")]
+SEVEN = (  # seven outputs: top-5 is no longer every sample
+    DataInfo("c", "classification", classes=tuple("abcdefg"), mean=(0.5,) * 3, std=(0.25,) * 3),
+    DataInfo("r", "regression", target_names=tuple("abcdefg"), mean=(0.5,) * 3, std=(0.25,) * 3),
+)
+
+
+@pytest.mark.parametrize("outputs", [2, 7])
+def test_each_members_metrics_are_its_own_running_metrics(outputs):
+    if outputs == 2:
+        infos = [SyntheticTask(task, img_size=16).info for task in ("direction", "distance", "absolute", "distance")]
+    else:
+        infos = [SEVEN[0], SEVEN[1], SEVEN[0]]
     tasks = MemberTasks(infos, torch.device("cpu"))
     stacked = tasks.metrics(torch.device("cpu"))
     alone = [RunningMetrics(i.task, i.num_outputs) for i in infos]
     generator = torch.Generator().manual_seed(0)
     for batch in (8, 8, 5):
-        outputs = torch.randn(len(infos), batch, 2, generator=generator)
+        logits = torch.randn(len(infos), batch, outputs, generator=generator)
         each = [
-            torch.randint(0, 2, (batch,), generator=generator)
+            torch.randint(0, outputs, (batch,), generator=generator)
             if i.task == "classification"
-            else torch.randn(batch, 2, generator=generator)
+            else torch.randn(batch, outputs, generator=generator)
             for i in infos
         ]
         targets = tasks.targets(each)
-        losses = tasks.losses(outputs, targets)
-        stacked.add(losses, outputs, targets)
-        for m, loss, out, target in zip(alone, losses, outputs, each, strict=True):
+        losses = tasks.losses(logits, targets)
+        stacked.add(losses, logits, targets)
+        for m, loss, out, target in zip(alone, losses, logits, each, strict=True):
             m.add_loss(loss, batch)
             m.add_predictions(out, target)
     computed = stacked.compute()
     assert computed == [m.compute() for m in alone]
-    assert set(computed[0]) == {"loss", "acc1"} and set(computed[1]) == {"loss", "r2"}
+    assert set(computed[0]) == {"loss", "acc1"} | ({"acc5"} if outputs > 5 else set())
+    assert set(computed[1]) == {"loss", "r2"}
     assert 0 < computed[0]["acc1"] < 100 and computed[1]["r2"] < 1
+    assert outputs == 2 or 0 < computed[0]["acc5"] < 100
+
+
+def test_a_member_emptied_at_its_epoch_end_counts_from_there():
+    """Members whose epochs end at different steps: one emptied after two batches counts only the later ones."""
+    infos = [SyntheticTask(task, img_size=16).info for task in ("direction", "distance")]
+    tasks = MemberTasks(infos, torch.device("cpu"))
+    stacked = tasks.metrics(torch.device("cpu"))
+    later = [RunningMetrics(i.task, i.num_outputs) for i in infos]
+    generator = torch.Generator().manual_seed(1)
+    for step in range(4):
+        logits = torch.randn(2, 6, 2, generator=generator)
+        each = [torch.randint(0, 2, (6,), generator=generator), torch.randn(6, 2, generator=generator)]
+        targets = tasks.targets(each)
+        losses = tasks.losses(logits, targets)
+        stacked.add(losses, logits, targets)
+        if step == 1:
+            stacked.reset([0])
+        for i, m in enumerate(later):
+            if i == 1 or step > 1:
+                m.add_loss(losses[i], 6)
+                m.add_predictions(logits[i], each[i])
+    assert stacked.compute() == [m.compute() for m in later]

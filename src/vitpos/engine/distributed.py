@@ -28,6 +28,7 @@ __all__ = [
     "pick_device",
     "steps_per_epoch",
     "epoch_batches",
+    "epoch_order",
     "eval_batches",
     "all_reduce_sum",
 ]
@@ -121,11 +122,16 @@ def steps_per_epoch(n: int, global_batch: int, ctx: Dist) -> int:
 
 def epoch_batches(n: int, global_batch: int, seed: int, epoch: int, ctx: Dist) -> list[torch.Tensor]:
     """This rank's index batches for one training epoch (shuffled; the last partial batch dropped)."""
+    return list(epoch_order(n, global_batch, seed, epoch, ctx))
+
+
+def epoch_order(n: int, global_batch: int, seed: int, epoch: int, ctx: Dist) -> torch.Tensor:
+    """:func:`epoch_batches` as one (steps, local batch) tensor, a view of the epoch's shuffled order."""
     steps = steps_per_epoch(n, global_batch, ctx)
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
     local = global_batch // ctx.world_size
     start = ctx.rank * local
-    return [order[t * global_batch + start : t * global_batch + start + local] for t in range(steps)]
+    return order[: steps * global_batch].view(steps, global_batch)[:, start : start + local]
 
 
 def eval_batches(n: int, batch_size: int, ctx: Dist) -> list[torch.Tensor]:

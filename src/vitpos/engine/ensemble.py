@@ -43,7 +43,7 @@ from ..models.factory import create_model
 from ..models.saved_encoding import load_position_encoding
 from ..tasks import primary_metric
 from .config import TrainConfig
-from .distributed import Dist, epoch_batches, pick_device, steps_per_epoch
+from .distributed import Dist, epoch_order, pick_device, steps_per_epoch
 from .evaluate import evaluate, input_dtype
 from .optim import WarmupCosine, decays
 from .precision import Precision
@@ -101,23 +101,25 @@ class Stopping:
 
 
 class _Watch:
-    """One member's stopping state: its best validation metric, epoch and weights."""
+    """One member's stopping state: its best validation metric and epoch."""
 
     def __init__(self, rule: Stopping, key: str) -> None:
         self.rule, self.key = rule, key
         self.best, self.best_epoch = -math.inf, 0
-        self.weights: torch.Tensor | None = None
         self.stop: str | None = None
 
-    def update(self, epoch: int, metrics: dict[str, float], weights: torch.Tensor) -> None:
-        """Record the metrics of ``epoch``; sets ``stop`` to ``solved`` or ``patience`` when the member is done."""
+    def update(self, epoch: int, metrics: dict[str, float]) -> bool:
+        """Record the metrics of ``epoch`` and say whether it is the best so far (its weights are then to be
+        kept); sets ``stop`` to ``solved`` or ``patience`` when the member is done."""
         value = metrics[self.key]
-        if value > self.best + self.rule.min_delta or self.weights is None:
-            self.best, self.best_epoch, self.weights = value, epoch, weights
+        improved = value > self.best + self.rule.min_delta or self.best_epoch == 0
+        if improved:
+            self.best, self.best_epoch = value, epoch
         if value >= dict(self.rule.solved).get(self.key, math.inf):
             self.stop = "solved"
         elif epoch - self.best_epoch >= self.rule.patience and epoch >= self.rule.min_epochs:
             self.stop = "patience"
+        return improved
 
 
 def _shared_settings(members: Sequence[Member]) -> TrainConfig:
@@ -242,13 +244,14 @@ def train_ensemble(
     running = tasks.metrics(device)
     draws = any(a.draws for a in augments)
     last_seed = members[-1].cfg.seed  # the forward's stream (dropout): the last member's, as when each drew in turn
+    best = stack.flat.clone() if watches else None  # each member's weights at its best epoch so far
     began = [time.perf_counter()] * len(members)
     stack.train(True)
     for step in range(total):
         starting = [i for i, c in enumerate(courses) if not done[i] and step % c.per_epoch == 0]
         for per_epoch, group in _by_epoch_length(starting, courses):  # each member's batches of its new epoch,
-            drawn = torch.stack([torch.stack(epoch_batches(len(splits[i]["train"]), cfg.batch_size, members[i].cfg.seed,
-                                                           step // per_epoch, Dist())) for i in group])  # fmt: skip
+            drawn = torch.stack([epoch_order(len(splits[i]["train"]), cfg.batch_size, members[i].cfg.seed,
+                                             step // per_epoch, Dist()) for i in group])  # fmt: skip
             index = torch.tensor(group, device=device)  # drawn from its seed as its lone run draws them
             orders[index, :per_epoch] = train_data.global_index(drawn, index)
         images, targets = train_data.batch(orders[every_row, positions[step]])
@@ -271,12 +274,14 @@ def train_ensemble(
         stack.train(True)
         trained = running.compute()
         running.reset(ended)
+        improved = []
         for i in ended:
             course = courses[i]
             row: dict[str, Any] = {"epoch": (step + 1) // course.per_epoch, "step": step + 1, "lr": course.rate(step)}
             row |= {f"train_{k}": v for k, v in trained[i].items()} | {f"val_{k}": v for k, v in val.get(i, {}).items()}
             if watches:
-                watches[i].update(row["epoch"], val[i], stack.member(i))
+                if watches[i].update(row["epoch"], val[i]):
+                    improved.append(i)
                 if not watches[i].stop and step + 1 == course.steps:
                     watches[i].stop = "cap"
                 if watches[i].stop:
@@ -288,13 +293,15 @@ def train_ensemble(
             histories[i].append(
                 row | {"time_s": elapsed, "images_per_s": course.per_epoch * cfg.batch_size * len(members) / elapsed}
             )
+        if best is not None and improved:
+            index = torch.tensor(improved, device=device)
+            best[index] = stack.flat[index]
         for i in ended:
             began[i] = time.perf_counter()  # the next epoch's training time starts after the evaluation
         if all(done):
             break
-    for i, watch in enumerate(watches):
-        if watch.weights is not None:
-            stack.restore(i, watch.weights)
+    if best is not None:
+        stack.restore(best)  # every member ends at its best epoch
     test_eval = StackEvaluation([s["test"] for s in splits], device) if batched_eval else None
     test = _evaluate_members(stack, splits, list(range(len(members))), cfg, device, precision, test_eval, "test")
     stack.write_back()

@@ -97,52 +97,62 @@ def member_losses(
 
 
 class StackMetrics:
-    """Every member's :class:`~vitpos.tasks.classification.metrics.RunningMetrics` sums as rows of one (S, W)
-    tensor, updated in a few operations."""
+    """Every member's :class:`~vitpos.tasks.classification.metrics.RunningMetrics` sums, updated for the whole
+    stack in a few operations: the sums of each member in a row of one (S, W) tensor, the sample counts
+    (every member sees as many samples a batch) on the host."""
 
     def __init__(self, tasks: MemberTasks, device: torch.device) -> None:
         self.tasks = tasks
-        self.sums = torch.zeros(len(tasks), max(5, 3 + 3 * tasks.width), dtype=torch.float64, device=device)
+        self.sums = torch.zeros(len(tasks), max(3, 1 + 3 * tasks.width), dtype=torch.float64, device=device)
+        """Per member: the loss sum, then its prediction statistics (``RunningMetrics.sums[3:]``)."""
+        self.counts = [0, 0]
+        """Samples whose loss, and whose predictions, were added since the start."""
+        self.marks = [[0, 0] for _ in range(len(tasks))]
+        """:attr:`counts` when each member's sums were last emptied."""
 
     @torch.no_grad()
     def add(self, losses: torch.Tensor, outputs: torch.Tensor | None, targets: torch.Tensor) -> None:
         """Add a batch: each member's mean loss (S) over B samples and, unless None, its outputs (S, B, O)
         against its targets (S, B, width)."""
         batch = targets.shape[1]
-        columns = [torch.full_like(losses, batch, dtype=torch.float64), losses.double() * batch]
+        self.counts[0] += batch
+        columns = [losses.double()[:, None] * batch]
         if outputs is not None:
-            columns.append(torch.full_like(columns[0], batch))
-        stats = torch.stack(columns, 1)
-        if outputs is not None:
-            stats = torch.cat([stats, self._predictions(loss_precision(outputs), targets)], 1)
-        self.sums[:, : stats.shape[1]] += stats
+            self.counts[1] += batch
+            columns.append(self._predictions(loss_precision(outputs), targets))
+        self.sums[:, : sum(c.shape[1] for c in columns)] += torch.cat(columns, 1)
 
     def _predictions(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """(S, W - 3): top-1 and top-5 hits, or sums of y, y² and squared residuals per target."""
+        """(S, W - 1): top-1 hits, and top-5 hits where there are more than five classes (with fewer every
+        sample is one: :meth:`compute` counts them), or sums of y, y² and squared residuals per target."""
         kinds = set(self.tasks.kinds)
-        width = self.sums.shape[1] - 3
-        hits = residual = None
-        if "classification" in kinds:
-            top = outputs.topk(min(5, outputs.shape[-1]), dim=-1).indices
-            found = top == targets[..., :1].long()
-            hits = torch.stack([found[..., 0].sum(1), found.any(dim=-1).sum(1)], 1).double()
-            hits = F.pad(hits, (0, width - 2))
+        k = outputs.shape[-1]
+        per_sample = hits = None
         if "regression" in kinds:
-            k = outputs.shape[-1]
             y, pred = targets[..., :k].double(), outputs.double()
-            residual = torch.cat([y.sum(1), (y * y).sum(1), ((y - pred) ** 2).sum(1)], 1)
-            residual = F.pad(residual, (0, width - 3 * k))
-        if hits is None:
-            return residual  # type: ignore[return-value]
-        if residual is None:
-            return hits
-        return torch.where(self.tasks.regression[:, None], residual, hits)
+            per_sample = torch.cat([y, y * y, (y - pred) ** 2], -1)
+        if "classification" in kinds:
+            found = outputs.topk(min(5, k), dim=-1).indices == targets[..., :1].long()
+            hits = (found[..., :1] if k <= 5 else torch.stack([found[..., 0], found.any(-1)], -1)).double()
+        if hits is not None and per_sample is not None:
+            per_sample = torch.where(
+                self.tasks.regression[:, None, None], per_sample, F.pad(hits, (0, 3 * k - hits.shape[-1]))
+            )
+        return (hits if per_sample is None else per_sample).sum(1)
 
     def reset(self, members: list[int]) -> None:
         """Empty the sums of ``members`` (a new epoch of theirs begins)."""
         self.sums[members] = 0
+        for i in members:
+            self.marks[i] = list(self.counts)
 
     def compute(self) -> list[dict[str, float]]:
         """Each member's metrics, as ``RunningMetrics.compute`` gives them, from one copy of the sums."""
-        rows = self.sums.tolist()
-        return [metrics_from_sums(i.task, i.num_outputs, row) for row, i in zip(rows, self.tasks.infos, strict=True)]
+        out = []
+        for row, info, mark in zip(self.sums.tolist(), self.tasks.infos, self.marks, strict=True):
+            losses, predicted = self.counts[0] - mark[0], self.counts[1] - mark[1]
+            sums = [losses, row[0], predicted, *row[1:]]
+            if info.task == "classification":
+                sums = sums[:5] if info.num_outputs > 5 else [*sums[:4], predicted]  # five classes or fewer: all top-5
+            out.append(metrics_from_sums(info.task, info.num_outputs, sums))
+        return out

@@ -101,24 +101,21 @@ class Stack:
             x = torch.cat([x, x[:1].expand(self.rows - members, *x.shape[1:])])
         return stacked_forward(self.base, self.params, self.buffers, x)[:members]
 
-    def member(self, i: int) -> torch.Tensor:
-        """A copy of member ``i``'s parameters (a row of the flat buffer)."""
-        return self.flat[i].clone()
-
     @torch.no_grad()
-    def restore(self, i: int, weights: torch.Tensor) -> None:
-        """Put ``weights`` (from :meth:`member`) back as member ``i``'s parameters."""
-        self.flat[i].copy_(weights)
+    def restore(self, weights: torch.Tensor) -> None:
+        """Put ``weights`` (rows, parameters: a copy of :attr:`flat` taken earlier) back as the parameters."""
+        self.flat.copy_(weights)
 
     def train(self, mode: bool) -> None:
         self.base.train(mode)
 
     @torch.no_grad()
     def write_back(self) -> None:
-        """Copy every member's slice of the stacked parameters into its own module."""
-        for i, model in enumerate(self.models):
-            for name, param in model.named_parameters():
-                param.copy_(self.params[name][i])
+        """Copy every member's slice of the stacked parameters into its own module (one multi-tensor copy)."""
+        pairs = [
+            (param, self.params[name][i]) for i, m in enumerate(self.models) for name, param in m.named_parameters()
+        ]
+        torch._foreach_copy_(*map(list, zip(*pairs, strict=True)))
 
     def spans(self) -> list[tuple[int, int]]:
         """The trainable tensors' column spans in the flat buffer, in the module's order (from shapes alone:
