@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from vitpos.cli import main as vitpos
-from vitpos.engine.dispatch import _METADATA, DispatchCount
+from vitpos.engine.dispatch import DispatchCount, launches
 from vitpos.study.execute import TRAINS_AS
 from vitpos.study.rates import Rates
 
@@ -40,12 +40,17 @@ PHASES = {
     "StackStep.__call__": "training step",
     "train_ensemble": "training loop around the step",
     "_evaluate_members": "evaluation during training",
-    "_build_member": "building the models",
+    "_build_member": "copying the initial models into the stacks",
+    "MemberSplits.__init__": "holding the splits",
     "_prepare": "data and initial models",
     "_measure": "measurement after training",
     "_untrained": "untrained tables",
 }
 """Functions (qualified names) that name a phase of a study."""
+ON_THE_HOST = ("holding the splits", "data and initial models", "measurement after training", "untrained tables")
+"""Phases a CUDA study runs on the CPU: it synthesises the images and initialises the models there, gathers
+each stack's splits there and copies them once a tensor, and measures a trained model on the CPU
+(``_measure`` moves it there first: one copy a tensor, which a count on a CPU does not see)."""
 OUTER = {"trial_work": "rate trials", "run_cells": "reported runs"}
 
 
@@ -68,7 +73,7 @@ class PhaseCount(DispatchCount):
                 break
             frame = frame.f_back
         self.phases[(outer, phase or "other")] += 1
-        if not (func.is_view or func in _METADATA):
+        if launches(func):
             self.phase_kernels[(outer, phase or "other")] += 1
         return super().__torch_dispatch__(func, types, args, kwargs)
 
@@ -123,6 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         for (outer, phase), n in sorted(count.phases.items(), key=lambda item: -item[1]):
             k = count.phase_kernels[(outer, phase)]
             print(f"| {outer} | {phase} | {n:,} / {k:,} | {n / steps:.1f} / {k / steps:.1f} |")
+        host = sum(k for (_, phase), k in count.phase_kernels.items() if phase in ON_THE_HOST)
+        print()
+        print(
+            f"On a GPU: {(count.kernels - host) / steps:.1f} operations per member step (no views) in the phases a "
+            f"CUDA study runs on the device, {host / steps:.1f} in those it runs on the CPU ({', '.join(ON_THE_HOST)})."
+        )
     return 0
 
 

@@ -15,10 +15,15 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["DispatchCount"]
+__all__ = ["DispatchCount", "launches"]
 
 _METADATA = (torch.ops.aten._unsafe_view.default,)
 """Operations that return a view without saying so in their schema."""
+
+
+def launches(func: Any) -> bool:
+    """Whether the ATen operation ``func`` can launch a kernel (it is not a view)."""
+    return not (func.is_view or func in _METADATA)
 
 
 class DispatchCount(TorchDispatchMode):
@@ -31,7 +36,7 @@ class DispatchCount(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         self.ops[str(func.overloadpacket.__name__)] += 1
-        if func.is_view or func in _METADATA:
+        if not launches(func):
             self.views += 1
         return func(*args, **(kwargs or {}))
 
