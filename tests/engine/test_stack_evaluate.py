@@ -6,7 +6,7 @@ import torch
 from vitpos.data.synthetic import SyntheticTask
 from vitpos.engine.evaluate import evaluate
 from vitpos.engine.precision import Precision
-from vitpos.engine.stack_evaluate import evaluate_stack, stackable
+from vitpos.engine.stack_evaluate import StackEvaluation, evaluate_stack, stackable
 from vitpos.engine.stacked_step import Stack
 from vitpos.models.factory import create_model
 
@@ -33,6 +33,19 @@ def test_each_member_gets_the_metrics_of_its_model_alone(float64):
         alone = evaluate(model, split, batch_size=8)
         assert set(result) == set(alone)
         assert result == pytest.approx(alone, rel=1e-12, abs=1e-12)
+
+
+def test_some_members_alone_get_the_metrics_of_their_models(float64):
+    """Members 2 and 0 (in that order), the others not run: each the metrics of its model evaluated alone."""
+    models = []
+    for seed in range(4):
+        torch.manual_seed(seed)
+        models.append(create_model(MODEL.replace(absolute="learned:std=1", num_classes=2)).train())
+    splits = [_split("direction", 0), _split("distance", 1), _split("absolute", 2), _split("distance", 3)]
+    evaluation = StackEvaluation(splits, torch.device("cpu"))
+    results = evaluation(Stack(models), batch_size=8, precision=Precision("cpu"), members=[2, 0])
+    for i, result in zip([2, 0], results, strict=True):
+        assert result == pytest.approx(evaluate(models[i], splits[i], batch_size=8), rel=1e-12, abs=1e-12)
 
 
 def test_splits_that_cannot_stack_are_named():

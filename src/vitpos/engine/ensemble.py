@@ -367,12 +367,13 @@ def _evaluate_members(
     stacked: StackEvaluation | None,
     name: str = "val",
 ) -> dict[int, dict[str, float]]:
-    """The metrics of the members ``which`` on their split ``name``: one stacked pass of every member where
+    """The metrics of the members ``which`` on their split ``name``: one stacked pass of those members where
     ``stacked`` holds the splits (:data:`STACKED_EVAL_BATCHES` training batches of each member a forward),
     else model by model (their modules hold the stacked weights first)."""
     if stacked is not None:
-        every = stacked(stack, batch_size=STACKED_EVAL_BATCHES * cfg.batch_size, precision=precision)
-        return {i: every[i] for i in which}
+        some = None if len(which) == len(stack) else which  # only the members evaluated now run
+        metrics = stacked(stack, batch_size=STACKED_EVAL_BATCHES * cfg.batch_size, precision=precision, members=some)
+        return dict(zip(which, metrics, strict=True))
     stack.write_back()
     return {
         i: evaluate(stack.models[i], splits[i][name], batch_size=cfg.batch_size, device=device, precision=precision,

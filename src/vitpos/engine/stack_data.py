@@ -56,13 +56,16 @@ class MemberSplits:
         """The images (S, B, C, H, W, as stored) and targets (S, B, width) at global ``rows`` (S, B)."""
         return self.images[rows], self.targets[rows]
 
-    def normalized(self, images: torch.Tensor, *, scaled_first: bool = False) -> torch.Tensor:
-        """(x - mean) / std of each member's images (S, B, C, H, W) as a new float tensor: uint8 scaled
-        within the gain, as :class:`~vitpos.data.transforms.Augment` does; with ``scaled_first`` to [0, 1]
-        first, as evaluation does (``normalize(to_float(x))``)."""
+    def normalized(
+        self, images: torch.Tensor, *, scaled_first: bool = False, members: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """(x - mean) / std of the images (S, B, C, H, W) of the members ``members`` (default: the first S) as a
+        new float tensor: uint8 scaled within the gain, as :class:`~vitpos.data.transforms.Augment` does; with
+        ``scaled_first`` to [0, 1] first, as evaluation does (``normalize(to_float(x))``)."""
         out = images.float()
         if scaled_first and self.scale != 1.0:
             out.div_(255.0)
         shape = (len(images), 1, -1, 1, 1)
-        gain = self.gains[not scaled_first][: len(images)]
-        return torch.addcmul(self.shift[: len(images)].view(shape), out, gain.view(shape), out=out)
+        pick = slice(len(images)) if members is None else members
+        gain, shift = self.gains[not scaled_first][pick], self.shift[pick]
+        return torch.addcmul(shift.view(shape), out, gain.view(shape), out=out)

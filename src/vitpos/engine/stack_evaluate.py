@@ -43,17 +43,24 @@ class StackEvaluation:
         self.rows = self.splits.global_index(torch.arange(len(datasets[0])).expand(len(datasets), -1))  # S, N
 
     @torch.no_grad()
-    def __call__(self, stack: Stack, *, batch_size: int, precision: Precision) -> list[dict[str, float]]:
-        """Loss and metrics of each member on its split, ``batch_size`` images of each member a forward."""
+    def __call__(
+        self, stack: Stack, *, batch_size: int, precision: Precision, members: list[int] | None = None
+    ) -> list[dict[str, float]]:
+        """Loss and metrics of each member (or of the members ``members``, in that order) on its split,
+        ``batch_size`` images of each member a forward: the other members are not run."""
         was_training = stack.base.training
         stack.train(False)
-        metrics = self.tasks.metrics(self.rows.device)
+        index = None if members is None else torch.tensor(members, device=self.rows.device)
+        tasks = self.tasks if members is None else MemberTasks([self.tasks.infos[i] for i in members], index.device)
+        rows = self.rows if index is None else self.rows[index]
+        metrics = tasks.metrics(rows.device)
         dtype = input_dtype(stack.base)
-        for batch in self.rows.split(batch_size, dim=1):
+        for batch in rows.split(batch_size, dim=1):
             images, targets = self.splits.batch(batch)
+            x = self.splits.normalized(images, scaled_first=True, members=index).to(dtype)
             with precision.autocast():
-                outputs = stack(self.splits.normalized(images, scaled_first=True).to(dtype))
-            metrics.add(self.tasks.losses(outputs, targets), outputs, targets)
+                outputs = stack(x, index)
+            metrics.add(tasks.losses(outputs, targets), outputs, targets)
         stack.train(was_training)
         return metrics.compute()
 

@@ -78,28 +78,38 @@ class Stack:
         with torch.no_grad():
             columns = [torch.stack([dict(m.named_parameters())[n].detach() for m in padded]).flatten(1) for n in order]
             self.flat = torch.cat(columns, 1)
-        views, start = {}, 0
-        for name in order:
-            shape, size = named[name].shape, named[name].numel()
-            views[name] = self.flat[:, start : start + size].view(self.rows, *shape)
-            views[name].requires_grad_(named[name].requires_grad)  # a leaf: the buffer needs none
-            start += size
-        self.params = {name: views[name] for name in named}  # the module's order
         self.layout = order
         """The names in the flat buffer's column order."""
+        self.params = self._views(self.flat)
+        for name, view in self.params.items():
+            view.requires_grad_(named[name].requires_grad)  # a leaf: the buffer needs none
         self.buffers = {
             name: torch.stack([dict(m.named_buffers())[name] for m in padded]) for name, _ in self.base.named_buffers()
         }
 
+    def _views(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Each parameter as a view of ``flat`` (rows in the flat buffer's layout), in the module's order."""
+        shapes = dict((name, p.shape) for name, p in self.base.named_parameters())
+        views, start = {}, 0
+        for name in self.layout:
+            size = shapes[name].numel()
+            views[name] = flat[:, start : start + size].view(len(flat), *shapes[name])
+            start += size
+        return {name: views[name] for name in shapes}
+
     def __len__(self) -> int:
         return len(self.models)
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # S, B, C, H, W -> S, B, outputs
-        """The members' outputs on their inputs (the padding rows, if any, see the first member's)."""
-        members = len(x)
-        if members < self.rows:
-            x = torch.cat([x, x[:1].expand(self.rows - members, *x.shape[1:])])
-        return stacked_forward(self.base, self.params, self.buffers, x)[:members]
+    def __call__(self, x: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
+        """The members' outputs (S, B, outputs) on their inputs (S, B, C, H, W); the padding rows, if any, see
+        the first member's. With ``members`` (S indices) only those members run, on the rows of ``x`` in turn."""
+        if members is not None:
+            params, buffers = self._views(self.flat[members]), {k: v[members] for k, v in self.buffers.items()}
+            return stacked_forward(self.base, params, buffers, x)
+        count = len(x)
+        if count < self.rows:
+            x = torch.cat([x, x[:1].expand(self.rows - count, *x.shape[1:])])
+        return stacked_forward(self.base, self.params, self.buffers, x)[:count]
 
     @torch.no_grad()
     def restore(self, weights: torch.Tensor) -> None:
