@@ -233,6 +233,10 @@ def train_ensemble(
     batched_eval = len(members) > 1 and stackable([s["val"] for s in splits])
     val_eval = StackEvaluation([s["val"] for s in splits], device) if batched_eval else None
     total = max(c.steps for c in courses)
+    boundaries: dict[int, list[int]] = {}  # step -> the members whose epochs end (and next begin) there
+    for i, c in enumerate(courses):
+        for boundary in range(0, c.steps + 1, c.per_epoch):
+            boundaries.setdefault(boundary, []).append(i)
     padding = [0] * (rows - len(members))
     rates = torch.tensor(
         [[c.rate(t) for c in courses] + [0.0] * len(padding) for t in range(total)], dtype=torch.float64
@@ -248,7 +252,7 @@ def train_ensemble(
     began = [time.perf_counter()] * len(members)
     stack.train(True)
     for step in range(total):
-        starting = [i for i, c in enumerate(courses) if not done[i] and step % c.per_epoch == 0]
+        starting = [i for i in boundaries.get(step, ()) if not done[i]]
         for per_epoch, group in _by_epoch_length(starting, courses):  # each member's batches of its new epoch,
             drawn = torch.stack([epoch_order(len(splits[i]["train"]), cfg.batch_size, members[i].cfg.seed,
                                              step // per_epoch, Dist()) for i in group])  # fmt: skip
@@ -265,7 +269,7 @@ def train_ensemble(
         if rows > len(members):
             loss, outputs, targets = loss[: len(members)], outputs[: len(members)], targets[: len(members)]
         running.add(loss, outputs, targets)
-        ended = [i for i, c in enumerate(courses) if not done[i] and (step + 1) % c.per_epoch == 0]
+        ended = [i for i in boundaries.get(step + 1, ()) if not done[i]]
         if not ended:
             continue
         now = time.perf_counter()  # the epoch's training time ends here
