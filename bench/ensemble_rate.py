@@ -30,7 +30,7 @@ from vitpos.engine.stack_metrics import MemberTasks
 from vitpos.engine.stacked_step import Stack, StackStep, bucket
 from vitpos.models.factory import create_model
 from vitpos.study.cells import UNTRAINED
-from vitpos.study.execute import TRAINS_AS
+from vitpos.study.execute import training_key
 from vitpos.study.protocol import StudyConfig
 from vitpos.study.rates import TRAINING_TASKS
 from vitpos.study.schedule import jobs_of
@@ -175,8 +175,8 @@ def training_stacks(config: StudyConfig, label: str) -> list[tuple[int, int]]:
     holding every seed, task and training-set size, stepping as long as its longest cap."""
     out = []
     for job in jobs_of([c for c in config.cells() if c.family == label and c.train_size != UNTRAINED], {label}):
-        trainings = {(TRAINS_AS.get(c.task, c.task), c.seed, c.train_size) for c in job}
-        steps = max(config.epochs_for(size) * (size // config.batch_size) for _, _, size in trainings)
+        trainings = {training_key(c) for c in job}
+        steps = max(config.epochs_for(size) * (size // config.batch_size) for _, _, size, _ in trainings)
         out.append((len(trainings), steps))
     return out
 
@@ -211,8 +211,8 @@ def step_graphs(config: StudyConfig, labels: Sequence[str] | None = None) -> int
             continue
         model = repr(family.model_config(config.model, num_classes=2))
         for job in jobs_of([c for c in config.cells() if c.family == family.label], {family.label}):
-            trainings = {(TRAINS_AS.get(c.task, c.task), c.seed, c.train_size) for c in job}
-            keys.add((model, bucket(len(trainings)), frozenset(kind[task] for task, _, _ in trainings)))
+            trainings = {training_key(c) for c in job}
+            keys.add((model, bucket(len(trainings)), frozenset(kind[task] for _, task, _, _ in trainings)))
         if config.lr_grid:
             trials = len(TRAINING_TASKS) * len(config.lr_grid)
             keys.add((model, bucket(trials), frozenset(kind.values())))

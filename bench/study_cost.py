@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from vitpos import create_model
 from vitpos.config import HostConfig
-from vitpos.study.execute import TRAINS_AS
+from vitpos.study.execute import training_key
 from vitpos.study.protocol import StudyConfig
 
 
@@ -41,7 +41,7 @@ def training_steps(config: StudyConfig) -> dict[str, int]:
     out: dict[str, int] = {}
     seen = set()
     for cell in config.cells():
-        key = (cell.family, TRAINS_AS.get(cell.task, cell.task), cell.train_size, cell.seed)
+        key = training_key(cell)
         if key in seen:
             continue
         seen.add(key)

@@ -9,7 +9,6 @@ from vitpos.data.synthetic import SyntheticTask
 from vitpos.engine.stack_metrics import MemberTasks
 from vitpos.tasks.classification.metrics import RunningMetrics
 
-
 SEVEN = (  # seven outputs: top-5 is no longer every sample
     DataInfo("c", "classification", classes=tuple("abcdefg"), mean=(0.5,) * 3, std=(0.25,) * 3),
     DataInfo("r", "regression", target_names=tuple("abcdefg"), mean=(0.5,) * 3, std=(0.25,) * 3),

@@ -211,11 +211,12 @@ def test_cct_family_end_to_end(tmp_path):
     assert summary["probes"]  # the learned table on the study model's grid is probed
 
 
-def test_the_projection_divides_the_jobs_among_the_workers():
+def test_the_projection_divides_the_trainings_among_the_workers():
     from vitpos.study.run import projection
 
-    assert projection(12.0, 10, 2).startswith("projected wall time: ~1.0 min for 10 jobs, 2 at a time")
-    assert projection(30.0, 2, 4).startswith("projected wall time: ~0.5 min for 2 jobs, 4 at a time")  # 2 in flight
+    assert projection(12.0, 10, 10, 2).startswith("projected wall time: ~1.0 min for 10 trainings in 10 jobs, 2 at")
+    assert projection(30.0, 2, 2, 4).startswith("projected wall time: ~0.5 min for 2 trainings in 2 jobs")  # 2 at once
+    assert projection(1.0, 90, 1, 4).startswith("projected wall time: ~1.5 min for 90 trainings in 1 jobs")  # a stack
 
 
 def test_compile_reaches_every_stack_and_only_the_red_green_study_takes_it(tmp_path, monkeypatch, capsys):

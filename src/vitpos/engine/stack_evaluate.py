@@ -50,9 +50,10 @@ class StackEvaluation:
         ``batch_size`` images of each member a forward: the other members are not run."""
         was_training = stack.base.training
         stack.train(False)
-        index = None if members is None else torch.tensor(members, device=self.rows.device)
-        tasks = self.tasks if members is None else MemberTasks([self.tasks.infos[i] for i in members], index.device)
-        rows = self.rows if index is None else self.rows[index]
+        index, tasks, rows = None, self.tasks, self.rows
+        if members is not None:
+            index = torch.tensor(members, device=rows.device)
+            tasks, rows = MemberTasks([tasks.infos[i] for i in members], rows.device), rows[index]
         metrics = tasks.metrics(rows.device)
         dtype = input_dtype(stack.base)
         for batch in rows.split(batch_size, dim=1):

@@ -127,18 +127,17 @@ class StackMetrics:
         sample is one: :meth:`compute` counts them), or sums of y, y² and squared residuals per target."""
         kinds = set(self.tasks.kinds)
         k = outputs.shape[-1]
-        per_sample = hits = None
+        stats = []  # per sample: each kind's, then where the kinds mix, each member's own
         if "regression" in kinds:
             y, pred = targets[..., :k].double(), outputs.double()
-            per_sample = torch.cat([y, y * y, (y - pred) ** 2], -1)
+            stats.append(torch.cat([y, y * y, (y - pred) ** 2], -1))
         if "classification" in kinds:
             found = outputs.topk(min(5, k), dim=-1).indices == targets[..., :1].long()
             hits = (found[..., :1] if k <= 5 else torch.stack([found[..., 0], found.any(-1)], -1)).double()
-        if hits is not None and per_sample is not None:
-            per_sample = torch.where(
-                self.tasks.regression[:, None, None], per_sample, F.pad(hits, (0, 3 * k - hits.shape[-1]))
-            )
-        return (hits if per_sample is None else per_sample).sum(1)
+            stats.append(F.pad(hits, (0, 3 * k - hits.shape[-1])) if stats else hits)
+        if len(stats) == 2:
+            stats = [torch.where(self.tasks.regression[:, None, None], stats[0], stats[1])]
+        return stats[0].sum(1)
 
     def reset(self, members: list[int]) -> None:
         """Empty the sums of ``members`` (a new epoch of theirs begins)."""

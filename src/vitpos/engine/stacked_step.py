@@ -122,10 +122,8 @@ class Stack:
     @torch.no_grad()
     def write_back(self) -> None:
         """Copy every member's slice of the stacked parameters into its own module (one multi-tensor copy)."""
-        pairs = [
-            (param, self.params[name][i]) for i, m in enumerate(self.models) for name, param in m.named_parameters()
-        ]
-        torch._foreach_copy_(*map(list, zip(*pairs, strict=True)))
+        named = [(i, name, param) for i, m in enumerate(self.models) for name, param in m.named_parameters()]
+        torch._foreach_copy_([param for _, _, param in named], [self.params[name][i] for i, name, _ in named])
 
     def spans(self) -> list[tuple[int, int]]:
         """The trainable tensors' column spans in the flat buffer, in the module's order (from shapes alone:

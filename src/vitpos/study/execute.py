@@ -33,7 +33,10 @@ from .convergence import run_record
 from .families import Family
 from .protocol import StudyConfig
 
-__all__ = ["PROBE_TASKS", "SIMILARITY_TASK", "TRAINS_AS", "train_config", "half_contrast", "run_cells", "run_trials"]
+__all__ = [
+    "PROBE_TASKS", "SIMILARITY_TASK", "TRAINS_AS", "train_config", "training_key", "half_contrast", "run_cells",
+    "run_trials",
+]  # fmt: skip
 
 PROBE_TASKS = ("direction", "distance")
 """Thesis Table 2 probes the tables trained on these tasks."""
@@ -207,8 +210,9 @@ def _measure(job: _Prepared, result: TrainResult, config: StudyConfig) -> dict[s
     return out
 
 
-def _training_key(cell: Cell) -> tuple[str, int, int]:
-    return TRAINS_AS.get(cell.task, cell.task), cell.train_size, cell.seed
+def training_key(cell: Cell) -> tuple[str, str, int, int]:
+    """What makes a cell's training: cells with one key share one trained model (:data:`TRAINS_AS`)."""
+    return cell.family, TRAINS_AS.get(cell.task, cell.task), cell.train_size, cell.seed
 
 
 def _train(units: list[_Prepared], config: StudyConfig, ensemble: bool) -> list[TrainResult]:
@@ -292,14 +296,14 @@ def run_cells(
         for c in cells
         if c.train_size != UNTRAINED
     ]
-    trainings: dict[tuple[str, int, int], _Prepared] = {}
+    trainings: dict[tuple[str, str, int, int], _Prepared] = {}
     for job in sorted(jobs, key=lambda j: j.cell.task != TRAINS_AS.get(j.cell.task, j.cell.task)):
-        trainings.setdefault(_training_key(job.cell), job)
+        trainings.setdefault(training_key(job.cell), job)
     trained = _train(list(trainings.values()), config, ensemble)
     by_key = dict(zip(trainings, trained, strict=True))
     for job in jobs:
-        result = by_key[_training_key(job.cell)]
-        if trainings[_training_key(job.cell)] is not job:  # a twin: same model, its own test split
+        result = by_key[training_key(job.cell)]
+        if trainings[training_key(job.cell)] is not job:  # a twin: same model, its own test split
             result = dataclasses.replace(result, test={})
         out[job.cell] = _measure(job, result, config)
     return _shared_times(out, start, cpu_start)

@@ -145,7 +145,8 @@ def _select_rates(
             futures = {pool.submit(trial_work, *arg): job for job, arg in zip(jobs, args, strict=True)}
             for future in futures:
                 finished(futures[future], future.result())
-    per_run = (time.perf_counter() - began) * min(workers, len(jobs)) / len(jobs) if jobs else None
+    # seconds per training, as one worker trains them
+    per_run = (time.perf_counter() - began) * min(workers, len(jobs)) / len(todo) if jobs else None
     chosen = {}
     for family in config.families:
         chosen[family.label] = rates.chosen(rate_key(family), config.lr_grid, config.rate_seeds)

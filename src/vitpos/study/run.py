@@ -23,7 +23,8 @@ import torch
 from ..engine.ensemble import stack_error
 from ..errors import VitposError, quote
 from ..models.factory import create_model
-from .cells import Cell, CellStore
+from .cells import UNTRAINED, Cell, CellStore
+from .execute import training_key
 from .families import Family, split_available
 from .folder import StudyFolderError, check_folder, earlier_wall
 from .plan import Results, StudyPlan
@@ -58,13 +59,14 @@ def stacked_families(
     return out
 
 
-def projection(seconds_per_run: float, jobs: int, workers: int) -> str:
-    """The log line that projects the wall time of ``jobs`` from the learning-rate trials' pace per job."""
-    minutes = seconds_per_run * jobs / max(1, min(workers, jobs)) / 60
+def projection(seconds_per_training: float, trainings: int, jobs: int, workers: int) -> str:
+    """The log line that projects the wall time of ``trainings`` in ``jobs`` from the learning-rate trials' pace
+    per training (a stack's members counted one by one, as a CPU trains them; a GPU stacks them for less)."""
+    minutes = seconds_per_training * trainings / max(1, min(workers, jobs)) / 60
     return (
-        f"projected wall time: ~{minutes:.1f} min for {jobs} jobs, {workers} at a time (the rate trials took "
-        f"{seconds_per_run:.1f} s per job, a stacked ensemble being one job; measurements beyond the "
-        "validation metric not counted)"
+        f"projected wall time: ~{minutes:.1f} min for {trainings} trainings in {jobs} jobs, {workers} at a time "
+        f"(the rate trials took {seconds_per_training:.1f} s per training, a stack's members counted one by one; "
+        "measurements beyond the validation metric not counted)"
     )
 
 
@@ -156,7 +158,9 @@ def run_study(
                 if rates is None:
                     rates, per_run = runnable.choose_rates(folder, device, workers, log, frozenset(stacked), compile)
                     if per_run is not None and jobs:
-                        log(projection(per_run, len(jobs) + len(schedule.to_pretrain), workers))
+                        trainings = {training_key(c) for c in todo if c.train_size != UNTRAINED}
+                        pretraining = len(schedule.to_pretrain)
+                        log(projection(per_run, len(trainings) + pretraining, len(jobs) + pretraining, workers))
                 run_jobs(
                     schedule,
                     families,

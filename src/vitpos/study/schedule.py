@@ -14,7 +14,7 @@ import torch
 
 from ..ownership import continue_recording, current_recorder
 from .cells import Cell
-from .execute import TRAINS_AS
+from .execute import training_key
 from .families import Family
 from .folder import pretrained_path
 from .plan import JobOptions, Results, StudyPlan
@@ -57,11 +57,7 @@ def jobs_of(cells: list[Cell], ensemble_families: set[str]) -> list[list[Cell]]:
     """
     jobs: dict[tuple, list[Cell]] = {}
     for cell in cells:
-        key: tuple[str] | tuple[str, str, int, int]
-        if cell.family in ensemble_families:
-            key = (cell.family,)
-        else:
-            key = (cell.family, TRAINS_AS.get(cell.task, cell.task), cell.train_size, cell.seed)
+        key = (cell.family,) if cell.family in ensemble_families else training_key(cell)
         jobs.setdefault(key, []).append(cell)
     return list(jobs.values())
 
