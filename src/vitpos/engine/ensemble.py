@@ -26,7 +26,6 @@ the stack ends when its last member stops. With several members every evaluation
 from __future__ import annotations
 
 import copy
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,7 +44,8 @@ from ..tasks import primary_metric
 from .config import TrainConfig
 from .distributed import Dist, epoch_order, pick_device, steps_per_epoch
 from .evaluate import evaluate, input_dtype
-from .optim import WarmupCosine, decays
+from .member_course import Course, Stopping, Watch, by_epoch_length
+from .optim import decays
 from .precision import Precision
 from .setup import check_model_fits_data
 from .stack_data import MemberSplits
@@ -78,48 +78,6 @@ class Member:
     initial: nn.Module | None = None
     """The model as the single-model trainer builds it from ``cfg`` (seed, init_pe), where the caller has
     built it already (a copy trains; it is left as it is); None: built here."""
-
-
-@dataclass(frozen=True)
-class Stopping:
-    """Stop a member when its validation metric (acc1 or R², evaluated every epoch) has not improved
-    for ``patience`` epochs, but not before epoch ``min_epochs``, or at once when it reaches ``solved``
-    for its metric; the member ends with the weights of its best epoch. ``TrainConfig.epochs`` is the
-    cap (and the length of the schedule)."""
-
-    patience: int = 5
-    min_epochs: int = 0
-    """No stop by patience before this epoch: a run on an early plateau gets time to leave it."""
-    min_delta: float = 0.0
-    """Smallest rise that counts as an improvement."""
-    solved: tuple[tuple[str, float], ...] = (("acc1", 100.0), ("r2", 0.99))
-    """(metric, value) pairs: a member whose validation metric reaches the value is done."""
-
-    def __post_init__(self) -> None:
-        if self.patience < 1 or self.min_delta < 0:
-            raise ValueError(f"Stopping needs patience >= 1 and min_delta >= 0, got {self.patience}, {self.min_delta}")
-
-
-class _Watch:
-    """One member's stopping state: its best validation metric and epoch."""
-
-    def __init__(self, rule: Stopping, key: str) -> None:
-        self.rule, self.key = rule, key
-        self.best, self.best_epoch = -math.inf, 0
-        self.stop: str | None = None
-
-    def update(self, epoch: int, metrics: dict[str, float]) -> bool:
-        """Record the metrics of ``epoch`` and say whether it is the best so far (its weights are then to be
-        kept); sets ``stop`` to ``solved`` or ``patience`` when the member is done."""
-        value = metrics[self.key]
-        improved = value > self.best + self.rule.min_delta or self.best_epoch == 0
-        if improved:
-            self.best, self.best_epoch = value, epoch
-        if value >= dict(self.rule.solved).get(self.key, math.inf):
-            self.stop = "solved"
-        elif epoch - self.best_epoch >= self.rule.patience and epoch >= self.rule.min_epochs:
-            self.stop = "patience"
-        return improved
 
 
 def _shared_settings(members: Sequence[Member]) -> TrainConfig:
@@ -203,7 +161,7 @@ def train_ensemble(
     size = model_cfg.image_hw
     splits = [{s: m.data.split(s).at_size(size) for s in ("train", "val", "test")} for m in members]
     courses = [
-        _Course(m.cfg, steps_per_epoch(len(s["train"]), cfg.batch_size, Dist()))
+        Course(m.cfg, steps_per_epoch(len(s["train"]), cfg.batch_size, Dist()))
         for m, s in zip(members, splits, strict=True)
     ]
     models = [_build_member(model_cfg, m, device) for m in members]
@@ -226,9 +184,7 @@ def train_ensemble(
         compile=("reduce-overhead" if device.type == "cuda" else "default") if cfg.compile else False,
     )  # fmt: skip
     histories: list[list[dict[str, Any]]] = [[] for _ in members]
-    watches = (
-        [_Watch(rule, primary_metric(info.task)) for rule, info in zip(rules, infos, strict=True)] if rules else []
-    )
+    watches = [Watch(rule, primary_metric(info.task)) for rule, info in zip(rules, infos, strict=True)] if rules else []
     done = [False] * len(members)
     batched_eval = len(members) > 1 and stackable([s["val"] for s in splits])
     val_eval = StackEvaluation([s["val"] for s in splits], device) if batched_eval else None
@@ -253,7 +209,7 @@ def train_ensemble(
     stack.train(True)
     for step in range(total):
         starting = [i for i in boundaries.get(step, ()) if not done[i]]
-        for per_epoch, group in _by_epoch_length(starting, courses):  # each member's batches of its new epoch,
+        for per_epoch, group in by_epoch_length(starting, courses):  # each member's batches of its new epoch,
             drawn = torch.stack([epoch_order(len(splits[i]["train"]), cfg.batch_size, members[i].cfg.seed,
                                              step // per_epoch, Dist()) for i in group])  # fmt: skip
             index = torch.tensor(group, device=device)  # drawn from its seed as its lone run draws them
@@ -313,30 +269,6 @@ def train_ensemble(
         TrainResult(model.eval(), None, history, test[i], None, None)
         for i, (model, history) in enumerate(zip(stack.models, histories, strict=True))
     ]
-
-
-class _Course:
-    """A member's course through the stack's steps: its epochs, their steps, its schedule and evaluations."""
-
-    def __init__(self, cfg: TrainConfig, per_epoch: int) -> None:
-        self.cfg, self.per_epoch = cfg, per_epoch
-        self.steps = cfg.epochs * per_epoch
-        cosine_end = (cfg.epochs - cfg.cooldown_epochs) * per_epoch
-        self.rate = WarmupCosine(cfg.peak_lr, cfg.min_lr, round(cfg.warmup_epochs * per_epoch), cosine_end)
-        """The learning rate of each optimiser step, as the single-model trainer schedules it."""
-
-    def evaluates(self, step: int) -> bool:
-        """Whether the epoch that ends at ``step`` is evaluated (every ``eval_every`` epochs, and the last)."""
-        epoch = step // self.per_epoch
-        return epoch % self.cfg.eval_every == 0 or epoch == self.cfg.epochs
-
-
-def _by_epoch_length(which: list[int], courses: list[_Course]) -> list[tuple[int, list[int]]]:
-    """The members ``which`` grouped by their steps per epoch."""
-    groups: dict[int, list[int]] = {}
-    for i in which:
-        groups.setdefault(courses[i].per_epoch, []).append(i)
-    return list(groups.items())
 
 
 def _rules(stopping: Stopping | Sequence[Stopping] | None, members: int) -> list[Stopping]:

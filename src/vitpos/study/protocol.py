@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import HostConfig
-from ..engine.ensemble import Stopping
+from ..engine.member_course import Stopping
 from ..models.factory import config_from_dict
 from .cells import Cell
 from .families import DEFAULT_FAMILIES, Family
