@@ -181,14 +181,17 @@ def training_stacks(config: StudyConfig, label: str) -> list[tuple[int, int]]:
     return out
 
 
+def _trials(config: StudyConfig) -> int:
+    """The learning-rate trials of a family: every training task at every rate of the grid on every trial seed."""
+    return len(TRAINING_TASKS) * len(config.lr_grid) * len(config.rate_seeds)
+
+
 def stepped_stacks(config: StudyConfig, label: str) -> list[tuple[int, int]]:
     """The stacks family ``label`` trains with the stacked step: :func:`training_stacks` and its learning-rate
     trials as one more."""
     out = training_stacks(config, label)
     if config.lr_grid:
-        out.append(
-            (len(TRAINING_TASKS) * len(config.lr_grid), config.epochs * (config.train_size // config.batch_size))
-        )
+        out.append((_trials(config), config.epochs * (config.train_size // config.batch_size)))
     return out
 
 
@@ -214,7 +217,7 @@ def step_graphs(config: StudyConfig, labels: Sequence[str] | None = None) -> int
             trainings = {training_key(c) for c in job}
             keys.add((model, bucket(len(trainings)), frozenset(kind[task] for _, task, _, _ in trainings)))
         if config.lr_grid:
-            trials = len(TRAINING_TASKS) * len(config.lr_grid)
+            trials = _trials(config)
             keys.add((model, bucket(trials), frozenset(kind.values())))
     return len(keys)
 

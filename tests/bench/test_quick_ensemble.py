@@ -19,9 +19,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def test_the_full_studys_stacks_hold_every_seed_task_and_size():
     """At --full a family trains one stack of 90 (10 seeds x 3 training tasks at 5000 images, x 2 curve tasks at
     each of 3 smaller sizes) as long as its longest cap (30 epochs of 78 steps; the smaller sets' caps are
-    300 x 7, 150 x 15 and 75 x 31), its 6 rate trials, and a pretrained one two single models."""
+    300 x 7, 150 x 15 and 75 x 31), its 12 rate trials, and a pretrained one two single models."""
     full = StudyConfig.full()
-    assert full_stacks(full, "learned") == [(90, 30 * 78), (6, 30 * 78)]
+    assert full_stacks(full, "learned") == [(90, 30 * 78), (12, 30 * 78)]
     assert full_stacks(full, "fourier_pretrained")[-2:] == [(1, 30 * 78), (1, 30 * 78)]
     assert all_members(full, "learned") == 90
 

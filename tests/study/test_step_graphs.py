@@ -16,13 +16,14 @@ from ..engine.test_ensemble import MODEL
 FULL_GRAPHS = 16
 """The step graphs a compiled ``--full`` study's first round compiles per process: 8 models (fourier and
 fourier_pretrained share one) × 2 padded sizes (128 rows: a family's stack of 90, every seed, task and
-training-set size; 8 rows: its 6 learning-rate trials). docs/study.md says so."""
+training-set size; 16 rows: its 12 learning-rate trials, 3 tasks at 2 rates on 2 seeds). docs/study.md says so."""
 
 
-def test_a_full_study_compiles_16_step_graphs_and_the_default_one_more():
+def test_a_full_study_compiles_16_step_graphs_and_the_default_11():
     assert step_graphs(StudyConfig.full()) == FULL_GRAPHS
-    # the default: the three curve families' stacks of 25 pad to 32, the others' of 15 to 16, the trials to 8
-    assert step_graphs(StudyConfig()) == FULL_GRAPHS + 1
+    # the default: the three curve families' stacks of 25 pad to 32; the others' of 15 pad to 16, as do the 12
+    # trials, with the same mix of task kinds: one graph
+    assert step_graphs(StudyConfig()) == 3 * 2 + 5
     assert step_graphs(StudyConfig.full(), ["learned", "peg"]) == 4
 
 
