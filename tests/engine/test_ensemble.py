@@ -109,6 +109,8 @@ def test_members_that_cannot_share_one_optimiser_are_refused():
         train_ensemble(MODEL, [_member("direction", 0), _member("direction", 1, weight_decay=0.2)])
     with pytest.raises(EnsembleError, match="ema_decay need the single-model trainer"):
         train_ensemble(MODEL, [_member("direction", 0, ema_decay=0.9), _member("direction", 1, ema_decay=0.9)])
+    with pytest.raises(EnsembleError, match="init need the single-model trainer"):  # it would start from scratch
+        train_ensemble(MODEL, [_member("direction", 0, init="weights.pt")])
 
 
 def test_stack_error_tells_which_models_vmap():

@@ -54,11 +54,11 @@ from .stack_metrics import MemberTasks
 from .stacked_step import Stack, StackStep, bucket
 from .train import TrainResult, build_augment, step_seed
 
-__all__ = ["Member", "EnsembleError", "Stack", "Stopping", "train_ensemble", "stack_error"]
+__all__ = ["Member", "EnsembleError", "Stack", "Stopping", "initial_model", "train_ensemble", "stack_error"]
 
 _PER_MEMBER = ("seed", "data", "init_pe", "lr", "lr_batch", "epochs", "warmup_epochs", "cooldown_epochs", "eval_every")
 """Training options that may differ between the members of one ensemble: the last four make its course."""
-_UNSUPPORTED = {"ema_decay": 0.0, "run_dir": None, "save_every": 0}
+_UNSUPPORTED = {"ema_decay": 0.0, "run_dir": None, "save_every": 0, "init": None}
 STACKED_EVAL_BATCHES = 4
 """A stacked evaluation's forward takes this many training batches of each member: it keeps no activations
 for a backward pass, and the stack's forwards, each a handful of kernels per layer, are fewer."""
@@ -117,16 +117,21 @@ def stack_error(model: nn.Module) -> str | None:
     return None
 
 
+def initial_model(model_cfg: HostConfig, seed: int, init_pe: str | None = None) -> nn.Module:
+    """The model a run of ``seed`` starts from, exactly as the single-model trainer builds it (same seed, same
+    order), on the CPU."""
+    torch.manual_seed(seed)
+    model = create_model(model_cfg)
+    if init_pe:
+        load_position_encoding(model, init_pe)
+    return model
+
+
 def _build_member(model_cfg: HostConfig, member: Member, device: torch.device) -> nn.Module:
-    """The member's model exactly as the single-model trainer builds it (same seed, same order), or a copy of
-    the one it brings."""
+    """The member's initial model on ``device``: a copy of the one it brings, or built from its seed."""
     if member.initial is not None:
         return copy.deepcopy(member.initial).to(device)
-    torch.manual_seed(member.cfg.seed)
-    model = create_model(model_cfg)
-    if member.cfg.init_pe:
-        load_position_encoding(model, member.cfg.init_pe)
-    return model.to(device)
+    return initial_model(model_cfg, member.cfg.seed, member.cfg.init_pe).to(device)
 
 
 def train_ensemble(

@@ -41,6 +41,16 @@ class StackEvaluation:
         self.tasks = MemberTasks([d.info for d in datasets], device)
         self.splits = MemberSplits(datasets, self.tasks, device)
         self.rows = self.splits.global_index(torch.arange(len(datasets[0])).expand(len(datasets), -1))  # S, N
+        self._subsets: dict[tuple[int, ...], tuple[torch.Tensor, MemberTasks, torch.Tensor]] = {}
+
+    def _subset(self, members: tuple[int, ...]) -> tuple[torch.Tensor, MemberTasks, torch.Tensor]:
+        """The index, tasks and split rows of the members ``members`` (a stack's groups evaluate again and
+        again: each is built once)."""
+        if members not in self._subsets:
+            index = torch.tensor(members, device=self.rows.device)
+            tasks = MemberTasks([self.tasks.infos[i] for i in members], index.device)
+            self._subsets[members] = index, tasks, self.rows[index]
+        return self._subsets[members]
 
     @torch.no_grad()
     def __call__(
@@ -50,17 +60,17 @@ class StackEvaluation:
         ``batch_size`` images of each member a forward: the other members are not run."""
         was_training = stack.base.training
         stack.train(False)
-        index, tasks, rows = None, self.tasks, self.rows
+        index, tasks, rows, weights = None, self.tasks, self.rows, None
         if members is not None:
-            index = torch.tensor(members, device=rows.device)
-            tasks, rows = MemberTasks([tasks.infos[i] for i in members], rows.device), rows[index]
+            index, tasks, rows = self._subset(tuple(members))
+            weights = stack.gathered(index)  # once a pass: these rows' weights as they are now
         metrics = tasks.metrics(rows.device)
         dtype = input_dtype(stack.base)
         for batch in rows.split(batch_size, dim=1):
             images, targets = self.splits.batch(batch)
             x = self.splits.normalized(images, scaled_first=True, members=index).to(dtype)
             with precision.autocast():
-                outputs = stack(x, index)
+                outputs = stack(x, weights)
             metrics.add(tasks.losses(outputs, targets), outputs, targets)
         stack.train(was_training)
         return metrics.compute()

@@ -100,12 +100,18 @@ class Stack:
     def __len__(self) -> int:
         return len(self.models)
 
-    def __call__(self, x: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
+    def gathered(self, members: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """The parameters (views of one copy of their rows) and buffers of the members ``members``, in that
+        order: what :meth:`__call__` runs to run those members alone."""
+        return self._views(self.flat[members]), {k: v[members] for k, v in self.buffers.items()}
+
+    def __call__(
+        self, x: torch.Tensor, weights: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]] | None = None
+    ) -> torch.Tensor:
         """The members' outputs (S, B, outputs) on their inputs (S, B, C, H, W); the padding rows, if any, see
-        the first member's. With ``members`` (S indices) only those members run, on the rows of ``x`` in turn."""
-        if members is not None:
-            params, buffers = self._views(self.flat[members]), {k: v[members] for k, v in self.buffers.items()}
-            return stacked_forward(self.base, params, buffers, x)
+        the first member's. With ``weights`` (:meth:`gathered`) only those members run, on the rows of ``x``."""
+        if weights is not None:
+            return stacked_forward(self.base, *weights, x)
         count = len(x)
         if count < self.rows:
             x = torch.cat([x, x[:1].expand(self.rows - count, *x.shape[1:])])

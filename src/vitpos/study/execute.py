@@ -21,12 +21,10 @@ from ..config import HostConfig
 from ..data.dataset import DataSplits
 from ..data.synthetic import SyntheticTask
 from ..engine.config import TrainConfig
-from ..engine.ensemble import Member, train_ensemble
+from ..engine.ensemble import Member, initial_model, train_ensemble
 from ..engine.evaluate import evaluate, evaluate_resolutions
 from ..engine.train import TrainResult
 from ..grid import Grid
-from ..models.factory import create_model
-from ..models.saved_encoding import load_position_encoding
 from ..tasks import primary_metric
 from .cells import UNTRAINED, Cell
 from .convergence import run_record
@@ -81,15 +79,6 @@ def _score(metrics: dict[str, float], task: str) -> float:
     return metrics[key] / 100.0 if key == "acc1" else metrics[key]
 
 
-def _initial_model(model_cfg, seed: int, init_pe: str | None) -> nn.Module:
-    """The model the trainer starts from (same seed, same construction order)."""
-    torch.manual_seed(seed)
-    model = create_model(model_cfg)
-    if init_pe:
-        load_position_encoding(model, init_pe)
-    return model.eval()
-
-
 def half_contrast(table: torch.Tensor, grid: Grid) -> float:
     """Mean cosine similarity of cells in the same half (upper/lower) minus that of cells in opposite
     halves: about 0 for a random table, positive for one that has learned the split (thesis Fig. 5)."""
@@ -136,7 +125,7 @@ def _untrained(cell: Cell, family: Family, config: StudyConfig, init_pe: str | N
     """An untrained cell (:data:`~.cells.UNTRAINED`): the probes of the table its task's runs start from, as a
     trained cell of that seed reads them ``before`` training (the same model, seed and probe)."""
     info = _synthetic(cell, config, config.train_size).info
-    model = _initial_model(family.model_config(config.model, num_classes=info.num_outputs), cell.seed, init_pe)
+    model = initial_model(family.model_config(config.model, num_classes=info.num_outputs), cell.seed, init_pe).eval()
     return {"probes": {"before": _table_probes(absolute_table(model), native_grid(model), config, cell.seed)}}
 
 
@@ -172,7 +161,7 @@ def _prepare(
         similarity,
         contrast,
         full and cell.task == "direction" and bool(config.resolutions),
-        _initial_model(model_cfg, cell.seed, init_pe),
+        initial_model(model_cfg, cell.seed, init_pe).eval(),
     )
 
 
