@@ -43,7 +43,8 @@ SEQUENTIAL = "one after another (no streams on a CPU)"
 
 __all__ = [
     "SEQUENTIAL",
-    "Fit", "stack_step", "operations", "rate_rows", "fit", "training_stacks", "stepped_stacks", "full_stacks",
+    "Fit", "stack_step", "at_constant_rate", "operations",
+    "rate_rows", "fit", "training_stacks", "stepped_stacks", "full_stacks",
     "step_graphs", "all_members", "projected_seconds",
     "in_flight_rows", "process_rows",
 ]  # fmt: skip
@@ -67,18 +68,26 @@ def stack_step(model_cfg: HostConfig, batch: int, members: int, device: torch.de
 
 
 def _inputs(model_cfg: HostConfig, batch: int, members: int, device: torch.device) -> tuple:
-    """Random images, labels (as the stacked targets hold them) and learning rates of a stack step."""
+    """Random images and labels (as the stacked targets hold them) of a stack step."""
     x = torch.randn(members, batch, model_cfg.in_chans, *model_cfg.image_hw, device=device)
     targets = torch.randint(0, 2, (members, batch, 2), device=device).float()  # a label or (dx, dy) per image
-    return x, targets, torch.full((members,), 1e-3, dtype=torch.float64, device=device)
+    return x, targets
+
+
+def at_constant_rate(step: StackStep, x: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One call of ``step``, every member at 1e-3 (1,000 more steps planned whenever its plan runs out)."""
+    optimizer = step.optimizer
+    if optimizer.taken == len(optimizer.schedule):
+        step.plan(torch.full((1000, len(step.tasks)), 1e-3, dtype=torch.float64))
+    return step(x, targets)
 
 
 def runner(step: StackStep, model_cfg: HostConfig, batch: int, device: torch.device) -> Callable[[], None]:
     """One synchronised call of ``step`` on fixed random images and labels."""
-    x, targets, lr = _inputs(model_cfg, batch, step.stack.rows, device)
+    x, targets = _inputs(model_cfg, batch, step.stack.rows, device)
 
     def run() -> None:
-        step(x, targets, lr)
+        at_constant_rate(step, x, targets)
         synchronize(device)
 
     return run
@@ -190,7 +199,7 @@ def stepped_stacks(config: StudyConfig, label: str) -> list[tuple[int, int]]:
     """The stacks family ``label`` trains with the stacked step: :func:`training_stacks` and its learning-rate
     trials as one more."""
     out = training_stacks(config, label)
-    if config.lr_grid:
+    if config.tries_rates:
         out.append((_trials(config), config.epochs * (config.train_size // config.batch_size)))
     return out
 
@@ -216,7 +225,7 @@ def step_graphs(config: StudyConfig, labels: Sequence[str] | None = None) -> int
         for job in jobs_of([c for c in config.cells() if c.family == family.label], {family.label}):
             trainings = {training_key(c) for c in job}
             keys.add((model, bucket(len(trainings)), frozenset(kind[task] for _, task, _, _ in trainings)))
-        if config.lr_grid:
+        if config.tries_rates:
             trials = _trials(config)
             keys.add((model, bucket(trials), frozenset(kind.values())))
     return len(keys)
@@ -244,12 +253,12 @@ def all_members(config: StudyConfig, label: str) -> int:
 
 def _round(runs: list[StackStep], streams: list, inputs: list[tuple], device: torch.device) -> None:
     """One step of every stack, each on its stream (None: the current one), then a synchronisation."""
-    for step, stream, (x, targets, lr) in zip(runs, streams, inputs, strict=True):
+    for step, stream, (x, targets) in zip(runs, streams, inputs, strict=True):
         if stream is None:
-            step(x, targets, lr)
+            at_constant_rate(step, x, targets)
         else:
             with torch.cuda.stream(stream):
-                step(x, targets, lr)
+                at_constant_rate(step, x, targets)
     synchronize(device)
 
 

@@ -30,6 +30,8 @@ from vitpos.models.factory import create_model
 from vitpos.study.families import parse_family
 from vitpos.study.protocol import study_model
 
+from .ensemble_rate import at_constant_rate
+
 Step = Callable[[], torch.Tensor]
 
 
@@ -72,10 +74,9 @@ def stack_step(model_cfg: HostConfig, batch: int, members: int = 1, device: str 
     stack = Stack(models, first=list(dict(models[0].named_parameters())))
     x = torch.randn(members, batch, 3, *model_cfg.image_hw, device=device)
     y = torch.randint(0, 2, (members, batch, 1), device=device).float()
-    lr = torch.full((members,), 1e-3, dtype=torch.float64, device=device)
     tasks = MemberTasks([SyntheticTask("direction").info] * members, torch.device(device))
     step = StackStep(stack, tasks, weight_decay=0.01, betas=(0.9, 0.999), grad_clip=1.0)
-    return lambda: step(x, y, lr)[0].sum()
+    return lambda: at_constant_rate(step, x, y)[0].sum()
 
 
 def variants(model_cfg: HostConfig, batch: int) -> dict[str, tuple[Step, int]]:

@@ -37,8 +37,10 @@ def test_study_in_two_worker_processes(tmp_path, capsys):
     report = (out / "report.md").read_text()
     assert "| pegc | `absolute=none, conditional=peg@-1:pad=circular` |" in report
     assert "--family 'pegc: absolute=none conditional=peg@-1:pad=circular'" in report  # how to reproduce it
-    assert "--patience 1 --lr-grid 0.003" in report and "choosing learning rates: 12 trial runs" in log
-    assert json.loads((out / "results.json").read_text())["finished_cells"] == 10
+    assert "--patience 1 --lr-grid 0.003" in report and "- learning rate: 0.003 for every family and task" in report
+    assert "rate trial" not in log and not (out / "rates.json").exists()  # a grid of one rate is no choice
+    results = json.loads((out / "results.json").read_text())
+    assert results["finished_cells"] == 10 and {cell["lr"] for cell in results["cells"]} == {0.003}
 
     assert main(["study", "--family", "sincos2d", *SMALL, "--workers", "1", "--out", str(out)]) == 0
     assert "6 training runs: 6 already done, 0 to go" in capsys.readouterr().out

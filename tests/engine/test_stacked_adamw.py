@@ -35,6 +35,8 @@ def _train(rates: list[float], steps: int, stop: tuple[int, int] | None = None, 
     flat = torch.randn(len(rates), width, generator=generator, dtype=dtype)
     refs = [_reference(flat[i], lr) for i, lr in enumerate(rates)]
     optimizer = StackedAdamW(flat, _decayed_columns(), 0.05)
+    scales = torch.tensor([(k + 1) / steps for k in range(steps)], dtype=torch.float64)
+    optimizer.plan(scales[:, None] * torch.tensor(rates, dtype=torch.float64))  # each member's rate, rising
     for k in range(steps):
         scale = (k + 1) / steps
         if stop and k == stop[0]:
@@ -48,7 +50,7 @@ def _train(rates: list[float], steps: int, stop: tuple[int, int] | None = None, 
             for group in opt.param_groups:
                 group["lr"] = rates[i] * scale
             opt.step()
-        optimizer.step(grad, torch.tensor(rates, dtype=torch.float64) * scale)
+        optimizer.step(grad)
     return optimizer, refs
 
 
@@ -81,7 +83,8 @@ def test_a_stopped_member_is_frozen_exactly_and_the_others_go_on(float64):
     optimizer.stop(1)
     grad = torch.randn(optimizer.flat.shape)
     grad[1] = float("nan")
-    optimizer.step(grad, torch.tensor([1e-3, 5e-3, 2e-2], dtype=torch.float64))
+    optimizer.plan(torch.tensor([[1e-3, 5e-3, 2e-2]], dtype=torch.float64))
+    optimizer.step(grad)
     after = optimizer.state_of(1)
     for key, tensor in frozen.items():
         assert torch.equal(tensor, after[key]), key
@@ -97,3 +100,11 @@ def test_a_buffer_of_the_wrong_shape_is_refused():
         StackedAdamW(torch.zeros(3, 4, 2), 0, 0.05)
     with pytest.raises(ValueError, match="got shape \\(3, 4\\) and decayed = 5"):
         StackedAdamW(torch.zeros(3, 4), 5, 0.05)
+
+
+def test_a_step_beyond_the_plan_and_a_plan_of_the_wrong_width_are_refused():
+    optimizer = StackedAdamW(torch.zeros(3, 4), 0, 0.05)
+    with pytest.raises(ValueError, match="0 steps taken and 0 planned; plan\\(rates\\) the steps to come"):
+        optimizer.step(torch.zeros(3, 4))
+    with pytest.raises(ValueError, match="needs rates of shape \\(steps, 3\\), got \\(2, 4\\)"):
+        optimizer.plan(torch.zeros(2, 4, dtype=torch.float64))

@@ -82,14 +82,14 @@ def test_each_member_of_the_flat_step_is_its_model_trained_alone(float64):
     lone_models = _models(LEARNED, 3)
     lone = [_lone(m, lr, 0.5) for m, lr in zip(lone_models, RATES, strict=True)]
     generator = torch.Generator().manual_seed(0)
-    lr = torch.tensor(RATES, dtype=torch.float64)
+    step.plan(torch.tensor(RATES, dtype=torch.float64).repeat(4, 1))
     for k in range(4):
         if k == 2:
             step.stop(1)
         x, y = _batch(generator, 3, 3)
         if k >= 2:
             x[1] = float("nan")
-        step(x, y, lr)
+        step(x, y)
         for i, member_step in enumerate(lone):
             if not (k >= 2 and i == 1):
                 member_step(x[i], y[i], TASKS[i])
@@ -114,9 +114,10 @@ def test_a_stack_of_one_takes_the_earlier_steps_bits_in_float32():
         lr=3e-3,
     )
     generator = torch.Generator().manual_seed(0)
+    step.plan(torch.full((5, 1), 3e-3, dtype=torch.float64))
     for _ in range(5):
         x, y = _batch(generator, 1, 1)
-        step(x, y, torch.tensor([3e-3], dtype=torch.float64))
+        step(x, y)
         loss = F.cross_entropy(model(x[0]), y[0, :, 0].long())
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -144,11 +145,11 @@ def _counted_step(members: int) -> DispatchCount:
     source = MemberSplits(splits, tasks, torch.device("cpu"))
     rows = source.global_index(torch.arange(4).expand(members, -1))
     running = tasks.metrics(torch.device("cpu"))
-    lr = torch.full((members,), 1e-3, dtype=torch.float64)
+    step.plan(torch.full((2, members), 1e-3, dtype=torch.float64))
 
     def once() -> None:
         images, targets = source.batch(rows)
-        loss, outputs = step(source.normalized(images), targets, lr)
+        loss, outputs = step(source.normalized(images), targets)
         running.add(loss, outputs, targets)
 
     once()
@@ -176,7 +177,8 @@ def test_the_compiled_step_equals_the_eager_one(float64, backend, family):
     images: every member's losses and parameters equal the eager step's to 1e-12, the stopped one's frozen."""
     eager, compiled = _step(family), _step(family, compile="default", backend=backend)
     generator = torch.Generator().manual_seed(0)
-    lr = torch.tensor([*RATES, 0.0], dtype=torch.float64)
+    for step in (eager, compiled):
+        step.plan(torch.tensor(RATES, dtype=torch.float64).repeat(4, 1))
     for k in range(4):
         if k == 2:
             eager.stop(1)
@@ -185,7 +187,7 @@ def test_the_compiled_step_equals_the_eager_one(float64, backend, family):
         x, y = _batch(generator, 3, 4)
         if k >= 2:
             x[1] = float("nan")
-        (loss_a, out_a), (loss_b, out_b) = eager(x[:3], y[:3], lr[:3]), compiled(x, y, lr)
+        (loss_a, out_a), (loss_b, out_b) = eager(x[:3], y[:3]), compiled(x, y)
         keep = [0, 2] if k >= 2 else [0, 1, 2]
         torch.testing.assert_close(loss_b[keep], loss_a[keep], rtol=0, atol=1e-12)
         torch.testing.assert_close(out_b[keep], out_a[keep], rtol=0, atol=1e-12)

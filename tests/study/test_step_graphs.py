@@ -60,7 +60,8 @@ def test_stacks_of_one_shape_share_a_graph_and_no_graph_meets_the_recompile_limi
             step = _stack_step(members, backend)
             rows = step.stack.rows
             x = torch.randn(rows, 4, 3, 16, 16)
-            losses, _ = step(x, torch.zeros(rows, 4, 2), torch.full((rows,), 1e-3, dtype=torch.float64))
+            step.plan(torch.full((1, members), 1e-3, dtype=torch.float64))
+            losses, _ = step(x, torch.zeros(rows, 4, 2))
             assert losses.shape == (rows,) and int(step.optimizer.steps.sum()) == members
             step.stack.base.eval()  # as a finished ensemble hands its models back: the next stack still trains
     assert len(traced) == 2 and stacked_step.compiled_graphs() == 2

@@ -199,9 +199,7 @@ def train_ensemble(
         for boundary in range(0, c.steps + 1, c.per_epoch):
             boundaries.setdefault(boundary, []).append(i)
     padding = [0] * (rows - len(members))
-    rates = torch.tensor(
-        [[c.rate(t) for c in courses] + [0.0] * len(padding) for t in range(total)], dtype=torch.float64
-    ).to(device)  # every step's rates on the device at once: no copy per step
+    step_fn.plan(torch.tensor([[c.rate(t) for c in courses] for t in range(total)], dtype=torch.float64))
     positions = torch.tensor([[t % c.per_epoch for c in courses] + padding for t in range(total)]).to(device)
     train_data = MemberSplits([s["train"] for s in splits], tasks, device, rows)
     orders = torch.zeros(rows, max(c.per_epoch for c in courses), cfg.batch_size, dtype=torch.long, device=device)
@@ -226,7 +224,7 @@ def train_ensemble(
         else:
             torch.manual_seed(step_seed(last_seed, step, 0))
             x = train_data.normalized(images)
-        loss, outputs = step_fn(x.to(dtype), targets, rates[step])
+        loss, outputs = step_fn(x.to(dtype), targets)
         if rows > len(members):
             loss, outputs, targets = loss[: len(members)], outputs[: len(members)], targets[: len(members)]
         running.add(loss, outputs, targets)

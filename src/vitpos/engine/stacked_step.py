@@ -191,7 +191,8 @@ class StackStep:
         self.precision = precision or Precision("cpu")
         self.optimizer = StackedAdamW(stack.flat[:, : stack.trainable], stack.decayed, weight_decay, betas)
         pad = stack.rows - len(tasks)
-        self.optimizer.active[len(tasks) :] = False  # padding rows never train
+        for row in range(len(tasks), stack.rows):
+            self.optimizer.stop(row)  # padding rows never train
         self.regression = torch.cat([tasks.regression, tasks.regression[:1].expand(pad)])
         self.spans = stack.spans()
         self.mode = compile_mode(compile)
@@ -206,12 +207,18 @@ class StackStep:
         """Freeze ``member``'s parameters and AdamW state from the next step on."""
         self.optimizer.stop(member)
 
-    def __call__(self, x: torch.Tensor, targets: torch.Tensor, lr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Train every active member one step on its batch (``x``: rows, B, ...; ``targets``: rows, B, width)
-        at its learning rate ``lr`` (rows, float64); returns the losses (rows) and the outputs, detached."""
-        return self._step(x, targets, lr)
+    def plan(self, rates: torch.Tensor) -> None:
+        """Plan the members' learning rates ``rates`` (steps, members; float64) of the steps to come (padding
+        rows: none)."""
+        pad = self.stack.rows - len(self.tasks)
+        self.optimizer.plan(torch.cat([rates, rates.new_zeros(len(rates), pad)], 1) if pad else rates)
 
-    def _eager(self, x: torch.Tensor, targets: torch.Tensor, lr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, x: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Train every active member one step on its batch (``x``: rows, B, ...; ``targets``: rows, B, width)
+        at its planned learning rate (:meth:`plan`); returns the losses (rows) and the outputs, detached."""
+        return self._step(x, targets)
+
+    def _eager(self, x: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         stack = self.stack
         with self.precision.autocast():
             outputs = stacked_forward(stack.base, stack.params, stack.buffers, x)
@@ -221,10 +228,10 @@ class StackStep:
         grad = torch.cat([grads[id(stack.params[n])].flatten(1) for n in stack.layout[: len(grads)]], 1)
         if self.grad_clip:
             clip_(grad, self.spans, self.grad_clip)
-        self.optimizer.step(grad, lr)
+        self.optimizer.step(grad)
         return losses.detach(), outputs.detach()
 
-    def _compiled(self, backend: str | Callable) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple]:
+    def _compiled(self, backend: str | Callable) -> Callable[[torch.Tensor, torch.Tensor], tuple]:
         """The compiled step of this stack's shape (compiled on first use, shared with stacks of its shape)."""
         stack, opt = self.stack, self.optimizer
         key = (*self._shape(), self.mode, backend)
@@ -235,13 +242,13 @@ class StackStep:
             )  # fmt: skip
             _GRAPHS[key] = compiled, stack.base
         graph, template = _GRAPHS[key]
-        state = (stack.flat, opt.exp_avg, opt.exp_avg_sq, opt.steps, opt.active)
+        state = (stack.flat, opt.exp_avg, opt.exp_avg_sq, opt.active)
         for t in state:
             torch._dynamo.mark_static_address(t)  # updated in place: CUDA graphs keep them where they are
 
-        def step(x: Tensor, targets: Tensor, lr: Tensor) -> tuple[Tensor, Tensor]:
+        def step(x: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
             template.train(True)  # the graph's module, whatever its own stack did with it since (its guard)
-            return graph(*state, stack.buffers, self.regression, x, targets, lr)
+            return graph(*state, stack.buffers, self.regression, x, targets, opt.take())
 
         return step
 
@@ -276,8 +283,8 @@ def _pure_step(step: StackStep) -> Callable[..., tuple[torch.Tensor, torch.Tenso
     grad_clip, precision, columns = step.grad_clip, step.precision, step.stack.trainable
 
     def run(
-        flat: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, steps: Tensor, active: Tensor,
-        buffers: dict[str, Tensor], regression: Tensor, x: Tensor, targets: Tensor, lr: Tensor,
+        flat: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, active: Tensor,
+        buffers: dict[str, Tensor], regression: Tensor, x: Tensor, targets: Tensor, scalars: Tensor,
     ) -> tuple[Tensor, Tensor]:  # fmt: skip
         rows = flat.shape[0]
         frozen = {n: c.view(rows, *shapes[n]) for n, c in zip(frozen_names, flat[:, columns:].split(
@@ -293,7 +300,7 @@ def _pure_step(step: StackStep) -> Callable[..., tuple[torch.Tensor, torch.Tenso
         grad, (losses, outputs) = torch.func.grad(total, has_aux=True)(flat[:, :columns].detach())
         if grad_clip:
             clip_(grad, spans, grad_clip)
-        adamw_(flat[:, :columns], grad, exp_avg, exp_avg_sq, steps, active, lr, settings)
+        adamw_(flat[:, :columns], grad, exp_avg, exp_avg_sq, active, scalars, settings)
         return losses, outputs
 
     code = run.__code__.replace()  # a code object of this graph's own

@@ -162,6 +162,11 @@ class StudyConfig:
         return max(1, round(self.epochs * self.train_size / train_size))
 
     @property
+    def tries_rates(self) -> bool:
+        """Whether learning-rate trials train: a grid of two rates or more (one rate, or none, is no choice)."""
+        return len(self.lr_grid) > 1
+
+    @property
     def train_sizes(self) -> tuple[int, ...]:
         """Every training-set size of the learning curves, ascending."""
         return (*sorted(self.efficiency_sizes), self.train_size)

@@ -5,7 +5,8 @@ seed of :attr:`StudyConfig.rate_seeds` (seeds no reported run uses), with the st
 rule; the rate with the best mean validation metric over those seeds wins (ties: fewer mean steps,
 then the smaller rate), so a rate at which one seed's run happens to stay at chance is not chosen by
 another seed's luck. A pretrained family uses the rates of its model trained from scratch, chosen before its
-encoding is pretrained. The choices and every score are kept in ``rates.json``.
+encoding is pretrained. The choices and every score are kept in ``rates.json``. A grid of one rate
+trains no trial (:func:`only_rate`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .execute import TRAINS_AS
 from .families import Family
 from .protocol import TASKS, StudyConfig
 
-__all__ = ["RATES_FILE", "rate_key", "rate_trials", "choose", "mean_scores", "Rates"]
+__all__ = ["RATES_FILE", "rate_key", "rate_trials", "only_rate", "choose", "mean_scores", "Rates"]
 
 RATES_FILE = "rates.json"
 TRAINING_TASKS = tuple(dict.fromkeys(TRAINS_AS.get(t, t) for t in TASKS))
@@ -44,6 +45,13 @@ def rate_trials(config: StudyConfig) -> dict[str, tuple[Family, list[Cell]]]:
                 [Cell(family.label, t, config.train_size, s) for s in config.rate_seeds for t in TRAINING_TASKS],
             )
     return out
+
+
+def only_rate(config: StudyConfig) -> dict[str, dict[str, float]]:
+    """Family label -> training task -> the rate of a grid of one (the rate its trials would have chosen,
+    whatever their scores, so none trains), or ``lr`` where the grid is empty."""
+    lr = config.lr_grid[0] if config.lr_grid else config.lr
+    return {family.label: dict.fromkeys(TRAINING_TASKS, lr) for family in config.families}
 
 
 def choose(scores: dict[float, dict[str, Any]]) -> float:

@@ -22,7 +22,7 @@ from .execute import run_cells, run_trials
 from .families import Family
 from .plan import JobOptions, RateChoice, Results
 from .protocol import StudyConfig
-from .rates import Rates, rate_key, rate_trials
+from .rates import Rates, only_rate, rate_key, rate_trials
 from .report import write_report
 from .schedule import threads_per_worker, worker_pool
 
@@ -219,8 +219,8 @@ class RedGreenStudy:
         stacked: frozenset[str] = frozenset(),
         compile: bool = False,
     ) -> RateChoice:
-        if not self.config.lr_grid:
-            return {}, None
+        if not self.config.tries_rates:
+            return only_rate(self.config), None
         return _select_rates(self, folder, device, workers, log, stacked, compile)
 
     def pretrain(self, path: Path, family: Family, rates: dict[str, float], device: str, threads: int | None) -> str:

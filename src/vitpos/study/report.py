@@ -234,11 +234,7 @@ def write_report(
         f"- training: at most {config.epochs} epochs of {config.train_size} images (smaller sets: the same cap of "
         f"{steps} steps), warm-up over the first tenth of the cap then cosine decay, batch {config.batch_size}, "
         f"AdamW, weight decay {config.weight_decay}; {seeds} seed(s), each setting initialisation and data",
-        "- learning rate: per family and training task, the best validation metric of "
-        + (", ".join(map(str, config.lr_grid)) if config.lr_grid else f"{config.lr} alone")
-        + f" by its mean over the data of seeds {', '.join(map(str, config.rate_seeds))} (not reported), chosen once "
-        "with the stopping rule above; a "
-        "pretrained family uses the rates of its model trained from scratch, and its pretraining the direction rate",
+        _rate_line(config),
         "- pretrained families start from a PE trained on direction4 then distance "
         f"({config.pretrain_size} images, {config.pretrain_epochs} epochs each; thesis §5.1)",
         "",
@@ -328,4 +324,18 @@ def report_from_results(folder: str | Path) -> Path:
         missing=data["missing_families"],
         wall_seconds=data["wall_seconds"],
         command=data["command"],
+    )
+
+
+def _rate_line(config: StudyConfig) -> str:
+    """The setup's line on how the learning rates were chosen."""
+    if not config.tries_rates:
+        lr = config.lr_grid[0] if config.lr_grid else config.lr
+        return f"- learning rate: {lr} for every family and task (a grid of one rate: no trial trained)"
+    return (
+        "- learning rate: per family and training task, the best validation metric of "
+        + ", ".join(map(str, config.lr_grid))
+        + f" by its mean over the data of seeds {', '.join(map(str, config.rate_seeds))} (not reported), chosen "
+        "once with the stopping rule above; a pretrained family uses the rates of its model trained from "
+        "scratch, and its pretraining the direction rate"
     )
