@@ -40,7 +40,7 @@ PHASES = {
     "StackStep.__call__": "training step",
     "train_ensemble": "training loop around the step",
     "_evaluate_members": "evaluation during training",
-    "_build_member": "copying the initial models into the stacks",
+    "Stack.__init__": "copying the initial models into the stacks",
     "MemberSplits.__init__": "holding the splits",
     "_prepare": "data and initial models",
     "_measure": "measurement after training",

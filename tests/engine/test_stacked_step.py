@@ -100,6 +100,23 @@ def test_each_member_of_the_flat_step_is_its_model_trained_alone(float64):
     assert step.optimizer.steps.tolist() == [4.0, 2.0, 4.0]
 
 
+def test_a_members_module_sees_its_row_and_its_model_is_only_read():
+    """A stack gathers its members' weights without changing them; a member's module holds views of its row
+    (what trains, it sees) and gives that member's outputs."""
+    models = _models(LEARNED, 3)
+    before = [{n: p.clone() for n, p in m.named_parameters()} for m in models]
+    stack = Stack(models, [name for name, on in decays(models[0]).items() if on])
+    module = stack.module(1)
+    with torch.no_grad():
+        stack.flat.mul_(1.5)
+    for name, p in module.named_parameters():
+        assert torch.equal(p, stack.params[name][1]) and torch.equal(p, before[1][name] * 1.5), name
+    for model, weights in zip(models, before, strict=True):
+        assert all(torch.equal(p, weights[n]) for n, p in model.named_parameters())
+    x = torch.randn(3, 2, 3, 16, 16)
+    torch.testing.assert_close(module.eval()(x[1]), stack(x)[1], rtol=0, atol=1e-6)
+
+
 def test_a_stack_of_one_takes_the_earlier_steps_bits_in_float32():
     """The study's CPU path trains stacks of one: five clipped steps give the parameters the earlier stacked
     step gave, to the last bit (its arithmetic written out: the tensors' norms in the module's order, then

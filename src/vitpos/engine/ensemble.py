@@ -25,7 +25,6 @@ the stack ends when its last member stops. With several members every evaluation
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -77,7 +76,7 @@ class Member:
     data: DataSplits
     initial: nn.Module | None = None
     """The model as the single-model trainer builds it from ``cfg`` (seed, init_pe), where the caller has
-    built it already (a copy trains; it is left as it is); None: built here."""
+    built it already (only read: the stack gathers its weights; it is left as it is); None: built here."""
 
 
 def _shared_settings(members: Sequence[Member]) -> TrainConfig:
@@ -127,11 +126,11 @@ def initial_model(model_cfg: HostConfig, seed: int, init_pe: str | None = None) 
     return model
 
 
-def _build_member(model_cfg: HostConfig, member: Member, device: torch.device) -> nn.Module:
-    """The member's initial model on ``device``: a copy of the one it brings, or built from its seed."""
+def _initial_of(model_cfg: HostConfig, member: Member) -> nn.Module:
+    """The member's initial model: the one it brings (only read), or built from its seed."""
     if member.initial is not None:
-        return copy.deepcopy(member.initial).to(device)
-    return initial_model(model_cfg, member.cfg.seed, member.cfg.init_pe).to(device)
+        return member.initial
+    return initial_model(model_cfg, member.cfg.seed, member.cfg.init_pe)
 
 
 def train_ensemble(
@@ -169,9 +168,9 @@ def train_ensemble(
         Course(m.cfg, steps_per_epoch(len(s["train"]), cfg.batch_size, Dist()))
         for m, s in zip(members, splits, strict=True)
     ]
-    models = [_build_member(model_cfg, m, device) for m in members]
+    models = [_initial_of(model_cfg, m) for m in members]
     rows = bucket(len(members)) if cfg.compile else len(members)  # a compiled stack pads to a shape it shares
-    stack = Stack(models, first=[name for name, on in decays(models[0]).items() if on], rows=rows)
+    stack = Stack(models, first=[name for name, on in decays(models[0]).items() if on], rows=rows, device=device)
     try:
         tasks = MemberTasks(infos, device, cfg.label_smoothing)
     except ValueError as err:
@@ -237,7 +236,7 @@ def train_ensemble(
         stack.train(True)
         trained = running.compute()
         running.reset(ended)
-        improved = []
+        improved, stopped = [], []
         for i in ended:
             course = courses[i]
             row: dict[str, Any] = {"epoch": (step + 1) // course.per_epoch, "step": step + 1, "lr": course.rate(step)}
@@ -251,11 +250,12 @@ def train_ensemble(
                     row |= {"stop": watches[i].stop, "best_epoch": watches[i].best_epoch}
             if (watches and watches[i].stop) or step + 1 == course.steps:
                 done[i] = True
-                step_fn.stop(i)  # its updates are masked from the next step on: its run has ended
+                stopped.append(i)
             elapsed = now - began[i]
             histories[i].append(
                 row | {"time_s": elapsed, "images_per_s": course.per_epoch * cfg.batch_size * len(members) / elapsed}
             )
+        step_fn.stop(*stopped)  # their updates are masked from the next step on: their runs have ended
         if best is not None and improved:
             index = torch.tensor(improved, device=device)
             best[index] = stack.flat[index]
@@ -267,10 +267,8 @@ def train_ensemble(
         stack.restore(best)  # every member ends at its best epoch
     test_eval = StackEvaluation([s["test"] for s in splits], device) if batched_eval else None
     test = _evaluate_members(stack, splits, list(range(len(members))), cfg, device, precision, test_eval, "test")
-    stack.write_back()
     return [
-        TrainResult(model.eval(), None, history, test[i], None, None)
-        for i, (model, history) in enumerate(zip(stack.models, histories, strict=True))
+        TrainResult(stack.module(i).eval(), None, history, test[i], None, None) for i, history in enumerate(histories)
     ]
 
 
@@ -308,14 +306,13 @@ def _evaluate_members(
 ) -> dict[int, dict[str, float]]:
     """The metrics of the members ``which`` on their split ``name``: one stacked pass of those members where
     ``stacked`` holds the splits (:data:`STACKED_EVAL_BATCHES` training batches of each member a forward),
-    else model by model (their modules hold the stacked weights first)."""
+    else model by model (each member's module sees its row of the stack)."""
     if stacked is not None:
         some = None if len(which) == len(stack) else which  # only the members evaluated now run
         metrics = stacked(stack, batch_size=STACKED_EVAL_BATCHES * cfg.batch_size, precision=precision, members=some)
         return dict(zip(which, metrics, strict=True))
-    stack.write_back()
     return {
-        i: evaluate(stack.models[i], splits[i][name], batch_size=cfg.batch_size, device=device, precision=precision,
+        i: evaluate(stack.module(i), splits[i][name], batch_size=cfg.batch_size, device=device, precision=precision,
                     workers=cfg.workers)
         for i in which
     }  # fmt: skip

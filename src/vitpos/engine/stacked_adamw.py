@@ -96,18 +96,20 @@ class StackedAdamW:
             dim=1,
         ).to(self.flat.dtype)
         self.schedule = torch.cat([self.schedule, scalars])
-        for member in self.stopped_at:
-            self._freeze(member)
+        if self.stopped_at:
+            self._freeze(list(self.stopped_at))
 
-    def stop(self, member: int) -> None:
-        """Freeze ``member``: from the next step on its parameters and moments no longer change."""
-        if member not in self.stopped_at:
-            self.active[member] = False
-            self.stopped_at[member] = self.taken
-            self._freeze(member)
+    def stop(self, *members: int) -> None:
+        """Freeze ``members``: from the next step on their parameters and moments no longer change."""
+        new = [m for m in dict.fromkeys(members) if m not in self.stopped_at]
+        if new:
+            self.active[new] = False
+            self.stopped_at |= dict.fromkeys(new, self.taken)
+            self._freeze(new)
 
-    def _freeze(self, member: int) -> None:
-        self.schedule[:, :, member] = torch.tensor(FROZEN, dtype=self.schedule.dtype).to(self.schedule.device)
+    def _freeze(self, members: list[int]) -> None:
+        frozen = torch.tensor(FROZEN, dtype=self.schedule.dtype).to(self.schedule.device)
+        self.schedule[:, :, members] = frozen[:, None]
 
     @torch.no_grad()
     def step(self, grad: torch.Tensor) -> None:

@@ -18,6 +18,7 @@ equals the eager one member by member in float64. Compiling is opt-in: on CUDA i
 
 from __future__ import annotations
 
+import copy
 import types
 from collections.abc import Callable, Collection
 
@@ -55,36 +56,48 @@ def bucket(members: int) -> int:
 
 
 class Stack:
-    """The members' modules and their parameters as views of one flat (rows, parameters) buffer.
+    """The members' parameters as one flat (rows, parameters) buffer, and modules that see rows of it.
 
     The trainable parameters named in ``first`` (those AdamW decays) take the first columns, the other
     trainable ones the next, frozen ones the last: :attr:`trainable` columns in all. ``rows`` (at least
     the member count) pads the stack with copies of the first member, for a compiled step's fixed shape.
+    The members' ``models`` are only read: their weights are gathered where they lie (one concatenation)
+    and moved to ``device`` (default: theirs) in one copy; :meth:`module` gives a member's module.
     """
 
-    def __init__(self, models: list[nn.Module], first: Collection[str] = (), rows: int | None = None) -> None:
-        self.models = models
-        self.base = models[0]
+    def __init__(
+        self,
+        models: list[nn.Module],
+        first: Collection[str] = (),
+        rows: int | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
+        self.members = len(models)
         self.rows = rows or len(models)
         if self.rows < len(models):
             raise ValueError(f"Stack: rows = {rows} is fewer than its {len(models)} members")
+        device = torch.device(device) if device is not None else next(models[0].parameters()).device
         padded = models + [models[0]] * (self.rows - len(models))
-        named = dict(self.base.named_parameters())
+        named = dict(models[0].named_parameters())
         trainable = [n for n, p in named.items() if p.requires_grad]
         order = [n for n in trainable if n in first]
         order += [n for n in trainable if n not in first] + [n for n in named if n not in trainable]
         self.decayed = sum(named[n].numel() for n in order if n in first and n in trainable)
         self.trainable = sum(named[n].numel() for n in trainable)
         with torch.no_grad():
-            columns = [torch.stack([dict(m.named_parameters())[n].detach() for m in padded]).flatten(1) for n in order]
-            self.flat = torch.cat(columns, 1)
+            tensors = [dict(m.named_parameters()) for m in padded]
+            flat = torch.cat([t[n].detach().reshape(-1) for t in tensors for n in order])
+            self.flat = flat.view(self.rows, -1).to(device)
+        self.base = copy.deepcopy(models[0]).to(device)
+        """The module the stacked forward runs (:func:`stacked_forward`): its own weights are never used."""
         self.layout = order
         """The names in the flat buffer's column order."""
         self.params = self._views(self.flat)
         for name, view in self.params.items():
             view.requires_grad_(named[name].requires_grad)  # a leaf: the buffer needs none
         self.buffers = {
-            name: torch.stack([dict(m.named_buffers())[name] for m in padded]) for name, _ in self.base.named_buffers()
+            name: torch.stack([dict(m.named_buffers())[name] for m in padded]).to(device)
+            for name, _ in self.base.named_buffers()
         }
 
     def _views(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -98,7 +111,21 @@ class Stack:
         return {name: views[name] for name in shapes}
 
     def __len__(self) -> int:
-        return len(self.models)
+        return self.members
+
+    def module(self, member: int) -> nn.Module:
+        """Member ``member``'s module: a copy of :attr:`base` whose parameters and buffers are views of its row
+        (nothing is copied; what trains on, it sees)."""
+        shared = {id(t): t for t in (*self.base.parameters(), *self.base.buffers())}
+        module = copy.deepcopy(self.base, shared)
+        for name, view in self.params.items():
+            owner, _, leaf = name.rpartition(".")
+            param = nn.Parameter(view[member].detach(), requires_grad=view.requires_grad)
+            module.get_submodule(owner)._parameters[leaf] = param
+        for name, stacked in self.buffers.items():
+            owner, _, leaf = name.rpartition(".")
+            module.get_submodule(owner)._buffers[leaf] = stacked[member]
+        return module
 
     def gathered(self, members: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """The parameters (views of one copy of their rows) and buffers of the members ``members``, in that
@@ -124,12 +151,6 @@ class Stack:
 
     def train(self, mode: bool) -> None:
         self.base.train(mode)
-
-    @torch.no_grad()
-    def write_back(self) -> None:
-        """Copy every member's slice of the stacked parameters into its own module (one multi-tensor copy)."""
-        named = [(i, name, param) for i, m in enumerate(self.models) for name, param in m.named_parameters()]
-        torch._foreach_copy_([param for _, _, param in named], [self.params[name][i] for i, name, _ in named])
 
     def spans(self) -> list[tuple[int, int]]:
         """The trainable tensors' column spans in the flat buffer, in the module's order (from shapes alone:
@@ -191,8 +212,7 @@ class StackStep:
         self.precision = precision or Precision("cpu")
         self.optimizer = StackedAdamW(stack.flat[:, : stack.trainable], stack.decayed, weight_decay, betas)
         pad = stack.rows - len(tasks)
-        for row in range(len(tasks), stack.rows):
-            self.optimizer.stop(row)  # padding rows never train
+        self.optimizer.stop(*range(len(tasks), stack.rows))  # padding rows never train
         self.regression = torch.cat([tasks.regression, tasks.regression[:1].expand(pad)])
         self.spans = stack.spans()
         self.mode = compile_mode(compile)
@@ -203,9 +223,9 @@ class StackStep:
         """The members that still train (bool, rows)."""
         return self.optimizer.active
 
-    def stop(self, member: int) -> None:
-        """Freeze ``member``'s parameters and AdamW state from the next step on."""
-        self.optimizer.stop(member)
+    def stop(self, *members: int) -> None:
+        """Freeze ``members``' parameters and AdamW state from the next step on."""
+        self.optimizer.stop(*members)
 
     def plan(self, rates: torch.Tensor) -> None:
         """Plan the members' learning rates ``rates`` (steps, members; float64) of the steps to come (padding
