@@ -184,14 +184,15 @@ class SyntheticImages(TensorImages):
 
 
 def _paint(size: Size, side: int, corners: list[np.ndarray], colours: tuple[tuple[int, int, int], ...]) -> torch.Tensor:
-    """uint8 images (n, 3, H, W): black, with a ``side``-pixel square of each colour at its corner."""
+    """uint8 images (n, 3, H, W): black, with a ``side``-pixel square of each colour at its corner (a later
+    colour over an earlier one), every colour's squares drawn at once."""
     h, w = size
-    n = len(corners[0])
-    images = torch.zeros(n, 3, h, w, dtype=torch.uint8)
-    rows, cols = torch.arange(h), torch.arange(w)
-    for xy, colour in zip(corners, colours, strict=True):
-        x, y = torch.from_numpy(xy[:, :1]), torch.from_numpy(xy[:, 1:])
-        inside = ((rows >= y) & (rows < y + side))[:, :, None] & ((cols >= x) & (cols < x + side))[:, None, :]
-        paint = torch.tensor(colour, dtype=torch.uint8).view(1, 3, 1, 1)
-        images = torch.where(inside[:, None], paint, images)
-    return images
+    xy = torch.from_numpy(np.stack(corners))  # (colours, n, 2)
+    x, y = xy[..., :1, None], xy[..., 1:, None]  # (colours, n, 1, 1)
+    rows, cols = torch.arange(h)[:, None], torch.arange(w)
+    inside = (rows >= y) & (rows < y + side) & (cols >= x) & (cols < x + side)  # (colours, n, H, W)
+    # each pixel's last colour whose square covers it (0: black), as an index into the palette
+    order = torch.arange(1, len(colours) + 1).view(-1, 1, 1, 1)
+    which = (inside * order).amax(0)
+    palette = torch.tensor([(0, 0, 0), *colours], dtype=torch.uint8)
+    return palette[which].permute(0, 3, 1, 2).contiguous()
