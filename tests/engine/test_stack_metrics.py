@@ -45,25 +45,3 @@ def test_each_members_metrics_are_its_own_running_metrics(outputs):
     assert set(computed[1]) == {"loss", "r2"}
     assert 0 < computed[0]["acc1"] < 100 and computed[1]["r2"] < 1
     assert outputs == 2 or 0 < computed[0]["acc5"] < 100
-
-
-def test_a_member_emptied_at_its_epoch_end_counts_from_there():
-    """Members whose epochs end at different steps: one emptied after two batches counts only the later ones."""
-    infos = [SyntheticTask(task, img_size=16).info for task in ("direction", "distance")]
-    tasks = MemberTasks(infos, torch.device("cpu"))
-    stacked = tasks.metrics(torch.device("cpu"))
-    later = [RunningMetrics(i.task, i.num_outputs) for i in infos]
-    generator = torch.Generator().manual_seed(1)
-    for step in range(4):
-        logits = torch.randn(2, 6, 2, generator=generator)
-        each = [torch.randint(0, 2, (6,), generator=generator), torch.randn(6, 2, generator=generator)]
-        targets = tasks.targets(each)
-        losses = tasks.losses(logits, targets)
-        stacked.add(losses, logits, targets)
-        if step == 1:
-            stacked.reset([0])
-        for i, m in enumerate(later):
-            if i == 1 or step > 1:
-                m.add_loss(losses[i], 6)
-                m.add_predictions(logits[i], each[i])
-    assert stacked.compute() == [m.compute() for m in later]

@@ -42,6 +42,7 @@ from ..models.saved_encoding import load_position_encoding
 from ..tasks import primary_metric
 from .config import TrainConfig
 from .distributed import Dist, epoch_order, pick_device, steps_per_epoch
+from .epoch_metrics import EpochMetrics
 from .evaluate import evaluate, input_dtype
 from .member_course import Course, Stopping, Watch, by_epoch_length
 from .optim import decays
@@ -148,10 +149,11 @@ def train_ensemble(
     it kept (``best_epoch``).
 
     Between the ends of epochs nothing waits for the device and no Python runs per member: each step
-    gathers every member's batch by one index tensor, normalises it, and runs :class:`StackStep`; the
-    running metrics are sums per member (:class:`~.stack_metrics.StackMetrics`), read when an epoch
-    ends. An augmentation that draws random numbers (crops, flips, RandAugment, erasing) runs member
-    by member, each with its own seeded stream, as the single-model trainer draws it.
+    gathers every member's batch by one index tensor, normalises it, and runs :class:`StackStep`; its
+    losses and outputs are kept (:class:`~.epoch_metrics.EpochMetrics`) and reduced to the members'
+    training metrics when their epochs end. An augmentation that draws random numbers (crops, flips,
+    RandAugment, erasing) runs member by member, each with its own seeded stream, as the single-model
+    trainer draws it.
     """
     cfg = _shared_settings(members)
     rules = _rules(stopping, len(members))
@@ -203,7 +205,7 @@ def train_ensemble(
     train_data = MemberSplits([s["train"] for s in splits], tasks, device, rows)
     orders = torch.zeros(rows, max(c.per_epoch for c in courses), cfg.batch_size, dtype=torch.long, device=device)
     every_row = torch.arange(rows, device=device)
-    running = tasks.metrics(device)
+    running = EpochMetrics(tasks, max(c.per_epoch for c in courses))
     draws = any(a.draws for a in augments)
     last_seed = members[-1].cfg.seed  # the forward's stream (dropout): the last member's, as when each drew in turn
     best = stack.flat.clone() if watches else None  # each member's weights at its best epoch so far
@@ -226,7 +228,7 @@ def train_ensemble(
         loss, outputs = step_fn(x.to(dtype), targets)
         if rows > len(members):
             loss, outputs, targets = loss[: len(members)], outputs[: len(members)], targets[: len(members)]
-        running.add(loss, outputs, targets)
+        running.add(step, loss, outputs, targets)
         ended = [i for i in boundaries.get(step + 1, ()) if not done[i]]
         if not ended:
             continue
@@ -234,8 +236,7 @@ def train_ensemble(
         evaluated = [i for i in ended if watches or courses[i].evaluates(step + 1)]
         val = _evaluate_members(stack, splits, evaluated, cfg, device, precision, val_eval) if evaluated else {}
         stack.train(True)
-        trained = running.compute()
-        running.reset(ended)
+        trained = running.compute(step, by_epoch_length(ended, courses))
         improved, stopped = [], []
         for i in ended:
             course = courses[i]

@@ -106,20 +106,22 @@ class StackMetrics:
         self.sums = torch.zeros(len(tasks), max(3, 1 + 3 * tasks.width), dtype=torch.float64, device=device)
         """Per member: the loss sum, then its prediction statistics (``RunningMetrics.sums[3:]``)."""
         self.counts = [0, 0]
-        """Samples whose loss, and whose predictions, were added since the start."""
-        self.marks = [[0, 0] for _ in range(len(tasks))]
-        """:attr:`counts` when each member's sums were last emptied."""
+        """Samples whose loss, and whose predictions, were added."""
 
     @torch.no_grad()
     def add(self, losses: torch.Tensor, outputs: torch.Tensor | None, targets: torch.Tensor) -> None:
         """Add a batch: each member's mean loss (S) over B samples and, unless None, its outputs (S, B, O)
-        against its targets (S, B, width)."""
-        batch = targets.shape[1]
-        self.counts[0] += batch
-        columns = [losses.double()[:, None] * batch]
+        against its targets (S, B, width); or several batches at once, each tensor with a leading steps axis."""
+        if losses.ndim == 1:
+            losses, targets = losses[None], targets[None]
+            outputs = None if outputs is None else outputs[None]
+        steps, batch = len(losses), targets.shape[2]
+        self.counts[0] += steps * batch
+        columns = [(losses.double() * batch).sum(0)[:, None]]
         if outputs is not None:
-            self.counts[1] += batch
-            columns.append(self._predictions(loss_precision(outputs), targets))
+            self.counts[1] += steps * batch
+            each = (t.transpose(0, 1).flatten(1, 2) for t in (outputs, targets))  # (S, steps * B, ...)
+            columns.append(self._predictions(loss_precision(next(each)), next(each)))
         self.sums[:, : sum(c.shape[1] for c in columns)] += torch.cat(columns, 1)
 
     def _predictions(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -139,17 +141,11 @@ class StackMetrics:
             stats = [torch.where(self.tasks.regression[:, None, None], stats[0], stats[1])]
         return stats[0].sum(1)
 
-    def reset(self, members: list[int]) -> None:
-        """Empty the sums of ``members`` (a new epoch of theirs begins)."""
-        self.sums[members] = 0
-        for i in members:
-            self.marks[i] = list(self.counts)
-
     def compute(self) -> list[dict[str, float]]:
         """Each member's metrics, as ``RunningMetrics.compute`` gives them, from one copy of the sums."""
         out = []
-        for row, info, mark in zip(self.sums.tolist(), self.tasks.infos, self.marks, strict=True):
-            losses, predicted = self.counts[0] - mark[0], self.counts[1] - mark[1]
+        losses, predicted = self.counts
+        for row, info in zip(self.sums.tolist(), self.tasks.infos, strict=True):
             sums = [losses, row[0], predicted, *row[1:]]
             if info.task == "classification":
                 sums = sums[:5] if info.num_outputs > 5 else [*sums[:4], predicted]  # five classes or fewer: all top-5
