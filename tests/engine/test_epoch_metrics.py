@@ -1,5 +1,5 @@
 """Each member's training metrics over its own epoch, from the kept steps, equal its RunningMetrics over that
-epoch's batches (to rounding), for members whose epochs end at different steps."""
+epoch's batches, for members whose epochs end at different steps."""
 
 import pytest
 import torch
@@ -49,7 +49,9 @@ def test_members_with_epochs_of_their_own_get_their_epochs_metrics(outputs):
         for i in ended:
             want = alone[i].compute()
             assert got[i].keys() == want.keys()
-            assert got[i] == pytest.approx(want, rel=1e-12, abs=1e-12)
+            # two outputs (the study's): to the last bit; seven: the regression sums of 21 columns at once
+            # round apart from RunningMetrics' three sums of 7
+            assert got[i] == (want if outputs == 2 else pytest.approx(want, rel=1e-12, abs=1e-12))
             alone[i] = RunningMetrics(infos[i].task, infos[i].num_outputs)  # its next epoch starts empty
             checked += 1
     assert checked == 3 + 2 + 3

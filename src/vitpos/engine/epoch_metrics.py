@@ -3,10 +3,9 @@
 The members of a stack may end their epochs at different steps (training sets of different sizes).
 Every step's losses, outputs and targets are kept on the device in a ring of the longest epoch's
 length (three copies a step); when members' epochs end, their statistics are computed over their
-epoch's steps at once (:class:`~.stack_metrics.StackMetrics`), a handful of operations per epoch
-length instead of per step. The sums are those of
-:class:`~vitpos.tasks.classification.metrics.RunningMetrics`, added in one reduction rather than
-batch by batch (equal to rounding: ``tests/engine/test_epoch_metrics.py``).
+epoch's steps at once (:class:`~.stack_metrics.StackMetrics`, batch by batch in order), a handful of
+operations per epoch length instead of per step; for the study's tasks, to the last bit those of
+:class:`~vitpos.tasks.classification.metrics.RunningMetrics` (``tests/engine/test_epoch_metrics.py``).
 """
 
 from __future__ import annotations

@@ -111,22 +111,24 @@ class StackMetrics:
     @torch.no_grad()
     def add(self, losses: torch.Tensor, outputs: torch.Tensor | None, targets: torch.Tensor) -> None:
         """Add a batch: each member's mean loss (S) over B samples and, unless None, its outputs (S, B, O)
-        against its targets (S, B, width); or several batches at once, each tensor with a leading steps axis."""
+        against its targets (S, B, width); or several batches, each tensor with a leading steps axis, summed
+        batch by batch in order, as that many calls would."""
         if losses.ndim == 1:
             losses, targets = losses[None], targets[None]
             outputs = None if outputs is None else outputs[None]
         steps, batch = len(losses), targets.shape[2]
         self.counts[0] += steps * batch
-        columns = [(losses.double() * batch).sum(0)[:, None]]
+        columns = [(losses.double() * batch).T[..., None]]  # (S, steps, 1)
         if outputs is not None:
             self.counts[1] += steps * batch
-            each = (t.transpose(0, 1).flatten(1, 2) for t in (outputs, targets))  # (S, steps * B, ...)
-            columns.append(self._predictions(loss_precision(next(each)), next(each)))
-        self.sums[:, : sum(c.shape[1] for c in columns)] += torch.cat(columns, 1)
+            columns.append(self._predictions(loss_precision(outputs.transpose(0, 1)), targets.transpose(0, 1)))
+        per_batch = torch.cat(columns, -1)  # (S, steps, columns): one row a batch
+        self.sums[:, : per_batch.shape[-1]] += per_batch.cumsum(1)[:, -1] if steps > 1 else per_batch[:, 0]
 
     def _predictions(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """(S, W - 1): top-1 hits, and top-5 hits where there are more than five classes (with fewer every
-        sample is one: :meth:`compute` counts them), or sums of y, y² and squared residuals per target."""
+        """(S, steps, W - 1) from outputs (S, steps, B, O): per batch, top-1 hits, and top-5 hits where there are
+        more than five classes (with fewer every sample is one: :meth:`compute` counts them), or sums of y, y²
+        and squared residuals per target."""
         kinds = set(self.tasks.kinds)
         k = outputs.shape[-1]
         stats = []  # per sample: each kind's, then where the kinds mix, each member's own
@@ -138,8 +140,9 @@ class StackMetrics:
             hits = (found[..., :1] if k <= 5 else torch.stack([found[..., 0], found.any(-1)], -1)).double()
             stats.append(F.pad(hits, (0, 3 * k - hits.shape[-1])) if stats else hits)
         if len(stats) == 2:
-            stats = [torch.where(self.tasks.regression[:, None, None], stats[0], stats[1])]
-        return stats[0].sum(1)
+            stats = [torch.where(self.tasks.regression[:, None, None, None], stats[0], stats[1])]
+        per_sample = stats[0].flatten(0, 1)  # (S * steps, B, W - 1): reduced as one batch's, to its bits
+        return per_sample.sum(1).view(*outputs.shape[:2], -1)
 
     def compute(self) -> list[dict[str, float]]:
         """Each member's metrics, as ``RunningMetrics.compute`` gives them, from one copy of the sums."""
