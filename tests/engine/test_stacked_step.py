@@ -102,7 +102,7 @@ def test_each_member_of_the_flat_step_is_its_model_trained_alone(float64):
 
 def test_a_members_module_sees_its_row_and_its_model_is_only_read():
     """A stack gathers its members' weights without changing them; a member's module holds views of its row
-    (what trains, it sees) and gives that member's outputs."""
+    (what trains, it sees) and gives that member's outputs, or with ``own`` one copy of that row alone."""
     models = _models(LEARNED, 3)
     before = [{n: p.clone() for n, p in m.named_parameters()} for m in models]
     stack = Stack(models, [name for name, on in decays(models[0]).items() if on])
@@ -115,6 +115,12 @@ def test_a_members_module_sees_its_row_and_its_model_is_only_read():
         assert all(torch.equal(p, weights[n]) for n, p in model.named_parameters())
     x = torch.randn(3, 2, 3, 16, 16)
     torch.testing.assert_close(module.eval()(x[1]), stack(x)[1], rtol=0, atol=1e-6)
+    own = stack.module(2, own=True)  # a trained member handed back: its weights, and nothing of the others'
+    with torch.no_grad():
+        stack.flat.zero_()
+    for name, p in own.named_parameters():
+        assert torch.equal(p, before[2][name] * 1.5), name
+        assert p.untyped_storage().nbytes() == stack.flat.shape[1] * stack.flat.element_size()
 
 
 def test_a_stack_of_one_takes_the_earlier_steps_bits_in_float32():

@@ -269,7 +269,8 @@ def train_ensemble(
     test_eval = StackEvaluation([s["test"] for s in splits], device) if batched_eval else None
     test = _evaluate_members(stack, splits, list(range(len(members))), cfg, device, precision, test_eval, "test")
     return [
-        TrainResult(stack.module(i).eval(), None, history, test[i], None, None) for i, history in enumerate(histories)
+        TrainResult(stack.module(i, own=True).eval(), None, history, test[i], None, None)
+        for i, history in enumerate(histories)
     ]
 
 

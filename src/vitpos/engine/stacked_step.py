@@ -113,18 +113,20 @@ class Stack:
     def __len__(self) -> int:
         return self.members
 
-    def module(self, member: int) -> nn.Module:
-        """Member ``member``'s module: a copy of :attr:`base` whose parameters and buffers are views of its row
-        (nothing is copied; what trains on, it sees)."""
+    def module(self, member: int, own: bool = False) -> nn.Module:
+        """Member ``member``'s module: a copy of :attr:`base` whose parameters are views of its row (what trains
+        on, it sees), or with ``own`` of one copy of that row (a trained member handed back: saving it saves its
+        weights alone, and the stack can go)."""
         shared = {id(t): t for t in (*self.base.parameters(), *self.base.buffers())}
         module = copy.deepcopy(self.base, shared)
-        for name, view in self.params.items():
+        row = self.flat[member].clone() if own else self.flat[member]
+        for name, view in self._views(row[None]).items():
             owner, _, leaf = name.rpartition(".")
-            param = nn.Parameter(view[member].detach(), requires_grad=view.requires_grad)
+            param = nn.Parameter(view[0].detach(), requires_grad=self.params[name].requires_grad)
             module.get_submodule(owner)._parameters[leaf] = param
         for name, stacked in self.buffers.items():
             owner, _, leaf = name.rpartition(".")
-            module.get_submodule(owner)._buffers[leaf] = stacked[member]
+            module.get_submodule(owner)._buffers[leaf] = stacked[member].clone() if own else stacked[member]
         return module
 
     def gathered(self, members: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
