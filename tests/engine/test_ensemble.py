@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -118,6 +119,22 @@ def test_stack_error_tells_which_models_vmap():
         stack_error(create_model(MODEL.replace(absolute="fourier:gamma=2", conditional="peg@-1", join="lape")).train())
         is None
     )
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_members_on_courses_of_their_own_train_under_cpu_autocast(dtype):
+    """Training sets of 48 and 96 images (3 and 6 steps an epoch) in one stack under CPU autocast: every
+    member's weights stay finite, and each history has a row with training metrics at each of its own epoch
+    ends."""
+    model_cfg = MODEL.replace(absolute="learned:std=1", num_classes=2)
+    members = [
+        _member("direction", 0, n=48, cpu_amp=True, amp_dtype=dtype),
+        _member("distance", 1, n=96, cpu_amp=True, amp_dtype=dtype, epochs=2),
+    ]
+    results = train_ensemble(model_cfg, members, Stopping(patience=5))
+    assert all(torch.isfinite(p).all() for r in results for p in r.model.parameters())
+    assert [[row["step"] for row in r.history] for r in results] == [[3, 6, 9], [6, 12]]
+    assert all(np.isfinite(row["train_loss"]) and "val_loss" in row for r in results for row in r.history)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
