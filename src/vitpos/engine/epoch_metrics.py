@@ -53,6 +53,5 @@ class EpochMetrics:
     def _tasks(self, members: tuple[int, ...]) -> MemberTasks:
         """The tasks of ``members`` (each group ends its epochs again and again: built once)."""
         if members not in self._groups:
-            infos = [self.tasks.infos[i] for i in members]
-            self._groups[members] = MemberTasks(infos, self.kept[0].device, self.tasks.label_smoothing)
+            self._groups[members] = self.tasks.subset(members)
         return self._groups[members]

@@ -48,7 +48,7 @@ class StackEvaluation:
         again: each is built once)."""
         if members not in self._subsets:
             index = torch.tensor(members, device=self.rows.device)
-            tasks = MemberTasks([self.tasks.infos[i] for i in members], index.device)
+            tasks = self.tasks.subset(members)
             self._subsets[members] = index, tasks, self.rows[index]
         return self._subsets[members]
 

@@ -44,6 +44,10 @@ class MemberTasks:
     def __len__(self) -> int:
         return len(self.kinds)
 
+    def subset(self, members: Sequence[int]) -> MemberTasks:
+        """The tasks of the members ``members``, in that order (same device and label smoothing)."""
+        return MemberTasks([self.infos[i] for i in members], self.regression.device, self.label_smoothing)
+
     def targets(self, each: Sequence[torch.Tensor]) -> torch.Tensor:
         """Members' targets (labels (N,) or regression targets (N, K)) as one (S, N, width) float32 tensor."""
         rows = []
