@@ -121,11 +121,30 @@ def _synthetic(cell: Cell, config: StudyConfig, train: int) -> SyntheticTask:
     )
 
 
-def _untrained(cell: Cell, family: Family, config: StudyConfig, init_pe: str | None) -> dict[str, Any]:
+class _InitialModels:
+    """The models runs start from, each built once per (model config, seed, initial encoding): a task's
+    training-set sizes, a twin (:data:`TRAINS_AS`) and tasks of one output width start from one model,
+    which they only read (the stacks gather its weights; the probes read its table)."""
+
+    def __init__(self) -> None:
+        self._built: list[tuple[HostConfig, int, str | None, nn.Module]] = []
+
+    def __call__(self, model_cfg: HostConfig, seed: int, init_pe: str | None) -> nn.Module:
+        for cfg, built_seed, built_pe, model in self._built:
+            if (built_seed, built_pe) == (seed, init_pe) and cfg == model_cfg:
+                return model
+        model = initial_model(model_cfg, seed, init_pe).eval()
+        self._built.append((model_cfg, seed, init_pe, model))
+        return model
+
+
+def _untrained(
+    cell: Cell, family: Family, config: StudyConfig, init_pe: str | None, initials: _InitialModels
+) -> dict[str, Any]:
     """An untrained cell (:data:`~.cells.UNTRAINED`): the probes of the table its task's runs start from, as a
     trained cell of that seed reads them ``before`` training (the same model, seed and probe)."""
     info = _synthetic(cell, config, config.train_size).info
-    model = initial_model(family.model_config(config.model, num_classes=info.num_outputs), cell.seed, init_pe).eval()
+    model = initials(family.model_config(config.model, num_classes=info.num_outputs), cell.seed, init_pe)
     return {"probes": {"before": _table_probes(absolute_table(model), native_grid(model), config, cell.seed)}}
 
 
@@ -142,6 +161,7 @@ def _prepare(
     init_pe: str | None,
     lr: float | None,
     extras: bool,
+    initials: _InitialModels,
     compile: bool = False,
 ) -> _Prepared:
     model_base = config.model
@@ -161,7 +181,7 @@ def _prepare(
         similarity,
         contrast,
         full and cell.task == "direction" and bool(config.resolutions),
-        initial_model(model_cfg, cell.seed, init_pe).eval(),
+        initials(model_cfg, cell.seed, init_pe),
     )
 
 
@@ -278,10 +298,10 @@ def run_cells(
     """
     start, cpu_start = time.perf_counter(), time.process_time()
     init = str(init_pe) if init_pe else None
-    rates = rates or {}
-    out = {c: _untrained(c, family, config, init) for c in cells if c.train_size == UNTRAINED}
+    rates, initials = rates or {}, _InitialModels()
+    out = {c: _untrained(c, family, config, init, initials) for c in cells if c.train_size == UNTRAINED}
     jobs = [
-        _prepare(c, family, config, device, init, rates.get(TRAINS_AS.get(c.task, c.task)), extras, compile)
+        _prepare(c, family, config, device, init, rates.get(TRAINS_AS.get(c.task, c.task)), extras, initials, compile)
         for c in cells
         if c.train_size != UNTRAINED
     ]
@@ -312,7 +332,8 @@ def run_trials(
     (no extras); with ``ensemble`` all of them as one stacked ensemble, each member at its own rate."""
     start, cpu_start = time.perf_counter(), time.process_time()
     init = str(init_pe) if init_pe else None
-    units = [_prepare(cell, family, config, device, init, lr, False, compile) for cell, lr in trials]
+    initials = _InitialModels()
+    units = [_prepare(cell, family, config, device, init, lr, False, initials, compile) for cell, lr in trials]
     trained = _train(units, config, ensemble)
     out = {(u.cell, u.train_cfg.lr): _measure(u, r, config) for u, r in zip(units, trained, strict=True)}
     return _shared_times(out, start, cpu_start)
