@@ -179,20 +179,28 @@ def fit(rates: dict[int, float]) -> Fit:
     return Fit(mean_t - slope * mean_s, slope)
 
 
+def _stacked(config: StudyConfig, runs: int) -> int:
+    """The members of a stack of ``runs``: each run and, where runs at their caps train again, its longer twin
+    (:func:`vitpos.study.execute.run_cells`)."""
+    return runs * (2 if config.extends else 1)
+
+
 def training_stacks(config: StudyConfig, label: str) -> list[tuple[int, int]]:
-    """(members, optimiser steps at the cap) of the stacks family ``label`` trains its first round in: one
-    holding every seed, task and training-set size, stepping as long as its longest cap."""
+    """(members, optimiser steps at the first cap) of the stacks family ``label`` trains its first round in:
+    one holding every seed, task and training-set size (and their longer twins), stepping as long as its
+    longest first cap."""
     out = []
     for job in jobs_of([c for c in config.cells() if c.family == label and c.train_size != UNTRAINED], {label}):
         trainings = {training_key(c) for c in job}
         steps = max(config.epochs_for(size) * (size // config.batch_size) for _, _, size, _ in trainings)
-        out.append((len(trainings), steps))
+        out.append((_stacked(config, len(trainings)), steps))
     return out
 
 
 def _trials(config: StudyConfig) -> int:
-    """The learning-rate trials of a family: every training task at every rate of the grid on every trial seed."""
-    return len(TRAINING_TASKS) * len(config.lr_grid) * len(config.rate_seeds)
+    """The members of a family's learning-rate trials' stack: every training task at every rate of the grid on
+    every trial seed (and their longer twins)."""
+    return _stacked(config, len(TRAINING_TASKS) * len(config.lr_grid) * len(config.rate_seeds))
 
 
 def stepped_stacks(config: StudyConfig, label: str) -> list[tuple[int, int]]:
@@ -224,7 +232,8 @@ def step_graphs(config: StudyConfig, labels: Sequence[str] | None = None) -> int
         model = repr(family.model_config(config.model, num_classes=2))
         for job in jobs_of([c for c in config.cells() if c.family == family.label], {family.label}):
             trainings = {training_key(c) for c in job}
-            keys.add((model, bucket(len(trainings)), frozenset(kind[task] for _, task, _, _ in trainings)))
+            members = _stacked(config, len(trainings))
+            keys.add((model, bucket(members), frozenset(kind[task] for _, task, _, _ in trainings)))
         if config.tries_rates:
             trials = _trials(config)
             keys.add((model, bucket(trials), frozenset(kind.values())))

@@ -1,5 +1,6 @@
 """Part (vii) of ``python -m bench.gpu --quick`` on the CPU: its rows and its projections' arithmetic."""
 
+import dataclasses
 import json
 
 import pytest
@@ -17,13 +18,15 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_the_full_studys_stacks_hold_every_seed_task_and_size():
-    """At --full a family trains one stack of 90 (10 seeds x 3 training tasks at 5000 images, x 2 curve tasks at
-    each of 3 smaller sizes) as long as its longest cap (30 epochs of 78 steps; the smaller sets' caps are
-    300 x 7, 150 x 15 and 75 x 31), its 12 rate trials, and a pretrained one two single models."""
+    """At --full a family trains one stack of 90 runs (10 seeds x 3 training tasks at 5000 images, x 2 curve tasks
+    at each of 3 smaller sizes), each with its twin on the longer cap: 180 members, as long as its longest
+    first cap (30 epochs of 78 steps; the smaller sets' caps are 300 x 7, 150 x 15 and 75 x 31), its 12 rate
+    trials and their twins, and a pretrained one two single models. Without the longer cap, no twins."""
     full = StudyConfig.full()
-    assert full_stacks(full, "learned") == [(90, 30 * 78), (12, 30 * 78)]
+    assert full_stacks(full, "learned") == [(180, 30 * 78), (24, 30 * 78)]
     assert full_stacks(full, "fourier_pretrained")[-2:] == [(1, 30 * 78), (1, 30 * 78)]
-    assert all_members(full, "learned") == 90
+    assert all_members(full, "learned") == 180
+    assert all_members(dataclasses.replace(full, extend=1), "learned") == 90
 
 
 def test_the_fit_and_the_projection_add_up():
@@ -33,8 +36,8 @@ def test_the_fit_and_the_projection_add_up():
     assert fit({4: 40.0}) == Fit(0.0, 0.025)
     config = StudyConfig(families=StudyConfig().families[:1], lr_grid=(), efficiency_families=())
     (stack,) = full_stacks(config, "none")
-    assert stack == (15, 20 * 31)  # 5 seeds x 3 tasks; 20 epochs of 31 steps
-    assert projected_seconds({"none": Fit(1.0, 0.5)}, config, 2.0) == pytest.approx(620 * 8.5 / 2)
+    assert stack == (30, 20 * 31)  # 5 seeds x 3 tasks, each with its longer twin; 20 epochs of 31 steps
+    assert projected_seconds({"none": Fit(1.0, 0.5)}, config, 2.0) == pytest.approx(620 * 16 / 2)
 
 
 def test_the_part_runs_on_the_cpu(tmp_path):

@@ -1,5 +1,7 @@
 """Members of one stack at their own learning rates and with their own stops end where each ends alone."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -89,3 +91,25 @@ def test_members_with_stopping_rules_of_their_own_stop_as_alone(float64):
         _assert_same_run(result, alone, 1e-12)
     with pytest.raises(EnsembleError, match="1 stopping rules for 2 members"):
         train_ensemble(model_cfg, members, rules[:1])
+
+
+def test_a_fallback_trains_alongside_its_member_and_stops_when_that_member_stops_before_its_cap(float64):
+    """Each member's run on a longer cap stands in for it (``fallback_for``): the fallback of a member stopped by
+    patience stops at that member's step (``unneeded``), the fallback of a member at its cap trains on to its
+    own end, equal to its run alone to 1e-12."""
+    model_cfg = MODEL.replace(absolute="learned:std=1", num_classes=2)
+    short = [_member("direction", 0, epochs=3, lr=0.0, min_lr=0.0), _member("distance", 1, epochs=2, min_lr=0.0)]
+    longer = [
+        dataclasses.replace(m, cfg=dataclasses.replace(m.cfg, epochs=2 * m.cfg.epochs), fallback_for=j)
+        for j, m in enumerate(short)
+    ]
+    rules = [Stopping(patience=1)] + [Stopping(patience=9)] * 3  # the fallbacks would go on
+    together = train_ensemble(model_cfg, short + longer, rules)
+    assert [r.history[-1]["stop"] for r in together] == ["patience", "cap", "unneeded", "cap"]
+    assert together[2].history[-1]["step"] == together[0].history[-1]["step"] == 6  # stopped with its member
+    assert together[3].history[-1]["step"] == 12  # its member ended at its cap (step 6): it went on
+    (alone,) = train_ensemble(model_cfg, [dataclasses.replace(longer[1], fallback_for=None)], rules[3])
+    _assert_same_run(together[3], alone, 1e-12)
+    for wrong in (4, 1):
+        with pytest.raises(EnsembleError, match=f"member 1: fallback_for = {wrong} is not another member's index"):
+            train_ensemble(model_cfg, [short[0], dataclasses.replace(short[1], fallback_for=wrong)])

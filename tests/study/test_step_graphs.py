@@ -15,14 +15,15 @@ from ..engine.test_ensemble import MODEL
 
 FULL_GRAPHS = 16
 """The step graphs a compiled ``--full`` study's first round compiles per process: 8 models (fourier and
-fourier_pretrained share one) × 2 padded sizes (128 rows: a family's stack of 90, every seed, task and
-training-set size; 16 rows: its 12 learning-rate trials, 3 tasks at 2 rates on 2 seeds). docs/study.md says so."""
+fourier_pretrained share one) × 2 padded sizes (256 rows: a family's stack of 90 runs, every seed, task and
+training-set size, and their 90 twins on the longer cap; 32 rows: its 12 learning-rate trials, 3 tasks at 2
+rates on 2 seeds, and their twins). docs/study.md says so."""
 
 
 def test_a_full_study_compiles_16_step_graphs_and_the_default_11():
     assert step_graphs(StudyConfig.full()) == FULL_GRAPHS
-    # the default: the three curve families' stacks of 25 pad to 32; the others' of 15 pad to 16, as do the 12
-    # trials, with the same mix of task kinds: one graph
+    # the default: the three curve families' stacks of 25 runs and their twins pad to 64; the others' of 15 and
+    # theirs pad to 32, as do the 12 trials and theirs, with the same mix of task kinds: one graph
     assert step_graphs(StudyConfig()) == 3 * 2 + 5
     assert step_graphs(StudyConfig.full(), ["learned", "peg"]) == 4
 

@@ -19,8 +19,10 @@ compiles the stacked step (:mod:`.stacked_step`; opt-in, off by default).
 With a :class:`Stopping` rule each member trains until its validation metric stops improving
 (or reaches its task's solved value), with ``epochs`` as the cap, and ends at its best epoch. A
 stopped member's updates are masked from then on (its weights and AdamW state frozen exactly), and
-the stack ends when its last member stops. With several members every evaluation is one stacked pass
-(:mod:`.stack_evaluate`).
+the stack ends when its last member stops. A member may stand in for another
+(:attr:`Member.fallback_for`: its run on a longer cap, should the other end at its cap): the two train side
+by side, and the stand-in stops as soon as the other stops before its cap. With several members every
+evaluation is one stacked pass (:mod:`.stack_evaluate`).
 """
 
 from __future__ import annotations
@@ -78,6 +80,10 @@ class Member:
     initial: nn.Module | None = None
     """The model as the single-model trainer builds it from ``cfg`` (seed, init_pe), where the caller has
     built it already (only read: the stack gathers its weights; it is left as it is); None: built here."""
+    fallback_for: int | None = None
+    """The member (an index of the ensemble) this one stands in for: typically the same run on a longer cap,
+    taken if that member ends at its cap. It trains alongside from the first step and stops when that member
+    stops before its cap (solved, or out of patience), its last history row then saying ``stop: unneeded``."""
 
 
 def _shared_settings(members: Sequence[Member]) -> TrainConfig:
@@ -127,6 +133,21 @@ def initial_model(model_cfg: HostConfig, seed: int, init_pe: str | None = None) 
     return model
 
 
+def _fallbacks(members: Sequence[Member]) -> dict[int, list[int]]:
+    """Each member's fallbacks (:attr:`Member.fallback_for`); raises where one names no other member."""
+    out: dict[int, list[int]] = {}
+    for k, member in enumerate(members):
+        j = member.fallback_for
+        if j is None:
+            continue
+        if not 0 <= j < len(members) or j == k:
+            raise EnsembleError(
+                f"member {k}: fallback_for = {j} is not another member's index (0 to {len(members) - 1})"
+            )
+        out.setdefault(j, []).append(k)
+    return out
+
+
 def _initial_of(model_cfg: HostConfig, member: Member) -> nn.Module:
     """The member's initial model: the one it brings (only read), or built from its seed."""
     if member.initial is not None:
@@ -145,8 +166,9 @@ def train_ensemble(
     evaluated at the end of its own epochs; a member at its cap is frozen while the others go on.
     Returns one result per member, in order (no run folder, no checkpoint). With ``stopping`` (one
     rule, or one per member) every epoch is evaluated, each member's history ends at the epoch it
-    stopped, and its last row says why (``stop``: solved, patience or cap) and which epoch's weights
-    it kept (``best_epoch``).
+    stopped, and its last row says why (``stop``: solved, patience or cap; ``unneeded`` for a
+    :attr:`~Member.fallback_for` whose member stopped before its cap) and which epoch's weights it kept
+    (``best_epoch``).
 
     Between the ends of epochs nothing waits for the device and no Python runs per member: each step
     gathers every member's batch by one index tensor, normalises it, and runs :class:`StackStep`; its
@@ -157,6 +179,7 @@ def train_ensemble(
     """
     cfg = _shared_settings(members)
     rules = _rules(stopping, len(members))
+    fallbacks = _fallbacks(members)
     device = pick_device(cfg.device)
     infos = [m.data.info for m in members]
     for info in infos:
@@ -256,6 +279,10 @@ def train_ensemble(
             histories[i].append(
                 row | {"time_s": elapsed, "images_per_s": course.per_epoch * cfg.batch_size * len(members) / elapsed}
             )
+        for k in _unneeded(stopped, fallbacks, watches, done):  # their members ended before the cap
+            done[k] = True
+            stopped.append(k)
+            histories[k][-1:] = [(histories[k][-1:] or [{"step": step + 1}])[0] | {"stop": "unneeded"}]
         step_fn.stop(*stopped)  # their updates are masked from the next step on: their runs have ended
         if best is not None and improved:
             index = torch.tensor(improved, device=device)
@@ -282,6 +309,16 @@ def _rules(stopping: Stopping | Sequence[Stopping] | None, members: int) -> list
     if len(rules) != members:
         raise EnsembleError(f"{len(rules)} stopping rules for {members} members; give one rule, or one per member")
     return rules
+
+
+def _unneeded(stopped: list[int], fallbacks: dict[int, list[int]], watches: list[Watch], done: list[bool]) -> list[int]:
+    """The fallbacks (and theirs in turn) of the members ``stopped`` that stopped before their caps."""
+    out: list[int] = []
+    ended = [i for i in stopped if watches and watches[i].stop != "cap"]
+    while ended:
+        ended = [k for i in ended for k in fallbacks.get(i, ()) if not done[k] and k not in out]
+        out += ended
+    return out
 
 
 def _padded(rows_first: torch.Tensor, rows: int) -> torch.Tensor:

@@ -21,7 +21,7 @@ from ..config import HostConfig
 from ..data.dataset import DataSplits
 from ..data.synthetic import SyntheticTask
 from ..engine.config import TrainConfig
-from ..engine.ensemble import Member, initial_model, train_ensemble
+from ..engine.ensemble import Member, Stopping, initial_model, train_ensemble
 from ..engine.evaluate import evaluate, evaluate_resolutions
 from ..engine.train import TrainResult
 from ..grid import Grid
@@ -225,19 +225,38 @@ def training_key(cell: Cell) -> tuple[str, str, int, int]:
 
 
 def _train(units: list[_Prepared], config: StudyConfig, ensemble: bool) -> list[TrainResult]:
-    """Train ``units`` by the study's stopping rule, in order: with ``ensemble`` the units of one model shape
-    as one stacked ensemble (its members may differ in seed, task, learning rate and training-set size),
-    else one by one. A unit still improving at the cap trains again from its start under the
-    :meth:`~StudyConfig.extended` cap (every run alike, trials included); its history says so."""
-    trained = _train_groups(units, config, ensemble)
-    capped = [i for i, result in enumerate(trained) if result.history[-1].get("stop", "cap") == "cap"]
-    if capped and config.extend > 1:
-        longer = config.extended()
-        again = [_extended(units[i], longer) for i in capped]
-        for i, result in zip(capped, _train_groups(again, longer, ensemble), strict=True):
-            result.history[-1]["extended_from"] = trained[i].history[-1]["step"]
-            trained[i] = result
+    """Train ``units`` by the study's stopping rule: with ``ensemble`` the units of one model shape as one stacked
+    ensemble (its members may differ in seed, task, learning rate and training-set size), else one by one.
+
+    A unit still improving at the cap trains again from its start under the :meth:`~StudyConfig.extended`
+    cap (every run alike, trials included); its history says so. Stacked, each unit's longer run trains
+    alongside it from the first step (:attr:`~vitpos.engine.ensemble.Member.fallback_for`) and stops as
+    soon as the unit stops before its cap: a stack's steps are launched once for both, not once more for
+    the runs at their caps. One by one, only the units at their caps train again."""
+    rules = [config.stopping(u.cell.train_size) for u in units]
+    if not config.extends:
+        return _train_groups(units, rules, ensemble)
+    longer = config.extended()
+    again = [_extended(u, longer) for u in units]
+    again_rules = [longer.stopping(u.cell.train_size) for u in units]
+    if ensemble:
+        both = _train_groups(units + again, rules + again_rules, True, fallback_for=list(range(len(units))))
+        trained, retrained = both[: len(units)], dict(enumerate(both[len(units) :]))
+    else:
+        trained = _train_groups(units, rules, False)
+        capped = [i for i, result in enumerate(trained) if _capped(result)]
+        retrained = dict(zip(capped, _train_groups([again[i] for i in capped], [again_rules[i] for i in capped],
+                                                   False), strict=True))  # fmt: skip
+    for i, result in enumerate(trained):
+        if _capped(result):
+            trained[i] = retrained[i]
+            trained[i].history[-1]["extended_from"] = result.history[-1]["step"]
     return trained
+
+
+def _capped(result: TrainResult) -> bool:
+    """Whether ``result``'s run ended at its cap."""
+    return result.history[-1].get("stop", "cap") == "cap"
 
 
 def _extended(unit: _Prepared, longer: StudyConfig) -> _Prepared:
@@ -247,9 +266,14 @@ def _extended(unit: _Prepared, longer: StudyConfig) -> _Prepared:
     return dataclasses.replace(unit, train_cfg=cfg)
 
 
-def _train_groups(units: list[_Prepared], config: StudyConfig, ensemble: bool) -> list[TrainResult]:
-    """One pass of :func:`_train` (no extension): with ``ensemble`` the units of one model shape as one stack,
-    each on its own course (training-set size, cap and stopping rule), else one by one."""
+def _train_groups(
+    units: list[_Prepared], rules: list[Stopping], ensemble: bool, fallback_for: list[int] | None = None
+) -> list[TrainResult]:
+    """One pass of :func:`_train`, each unit by its stopping rule ``rules[i]``: with ``ensemble`` the units of
+    one model shape as one stack, each on its own course (training-set size, cap and stopping rule), else one
+    by one. ``fallback_for`` (stacked): unit ``len(fallback_for) + i`` stands in for unit ``fallback_for[i]``
+    (both are of one model shape, so of one stack)."""
+    stands_in = {len(fallback_for or ()) + i: j for i, j in enumerate(fallback_for or ())}
     groups: list[list[int]] = []
     for i, unit in enumerate(units):
         group = next((g for g in groups if units[g[0]].model_cfg == unit.model_cfg), None)
@@ -259,9 +283,14 @@ def _train_groups(units: list[_Prepared], config: StudyConfig, ensemble: bool) -
             groups.append([i])
     trained: dict[int, TrainResult] = {}
     for group in groups:
-        members = [Member(units[i].train_cfg, units[i].data, units[i].initial) for i in group]
-        rules = [config.stopping(units[i].cell.train_size) for i in group]
-        trained |= dict(zip(group, train_ensemble(units[group[0]].model_cfg, members, rules), strict=True))
+        local = {i: n for n, i in enumerate(group)}
+        members = [
+            Member(units[i].train_cfg, units[i].data, units[i].initial,
+                   fallback_for=local[stands_in[i]] if i in stands_in else None)
+            for i in group
+        ]  # fmt: skip
+        results = train_ensemble(units[group[0]].model_cfg, members, [rules[i] for i in group])
+        trained |= dict(zip(group, results, strict=True))
     return [trained[i] for i in range(len(units))]
 
 

@@ -141,6 +141,11 @@ class StudyConfig:
         """The decision rule over the rounds."""
         return Sequential(self.round_seeds)
 
+    @property
+    def extends(self) -> bool:
+        """Whether a run that ends at the cap still improving trains again (:attr:`extend` above 1)."""
+        return self.extend > 1
+
     def extended(self) -> StudyConfig:
         """The same study with the cap :attr:`extend` times longer: how a run still improving at the cap trains
         again (from its start, on a schedule as long as the new cap)."""

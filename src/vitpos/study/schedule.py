@@ -52,8 +52,9 @@ def jobs_of(cells: list[Cell], ensemble_families: set[str]) -> list[list[Cell]]:
     A job trains once per distinct training (twins of :data:`~.execute.TRAINS_AS` share one);
     for a family in ``ensemble_families`` one job holds every seed of every task at every training-set
     size (the tasks share the model's shape, each trains at its own learning rate, and every size gets
-    the same cap of optimiser steps), trained as one stacked ensemble: 90 members in ``--full``'s
-    first round (10 seeds of 3 tasks at 5,000 images and of 2 at each of the 3 smaller sizes).
+    the same cap of optimiser steps), trained as one stacked ensemble: 90 runs in ``--full``'s first round
+    (10 seeds of 3 tasks at 5,000 images and of 2 at each of the 3 smaller sizes), 180 members with the runs'
+    twins on the longer cap.
     """
     jobs: dict[tuple, list[Cell]] = {}
     for cell in cells:
