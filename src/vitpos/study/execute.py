@@ -185,8 +185,16 @@ def _prepare(
     )
 
 
+def _kept_val(history: list[dict[str, Any]]) -> dict[str, float]:
+    """The validation metrics of the epoch whose weights a run kept (its best), as its training measured them."""
+    kept = history[-1].get("best_epoch", history[-1]["epoch"])
+    row = next(row for row in history if row["epoch"] == kept)
+    return {key.removeprefix("val_"): value for key, value in row.items() if key.startswith("val_")}
+
+
 def _measure(job: _Prepared, result: TrainResult, config: StudyConfig) -> dict[str, Any]:
-    """Test and val metric, and where they apply probes, resolution sweep, half contrast and similarity maps."""
+    """Test and val metric (the kept epoch's, as training measured it), and where they apply probes, resolution
+    sweep, half contrast and similarity maps."""
     cell, data = job.cell, job.data
     model = result.model.cpu()
     grid = native_grid(model)  # the last stage's: the probes and maps read its table
@@ -195,7 +203,7 @@ def _measure(job: _Prepared, result: TrainResult, config: StudyConfig) -> dict[s
     out: dict[str, Any] = {
         "metric": "accuracy" if kind == "classification" else "r2",
         "test": _score(test, kind),
-        "val": _score(evaluate(model, data.val, batch_size=256, device="cpu"), kind),
+        "val": _score(_kept_val(result.history), kind),
         "lr": job.train_cfg.lr,
         **run_record(result.history, primary_metric(kind), data.info.num_outputs),
     }
