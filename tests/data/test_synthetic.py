@@ -94,3 +94,12 @@ def test_bad_options_are_clear():
         SyntheticTask("left")
     with pytest.raises(ValueError, match="no room for two 8-pixel squares"):
         SyntheticTask("direction", img_size=12, square_size=8)
+
+
+def test_a_whole_split_is_its_stored_tensors_or_their_resized_batch():
+    split = SyntheticTask("direction", img_size=16, square_size=4, train=12, val=4, test=4, seed=3).splits().train
+    images, targets = split.whole()
+    assert images is split.images and targets is split.targets  # only read: nothing copied
+    resized, same = split.at_size(24).whole()
+    expected = split.at_size(24)[torch.arange(12)]
+    assert resized.shape == (12, 3, 24, 24) and torch.equal(resized, expected[0]) and torch.equal(same, expected[1])

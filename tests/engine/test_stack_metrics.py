@@ -45,3 +45,16 @@ def test_each_members_metrics_are_its_own_running_metrics(outputs):
     assert set(computed[1]) == {"loss", "r2"}
     assert 0 < computed[0]["acc1"] < 100 and computed[1]["r2"] < 1
     assert outputs == 2 or 0 < computed[0]["acc5"] < 100
+
+
+def test_members_targets_of_other_kinds_and_lengths_are_joined_in_member_order():
+    """Labels and regression targets (width 7) of 3, 2 and 4 samples: one (9, 7) tensor, each member's rows its
+    own targets as floats, padded with zeros."""
+    tasks = MemberTasks([SEVEN[0], SEVEN[1], SEVEN[0]], torch.device("cpu"))
+    each = [torch.tensor([6, 0, 3]), torch.randn(2, 7), torch.tensor([1, 2, 5, 4])]
+    joined = tasks.joined(each)
+    assert joined.shape == (9, 7) and joined.dtype == torch.float32
+    torch.testing.assert_close(joined[3:5], each[1], rtol=0, atol=0)
+    for rows, labels in ((joined[:3], each[0]), (joined[5:], each[2])):
+        assert torch.equal(rows[:, 0], labels.float()) and not rows[:, 1:].any()
+    assert torch.equal(tasks.joined(each[:1]), each[0].float()[:, None].expand(3, 7) * (torch.arange(7) == 0))

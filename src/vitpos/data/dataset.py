@@ -84,6 +84,10 @@ class ImageDataset(Dataset):
     def __getitem__(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
+    def whole(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every sample of the split, in order: its images and targets as one batch."""
+        return self[torch.arange(len(self))]
+
     def at_size(self, size: int | tuple[int, int]) -> ImageDataset:
         """This split handing out images of ``size`` (resized; synthetic tasks re-render)."""
         raise NotImplementedError
@@ -118,6 +122,12 @@ class TensorImages(ImageDataset):
         if self.image_size != self._native:
             images = resize(images, self.image_size)
         return images, self.targets[index]
+
+    def whole(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The stored tensors themselves at the stored size (not copied: only read them), else resized."""
+        if self.image_size == self._native:
+            return self.images, self.targets
+        return resize(self.images, self.image_size), self.targets
 
     def open_sample(self, index: int) -> tuple[Image.Image, torch.Tensor]:
         pixels = self.images[index].permute(1, 2, 0).numpy()

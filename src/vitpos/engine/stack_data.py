@@ -26,14 +26,10 @@ class MemberSplits:
         self, datasets: Sequence[ImageDataset], tasks: MemberTasks, device: torch.device, rows: int | None = None
     ) -> None:
         """``rows`` (at least the member count) gives the padding rows of a padded stack the first member's data."""
-        images, targets = [], []
-        for d in datasets:
-            x, y = d[torch.arange(len(d))]
-            images.append(x)
-            targets.append(tasks.targets([y])[0])
+        wholes = [d.whole() for d in datasets]
         self.lengths = [len(d) for d in datasets]
-        self.images = torch.cat(images).to(device)  # sum N, C, H, W (uint8 as stored)
-        self.targets = torch.cat(targets).to(device)  # sum N, width
+        self.images = torch.cat([x for x, _ in wholes]).to(device)  # sum N, C, H, W (uint8 as stored)
+        self.targets = tasks.joined([y for _, y in wholes]).to(device)  # sum N, width
         pad = [0] * ((rows or len(datasets)) - len(datasets))
         self.offsets = torch.tensor([0, *self.lengths[:-1]]).cumsum(0)[[*range(len(datasets)), *pad]].to(device)
         infos = [d.info for d in datasets]

@@ -50,11 +50,23 @@ class MemberTasks:
 
     def targets(self, each: Sequence[torch.Tensor]) -> torch.Tensor:
         """Members' targets (labels (N,) or regression targets (N, K)) as one (S, N, width) float32 tensor."""
-        rows = []
-        for t in each:
-            t = t.float().view(len(t), -1)
-            rows.append(F.pad(t, (0, self.width - t.shape[1])))
-        return torch.stack(rows)
+        return self.joined(each).view(len(each), -1, self.width)
+
+    def joined(self, each: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Members' targets (labels (N_i,) or regression targets (N_i, K)), one member's after another, as one
+        (sum N_i, width) float32 tensor: a few operations per kind of target, whatever the member count."""
+        columns = [t.view(len(t), -1) for t in each]
+        kinds: dict[tuple[torch.dtype, int], list[int]] = {}
+        for i, t in enumerate(columns):
+            kinds.setdefault((t.dtype, t.shape[1]), []).append(i)
+        parts: dict[int, torch.Tensor] = {}
+        for (_, width), members in kinds.items():
+            block = torch.cat([columns[i] for i in members]).float()
+            block = F.pad(block, (0, self.width - width)) if width < self.width else block
+            if len(kinds) == 1:
+                return block
+            parts |= dict(zip(members, block.split([len(columns[i]) for i in members]), strict=True))
+        return torch.cat([parts[i] for i in range(len(each))])
 
     def losses(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Each member's mean loss on its batch (S): cross entropy or mean squared error."""
