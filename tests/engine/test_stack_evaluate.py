@@ -6,7 +6,7 @@ import torch
 from vitpos.data.synthetic import SyntheticTask
 from vitpos.engine.evaluate import evaluate
 from vitpos.engine.precision import Precision
-from vitpos.engine.stack_evaluate import StackEvaluation, evaluate_stack, stackable
+from vitpos.engine.stack_evaluate import StackEvaluation, evaluate_models, evaluate_stack, stackable
 from vitpos.engine.stacked_step import Stack
 from vitpos.models.factory import create_model
 
@@ -60,3 +60,29 @@ def test_splits_that_cannot_stack_are_named():
             device=torch.device("cpu"),
             precision=Precision("cpu"),
         )
+
+
+def test_models_evaluated_together_get_their_own_metrics_stacked_or_one_by_one(float64, monkeypatch):
+    """Three models of one config at a size they were not trained at (the study's resolution sweep): one stacked
+    pass, each model's metrics as alone; models of two configs, or splits that do not stack, one by one."""
+    from vitpos.engine import stack_evaluate
+
+    models = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        models.append(create_model(MODEL.replace(absolute="learned:std=1", num_classes=2)).eval())
+    splits = [_split("direction", seed).at_size(24) for seed in range(3)]
+    stacked = []
+    monkeypatch.setattr(stack_evaluate, "evaluate_stack", lambda *a, **k: stacked.append(a) or evaluate_stack(*a, **k))
+    results = evaluate_models(models, splits, batch_size=8, device=torch.device("cpu"))
+    assert len(stacked) == 1
+    for model, split, result in zip(models, splits, results, strict=True):
+        assert result == pytest.approx(evaluate(model, split, batch_size=8), rel=1e-12, abs=1e-12)
+    other = create_model(MODEL.replace(absolute="sincos2d", num_classes=2)).eval()
+    mixed = evaluate_models([models[0], other], splits[:2], batch_size=8, device=torch.device("cpu"))
+    uneven = evaluate_models(models[:2], [splits[0], _split("direction", 1, n=12)], batch_size=8,
+                             device=torch.device("cpu"))  # fmt: skip
+    assert len(stacked) == 1  # neither stacked
+    assert mixed[1] == evaluate(other, splits[1], batch_size=8) and uneven[0] == evaluate(
+        models[0], splits[0], batch_size=8
+    )

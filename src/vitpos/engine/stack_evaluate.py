@@ -11,15 +11,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from torch import nn
 
 from ..data.dataset import ImageDataset
-from .evaluate import input_dtype
+from .evaluate import evaluate, input_dtype
 from .precision import Precision
 from .stack_data import MemberSplits
 from .stack_metrics import IMAGE_TASKS, MemberTasks
 from .stacked_step import Stack
 
-__all__ = ["stackable", "StackEvaluation", "evaluate_stack"]
+__all__ = ["stackable", "StackEvaluation", "evaluate_models", "evaluate_stack"]
 
 
 def stackable(datasets: Sequence[ImageDataset]) -> bool:
@@ -74,6 +75,27 @@ class StackEvaluation:
             metrics.add(tasks.losses(outputs, targets), outputs, targets)
         stack.train(was_training)
         return metrics.compute()
+
+
+def evaluate_models(
+    models: Sequence[nn.Module],
+    datasets: Sequence[ImageDataset],
+    *,
+    batch_size: int,
+    device: torch.device,
+    precision: Precision | None = None,
+) -> list[dict[str, float]]:
+    """Loss and metrics of model i on ``datasets[i]``, as :func:`~.evaluate.evaluate` gives them: one stacked pass
+    (:func:`evaluate_stack`) where there are several models of one config whose splits stack, else model by
+    model. The models are only read."""
+    precision = precision or Precision(device.type)
+    if len(models) > 1 and len({repr(getattr(m, "cfg", id(m))) for m in models}) == 1 and stackable(datasets):
+        stack = Stack(list(models), device=device)
+        return evaluate_stack(stack, datasets, batch_size=batch_size, device=device, precision=precision)
+    return [
+        evaluate(m, d, batch_size=batch_size, device=device, precision=precision)
+        for m, d in zip(models, datasets, strict=True)
+    ]
 
 
 def evaluate_stack(

@@ -18,11 +18,11 @@ from ..analysis.similarity import default_references, similarity_maps
 from ..analysis.stages import native_grid
 from ..analysis.tables import absolute_table
 from ..config import HostConfig
-from ..data.dataset import DataSplits
+from ..data.dataset import DataSplits, ImageDataset, Size, as_size
 from ..data.synthetic import SyntheticTask
 from ..engine.config import TrainConfig
 from ..engine.ensemble import Member, Stopping, initial_model, train_ensemble
-from ..engine.evaluate import evaluate, evaluate_resolutions
+from ..engine.stack_evaluate import evaluate_models
 from ..engine.train import TrainResult
 from ..grid import Grid
 from ..tasks import primary_metric
@@ -192,14 +192,38 @@ def _kept_val(history: list[dict[str, Any]]) -> dict[str, float]:
     return {key.removeprefix("val_"): value for key, value in row.items() if key.startswith("val_")}
 
 
-def _measure(job: _Prepared, result: TrainResult, config: StudyConfig) -> dict[str, Any]:
+def _test_evaluations(
+    jobs: list[_Prepared], results: dict[Cell, TrainResult], config: StudyConfig
+) -> dict[tuple[Cell, Size], dict[str, float]]:
+    """The test metrics (cell, image size) that :func:`_measure` needs beyond training's own, on the CPU: a twin's
+    test split (:data:`TRAINS_AS`), and the resolution sweeps (the test split at each of ``config.resolutions``,
+    drawn anew). The models of one image size are evaluated in one stacked pass (:func:`evaluate_models`)."""
+    wanted: dict[tuple[Cell, Size], tuple[nn.Module, ImageDataset]] = {}
+    for job in jobs:
+        model, test = results[job.cell].model.cpu(), job.data.test
+        if not results[job.cell].test:
+            wanted[(job.cell, as_size(config.model.image_hw))] = model, test
+        if job.resolutions:
+            wanted |= {(job.cell, as_size(size)): (model, test.at_size(size)) for size in config.resolutions}
+    out: dict[tuple[Cell, Size], dict[str, float]] = {}
+    for size in dict.fromkeys(hw for _, hw in wanted):
+        keys = [key for key in wanted if key[1] == size]
+        models, splits = zip(*(wanted[key] for key in keys), strict=True)
+        out |= zip(keys, evaluate_models(models, splits, batch_size=256, device=torch.device("cpu")), strict=True)
+    return out
+
+
+def _measure(
+    job: _Prepared, result: TrainResult, config: StudyConfig, tests: dict[tuple[Cell, Size], dict[str, float]]
+) -> dict[str, Any]:
     """Test and val metric (the kept epoch's, as training measured it), and where they apply probes, resolution
-    sweep, half contrast and similarity maps."""
+    sweep, half contrast and similarity maps; ``tests`` holds the test metrics training did not give
+    (:func:`_test_evaluations`)."""
     cell, data = job.cell, job.data
     model = result.model.cpu()
     grid = native_grid(model)  # the last stage's: the probes and maps read its table
     kind = data.info.task
-    test = result.test if result.test else evaluate(model, data.test, batch_size=256, device="cpu")
+    test = result.test or tests[(cell, as_size(config.model.image_hw))]
     out: dict[str, Any] = {
         "metric": "accuracy" if kind == "classification" else "r2",
         "test": _score(test, kind),
@@ -214,8 +238,8 @@ def _measure(job: _Prepared, result: TrainResult, config: StudyConfig) -> dict[s
     if job.probes:
         out["probes"] = {stage: _table_probes(table, grid, config, cell.seed) for stage, table in tables.items()}
     if job.resolutions:
-        sweep = evaluate_resolutions(model, data.test, config.resolutions, batch_size=256, device="cpu")
-        out["resolution"] = {str(hw[0]): _score(metrics, kind) for hw, metrics in sweep.items()}
+        sizes = map(as_size, config.resolutions)
+        out["resolution"] = {str(hw[0]): _score(tests[(cell, hw)], kind) for hw in sizes}
     if job.contrast:
         out["half_contrast"] = {stage: half_contrast(table, grid) for stage, table in tables.items()}
     if job.similarity:
@@ -347,11 +371,15 @@ def run_cells(
         trainings.setdefault(training_key(job.cell), job)
     trained = _train(list(trainings.values()), config, ensemble)
     by_key = dict(zip(trainings, trained, strict=True))
+    results = {
+        job.cell: by_key[training_key(job.cell)]
+        if trainings[training_key(job.cell)] is job
+        else dataclasses.replace(by_key[training_key(job.cell)], test={})  # a twin: same model, its own test split
+        for job in jobs
+    }
+    tests = _test_evaluations(jobs, results, config)
     for job in jobs:
-        result = by_key[training_key(job.cell)]
-        if trainings[training_key(job.cell)] is not job:  # a twin: same model, its own test split
-            result = dataclasses.replace(result, test={})
-        out[job.cell] = _measure(job, result, config)
+        out[job.cell] = _measure(job, results[job.cell], config, tests)
     return _shared_times(out, start, cpu_start)
 
 
@@ -372,5 +400,5 @@ def run_trials(
     initials = _InitialModels()
     units = [_prepare(cell, family, config, device, init, lr, False, initials, compile) for cell, lr in trials]
     trained = _train(units, config, ensemble)
-    out = {(u.cell, u.train_cfg.lr): _measure(u, r, config) for u, r in zip(units, trained, strict=True)}
+    out = {(u.cell, u.train_cfg.lr): _measure(u, r, config, {}) for u, r in zip(units, trained, strict=True)}
     return _shared_times(out, start, cpu_start)
