@@ -43,6 +43,7 @@ PHASES = {
     "Stack.__init__": "copying the initial models into the stacks",
     "MemberSplits.__init__": "holding the splits",
     "_prepare": "data and initial models",
+    "_test_evaluations": "measurement after training",
     "_measure": "measurement after training",
     "_untrained": "untrained tables",
 }
@@ -50,7 +51,7 @@ PHASES = {
 ON_THE_HOST = ("holding the splits", "data and initial models", "measurement after training", "untrained tables")
 """Phases a CUDA study runs on the CPU: it synthesises the images and initialises the models there, gathers
 each stack's splits there and copies them once a tensor, and measures a trained model on the CPU
-(``_measure`` moves it there first: one copy a tensor, which a count on a CPU does not see)."""
+(``_test_evaluations`` moves it there first: one copy a tensor, which a count on a CPU does not see)."""
 OUTER = {"trial_work": "rate trials", "run_cells": "reported runs"}
 
 

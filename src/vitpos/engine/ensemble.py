@@ -237,8 +237,11 @@ def train_ensemble(
     for step in range(total):
         starting = [i for i in boundaries.get(step, ()) if not done[i]]
         for per_epoch, group in by_epoch_length(starting, courses):  # each member's batches of its new epoch,
-            drawn = torch.stack([epoch_order(len(splits[i]["train"]), cfg.batch_size, members[i].cfg.seed,
-                                             step // per_epoch, Dist()) for i in group])  # fmt: skip
+            keys = [(len(splits[i]["train"]), members[i].cfg.seed) for i in group]  # a twin draws as its run
+            order = {
+                (n, seed): epoch_order(n, cfg.batch_size, seed, step // per_epoch, Dist()) for n, seed in set(keys)
+            }
+            drawn = torch.stack([order[key] for key in keys])
             index = torch.tensor(group, device=device)  # drawn from its seed as its lone run draws them
             orders[index, :per_epoch] = train_data.global_index(drawn, index)
         images, targets = train_data.batch(orders[every_row, positions[step]])

@@ -10,6 +10,7 @@ mean and standard deviation.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import accumulate
 
 import torch
 
@@ -20,18 +21,20 @@ __all__ = ["MemberSplits"]
 
 
 class MemberSplits:
-    """Member i's split ``datasets[i]`` as rows ``offsets[i]:offsets[i] + len(datasets[i])`` of one tensor."""
+    """Member i's split ``datasets[i]`` as rows ``offsets[i]:offsets[i] + len(datasets[i])`` of one tensor (held
+    once where members share one split object)."""
 
     def __init__(
         self, datasets: Sequence[ImageDataset], tasks: MemberTasks, device: torch.device, rows: int | None = None
     ) -> None:
         """``rows`` (at least the member count) gives the padding rows of a padded stack the first member's data."""
-        wholes = [d.whole() for d in datasets]
-        self.lengths = [len(d) for d in datasets]
+        held = {id(d): d for d in datasets}  # members that share a split (a run and its longer twin) share rows
+        wholes = [d.whole() for d in held.values()]
         self.images = torch.cat([x for x, _ in wholes]).to(device)  # sum N, C, H, W (uint8 as stored)
         self.targets = tasks.joined([y for _, y in wholes]).to(device)  # sum N, width
+        starts = dict(zip(held, accumulate((len(d) for d in held.values()), initial=0), strict=False))
         pad = [0] * ((rows or len(datasets)) - len(datasets))
-        self.offsets = torch.tensor([0, *self.lengths[:-1]]).cumsum(0)[[*range(len(datasets)), *pad]].to(device)
+        self.offsets = torch.tensor([starts[id(d)] for d in datasets] + pad, device=device)
         infos = [d.info for d in datasets]
         infos += [infos[0]] * len(pad)
         self.scale = 1.0 / 255.0 if self.images.dtype == torch.uint8 else 1.0
