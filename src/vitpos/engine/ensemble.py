@@ -237,9 +237,10 @@ def train_ensemble(
     for step in range(total):
         starting = [i for i in boundaries.get(step, ()) if not done[i]]
         for per_epoch, group in by_epoch_length(starting, courses):  # each member's batches of its new epoch,
-            keys = [(len(splits[i]["train"]), members[i].cfg.seed) for i in group]  # a twin draws as its run
+            keys = [(len(splits[i]["train"]), members[i].cfg.seed) for i in group]  # one order per (length, seed)
             order = {
-                (n, seed): epoch_order(n, cfg.batch_size, seed, step // per_epoch, Dist()) for n, seed in set(keys)
+                (n, seed): epoch_order(n, cfg.batch_size, seed, step // per_epoch, Dist())
+                for n, seed in dict.fromkeys(keys)
             }
             drawn = torch.stack([order[key] for key in keys])
             index = torch.tensor(group, device=device)  # drawn from its seed as its lone run draws them
@@ -285,7 +286,9 @@ def train_ensemble(
         for k in _unneeded(stopped, fallbacks, watches, done):  # their members ended before the cap
             done[k] = True
             stopped.append(k)
-            histories[k][-1:] = [(histories[k][-1:] or [{"step": step + 1}])[0] | {"stop": "unneeded"}]
+            if not histories[k]:  # stopped before its first epoch ended
+                histories[k].append({"step": step + 1})
+            histories[k][-1]["stop"] = "unneeded"
         step_fn.stop(*stopped)  # their updates are masked from the next step on: their runs have ended
         if best is not None and improved:
             index = torch.tensor(improved, device=device)

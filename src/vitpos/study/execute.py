@@ -277,8 +277,8 @@ def _train(units: list[_Prepared], config: StudyConfig, ensemble: bool) -> list[
     else:
         trained = _train_groups(units, rules, False)
         capped = [i for i, result in enumerate(trained) if _capped(result)]
-        retrained = dict(zip(capped, _train_groups([again[i] for i in capped], [again_rules[i] for i in capped],
-                                                   False), strict=True))  # fmt: skip
+        longer_runs = _train_groups([again[i] for i in capped], [again_rules[i] for i in capped], False)
+        retrained = dict(zip(capped, longer_runs, strict=True))
     for i, result in enumerate(trained):
         if _capped(result):
             trained[i] = retrained[i]
