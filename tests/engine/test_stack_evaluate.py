@@ -86,3 +86,22 @@ def test_models_evaluated_together_get_their_own_metrics_stacked_or_one_by_one(f
     assert mixed[1] == evaluate(other, splits[1], batch_size=8) and uneven[0] == evaluate(
         models[0], splits[0], batch_size=8
     )
+
+
+@pytest.mark.parametrize("host", ["pvt", "swin"])
+def test_pyramid_models_evaluated_together_at_another_size_get_their_own_metrics(host):
+    """The study's resolution sweep on the PVT and Swin hosts: two models stacked at a size they were not built
+    at, each with the metrics of its model alone (float32: the stacked products round apart in the last bits)."""
+    from vitpos.study.families import parse_family
+    from vitpos.study.protocol import StudyConfig
+
+    family = parse_family(f"t: host={host} absolute=learned embed_dims=8,32 num_heads=1,2 mlp_ratios=2,2")
+    models = []
+    for seed in range(2):
+        torch.manual_seed(seed)
+        models.append(create_model(family.model_config(StudyConfig().model, num_classes=2)).eval())
+    splits = [_split("direction", seed).at_size(32) for seed in range(2)]
+    results = evaluate_models(models, splits, batch_size=8, device=torch.device("cpu"))
+    for model, split, result in zip(models, splits, results, strict=True):
+        alone = evaluate(model, split, batch_size=8)
+        assert result["acc1"] == alone["acc1"] and result["loss"] == pytest.approx(alone["loss"], rel=1e-5)

@@ -127,15 +127,13 @@ class _InitialModels:
     which they only read (the stacks gather its weights; the probes read its table)."""
 
     def __init__(self) -> None:
-        self._built: list[tuple[HostConfig, int, str | None, nn.Module]] = []
+        self._built: dict[tuple[str, int, str | None], nn.Module] = {}
 
     def __call__(self, model_cfg: HostConfig, seed: int, init_pe: str | None) -> nn.Module:
-        for cfg, built_seed, built_pe, model in self._built:
-            if (built_seed, built_pe) == (seed, init_pe) and cfg == model_cfg:
-                return model
-        model = initial_model(model_cfg, seed, init_pe).eval()
-        self._built.append((model_cfg, seed, init_pe, model))
-        return model
+        key = (repr(model_cfg), seed, init_pe)  # a config's repr names every field
+        if key not in self._built:
+            self._built[key] = initial_model(model_cfg, seed, init_pe).eval()
+        return self._built[key]
 
 
 def _untrained(
